@@ -1,0 +1,58 @@
+# The two commands that matter: `make run` (the demo) and `make test` (the whole suite).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
+# Tests and the demo never reach AWS: fake credentials, a fixed region.
+export AWS_ACCESS_KEY_ID ?= testing
+export AWS_SECRET_ACCESS_KEY ?= testing
+export AWS_DEFAULT_REGION ?= us-east-1
+
+.PHONY: run test lint typecheck unit pytest bench synth cfn-lint clean help
+
+help:
+	@echo "make run    - start the capacity emulator with the demo scenario and run the broker end to end"
+	@echo "make test   - lint, type-check and run the whole test suite (unit, emulator, integration, infra)"
+	@echo "make bench  - benchmarks against the emulator; writes bench/results.json"
+	@echo "make synth  - synthesize the CDK app offline into cdk.out"
+
+$(STAMP): pyproject.toml requirements-lock.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c requirements-lock.txt -e ".[dev]"
+	@touch $@
+
+venv: $(STAMP)
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+run: $(STAMP)
+	$(BIN)/python -m demo
+
+test: $(STAMP) node_modules/.installed lint typecheck pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP) node_modules/.installed
+	$(BIN)/pytest -n auto
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+synth: $(STAMP) node_modules/.installed
+	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --quiet
+
+clean:
+	rm -rf cdk.out out .pytest_cache .mypy_cache .ruff_cache bench/results.json

@@ -1,0 +1,129 @@
+"""The emulator's control surface: scenario, clock, knobs and a look at capacity.
+
+The same operations are served over HTTP by ``emulator.server`` (``/_emulator/...``) and
+reached from another process with ``emulator.remote.RemoteEmulator``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from moto.core import DEFAULT_ACCOUNT_ID
+
+from . import scenario as scenarios
+from .faults import Call, Fault
+from .install import install
+from .models import CapacityBackend, capacity_backend
+from .state import world
+
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+
+
+class Emulator:
+    def __init__(self, account_id: str = DEFAULT_ACCOUNT_ID) -> None:
+        install()
+        self.account_id = account_id
+
+    # -- world --------------------------------------------------------------------------
+    def load_scenario(self, source: str | Path | dict[str, Any]) -> scenarios.ScenarioIds:
+        return scenarios.load(source, self.account_id)
+
+    def reset(self) -> None:
+        from moto.core.base_backend import BackendDict
+
+        BackendDict.reset()
+        world.reset()
+
+    def capacity(self, region: str = "us-east-1") -> CapacityBackend:
+        from moto.ec2.models import ec2_backends
+
+        return capacity_backend(ec2_backends[self.account_id][region])
+
+    def pool(self, region: str, availability_zone: str, instance_type: str) -> dict[str, Any]:
+        pool = self.capacity(region).pool(availability_zone, instance_type)
+        return {"capacity": pool.capacity, "used": pool.used, "available": pool.available}
+
+    def set_pool(
+        self, region: str, availability_zone: str, instance_type: str, capacity: int | None
+    ) -> None:
+        self.capacity(region).set_pool(availability_zone, instance_type, capacity)
+
+    # -- time ---------------------------------------------------------------------------
+    def now(self) -> datetime:
+        return world.clock.now()
+
+    def advance(self, seconds: float) -> datetime:
+        return world.clock.advance(seconds)
+
+    def freeze(self, at: datetime | None = None) -> datetime:
+        return world.clock.freeze(at)
+
+    def set_time(self, at: datetime) -> datetime:
+        return world.clock.set(at)
+
+    def configure(self, **settings: Any) -> None:
+        for key, value in settings.items():
+            if not hasattr(world.settings, key):
+                raise ValueError(f"unknown emulator setting {key!r}")
+            setattr(world.settings, key, value)
+
+    # -- knobs --------------------------------------------------------------------------
+    def latency(self, seconds: float, actions: dict[str, float] | None = None) -> None:
+        world.hub.set_latency(seconds, actions)
+
+    def throttle(
+        self,
+        enabled: bool = True,
+        buckets: dict[str, tuple[float, float]] | None = None,
+        groups: dict[str, str] | None = None,
+        time_scale: float = 1.0,
+    ) -> None:
+        world.hub.set_throttle(enabled, buckets, groups, time_scale)
+
+    def fail(self, action: str, code: str | None = None, **kwargs: Any) -> Fault:
+        """Fail the next ``times`` calls of ``action`` with ``code`` (or ``mode="timeout"``)."""
+        return world.hub.inject(action, code, **kwargs)
+
+    def clear_faults(self) -> None:
+        world.hub.clear_faults()
+
+    def calls(self, action: str | None = None, service: str = "ec2") -> list[Call]:
+        return world.hub.calls_of(action, service)
+
+    def clear_calls(self) -> None:
+        world.hub.clear_calls()
+
+
+@contextmanager
+def mock(scenario: str | Path | dict[str, Any] | None = None) -> Iterator[Emulator]:
+    """The emulator in this process: moto's mock plus the capacity extension."""
+    from moto import mock_aws
+
+    saved = {k: os.environ.get(k) for k in FAKE_CREDENTIALS}
+    os.environ.update(FAKE_CREDENTIALS)
+    install()
+    world.reset()
+    world.mode = "in-process"
+    try:
+        with mock_aws():
+            emulator = Emulator()
+            if scenario is not None:
+                emulator.load_scenario(scenario)
+            yield emulator
+    finally:
+        world.reset()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

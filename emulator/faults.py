@@ -1,0 +1,248 @@
+"""Knobs that make the emulator behave like a busy, imperfect AWS.
+
+- latency: seconds added to every call (or to named actions);
+- throttling: EC2-style token buckets per account, region and action group, answering
+  ``RequestLimitExceeded`` when a bucket is empty;
+- faults: fail the next N calls of an action with an error code, or let the call take effect
+  and then lose the answer (a timeout after the request reached AWS);
+- a call log, so tests can count what the broker asked for.
+
+The hub sits in front of every moto action (``emulator.install``) and costs a dictionary
+look-up when nothing is configured.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# HTTP status EC2 answers these codes with; everything else is a 400.
+SERVER_ERROR_STATUS = {
+    "InsufficientInstanceCapacity": 500,
+    "InsufficientReservedInstanceCapacity": 500,
+    "InternalError": 500,
+    "InternalFailure": 500,
+    "ServiceUnavailable": 503,
+    "Unavailable": 503,
+    "RequestLimitExceeded": 503,
+    "Throttling": 400,
+    "ThrottlingException": 400,
+}
+
+# EC2's published defaults (bucket size, refill per second) for each action group.
+EC2_BUCKETS = {
+    "mutating": (50, 5.0),
+    "non_mutating": (100, 20.0),
+}
+
+
+def ec2_action_group(action: str) -> str:
+    if action.startswith(("Describe", "Get", "List")):
+        return "non_mutating"
+    return "mutating"
+
+
+@dataclass
+class Fault:
+    action: str
+    service: str = "ec2"
+    code: str | None = None
+    message: str = "Injected fault"
+    mode: str = "error"  # "error": fail before acting; "timeout": act, then lose the answer
+    remaining: int = 1
+    region: str | None = None
+    when: dict[str, Any] = field(default_factory=dict)
+    status: int | None = None
+
+    def matches(self, service: str, action: str, region: str, params: Mapping[str, Any]) -> bool:
+        if self.remaining <= 0 or self.service != service:
+            return False
+        if self.action not in ("*", action):
+            return False
+        if self.region and self.region != region:
+            return False
+        return all(params.get(k) == v for k, v in self.when.items())
+
+    @property
+    def http_status(self) -> int:
+        if self.status is not None:
+            return self.status
+        return SERVER_ERROR_STATUS.get(self.code or "", 400)
+
+
+class TokenBucket:
+    def __init__(self, capacity: float, refill_per_second: float, time_scale: float = 1.0):
+        self.capacity = capacity
+        self.refill = refill_per_second * time_scale
+        self.tokens = capacity
+        self.stamp = time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.refill)
+        self.stamp = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+
+@dataclass
+class Call:
+    service: str
+    action: str
+    region: str
+    params: dict[str, Any]
+    outcome: str = "ok"
+    started: float = 0.0
+    ended: float = 0.0
+
+
+class InjectedError(Exception):  # noqa: N818 - carried to the dispatch hook, not raised to users
+    def __init__(self, code: str, message: str, status: int) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+class Hub:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.latency_default = 0.0
+            self.latency_by_action: dict[str, float] = {}
+            self.faults: list[Fault] = []
+            self.throttle_enabled = False
+            self.buckets_config: dict[str, tuple[float, float]] = dict(EC2_BUCKETS)
+            self.group_overrides: dict[str, str] = {}
+            self.time_scale = 1.0
+            self._buckets: dict[tuple[str, str, str], TokenBucket] = {}
+            self.calls: list[Call] = []
+            self.record = True
+
+    # -- configuration ------------------------------------------------------------------
+    def set_latency(self, seconds: float, actions: dict[str, float] | None = None) -> None:
+        with self._lock:
+            self.latency_default = seconds
+            self.latency_by_action = dict(actions or {})
+
+    def set_throttle(
+        self,
+        enabled: bool = True,
+        buckets: dict[str, tuple[float, float]] | None = None,
+        groups: dict[str, str] | None = None,
+        time_scale: float = 1.0,
+    ) -> None:
+        """Turn EC2 throttling on: ``buckets`` maps group → (burst, refill/s)."""
+        with self._lock:
+            self.throttle_enabled = enabled
+            self.buckets_config = dict(buckets or EC2_BUCKETS)
+            self.group_overrides = dict(groups or {})
+            self.time_scale = time_scale
+            self._buckets = {}
+
+    def inject(
+        self,
+        action: str,
+        code: str | None = None,
+        *,
+        times: int = 1,
+        mode: str = "error",
+        service: str = "ec2",
+        message: str | None = None,
+        region: str | None = None,
+        when: dict[str, Any] | None = None,
+        status: int | None = None,
+    ) -> Fault:
+        if mode not in ("error", "timeout"):
+            raise ValueError(f"unknown fault mode {mode!r}")
+        if mode == "error" and not code:
+            raise ValueError("an error fault needs a code")
+        fault = Fault(
+            action=action,
+            service=service,
+            code=code,
+            message=message or f"Injected {code or 'timeout'} for {action}",
+            mode=mode,
+            remaining=times,
+            region=region,
+            when=dict(when or {}),
+            status=status,
+        )
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self.faults = []
+
+    # -- the calls ----------------------------------------------------------------------
+    def calls_of(self, action: str | None = None, service: str = "ec2") -> list[Call]:
+        with self._lock:
+            return [
+                c for c in self.calls if c.service == service and action in (None, c.action)
+            ]
+
+    def clear_calls(self) -> None:
+        with self._lock:
+            self.calls = []
+
+    def before(
+        self,
+        service: str,
+        action: str,
+        region: str,
+        account: str,
+        params: Callable[[], Mapping[str, Any]],
+    ) -> tuple[Call, Fault | None]:
+        """Run ahead of an action: latency, throttle, error faults.
+
+        Returns the call record and, when the call must succeed but lose its answer, the
+        timeout fault. Raises ``InjectedError`` when the call must fail.
+        """
+        call = Call(service, action, region, {}, started=time.monotonic())
+        wait = self.latency_by_action.get(action, self.latency_default)
+        if wait > 0:
+            time.sleep(wait)
+        has_faults = bool(self.faults)
+        values: Mapping[str, Any] = params() if (has_faults or self.record) else {}
+        call.params = dict(values)
+        with self._lock:
+            if self.record:
+                self.calls.append(call)
+            if self.throttle_enabled and service == "ec2":
+                group = self.group_overrides.get(action) or ec2_action_group(action)
+                key = (account, region, group)
+                bucket = self._buckets.get(key)
+                if bucket is None:
+                    burst, refill = self.buckets_config.get(group, EC2_BUCKETS["mutating"])
+                    bucket = self._buckets[key] = TokenBucket(burst, refill, self.time_scale)
+                if not bucket.take():
+                    call.outcome = "RequestLimitExceeded"
+                    call.ended = time.monotonic()
+                    raise InjectedError("RequestLimitExceeded", "Request limit exceeded.", 503)
+            timeout: Fault | None = None
+            for fault in self.faults:
+                if fault.matches(service, action, region, values):
+                    fault.remaining -= 1
+                    if fault.mode == "timeout":
+                        timeout = fault
+                        break
+                    call.outcome = fault.code or "error"
+                    call.ended = time.monotonic()
+                    raise InjectedError(fault.code or "InternalError", fault.message, fault.http_status)
+            self.faults = [f for f in self.faults if f.remaining > 0]
+        return call, timeout
+
+    def after(self, call: Call, status: int, error_code: str | None = None) -> None:
+        call.ended = time.monotonic()
+        if status >= 400:
+            call.outcome = error_code or str(status)

@@ -1,0 +1,139 @@
+"""Extend moto in place: the capacity APIs on EC2, and the fault hub in front of every action.
+
+moto has no plugin hook. Its EC2 dispatcher looks an action up by snake_case name on
+``EC2Response`` itself, so the emulator's response methods are set on that class; the hub
+wraps ``BaseResponse.call_action``, the one place every service's action passes through.
+Everything here is idempotent and reversible (``uninstall``) so tests can rely on it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from botocore.exceptions import ReadTimeoutError
+from moto.core.responses import ActionResult, BaseResponse
+from moto.ec2.models import EC2Backend
+from moto.ec2.responses import EC2Response
+from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX, get_prefix
+
+from .exceptions import AnyServiceError, EC2ServerError, reservation_not_found
+from .faults import InjectedError
+from .models import capacity_backend
+from .responses import RESPONSE_CLASSES
+from .responses._base import CapacityResponse
+from .state import world
+
+_lock = threading.Lock()
+_saved: dict[tuple[type, str], Any] = {}
+_installed = False
+
+# Set when a call must be answered by dropping the connection (server mode timeouts).
+drop_connection = threading.local()
+
+
+def install() -> None:
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        EC2_RESOURCE_TO_PREFIX["capacity-reservation"] = "cr"
+        EC2_PREFIX_TO_RESOURCE["cr"] = "capacity-reservation"
+        for klass in (CapacityResponse, *RESPONSE_CLASSES):
+            for name, member in vars(klass).items():
+                if not name.startswith("__"):
+                    _replace(EC2Response, name, member)
+        _replace(BaseResponse, "call_action", _wrap_call_action(BaseResponse.call_action))
+        _replace(
+            EC2Backend, "do_resources_exist", _wrap_resources_exist(EC2Backend.do_resources_exist)
+        )
+        _installed = True
+
+
+def uninstall() -> None:
+    global _installed
+    with _lock:
+        for (klass, name), original in _saved.items():
+            if original is None:
+                delattr(klass, name)
+            else:
+                setattr(klass, name, original)
+        _saved.clear()
+        EC2_RESOURCE_TO_PREFIX.pop("capacity-reservation", None)
+        EC2_PREFIX_TO_RESOURCE.pop("cr", None)
+        _installed = False
+
+
+def _replace(klass: type, name: str, value: Any) -> None:
+    if (klass, name) not in _saved:
+        _saved[(klass, name)] = klass.__dict__.get(name)
+    setattr(klass, name, value)
+
+
+def _wrap_resources_exist(original: Callable[..., bool]) -> Callable[..., bool]:
+    def do_resources_exist(self: EC2Backend, resource_ids: list[str]) -> bool:
+        for resource_id in resource_ids:
+            if get_prefix(resource_id) == "cr":
+                capacity = capacity_backend(self)
+                if resource_id not in capacity.reservations:
+                    raise reservation_not_found(resource_id)
+        return original(self, resource_ids)
+
+    return do_resources_exist
+
+
+def _params_of(response: BaseResponse) -> Mapping[str, Any]:
+    params = getattr(response, "params", None)
+    if isinstance(params, Mapping):
+        return params
+    query = getattr(response, "querystring", {}) or {}
+    return {k: (v[0] if isinstance(v, list) and len(v) == 1 else v) for k, v in query.items()}
+
+
+def _error_response(
+    response: BaseResponse, code: str, message: str, status: int
+) -> tuple[int, dict[str, str], str]:
+    """Serialize an error the way the service's protocol does, with EC2's real status."""
+    status_code, headers, body = response.serialized(
+        ActionResult(AnyServiceError(code, message))
+    )
+    headers = dict(headers)
+    headers["status"] = str(status)
+    return status, headers, body
+
+
+def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[BaseResponse], Any]:
+    def call_action(self: BaseResponse) -> Any:
+        service = self.service_name or ""
+        action = self._get_action() or ""
+        region = getattr(self, "region", "us-east-1")
+        account = getattr(self, "current_account", "")
+        try:
+            call, timeout = world.hub.before(
+                service, action, region, account, lambda: _params_of(self)
+            )
+        except InjectedError as error:
+            return _error_response(self, error.code, error.message, error.status)
+        try:
+            status, headers, body = original(self)
+        except EC2ServerError as error:
+            world.hub.after(call, error.status, error.code)
+            return _error_response(self, error.code, error.message, error.status)
+        world.hub.after(call, int(status), _code_of(body) if int(status) >= 400 else None)
+        if timeout is not None:
+            if world.mode == "server":
+                drop_connection.flag = True
+            else:
+                raise ReadTimeoutError(endpoint_url=f"https://{service}.{region}.amazonaws.com/")
+        return status, headers, body
+
+    return call_action
+
+
+def _code_of(body: Any) -> str | None:
+    text = body.decode() if isinstance(body, bytes) else str(body)
+    for start, end in (("<Code>", "</Code>"), ('"__type":"', '"'), ('"__type": "', '"')):
+        if start in text:
+            return text.split(start, 1)[1].split(end, 1)[0].split("#")[-1]
+    return None

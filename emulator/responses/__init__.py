@@ -1,0 +1,13 @@
+"""The emulator's EC2 actions, in moto's style: one response class per resource family.
+
+``emulator.install`` copies these methods onto moto's ``EC2Response`` (moto's dispatcher looks
+actions up by snake_case name on that class).
+"""
+
+from .capacity_blocks import CapacityBlocks
+from .capacity_reservations import CapacityReservations
+from .launches import Launches
+
+RESPONSE_CLASSES = (CapacityReservations, CapacityBlocks, Launches)
+
+__all__ = ["RESPONSE_CLASSES", "CapacityBlocks", "CapacityReservations", "Launches"]

@@ -1,0 +1,43 @@
+"""CreateCapacityReservation, Describe, Cancel and Modify: the APIs moto does not have."""
+
+from __future__ import annotations
+
+from moto.core.responses import ActionResult
+
+from ._base import CapacityResponse
+
+
+class CapacityReservations(CapacityResponse):
+    def create_capacity_reservation(self) -> ActionResult:
+        tags = self._tags_for("capacity-reservation")
+        self.error_on_dryrun()
+        params = {k: v for k, v in self.params.items() if k != "DryRun"}
+        reservation = self.capacity.create_capacity_reservation(params, tags)
+        return ActionResult(
+            {"CapacityReservation": reservation.to_dict(self.capacity.tags_of(reservation.id))}
+        )
+
+    def describe_capacity_reservations(self) -> ActionResult:
+        ids = self._get_param("CapacityReservationIds", [])
+        filters = self._filters_from_querystring()
+        self.error_on_dryrun()
+        found = self.capacity.describe_capacity_reservations(ids, filters)
+        page, next_token = self._page(found)
+        result: dict[str, object] = {
+            "CapacityReservations": [r.to_dict(self.capacity.tags_of(r.id)) for r in page]
+        }
+        if next_token:
+            result["NextToken"] = next_token
+        return ActionResult(result)
+
+    def cancel_capacity_reservation(self) -> ActionResult:
+        reservation_id = self._get_param("CapacityReservationId")
+        self.error_on_dryrun()
+        self.capacity.cancel_capacity_reservation(reservation_id)
+        return ActionResult({"Return": True})
+
+    def modify_capacity_reservation(self) -> ActionResult:
+        self.error_on_dryrun()
+        params = {k: v for k, v in self.params.items() if k != "DryRun"}
+        self.capacity.modify_capacity_reservation(params)
+        return ActionResult({"Return": True})

@@ -1,0 +1,383 @@
+"""RunInstances, TerminateInstances, CreateFleet (instant) and CreateLaunchTemplateVersion.
+
+moto launches instances without asking whether there is room, ignores Capacity Reservation
+targeting and ignores ``SourceVersion``. These overrides decide capacity first (from the
+pool or from the targeted reservation, under the emulator lock) and then let moto create
+the instances, so everything else moto knows about instances keeps working.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from moto.core.responses import ActionResult
+from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.responses.fleets import Fleets as MotoFleets
+from moto.ec2.responses.instances import InstanceResponse
+from moto.ec2.responses.launch_templates import LaunchTemplates as MotoLaunchTemplates
+
+from ..exceptions import EC2ServerError, client_error
+from ..models import Allocation, LaunchRequest
+from ..state import world
+from ._base import CapacityResponse
+
+CAPACITY_ERRORS = ("InsufficientInstanceCapacity", "ReservationCapacityExceeded")
+
+
+def _platform_of_image(ec2: Any, image_id: str | None) -> str:
+    """The reservation platform an AMI's instances count as (matching uses it)."""
+    if not image_id:
+        return "Linux/UNIX"
+    try:
+        image = ec2.describe_images(ami_ids=[image_id])[0]
+    except Exception:  # noqa: BLE001 - an unknown AMI fails later, in moto's own checks
+        return "Linux/UNIX"
+    details = getattr(image, "platform_details", None) or ""
+    if getattr(image, "platform", None) == "windows" or details.startswith("Windows"):
+        return "Windows"
+    if details.startswith("Red Hat"):
+        return "Red Hat Enterprise Linux"
+    if details.startswith("SUSE"):
+        return "SUSE Linux"
+    return "Linux/UNIX"
+
+
+def _template_data(ec2: Any, spec: dict[str, Any] | None) -> dict[str, Any]:
+    if not spec:
+        return {}
+    template_id = spec.get("LaunchTemplateId")
+    template = (
+        ec2.get_launch_template(template_id)
+        if template_id
+        else ec2.get_launch_template_by_name(spec.get("LaunchTemplateName"))
+    )
+    version = spec.get("Version") or str(template.default_version_number)
+    return dict(template.get_version(version).data)
+
+
+def launch_request(
+    ec2: Any, data: dict[str, Any], subnet_id: str | None, az: str | None
+) -> LaunchRequest:
+    """What a launch asks of capacity, from merged RunInstances/template/override data."""
+    if subnet_id:
+        az = ec2.get_subnet(subnet_id).availability_zone
+    if not az:
+        az = next(iter(z.name for z in ec2.describe_availability_zones()))
+    spec = data.get("CapacityReservationSpecification") or {}
+    target = (spec.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
+    market = (data.get("InstanceMarketOptions") or {}).get("MarketType")
+    placement = data.get("Placement") or {}
+    return LaunchRequest(
+        instance_type=data.get("InstanceType") or "m1.small",
+        availability_zone=az,
+        platform=_platform_of_image(ec2, data.get("ImageId")),
+        tenancy=placement.get("Tenancy") or "default",
+        preference=spec.get("CapacityReservationPreference") or "open",
+        target_id=target,
+        market_type=market,
+    )
+
+
+class Launches(CapacityResponse):
+    # -- RunInstances -------------------------------------------------------------------
+    def run_instances(self) -> ActionResult:
+        template = _template_data(self.ec2_backend, self._get_param("LaunchTemplate"))
+        data = {**template, **{k: v for k, v in self.params.items() if v is not None}}
+        nics = data.get("NetworkInterfaces") or []
+        subnet_id = data.get("SubnetId") or (nics[0].get("SubnetId") if nics else None)
+        az = (data.get("Placement") or {}).get("AvailabilityZone")
+        request = launch_request(self.ec2_backend, data, subnet_id, az)
+        low = int(self._get_param("MinCount", 1))
+        high = int(self._get_param("MaxCount", low))
+        with world.lock:
+            count, plan = self._largest_plan(request, low, high)
+            self.params["MinCount"] = count
+            result = InstanceResponse.run_instances(self)
+            reservation = result.result
+            self.capacity.commit(plan, [i.id for i in reservation.instances])  # type: ignore[attr-defined]
+        return result
+
+    def _largest_plan(
+        self, request: LaunchRequest, low: int, high: int
+    ) -> tuple[int, list[Allocation]]:
+        """EC2 launches as many as it can between MinCount and MaxCount."""
+        try:
+            return high, self.capacity.plan_launch(request, high)
+        except (EC2ClientError, EC2ServerError) as error:
+            if error.code not in CAPACITY_ERRORS or low == high:
+                raise
+            first_error = error
+        best: tuple[int, list[Allocation]] | None = None
+        lo, hi = low, high - 1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            try:
+                best = (mid, self.capacity.plan_launch(request, mid))
+                lo = mid + 1
+            except (EC2ClientError, EC2ServerError):
+                hi = mid - 1
+        if best is None:
+            raise first_error
+        return best
+
+    def terminate_instances(self) -> ActionResult:
+        ids = self._get_param("InstanceIds", [])
+        where: dict[str, tuple[str, str]] = {}
+        for instance in self.ec2_backend.get_multi_instances_by_id(ids):
+            if instance.state != "terminated":
+                where[instance.id] = (instance.placement, instance.instance_type)
+        result = InstanceResponse.terminate_instances(self)
+        self.capacity.release_instances(list(where), where)
+        return result
+
+    # -- CreateFleet (instant) ----------------------------------------------------------
+    def create_fleet(self) -> ActionResult:
+        if (self._get_param("Type") or "maintain") != "instant":
+            return MotoFleets.create_fleet(self)
+        self.error_on_dryrun()
+        target = self._get_param("TargetCapacitySpecification", {})
+        total = int(target.get("TotalTargetCapacity") or 0)
+        options = self._get_param("OnDemandOptions", {}) or {}
+        minimum = int(options.get("MinTargetCapacity") or 0)
+        single_az = bool(options.get("SingleAvailabilityZone"))
+        single_type = bool(options.get("SingleInstanceType"))
+        if minimum and not (single_az or single_type):
+            raise client_error(
+                "InvalidParameterCombination",
+                "MinTargetCapacity requires SingleAvailabilityZone or SingleInstanceType.",
+            )
+        if minimum > total:
+            raise client_error(
+                "InvalidParameterValue",
+                "MinTargetCapacity cannot be greater than TotalTargetCapacity.",
+            )
+        if (target.get("DefaultTargetCapacityType") or "on-demand") == "spot" or int(
+            target.get("SpotTargetCapacity") or 0
+        ):
+            raise client_error(
+                "Unsupported", "The capacity emulator's instant fleets launch On-Demand only."
+            )
+        candidates = self._fleet_candidates(options)
+        with world.lock:
+            placed, errors = self._place_fleet(candidates, total, single_az, single_type)
+            launched = sum(a.count for _, plan in placed for a in plan)
+            if minimum and launched < minimum:
+                placed = []  # all or nothing
+            fleet = self._fleet_record(total)
+            instances = self._launch_fleet(fleet, placed)
+        result: dict[str, Any] = {"FleetId": fleet.id, "Errors": errors, "Instances": instances}
+        if not instances and not errors:
+            result["Errors"] = [
+                {
+                    "Lifecycle": "on-demand",
+                    "ErrorCode": "InsufficientInstanceCapacity",
+                    "ErrorMessage": "Not enough capacity for the fleet's minimum target.",
+                }
+            ]
+        return ActionResult(result)
+
+    def _fleet_candidates(self, options: dict[str, Any]) -> list[dict[str, Any]]:
+        """One entry per (template config × override), in the order EC2 would try them."""
+        candidates = []
+        for config in self._get_param("LaunchTemplateConfigs", []) or []:
+            spec = dict(config.get("LaunchTemplateSpecification") or {})
+            data = _template_data(self.ec2_backend, spec)
+            template_id = spec.get("LaunchTemplateId") or self.ec2_backend.get_launch_template_by_name(
+                spec.get("LaunchTemplateName")
+            ).id
+            version = spec.get("Version") or "$Default"
+            for position, override in enumerate(config.get("Overrides") or [{}]):
+                merged = {**data, **{k: v for k, v in override.items() if k != "Priority"}}
+                subnet_id = override.get("SubnetId") or data.get("SubnetId")
+                if not subnet_id:
+                    nics = data.get("NetworkInterfaces") or []
+                    subnet_id = nics[0].get("SubnetId") if nics else None
+                request = launch_request(
+                    self.ec2_backend, merged, subnet_id, override.get("AvailabilityZone")
+                )
+                candidates.append(
+                    {
+                        "request": request,
+                        "subnet_id": subnet_id,
+                        "image_id": merged.get("ImageId"),
+                        "weight": float(override.get("WeightedCapacity") or 1),
+                        "priority": float(override.get("Priority", position)),
+                        "spec": {"LaunchTemplateId": template_id, "Version": version},
+                        "override": {
+                            k: v
+                            for k, v in {
+                                "InstanceType": request.instance_type,
+                                "SubnetId": subnet_id,
+                                "AvailabilityZone": request.availability_zone,
+                            }.items()
+                            if v
+                        },
+                    }
+                )
+        if (options.get("AllocationStrategy") or "lowest-price") == "prioritized":
+            candidates.sort(key=lambda c: c["priority"])
+        return candidates
+
+    def _place_fleet(
+        self,
+        candidates: list[dict[str, Any]],
+        total: int,
+        single_az: bool,
+        single_type: bool,
+    ) -> tuple[list[tuple[dict[str, Any], list[Allocation]]], list[dict[str, Any]]]:
+        """Plan the fleet; with Single* options everything lands in one AZ / one type."""
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for c in candidates:
+            key = (
+                c["request"].availability_zone if single_az else "",
+                c["request"].instance_type if single_type else "",
+            )
+            groups.setdefault(key, []).append(c)
+        errors: list[dict[str, Any]] = []
+        best: list[tuple[dict[str, Any], list[Allocation]]] = []
+        for group in groups.values():
+            placed: list[tuple[dict[str, Any], list[Allocation]]] = []
+            remaining = total
+            for c in group:
+                if remaining <= 0:
+                    break
+                count = max(int(-(-remaining // c["weight"])), 1)
+                try:
+                    plan = self.capacity.plan_launch(c["request"], count)
+                except (EC2ClientError, EC2ServerError) as error:
+                    errors.append(
+                        {
+                            "LaunchTemplateAndOverrides": {
+                                "LaunchTemplateSpecification": c["spec"],
+                                "Overrides": c["override"],
+                            },
+                            "Lifecycle": "on-demand",
+                            "ErrorCode": error.code,
+                            "ErrorMessage": error.message,
+                        }
+                    )
+                    continue
+                placed.append((c, plan))
+                remaining -= int(count * c["weight"])
+                if not (single_az or single_type):
+                    # planned capacity must not be planned twice within one fleet
+                    self._reserve_for_planning(plan)
+            if not (single_az or single_type):
+                self._unreserve_for_planning([a for _, p in placed for a in p])
+                return placed, errors
+            if remaining <= 0:
+                return placed, errors
+            if sum(a.count for _, p in placed for a in p) > sum(
+                a.count for _, p in best for a in p
+            ):
+                best = placed
+        return best, errors
+
+    def _reserve_for_planning(self, plan: list[Allocation]) -> None:
+        for allocation in plan:
+            if allocation.reservation_id:
+                self.capacity.reservations[allocation.reservation_id].seeded_used += allocation.count
+            else:
+                self.capacity.pool(allocation.availability_zone, allocation.instance_type).take(
+                    allocation.count
+                )
+
+    def _unreserve_for_planning(self, plan: list[Allocation]) -> None:
+        for allocation in plan:
+            if allocation.reservation_id:
+                self.capacity.reservations[allocation.reservation_id].seeded_used -= allocation.count
+            else:
+                self.capacity.pool(allocation.availability_zone, allocation.instance_type).give(
+                    allocation.count
+                )
+
+    def _fleet_record(self, total: int) -> Any:
+        """A moto Fleet that launched nothing itself, so DescribeFleets/DeleteFleets work."""
+        fleet = self.ec2_backend.create_fleet(
+            on_demand_options=self._get_param("OnDemandOptions", {}) or {},
+            spot_options=self._get_param("SpotOptions", {}) or {},
+            target_capacity_specification={
+                "TotalTargetCapacity": 0,
+                "DefaultTargetCapacityType": "on-demand",
+            },
+            launch_template_configs=[],
+            excess_capacity_termination_policy=None,
+            replace_unhealthy_instances=False,
+            terminate_instances_with_expiration=True,
+            fleet_type="instant",
+            valid_from=None,
+            valid_until=None,
+            tag_specifications=self._get_param("TagSpecifications", []) or [],
+        )
+        fleet.target_capacity = total
+        fleet.target_capacity_specification = self._get_param("TargetCapacitySpecification")
+        return fleet
+
+    def _launch_fleet(
+        self, fleet: Any, placed: list[tuple[dict[str, Any], list[Allocation]]]
+    ) -> list[dict[str, Any]]:
+        instances = []
+        tag_spec = self._parse_instance_tags()
+        for candidate, plan in placed:
+            count = sum(a.count for a in plan)
+            request: LaunchRequest = candidate["request"]
+            reservation = self.ec2_backend.run_instances(
+                candidate["image_id"],
+                count,
+                None,
+                [],
+                instance_type=request.instance_type,
+                is_instance_type_default=False,
+                placement=request.availability_zone,
+                region_name=self.region,
+                subnet_id=candidate["subnet_id"],
+                fleet_id=fleet.id,
+                tags=tag_spec,
+                launch_template=candidate["spec"],
+            )
+            ids = [i.id for i in reservation.instances]
+            self.capacity.commit(plan, ids)
+            for instance in reservation.instances:
+                fleet.on_demand_instances.append(
+                    {"id": reservation.id, "instance": instance, "launch_spec": None}
+                )
+            fleet.fulfilled_capacity += count
+            instances.append(
+                {
+                    "LaunchTemplateAndOverrides": {
+                        "LaunchTemplateSpecification": candidate["spec"],
+                        "Overrides": candidate["override"],
+                    },
+                    "Lifecycle": "on-demand",
+                    "InstanceIds": ids,
+                    "InstanceType": request.instance_type,
+                }
+            )
+        return instances
+
+    def _parse_instance_tags(self) -> dict[str, dict[str, str]]:
+        tags: dict[str, dict[str, str]] = {}
+        for spec in self._get_param("TagSpecifications", []) or []:
+            if spec.get("ResourceType") == "instance":
+                tags.setdefault("instance", {}).update(
+                    {t["Key"]: t["Value"] for t in spec.get("Tags", [])}
+                )
+        return tags
+
+    # -- CreateLaunchTemplateVersion ----------------------------------------------------
+    def create_launch_template_version(self) -> ActionResult:
+        source = self._get_param("SourceVersion")
+        if source:
+            name = self._get_param("LaunchTemplateName")
+            template_id = self._get_param("LaunchTemplateId")
+            template = (
+                self.ec2_backend.get_launch_template(template_id)
+                if template_id
+                else self.ec2_backend.get_launch_template_by_name(name)
+            )
+            base = copy.deepcopy(template.get_version(source).data)
+            # EC2: parameters in LaunchTemplateData replace the source's; the rest is inherited.
+            base.update(self._get_param("LaunchTemplateData", {}) or {})
+            self.params["LaunchTemplateData"] = base
+        return MotoLaunchTemplates.create_launch_template_version(self)

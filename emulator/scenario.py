@@ -1,0 +1,239 @@
+"""Scenario files: the world a test or demo starts from (YAML or JSON).
+
+```yaml
+settings: {expiry_lag_seconds: 1800, pending_seconds: 0, default_capacity: null}
+regions:
+  us-east-1:
+    vpcs:
+      - {id: vpc-0c0ffee000000001, name: hpc, cidr: 10.0.0.0/16,
+         subnets: [{id: subnet-0a00000000000001, name: hpc-a, availability_zone: us-east-1a,
+                    cidr: 10.0.1.0/24}]}
+    pools:        [{availability_zone: us-east-1a, instance_type: g6.xlarge, capacity: 0}]
+    unsupported:  [{availability_zone: us-east-1e, instance_type: p5.48xlarge}]
+    quotas:       {instances: {p5.48xlarge: 8}, vcpus: {G: 512}}
+    images:       [{id: ami-0rhel0000000001, name: rhel9, platform_details: Red Hat BYOL Linux}]
+    launch_templates: [{name: hpc-nodes, data: {ImageId: ami-..., InstanceType: c7i.large}}]
+    reservations: [{instance_type: g6.xlarge, availability_zone: us-east-1a, count: 4,
+                    used: 1, match: open, tags: {team: ml}}]
+    capacity_blocks: [{instance_type: p5.48xlarge, availability_zone: us-east-1b, count: 2,
+                       start: "-1d", duration_hours: 168}]
+    offerings:    [{instance_type: p5.48xlarge, availability_zone: us-east-1b,
+                    max_instance_count: 16, price_per_instance_hour: "31.46",
+                    earliest_start: "+1d", latest_start: "+56d"}]
+```
+
+Times may be absolute (ISO 8601) or relative to the emulator clock ("+2h", "-30m", "+1d").
+Loading returns the ids of everything named, so tests can say ``ids.subnets["hpc-a"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import yaml
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.ec2.models import ec2_backends
+from moto.ec2.models.amis import Ami
+
+from .models import CapacityReservation, capacity_backend
+from .models.backend import new_block_id, new_reservation_id
+from .models.offerings import BlockSupply
+from .state import world
+
+SCENARIOS = Path(__file__).parent / "scenarios"
+_RELATIVE = re.compile(r"^([+-])(\d+(?:\.\d+)?)([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+@dataclass
+class ScenarioIds:
+    vpcs: dict[str, str] = field(default_factory=dict)
+    subnets: dict[str, str] = field(default_factory=dict)
+    launch_templates: dict[str, str] = field(default_factory=dict)
+    reservations: dict[str, str] = field(default_factory=dict)
+    images: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, dict[str, str]]:
+        return {
+            "vpcs": self.vpcs,
+            "subnets": self.subnets,
+            "launch_templates": self.launch_templates,
+            "reservations": self.reservations,
+            "images": self.images,
+        }
+
+
+def read(source: str | Path | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(source, dict):
+        return source
+    path = Path(source)
+    if not path.exists() and (SCENARIOS / path).exists():
+        path = SCENARIOS / path
+    if not path.exists() and (SCENARIOS / f"{path}.yaml").exists():
+        path = SCENARIOS / f"{path}.yaml"
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a scenario is a mapping")
+    return data
+
+
+def when(value: Any, now: datetime) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=now.tzinfo)
+    match = _RELATIVE.match(str(value).strip())
+    if match:
+        sign, amount, unit = match.groups()
+        delta = timedelta(**{_UNITS[unit]: float(amount)})
+        return now + delta if sign == "+" else now - delta
+    parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=now.tzinfo)
+
+
+def load(source: str | Path | dict[str, Any], account_id: str = DEFAULT_ACCOUNT_ID) -> ScenarioIds:
+    data = read(source)
+    settings = data.get("settings") or {}
+    for key, value in settings.items():
+        if not hasattr(world.settings, key):
+            raise ValueError(f"unknown scenario setting {key!r}")
+        setattr(world.settings, key, value)
+    ids = ScenarioIds()
+    for region, spec in (data.get("regions") or {}).items():
+        _load_region(account_id, region, spec or {}, ids)
+    return ids
+
+
+def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: ScenarioIds) -> None:
+    ec2 = ec2_backends[account_id][region]
+    capacity = capacity_backend(ec2)
+    now = world.clock.now()
+    for vpc_spec in spec.get("vpcs") or []:
+        with _fixed_id("moto.ec2.models.vpcs.random_vpc_id", vpc_spec.get("id")):
+            vpc = ec2.create_vpc(cidr_block=vpc_spec.get("cidr", "10.0.0.0/16"))
+        if vpc_spec.get("name"):
+            ec2.create_tags([vpc.id], {"Name": vpc_spec["name"]})
+            ids.vpcs[vpc_spec["name"]] = vpc.id
+        for subnet_spec in vpc_spec.get("subnets") or []:
+            with _fixed_id("moto.ec2.models.subnets.random_subnet_id", subnet_spec.get("id")):
+                subnet = ec2.create_subnet(
+                    vpc_id=vpc.id,
+                    cidr_block=subnet_spec["cidr"],
+                    availability_zone=subnet_spec.get("availability_zone"),
+                    availability_zone_id=subnet_spec.get("availability_zone_id"),
+                )
+            name = subnet_spec.get("name") or subnet.id
+            ec2.create_tags([subnet.id], {"Name": name})
+            ids.subnets[name] = subnet.id
+    for pool in spec.get("pools") or []:
+        capacity.set_pool(pool["availability_zone"], pool["instance_type"], pool.get("capacity"))
+    for item in spec.get("unsupported") or []:
+        capacity.unsupported.add((item["availability_zone"], item["instance_type"]))
+    quotas = spec.get("quotas") or {}
+    capacity.quotas.instances.update(quotas.get("instances") or {})
+    capacity.quotas.vcpus.update(quotas.get("vcpus") or {})
+    for image in spec.get("images") or []:
+        ami = Ami(
+            ec2,
+            image["id"],
+            name=image.get("name", image["id"]),
+            description=image.get("description"),
+            public=False,
+            architecture=image.get("architecture", "x86_64"),
+            platform="windows" if str(image.get("platform_details", "")).startswith("Windows") else None,
+            virtualization_type="hvm",
+            region_name=region,
+        )
+        # DescribeImages serializes these attribute names from botocore's output shape.
+        ami.platform_details = image.get("platform_details", "Linux/UNIX")  # type: ignore[attr-defined]
+        ami.usage_operation = image.get("usage_operation", "RunInstances")  # type: ignore[attr-defined]
+        ec2.amis[ami.id] = ami
+        ids.images[image.get("name", ami.id)] = ami.id
+    for template in spec.get("launch_templates") or []:
+        with _fixed_id("moto.ec2.models.launch_templates.random_launch_template_id", template.get("id")):
+            created = ec2.create_launch_template(
+                template["name"], template.get("description", ""), template.get("data") or {}, {}
+            )
+        ids.launch_templates[template["name"]] = created.id
+    for item in spec.get("reservations") or []:
+        reservation = _existing_reservation(capacity, item, now)
+        capacity.add_existing(reservation, item.get("tags") or {})
+        ids.reservations[item.get("name") or reservation.id] = reservation.id
+    for item in spec.get("capacity_blocks") or []:
+        start = when(item.get("start", "+1d"), now)
+        block = capacity.new_block(
+            instance_type=item["instance_type"],
+            availability_zone=item["availability_zone"],
+            count=int(item["count"]),
+            start=start,
+            end=start + timedelta(hours=int(item.get("duration_hours", 24))),
+            platform=item.get("platform", "Linux/UNIX"),
+            ultraserver_type=item.get("ultraserver_type"),
+            network_nodes=item.get("network_nodes"),
+        )
+        if item.get("id"):
+            block.id = item["id"]
+        capacity.add_existing(block, item.get("tags") or {})
+        ids.reservations[item.get("name") or block.id] = block.id
+    for item in spec.get("offerings") or []:
+        capacity.catalogue.supply.append(
+            BlockSupply(
+                region=region,
+                availability_zone=item["availability_zone"],
+                instance_type=item["instance_type"],
+                max_instance_count=int(item.get("max_instance_count", 64)),
+                price_per_instance_hour=Decimal(str(item.get("price_per_instance_hour", "10"))),
+                earliest_start=when(item.get("earliest_start", "+0h"), now),
+                latest_start=when(item.get("latest_start", "+8w"), now),
+                currency=item.get("currency", "USD"),
+                ultraserver_type=item.get("ultraserver_type"),
+            )
+        )
+
+
+def _existing_reservation(capacity: Any, item: dict[str, Any], now: datetime) -> CapacityReservation:
+    az = item["availability_zone"]
+    end = when(item["end_date"], now) if item.get("end_date") else None
+    created = when(item.get("created", "-1h"), now)
+    reservation = CapacityReservation(
+        id=item.get("id") or new_reservation_id(),
+        owner_id=str(item.get("owner_id") or capacity.account_id),
+        region=capacity.region,
+        availability_zone=az,
+        availability_zone_id=capacity.zones[az],
+        instance_type=item["instance_type"],
+        instance_platform=item.get("platform", "Linux/UNIX"),
+        tenancy=item.get("tenancy", "default"),
+        total_instance_count=int(item["count"]),
+        create_date=created,
+        start_date=created,
+        end_date=end,
+        end_date_type="limited" if end else "unlimited",
+        instance_match_criteria=item.get("match", "open"),
+        state=item.get("state", "active"),
+        seeded_used=int(item.get("used", 0)),
+        expiry_lag=float(item.get("expiry_lag_seconds", world.settings.expiry_lag_seconds)),
+        capacity_block_id=new_block_id() if item.get("reservation_type") == "capacity-block" else None,
+    )
+    return reservation
+
+
+class _fixed_id:  # noqa: N801 - used as a context manager, reads like one
+    """Make moto's next id of one kind a chosen one (scenarios want stable ids)."""
+
+    def __init__(self, target: str, value: str | None) -> None:
+        self._patch = mock.patch(target, return_value=value) if value else None
+
+    def __enter__(self) -> None:
+        if self._patch:
+            self._patch.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._patch:
+            self._patch.stop()

@@ -1,0 +1,31 @@
+"""Test-wide setup: fake credentials, no real AWS, and the emulator fixture."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+# Before anything imports boto3: nothing in the suite may reach real AWS.
+os.environ.update(
+    {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SECURITY_TOKEN": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+    }
+)
+for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
+    os.environ.pop(_var, None)
+
+
+@pytest.fixture
+def emu() -> Iterator[object]:
+    """The capacity-aware local EC2, in this process, empty (load a scenario to seed it)."""
+    import emulator
+
+    with emulator.mock() as instance:
+        yield instance
