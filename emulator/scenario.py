@@ -74,10 +74,11 @@ def read(source: str | Path | dict[str, Any]) -> dict[str, Any]:
     if isinstance(source, dict):
         return source
     path = Path(source)
-    if not path.exists() and (SCENARIOS / path).exists():
-        path = SCENARIOS / path
-    if not path.exists() and (SCENARIOS / f"{path}.yaml").exists():
-        path = SCENARIOS / f"{path}.yaml"
+    # A bare name ("demo") means a bundled scenario, even when a folder of that name exists.
+    for candidate in (path, SCENARIOS / path, SCENARIOS / f"{path}.yaml"):
+        if candidate.is_file():
+            path = candidate
+            break
     text = path.read_text(encoding="utf-8")
     data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     if not isinstance(data, dict):

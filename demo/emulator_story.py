@@ -1,0 +1,92 @@
+"""Act 1: the emulator answers a real capacity story through boto3."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from rich.console import Console
+
+from emulator.remote import RemoteEmulator
+
+SUBNET_A = "subnet-01a0000000000000a"
+SUBNET_B = "subnet-01b0000000000000b"
+
+
+def run(console: Console, emu: RemoteEmulator) -> None:
+    # No SDK retries: show EC2's first answer, not botocore's third.
+    ec2 = boto3.client("ec2", region_name="us-east-1", config=Config(retries={"total_max_attempts": 1}))
+    subnets = ec2.describe_subnets(SubnetIds=[SUBNET_A, SUBNET_B])["Subnets"]
+    for subnet in subnets:
+        console.print(
+            f"  subnet {subnet['SubnetId']} is in {subnet['AvailabilityZone']} "
+            f"({subnet['AvailabilityZoneId']})"
+        )
+    now = emu.now()
+    try:
+        ec2.create_capacity_reservation(
+            InstanceType="g6.xlarge",
+            InstancePlatform="Linux/UNIX",
+            AvailabilityZone="us-east-1a",
+            InstanceCount=1,
+            EndDateType="limited",
+            EndDate=now + timedelta(minutes=2),
+            InstanceMatchCriteria="targeted",
+        )
+        raise SystemExit("expected us-east-1a to be out of g6.xlarge")
+    except ClientError as error:
+        status = error.response["ResponseMetadata"]["HTTPStatusCode"]
+        console.print(
+            f"  [red]✗[/] g6.xlarge in us-east-1a: {error.response['Error']['Code']} (HTTP {status})"
+        )
+    before = _free(emu, "us-east-1b", "g6.xlarge")
+    made = ec2.create_capacity_reservation(
+        InstanceType="g6.xlarge",
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone="us-east-1b",
+        InstanceCount=2,
+        EndDateType="limited",
+        EndDate=now + timedelta(minutes=2),
+        InstanceMatchCriteria="targeted",
+    )["CapacityReservation"]
+    during = _free(emu, "us-east-1b", "g6.xlarge")
+    console.print(
+        f"  [green]✓[/] reserved 2 × g6.xlarge in us-east-1b as {made['CapacityReservationId']} "
+        f"(pool {before} → {during} free)"
+    )
+    ec2.cancel_capacity_reservation(CapacityReservationId=made["CapacityReservationId"])
+    console.print(
+        f"  [green]✓[/] cancelled it: pool back to {_free(emu, 'us-east-1b', 'g6.xlarge')} free"
+    )
+    left = ec2.create_capacity_reservation(
+        InstanceType="g6.xlarge",
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone="us-east-1c",
+        InstanceCount=1,
+        EndDateType="limited",
+        EndDate=now + timedelta(minutes=2),
+        InstanceMatchCriteria="targeted",
+    )["CapacityReservation"]
+    rid = left["CapacityReservationId"]
+    emu.advance(5 * 60)
+    state = _state(ec2, rid)
+    console.print(
+        f"  [yellow]![/] {rid} left alone: 5 min later, past its EndDate, EC2 still says "
+        f"'{state}' (EndDate is enforced only within the hour)"
+    )
+    emu.advance(60 * 60)
+    console.print(f"  [green]✓[/] an hour later EC2 finally says '{_state(ec2, rid)}'")
+
+
+def _free(emu: RemoteEmulator, az: str, instance_type: str) -> int | None:
+    for pool in emu.pools("us-east-1"):
+        if pool["availability_zone"] == az and pool["instance_type"] == instance_type:
+            return pool["available"]  # type: ignore[no-any-return]
+    return None
+
+
+def _state(ec2: object, reservation_id: str) -> str:
+    found = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])  # type: ignore[attr-defined]
+    return str(found["CapacityReservations"][0]["State"])
