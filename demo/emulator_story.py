@@ -17,7 +17,9 @@ SUBNET_B = "subnet-01b0000000000000b"
 
 def run(console: Console, emu: RemoteEmulator) -> None:
     # No SDK retries: show EC2's first answer, not botocore's third.
-    ec2 = boto3.client("ec2", region_name="us-east-1", config=Config(retries={"total_max_attempts": 1}))
+    ec2 = boto3.client(
+        "ec2", region_name="us-east-1", config=Config(retries={"total_max_attempts": 1})
+    )
     subnets = ec2.describe_subnets(SubnetIds=[SUBNET_A, SUBNET_B])["Subnets"]
     for subnet in subnets:
         console.print(
@@ -38,9 +40,8 @@ def run(console: Console, emu: RemoteEmulator) -> None:
         raise SystemExit("expected us-east-1a to be out of g6.xlarge")
     except ClientError as error:
         status = error.response["ResponseMetadata"]["HTTPStatusCode"]
-        console.print(
-            f"  [red]✗[/] g6.xlarge in us-east-1a: {error.response['Error']['Code']} (HTTP {status})"
-        )
+        code = error.response["Error"]["Code"]
+        console.print(f"  [red]✗[/] g6.xlarge in us-east-1a: {code} (HTTP {status})")
     before = _free(emu, "us-east-1b", "g6.xlarge")
     made = ec2.create_capacity_reservation(
         InstanceType="g6.xlarge",

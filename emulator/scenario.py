@@ -50,6 +50,8 @@ from .state import world
 SCENARIOS = Path(__file__).parent / "scenarios"
 _RELATIVE = re.compile(r"^([+-])(\d+(?:\.\d+)?)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+# libyaml's safe loader when PyYAML was built with it (several times faster), else PyYAML's.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass
@@ -80,10 +82,14 @@ def read(source: str | Path | dict[str, Any]) -> dict[str, Any]:
             path = candidate
             break
     text = path.read_text(encoding="utf-8")
-    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    data = json.loads(text) if path.suffix == ".json" else _load_yaml(text)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a scenario is a mapping")
     return data
+
+
+def _load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - SafeLoader or CSafeLoader
 
 
 def when(value: Any, now: datetime) -> datetime:
@@ -133,7 +139,9 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
             ec2.create_tags([subnet.id], {"Name": name})
             ids.subnets[name] = subnet.id
     for pool in spec.get("pools") or []:
-        capacity.set_pool(pool["availability_zone"], pool["instance_type"], pool.get("capacity"))
+        # No capacity given: the scenario's default_capacity ("capacity: null" is unlimited).
+        size = pool.get("capacity", world.settings.default_capacity)
+        capacity.set_pool(pool["availability_zone"], pool["instance_type"], size)
     for item in spec.get("unsupported") or []:
         capacity.unsupported.add((item["availability_zone"], item["instance_type"]))
     quotas = spec.get("quotas") or {}
@@ -147,7 +155,9 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
             description=image.get("description"),
             public=False,
             architecture=image.get("architecture", "x86_64"),
-            platform="windows" if str(image.get("platform_details", "")).startswith("Windows") else None,
+            platform="windows"
+            if str(image.get("platform_details", "")).startswith("Windows")
+            else None,
             virtualization_type="hvm",
             region_name=region,
         )
@@ -157,7 +167,9 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
         ec2.amis[ami.id] = ami
         ids.images[image.get("name", ami.id)] = ami.id
     for template in spec.get("launch_templates") or []:
-        with _fixed_id("moto.ec2.models.launch_templates.random_launch_template_id", template.get("id")):
+        with _fixed_id(
+            "moto.ec2.models.launch_templates.random_launch_template_id", template.get("id")
+        ):
             created = ec2.create_launch_template(
                 template["name"], template.get("description", ""), template.get("data") or {}, {}
             )
@@ -198,11 +210,13 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
         )
 
 
-def _existing_reservation(capacity: Any, item: dict[str, Any], now: datetime) -> CapacityReservation:
+def _existing_reservation(
+    capacity: Any, item: dict[str, Any], now: datetime
+) -> CapacityReservation:
     az = item["availability_zone"]
     end = when(item["end_date"], now) if item.get("end_date") else None
     created = when(item.get("created", "-1h"), now)
-    reservation = CapacityReservation(
+    return CapacityReservation(
         id=item.get("id") or new_reservation_id(),
         owner_id=str(item.get("owner_id") or capacity.account_id),
         region=capacity.region,
@@ -220,12 +234,14 @@ def _existing_reservation(capacity: Any, item: dict[str, Any], now: datetime) ->
         state=item.get("state", "active"),
         seeded_used=int(item.get("used", 0)),
         expiry_lag=float(item.get("expiry_lag_seconds", world.settings.expiry_lag_seconds)),
-        capacity_block_id=new_block_id() if item.get("reservation_type") == "capacity-block" else None,
+        reservation_type=item.get("reservation_type", "default"),
+        capacity_block_id=new_block_id()
+        if item.get("reservation_type") == "capacity-block"
+        else None,
     )
-    return reservation
 
 
-class _fixed_id:  # noqa: N801 - used as a context manager, reads like one
+class _fixed_id:
     """Make moto's next id of one kind a chosen one (scenarios want stable ids)."""
 
     def __init__(self, target: str, value: str | None) -> None:

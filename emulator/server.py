@@ -11,6 +11,7 @@ CloudFormation, DynamoDB, ...). In front of it sit:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -36,9 +37,7 @@ Route = Callable[[Request], Response | None]
 
 
 def _json(data: Any, status: int = 200) -> Response:
-    return Response(
-        json.dumps(data, default=_default), status=status, mimetype="application/json"
-    )
+    return Response(json.dumps(data, default=_default), status=status, mimetype="application/json")
 
 
 def _default(value: Any) -> Any:
@@ -145,10 +144,8 @@ class Application:
             # received the request). Closing the socket makes botocore retry.
             sock = environ.get("werkzeug.socket")
             if sock is not None:
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
             return [b""]
         return result
 

@@ -1,0 +1,132 @@
+"""Clients, errors and the retry loop shared by every adapter."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..domain import backoff
+from ..domain.errors import ErrorClass, classify, is_retryable
+
+T = TypeVar("T")
+
+# We own retries (so a ClientToken is reused and InsufficientInstanceCapacity, an HTTP 500,
+# is not retried blindly): botocore makes one attempt per call.
+CLIENT_CONFIG = Config(
+    retries={"total_max_attempts": 1, "mode": "standard"},
+    connect_timeout=3,
+    read_timeout=15,
+    max_pool_connections=64,
+    user_agent_extra="capacity-broker",
+)
+
+_clients: dict[tuple[str, str], Any] = {}
+_clients_lock = threading.Lock()
+# One session: its loader caches the parsed service models (EC2's alone is megabytes of
+# JSON), so a second client costs microseconds instead of a fresh parse.
+_session: boto3.session.Session | None = None
+
+
+def client(service: str, region: str) -> Any:
+    """One client per service and region per container (clients are thread-safe)."""
+    key = (service, region)
+    found = _clients.get(key)
+    if found is None:
+        with _clients_lock:
+            found = _clients.get(key)
+            if found is None:
+                global _session
+                if _session is None:
+                    _session = boto3.session.Session()
+                found = _session.client(
+                    service,  # type: ignore[call-overload]
+                    region_name=region,
+                    config=CLIENT_CONFIG,
+                )
+                _clients[key] = found
+    return found
+
+
+def reset_clients() -> None:
+    """Forget cached clients (tests switch endpoints between runs)."""
+    with _clients_lock:
+        _clients.clear()
+
+
+class AwsError(Exception):
+    """An AWS call that failed, with the code EC2 (or another service) gave."""
+
+    def __init__(
+        self, operation: str, code: str | None, message: str, status: int | None = None
+    ) -> None:
+        super().__init__(f"{operation}: {code or 'no answer'}: {message}")
+        self.operation = operation
+        self.code = code
+        self.message = message
+        self.status = status
+
+    @property
+    def error_class(self) -> ErrorClass:
+        return classify(self.code, self.status)
+
+    @classmethod
+    def wrap(cls, operation: str, error: Exception) -> AwsError:
+        if isinstance(error, ClientError):
+            details = error.response.get("Error", {})
+            meta = error.response.get("ResponseMetadata", {})
+            return cls(
+                operation,
+                details.get("Code"),
+                details.get("Message", str(error)),
+                meta.get("HTTPStatusCode"),
+            )
+        # Timeouts and dropped connections: the request may have taken effect.
+        return cls(operation, None, f"{type(error).__name__}: {error}")
+
+
+def call(operation: str, fn: Callable[..., T], **kwargs: Any) -> T:
+    try:
+        return fn(**kwargs)
+    except (ClientError, BotoCoreError) as error:
+        raise AwsError.wrap(operation, error) from error
+
+
+@dataclass
+class RetryPolicy:
+    """Jittered exponential backoff for throttling and 5xx, bounded by a deadline."""
+
+    base: float = 0.2
+    cap: float = 5.0
+    max_attempts: int = 10
+
+    def run(
+        self,
+        operation: str,
+        fn: Callable[[], T],
+        deadline: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> T:
+        rng = rng or random.Random()
+        budget = backoff.Budget(deadline) if deadline is not None else None
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except AwsError as error:
+                attempt += 1
+                if not is_retryable(error.error_class) or attempt >= self.max_attempts:
+                    raise
+                pause = backoff.delay(attempt - 1, self.base, self.cap, rng)
+                if budget is not None and not budget.allows(pause, clock()):
+                    raise
+                sleep(pause)

@@ -1,0 +1,74 @@
+"""SSM Parameter Store: the feature flags, read through Powertools Parameters (cached 60 s)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_lambda_powertools.utilities.parameters import SSMProvider
+from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+from ..domain import flags as rules
+from .aws import AwsError, client
+
+FLAGS_MAX_AGE = 60  # seconds: the contract's bound on how stale a flag may be
+
+
+@dataclass(frozen=True)
+class FlagValues:
+    enable: bool
+    strict: bool
+    missing: tuple[str, ...] = ()
+
+
+class Flags:
+    def __init__(self, prefix: str, region: str) -> None:
+        self.prefix = prefix.rstrip("/")
+        self.region = region
+        self._provider: SSMProvider | None = None
+
+    @property
+    def provider(self) -> SSMProvider:
+        if self._provider is None:
+            self._provider = SSMProvider(boto3_client=client("ssm", self.region))
+        return self._provider
+
+    def read(self) -> FlagValues:
+        """Both flags with one GetParametersByPath, cached; missing ones take the defaults.
+
+        Raises ``domain.flags.FlagError`` for a malformed value and ``AwsError`` when SSM
+        cannot be read.
+        """
+        folder = rules.flag_path(self.prefix, rules.FLAG_ENABLE).rsplit("/", 1)[0]
+        try:
+            values = self.provider.get_multiple(folder, max_age=FLAGS_MAX_AGE)
+        except GetParameterError as error:
+            cause = error.__cause__ or error
+            raise AwsError("GetParametersByPath", _code(cause), str(cause)) from error
+        found = {name.lstrip("/"): str(value) for name, value in values.items()}
+        missing = tuple(
+            path
+            for name in (rules.FLAG_ENABLE, rules.FLAG_STRICT)
+            if name not in found
+            for path in [rules.flag_path(self.prefix, name)]
+        )
+        return FlagValues(
+            enable=rules.parse_flag(
+                rules.flag_path(self.prefix, rules.FLAG_ENABLE),
+                found.get(rules.FLAG_ENABLE),
+                rules.DEFAULT_ENABLE,
+            ),
+            strict=rules.parse_flag(
+                rules.flag_path(self.prefix, rules.FLAG_STRICT),
+                found.get(rules.FLAG_STRICT),
+                rules.DEFAULT_STRICT,
+            ),
+            missing=missing,
+        )
+
+
+def _code(error: BaseException) -> str | None:
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code")
+        return str(code) if code else None
+    return None

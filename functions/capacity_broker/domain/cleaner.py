@@ -1,0 +1,264 @@
+"""The cleaner's rules (contract, "cleaner" table): the only place they are written down.
+
+The sweep, the stack-event path and ``release`` all ask this module; none of them re-derives
+a rule. Everything is a pure function of what the caller looked up plus an explicit ``now``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum, StrEnum
+from types import MappingProxyType
+from typing import ClassVar
+
+from .clock import utc
+from .tags import Purpose, is_owned
+
+ACTIVE_STATES = frozenset({"active", "pending"})
+CAPACITY_BLOCK = "capacity-block"
+
+# EC2 ends a limited reservation "within an hour" of its EndDate (CreateCapacityReservation,
+# EndDate). With the moment spread over that hour, half an hour is the expected lag; the
+# capacity emulator uses the same default (expiry_lag_seconds: 1800).
+ENFORCEMENT_LAG = timedelta(minutes=30)
+
+
+class CancelReason(StrEnum):
+    """Why the cleaner cancels (contract, exact strings)."""
+
+    PAST_END_DATE = "past_end_date"
+    LEAKED_PROBE = "leaked_probe"
+    CONSUMED = "consumed"
+    ORPHANED = "orphaned"
+    IDLE = "idle"
+    STALE = "stale"
+
+
+class StackVerdict(StrEnum):
+    CONSUMED = "consumed"  # the stack launched its nodes: the hold has done its job
+    ORPHANED = "orphaned"  # the stack failed, rolled back or is being deleted
+    NONE = "none"  # still in progress (or unknown): no conclusion yet
+
+
+class StackLookup(Enum):
+    """Stack knowledge that is not a status."""
+
+    MISSING = "missing"  # CloudFormation says the stack does not exist
+    UNKNOWN = "unknown"  # the lookup failed (throttled, denied, timed out)
+
+
+STACK_MISSING = StackLookup.MISSING
+STACK_UNKNOWN = StackLookup.UNKNOWN
+
+# A status string, or what we know when there is none. ``None`` = not looked up.
+StackState = str | StackLookup | None
+
+CONSUMED_STATUSES = frozenset(
+    {
+        "CREATE_COMPLETE",
+        "UPDATE_COMPLETE",
+        # Resources imported into a stack exist and the stack is stable: nothing more will
+        # launch because of this operation, exactly as after an update.
+        "IMPORT_COMPLETE",
+    }
+)
+
+
+def stack_verdict(status: str) -> StackVerdict:
+    """What a CloudFormation stack status says about the holds made for that stack.
+
+    Failure beats progress: ``ROLLBACK_IN_PROGRESS`` and ``DELETE_IN_PROGRESS`` are already
+    orphaned (the stack will not use the hold), while a plain ``*_IN_PROGRESS`` is not yet
+    anything. ``UPDATE_ROLLBACK_COMPLETE`` is orphaned as the contract says (``*ROLLBACK*``):
+    the update that might have wanted the hold was abandoned. Statuses CloudFormation may add
+    later fall to NONE, so the hold limit (not a guess) ends them.
+    """
+    value = status.strip().upper()
+    if value in CONSUMED_STATUSES:
+        return StackVerdict.CONSUMED
+    if value.endswith("_FAILED") or "ROLLBACK" in value or value.startswith("DELETE_"):
+        return StackVerdict.ORPHANED
+    return StackVerdict.NONE
+
+
+def on_stack_event(status: str) -> CancelReason | None:
+    """What a stack status change event does, at once, to the holds tagged with that stack.
+
+    ``consumed`` or ``orphaned`` cancels them regardless of age; ``None`` leaves them to the
+    sweep (e.g. ``CREATE_IN_PROGRESS``).
+    """
+    verdict = stack_verdict(status)
+    if verdict is StackVerdict.CONSUMED:
+        return CancelReason.CONSUMED
+    if verdict is StackVerdict.ORPHANED:
+        return CancelReason.ORPHANED
+    return None
+
+
+@dataclass(frozen=True)
+class Graces:
+    """How long the cleaner waits before each rule applies (contract defaults)."""
+
+    probe: timedelta = timedelta(seconds=90)
+    stack: timedelta = timedelta(seconds=180)
+    idle: timedelta = timedelta(seconds=600)
+    hold_limit: timedelta = timedelta(seconds=1800)
+
+    ENV: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {
+            "probe": "BROKER_PROBE_GRACE_SECONDS",
+            "stack": "BROKER_STACK_GRACE_SECONDS",
+            "idle": "BROKER_IDLE_GRACE_SECONDS",
+            "hold_limit": "BROKER_HOLD_LIMIT_SECONDS",
+        }
+    )
+
+    def __post_init__(self) -> None:
+        for field_name in self.ENV:
+            value = getattr(self, field_name)
+            if not isinstance(value, timedelta) or value < timedelta(0):
+                raise ValueError(f"grace {field_name} must be a non-negative timedelta")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Graces:
+        """Graces from environment variables (whole or decimal seconds); unset = default."""
+        defaults = cls()
+        values: dict[str, timedelta] = {}
+        for field_name, variable in cls.ENV.items():
+            raw = (env.get(variable) or "").strip()
+            if not raw:
+                values[field_name] = getattr(defaults, field_name)
+                continue
+            try:
+                seconds = float(raw)
+            except ValueError:
+                raise ValueError(f"{variable} must be a number of seconds, not {raw!r}") from None
+            if not math.isfinite(seconds) or not 0 <= seconds <= 7 * 24 * 3600:
+                raise ValueError(f"{variable} must be between 0 and 604800 seconds, not {raw!r}")
+            values[field_name] = timedelta(seconds=seconds)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Held:
+    """One reservation as the cleaner sees it (from DescribeCapacityReservations + tags)."""
+
+    id: str
+    region: str
+    purpose: Purpose
+    state: str
+    created: datetime
+    end_date: datetime | None
+    stack_name: str | None = None
+    instance_count: int = 0
+    used_count: int = 0
+    reservation_type: str = "default"
+
+    def __post_init__(self) -> None:
+        # Accept "probe"/"hold" from callers that read the tag, but compare enum members.
+        object.__setattr__(self, "purpose", Purpose(self.purpose))
+
+    @property
+    def unused_count(self) -> int:
+        return max(0, self.instance_count - self.used_count)
+
+
+@dataclass(frozen=True)
+class Decision:
+    cancel: bool
+    reason: str
+
+    @classmethod
+    def cancel_for(cls, reason: CancelReason) -> Decision:
+        return cls(True, reason.value)
+
+    @classmethod
+    def keep(cls, reason: str) -> Decision:
+        return cls(False, reason)
+
+
+def in_scope(
+    tags: Mapping[str, str], state: str, reservation_type: str | None, cluster_id: str
+) -> bool:
+    """Whether the cleaner may look at a reservation at all: owned, active or pending, and
+    never a Capacity Block (bought, not held; cancelling one is not possible or wanted)."""
+    return (
+        is_owned(tags, cluster_id)
+        and state in ACTIVE_STATES
+        and (reservation_type or "default") != CAPACITY_BLOCK
+    )
+
+
+def decide(held: Held, stack: StackState, now: datetime, graces: Graces) -> Decision:
+    """Cancel or keep one owned reservation, and why.
+
+    Order: a passed EndDate first (EC2 may keep the reservation active up to an hour longer);
+    then probes by age; then holds by their stack, or by usage when they have none; finally the
+    hold limit, which needs no stack knowledge, so a failing stack lookup can delay a hold's
+    end but never make it immortal. ``stack`` is only read for a hold that names a stack.
+    """
+    now = utc(now)
+    created = utc(held.created, "created")
+    if held.reservation_type == CAPACITY_BLOCK:
+        return Decision.keep("capacity block")
+    if held.state not in ACTIVE_STATES:
+        return Decision.keep(f"state {held.state}")
+    if held.end_date is not None and now >= utc(held.end_date, "end_date"):
+        return Decision.cancel_for(CancelReason.PAST_END_DATE)
+    # A creation time in the future (clock skew) counts as brand new, never as old.
+    age = max(timedelta(0), now - created)
+
+    if held.purpose is Purpose.PROBE:
+        if age > graces.probe:
+            return Decision.cancel_for(CancelReason.LEAKED_PROBE)
+        return Decision.keep("young probe")
+
+    keep = _hold_verdict(held, stack, age, graces)
+    if isinstance(keep, CancelReason):
+        return Decision.cancel_for(keep)
+    if age > graces.hold_limit:
+        return Decision.cancel_for(CancelReason.STALE)
+    return Decision.keep(keep)
+
+
+def _hold_verdict(
+    held: Held, stack: StackState, age: timedelta, graces: Graces
+) -> CancelReason | str:
+    """A cancel reason for a hold, or why it is kept (before the hold limit is applied)."""
+    if held.stack_name:
+        if stack is None or stack is StackLookup.UNKNOWN:
+            return "stack lookup failed"
+        if stack is StackLookup.MISSING:
+            if age > graces.stack:
+                return CancelReason.ORPHANED
+            return "young hold, stack not created yet"
+        verdict = stack_verdict(stack)
+        if verdict is StackVerdict.CONSUMED:
+            return CancelReason.CONSUMED
+        if verdict is StackVerdict.ORPHANED:
+            return CancelReason.ORPHANED
+        return f"stack {stack.strip().upper()}"
+    if held.used_count > 0:
+        return CancelReason.CONSUMED
+    if age > graces.idle:
+        return CancelReason.IDLE
+    return "young hold"
+
+
+def hours_saved(held: Held, now: datetime) -> float:
+    """Instance-hours of reserved, unused capacity that cancelling now avoids paying for.
+
+    Assumption: left alone, the reservation would live until its EndDate plus EC2's expected
+    enforcement lag (ENFORCEMENT_LAG, half of the documented "within an hour"). Only unused
+    instances count: instances running in the reservation are billed as instances either way.
+    A reservation without an EndDate has no such bound and counts 0.
+    """
+    now = utc(now)
+    if held.end_date is None:
+        return 0.0
+    would_end = utc(held.end_date, "end_date") + ENFORCEMENT_LAG
+    remaining = max(timedelta(0), would_end - now)
+    return held.unused_count * remaining.total_seconds() / 3600.0

@@ -1,0 +1,175 @@
+"""What an AWS error code means for the broker: try elsewhere, stop, retry, or done.
+
+Codes are EC2's ("Error codes for the Amazon EC2 API") plus the throttling and transient codes
+botocore's standard retry mode knows (``botocore/retries/standard.py``), so the same table
+serves EC2, SSM, CloudFormation and DynamoDB calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from types import MappingProxyType
+
+
+class ErrorClass(StrEnum):
+    CAPACITY = "capacity"  # no capacity for this type here: another AZ/type may have some
+    UNSUPPORTED = "unsupported"  # this type cannot be reserved here: another AZ may do
+    QUOTA = "quota"  # an account limit: no other subnet can help
+    PERMISSION = "permission"  # credentials/IAM/account: no other subnet can help
+    THROTTLE = "throttle"  # slow down and retry the same call
+    TRANSIENT = "transient"  # server-side or network trouble: retry the same call
+    NOT_FOUND = "not_found"  # the reservation does not exist (any more)
+    MALFORMED = "malformed"  # the reservation id is not an id
+    IDEMPOTENCY = "idempotency"  # ClientToken reused with other parameters
+    INCORRECT_STATE = "incorrect_state"  # e.g. cancelling what is already cancelled/expired
+    INVALID = "invalid"  # the request itself is wrong: no retry or other subnet helps
+    OTHER = "other"
+
+
+class Outcome(StrEnum):
+    """An attempt's ``outcome`` in probe and reserve answers (contract)."""
+
+    AVAILABLE = "available"
+    INSUFFICIENT_CAPACITY = "insufficient_capacity"
+    UNSUPPORTED = "unsupported"
+    LIMIT_EXCEEDED = "limit_exceeded"
+    THROTTLED = "throttled"
+    ERROR = "error"
+    NOT_TRIED = "not_tried"
+
+
+_CODES: dict[ErrorClass, tuple[str, ...]] = {
+    ErrorClass.CAPACITY: (
+        "InsufficientInstanceCapacity",
+        "InsufficientCapacity",
+        "InsufficientReservedInstanceCapacity",
+        "InsufficientHostCapacity",
+    ),
+    ErrorClass.UNSUPPORTED: (
+        # "you might be trying to launch an instance in an Availability Zone that currently
+        # has constraints on that instance type". EC2 has no "UnsupportedInstanceType" code.
+        "Unsupported",
+        "UnsupportedOperation",
+    ),
+    ErrorClass.QUOTA: (
+        # Capacity Reservations count towards On-Demand limits (EC2 error table).
+        "InstanceLimitExceeded",
+        "VcpuLimitExceeded",
+        "ResourceLimitExceeded",
+    ),
+    ErrorClass.PERMISSION: (
+        "UnauthorizedOperation",
+        "AccessDenied",
+        "AccessDeniedException",
+        "AuthFailure",
+        "OptInRequired",
+        "Blocked",
+        "PendingVerification",
+        "AccountDisabled",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "SignatureDoesNotMatch",
+        "MissingAuthenticationToken",
+        "ExpiredToken",
+        "ExpiredTokenException",
+    ),
+    ErrorClass.THROTTLE: (
+        "RequestLimitExceeded",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "RequestThrottled",
+        "ProvisionedThroughputExceededException",
+        "TransactionInProgressException",
+        "LimitExceededException",
+        "SlowDown",
+    ),
+    ErrorClass.TRANSIENT: (
+        "InternalError",
+        "InternalFailure",
+        "ServerInternal",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "Unavailable",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+    ),
+    ErrorClass.NOT_FOUND: ("InvalidCapacityReservationId.NotFound",),
+    ErrorClass.MALFORMED: ("InvalidCapacityReservationId.Malformed",),
+    ErrorClass.IDEMPOTENCY: ("IdempotentParameterMismatch",),
+    ErrorClass.INCORRECT_STATE: ("IncorrectState",),
+    ErrorClass.INVALID: (
+        "InvalidParameterValue",
+        "InvalidParameterCombination",
+        "InvalidParameterDependency",
+        "InvalidParameter",
+        "MissingParameter",
+        "UnknownParameter",
+        "ValidationError",
+        "TagPolicyViolation",
+    ),
+}
+
+CODES: Mapping[str, ErrorClass] = MappingProxyType(
+    {code: error_class for error_class, codes in _CODES.items() for code in codes}
+)
+
+
+def classify(code: str | None, http_status: int | None = None) -> ErrorClass:
+    """The class of an AWS error.
+
+    The code decides whenever it is known: EC2 answers InsufficientInstanceCapacity with
+    HTTP 500, which must not be mistaken for (and retried as) a server fault. An unknown code
+    falls back on the status (429 throttling, 5xx transient). No code and no status is a
+    network failure or timeout: the call may or may not have taken effect, so it is retried
+    (with the same ClientToken).
+    """
+    if code:
+        # StateReason codes carry a "Client."/"Server." prefix; API errors do not.
+        bare = code.strip().removeprefix("Server.").removeprefix("Client.")
+        found = CODES.get(bare)
+        if found is not None:
+            return found
+    if http_status is None:
+        return ErrorClass.TRANSIENT if not code else ErrorClass.OTHER
+    if http_status == 429:
+        return ErrorClass.THROTTLE
+    if 500 <= http_status <= 599:
+        return ErrorClass.TRANSIENT
+    return ErrorClass.OTHER
+
+
+def attempt_outcome(error_class: ErrorClass) -> Outcome:
+    """The contract's attempt outcome for a failed create."""
+    if error_class is ErrorClass.CAPACITY:
+        return Outcome.INSUFFICIENT_CAPACITY
+    if error_class is ErrorClass.UNSUPPORTED:
+        return Outcome.UNSUPPORTED
+    if error_class is ErrorClass.QUOTA:
+        return Outcome.LIMIT_EXCEEDED
+    if error_class is ErrorClass.THROTTLE:
+        return Outcome.THROTTLED
+    return Outcome.ERROR
+
+
+def stops_everything(error_class: ErrorClass) -> bool:
+    """A quota or permission failure: attempts not yet started are ``not_tried``."""
+    return error_class in (ErrorClass.QUOTA, ErrorClass.PERMISSION)
+
+
+def is_retryable(error_class: ErrorClass) -> bool:
+    """Worth retrying the very same call (same ClientToken) after a pause."""
+    return error_class in (ErrorClass.THROTTLE, ErrorClass.TRANSIENT)
+
+
+def cancel_is_done(error_class: ErrorClass) -> bool:
+    """A cancel that failed because the reservation is already gone counts as done.
+
+    NotFound: it no longer exists. IncorrectState: it is already cancelled, expired or failed;
+    either way it no longer holds (or bills) capacity.
+    """
+    return error_class in (ErrorClass.NOT_FOUND, ErrorClass.INCORRECT_STATE)

@@ -1,0 +1,128 @@
+"""Reserve's decisions: the answer when no pair won, and whether a caller's reservation fits."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from .clock import utc
+
+CAPACITY_BLOCK = "capacity-block"
+
+
+class ReserveStatus(StrEnum):
+    RESERVED = "reserved"
+    PROVISIONED = "provisioned"
+    UNRESERVED = "unreserved"
+    NO_CAPACITY = "no_capacity"
+    SKIPPED = "skipped"
+    REJECTED = "rejected"
+    ERROR = "error"
+    INVALID_REQUEST = "invalid_request"
+
+
+def verdict(won: bool, strict: bool, pair_count: int) -> ReserveStatus:
+    """Contract step 3: a won pair is ``reserved``. Otherwise the job waits (``no_capacity``)
+    when the caller insists on a guarantee (strict) or when there was only one place to try
+    anyway; with several places and no strictness it proceeds ``unreserved``, because EC2 Fleet
+    may still find the capacity spread over several subnets."""
+    if pair_count < 1:
+        raise ValueError(f"pair_count must be >= 1, got {pair_count}")
+    if won:
+        return ReserveStatus.RESERVED
+    if strict or pair_count == 1:
+        return ReserveStatus.NO_CAPACITY
+    return ReserveStatus.UNRESERVED
+
+
+@dataclass(frozen=True)
+class ExistingReservation:
+    """A caller's ``capacity_reservation_id`` as DescribeCapacityReservations shows it."""
+
+    id: str
+    state: str
+    reservation_type: str  # "default" (ODCR) or "capacity-block"
+    instance_type: str
+    availability_zone_id: str
+    platform: str
+    tenancy: str
+    available_count: int
+    start_date: datetime | None = None
+    owner: str | None = None
+
+    @property
+    def is_capacity_block(self) -> bool:
+        return self.reservation_type == CAPACITY_BLOCK
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What the job needs, from the request (platform already resolved from an image)."""
+
+    instance_types: Collection[str]
+    availability_zone_ids: Collection[str]  # of the request's subnets
+    platform: str
+    tenancy: str
+    instance_count: int
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """The reservation cannot serve the job: answer ``rejected`` with this reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class WaitForStart:
+    """A scheduled Capacity Block: answer ``no_capacity`` and ask again when it starts."""
+
+    retry_after_seconds: int
+    reason: str
+
+
+def validate_existing(
+    existing: ExistingReservation, wanted: Wanted, now: datetime
+) -> Rejected | WaitForStart | None:
+    """``None`` when the reservation can take the job now; otherwise why not.
+
+    Usable states are ``active`` for both kinds; a Capacity Block still ``scheduled`` is worth
+    waiting for (when it matches), anything else is rejected. Attributes are checked before
+    the wait so a job is never told to wait for a block it could not use.
+    """
+    now = utc(now)
+    rid = existing.id
+    waiting = existing.is_capacity_block and existing.state == "scheduled"
+    if existing.state != "active" and not waiting:
+        kind = "Capacity Block" if existing.is_capacity_block else "Capacity Reservation"
+        return Rejected(f"{kind} {rid} is {existing.state}, not active")
+    if existing.instance_type not in wanted.instance_types:
+        return Rejected(
+            f"{rid} is for {existing.instance_type}, which is not among the job's instance types"
+        )
+    if existing.availability_zone_id not in wanted.availability_zone_ids:
+        return Rejected(
+            f"{rid} is in {existing.availability_zone_id}, where none of the job's subnets are"
+        )
+    if existing.platform != wanted.platform:
+        return Rejected(f"{rid} is for {existing.platform}, the job needs {wanted.platform}")
+    if existing.tenancy != wanted.tenancy:
+        return Rejected(
+            f"{rid} has {existing.tenancy} tenancy, the job needs {wanted.tenancy} tenancy"
+        )
+    if existing.available_count < wanted.instance_count:
+        return Rejected(
+            f"{rid} has {existing.available_count} instances available, "
+            f"the job needs {wanted.instance_count}"
+        )
+    if waiting:
+        if existing.start_date is None:
+            return Rejected(f"Capacity Block {rid} is scheduled but has no start date")
+        seconds = (utc(existing.start_date, "start_date") - now).total_seconds()
+        # Still "scheduled" after its start: EC2 is activating it; ask again shortly.
+        wait = max(1, math.ceil(seconds))
+        return WaitForStart(wait, f"Capacity Block {rid} starts in {wait} s")
+    return None

@@ -1,0 +1,133 @@
+"""Ownership tags: what the broker puts on every reservation it creates, and how it knows its own.
+
+The broker only ever cancels what it owns, and ownership is read from tags alone (no state
+table is required), so these keys are part of the public contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+
+TAG_PREFIX = "capacity-broker:"
+TAG_CLUSTER_ID = "capacity-broker:cluster-id"
+TAG_PURPOSE = "capacity-broker:purpose"
+TAG_REQUEST_ID = "capacity-broker:request-id"
+TAG_JOB_ID = "capacity-broker:job-id"
+TAG_STACK_NAME = "capacity-broker:stack-name"
+TAG_SUBNET_ID = "capacity-broker:subnet-id"
+TAG_NAME = "Name"
+
+OWNERSHIP_KEYS = frozenset(
+    {
+        TAG_CLUSTER_ID,
+        TAG_PURPOSE,
+        TAG_REQUEST_ID,
+        TAG_JOB_ID,
+        TAG_STACK_NAME,
+        TAG_SUBNET_ID,
+        TAG_NAME,
+    }
+)
+
+# EC2's tag limits (per resource: 50 tags; key 128, value 256 characters).
+MAX_KEY_LENGTH = 128
+MAX_VALUE_LENGTH = 256
+MAX_TAGS_PER_RESOURCE = 50
+
+
+class Purpose(StrEnum):
+    PROBE = "probe"
+    HOLD = "hold"
+
+
+def is_reserved_key(key: str) -> bool:
+    """True for keys a request may not set: ``aws:`` (EC2 refuses them) and the broker's own.
+
+    Both prefixes are compared case-insensitively: EC2 refuses ``AWS:`` too, and a
+    ``Capacity-Broker:purpose`` key would look like ownership to a human reading the console.
+    """
+    folded = key.casefold()
+    return folded.startswith("aws:") or folded.startswith(TAG_PREFIX)
+
+
+def name_tag(purpose: Purpose | str, request_id: str) -> str:
+    """The ``Name`` tag: ``capacity-broker-<purpose>-<request id>``, cut to EC2's 256 chars."""
+    return f"capacity-broker-{Purpose(purpose).value}-{request_id}"[:MAX_VALUE_LENGTH]
+
+
+def ownership_tags(
+    cluster_id: str,
+    purpose: Purpose | str,
+    request_id: str,
+    subnet_id: str,
+    job_id: str | None = None,
+    stack_name: str | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Every tag a new reservation gets: the request's own ``extra`` tags plus ownership.
+
+    Ownership always wins: an ``extra`` key that is reserved (or is ``Name``) is dropped, so a
+    request can never make a reservation look like another cluster's or another job's.
+    """
+    purpose = Purpose(purpose)
+    for label, value in (
+        ("cluster_id", cluster_id),
+        ("request_id", request_id),
+        ("subnet_id", subnet_id),
+    ):
+        if not value:
+            raise ValueError(f"{label} is required for ownership tags")
+    tags: dict[str, str] = {}
+    for key, value in (extra or {}).items():
+        if key == TAG_NAME or is_reserved_key(key):
+            continue
+        tags[key] = value
+    tags[TAG_CLUSTER_ID] = cluster_id
+    tags[TAG_PURPOSE] = purpose.value
+    tags[TAG_REQUEST_ID] = request_id
+    tags[TAG_SUBNET_ID] = subnet_id
+    if job_id:
+        tags[TAG_JOB_ID] = job_id
+    if stack_name:
+        tags[TAG_STACK_NAME] = stack_name
+    tags[TAG_NAME] = name_tag(purpose, request_id)
+    for key, value in tags.items():
+        if not 1 <= len(key) <= MAX_KEY_LENGTH:
+            raise ValueError(f"tag key {key[:40]!r}... is not 1-{MAX_KEY_LENGTH} characters")
+        if len(value) > MAX_VALUE_LENGTH:
+            raise ValueError(f"tag {key!r} is longer than {MAX_VALUE_LENGTH} characters")
+    if len(tags) > MAX_TAGS_PER_RESOURCE:
+        raise ValueError(f"{len(tags)} tags; EC2 allows {MAX_TAGS_PER_RESOURCE} per resource")
+    return tags
+
+
+def tag_dict(tag_list: Iterable[Mapping[str, str]] | None) -> dict[str, str]:
+    """EC2's ``[{"Key": k, "Value": v}, ...]`` as a plain mapping."""
+    return {tag["Key"]: tag.get("Value", "") for tag in tag_list or () if "Key" in tag}
+
+
+def tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
+    """A plain mapping as EC2's ``[{"Key": k, "Value": v}, ...]`` (for TagSpecifications)."""
+    return [{"Key": key, "Value": value} for key, value in tags.items()]
+
+
+def purpose_of(tags: Mapping[str, str]) -> Purpose | None:
+    """The purpose tag, when it names a purpose this broker knows."""
+    raw = tags.get(TAG_PURPOSE)
+    try:
+        return Purpose(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def is_owned(tags: Mapping[str, str], cluster_id: str) -> bool:
+    """Owned = ``capacity-broker:cluster-id`` equal to this cluster AND a purpose tag.
+
+    The purpose must be one this broker writes (probe, hold): an unknown value is something
+    the broker did not create, and erring on "not ours" can only spare a reservation, never
+    cancel someone else's.
+    """
+    if not cluster_id:
+        return False
+    return tags.get(TAG_CLUSTER_ID) == cluster_id and purpose_of(tags) is not None

@@ -1,0 +1,50 @@
+"""ClientTokens and EndDates for the reservations the broker creates."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta
+
+from .clock import utc, whole_seconds
+from .tags import Purpose
+
+# Contract: probes live 2 minutes, holds 5 (a backstop only: EC2 enforces EndDate "within an
+# hour", so the broker cancels explicitly).
+PROBE_LIFETIME = timedelta(minutes=2)
+HOLD_LIFETIME = timedelta(minutes=5)
+
+# EC2: "Constraint: Maximum 64 ASCII characters."
+CLIENT_TOKEN_MAX_LENGTH = 64
+_DIGEST_CHARS = 48  # 192 bits: no collision in practice, and the token stays readable
+
+
+def lifetime(purpose: Purpose | str) -> timedelta:
+    return PROBE_LIFETIME if Purpose(purpose) is Purpose.PROBE else HOLD_LIFETIME
+
+
+def client_token(
+    purpose: Purpose | str,
+    request_id: str,
+    instance_type: str,
+    subnet_id: str,
+    nonce: str | None = None,
+) -> str:
+    """A deterministic ClientToken for one attempt (request, instance type, subnet).
+
+    An SDK retry of the same attempt reuses it, so EC2 never creates a second reservation.
+    The inputs are hashed (not joined) because a request id alone can be 128 characters; they
+    are JSON-encoded first so ("a-b", "c") and ("a", "b-c") cannot meet. ``nonce`` lets a caller
+    that wants a fresh reservation for the same request (a new probe) ask for a new token.
+    """
+    purpose = Purpose(purpose)
+    canonical = json.dumps(
+        [purpose.value, request_id, instance_type, subnet_id, nonce], ensure_ascii=True
+    )
+    digest = hashlib.sha256(canonical.encode("ascii")).hexdigest()[:_DIGEST_CHARS]
+    return f"cb-{purpose.value}-{digest}"
+
+
+def end_date(now: datetime, purpose: Purpose | str) -> datetime:
+    """EndDate for a new reservation: now + its lifetime, aware UTC, whole seconds."""
+    return whole_seconds(utc(now) + lifetime(purpose))

@@ -1,0 +1,1 @@
+"""Lambda entry points: ``capacity_broker.handlers.<name>.handler`` (contract)."""

@@ -1,0 +1,146 @@
+"""What every Lambda entry point shares: Powertools logging, metrics and tracing, the time
+budget, and the promise that a caller always gets a structured answer.
+
+Tracing: Powertools' Tracer loads the X-Ray SDK (~300 ms) when it is created, which would add
+to every cold start. Lambda's active tracing already records each invocation; the broker adds
+its subsegments (and the boto3 ones) only for invocations X-Ray sampled, and creates the Tracer
+on the first of those, so unsampled invocations and the init phase never pay for it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from ..config import Settings, settings
+from ..logic import InvalidInput
+from ..models import request_id_from
+
+NAMESPACE = "CapacityBroker"
+# The Lambda runtime's per-invocation trace header; "Sampled=1" when X-Ray records this one.
+TRACE_HEADER = "_X_AMZN_TRACE_ID"
+
+_tracer: Any = None
+
+
+def tracer() -> Any:
+    """The Powertools Tracer, created on first use (see the module docstring)."""
+    global _tracer
+    if _tracer is None:
+        from aws_lambda_powertools import Tracer
+
+        _tracer = Tracer(patch_modules=("botocore",))
+    return _tracer
+
+
+def sampled() -> bool:
+    if os.environ.get("POWERTOOLS_TRACE_DISABLED", "").lower() == "true":
+        return False
+    return "Sampled=1" in os.environ.get(TRACE_HEADER, "")
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What a flow needs to know about the invocation it runs in."""
+
+    settings: Settings
+    request_id: str
+    deadline: float  # monotonic seconds: stop starting new work after this
+    hard_deadline: float  # monotonic seconds: the function is killed shortly after
+
+
+def deadlines(context: Any, margin: float) -> tuple[float, float]:
+    now = time.monotonic()
+    remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
+    remaining = remaining_ms() / 1000.0 if callable(remaining_ms) else 60.0
+    hard = now + max(remaining - 0.5, 0.5)
+    return min(now + max(remaining - margin, 0.5), hard), hard
+
+
+def invalid_input(error: InvalidInput, request_id: str) -> dict[str, Any]:
+    """``invalid_request`` for a request that parsed but names what does not exist."""
+    return {
+        "status": "invalid_request",
+        "request_id": request_id,
+        "errors": [{"field": field, "message": message} for field, message in error.errors],
+        "message": f"The request was not accepted: {error}"[:500],
+    }
+
+
+def reset_container() -> None:
+    """Forget everything cached per container (tests switch worlds between cases)."""
+    from ..adapters import aws, ec2, throttle
+
+    settings.cache_clear()
+    aws.reset_clients()
+    ec2.clear_caches()
+    throttle.pacer = throttle.Pacer()
+    for hook in _RESETS:
+        hook()
+
+
+_RESETS: list[Callable[[], None]] = []
+
+
+def on_reset(hook: Callable[[], None]) -> Callable[[], None]:
+    _RESETS.append(hook)
+    return hook
+
+
+def observability(service: str) -> tuple[Logger, Metrics]:
+    logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", service))
+    metrics = Metrics(
+        namespace=NAMESPACE, service=os.environ.get("POWERTOOLS_SERVICE_NAME", service)
+    )
+    return logger, metrics
+
+
+def entry(
+    logger: Logger,
+    metrics: Metrics,
+    name: str,
+) -> Callable[[Callable[[Any, Invocation], dict[str, Any]]], Callable[..., Any]]:
+    """Wrap a flow as a Lambda handler: context on every log line, metrics flushed once,
+    a structured answer even for an unexpected failure."""
+
+    def decorate(run: Callable[[Any, Invocation], dict[str, Any]]) -> Callable[..., Any]:
+        @wraps(run)
+        def handler(event: Any, context: Any) -> dict[str, Any]:
+            config = settings()  # ConfigurationError: refuse to run without a cluster id
+            request_id = request_id_from(event) or f"{name}-{uuid.uuid4().hex}"
+            logger.append_keys(cluster_id=config.cluster_id, request_id=request_id)
+            soft, hard = deadlines(context, config.safety_margin)
+            invocation = Invocation(config, request_id, soft, hard)
+            try:
+                if sampled():
+                    with tracer().provider.in_subsegment(f"## {name}") as subsegment:
+                        subsegment.put_annotation("cluster_id", config.cluster_id)
+                        subsegment.put_annotation("request_id", request_id)
+                        answer = run(event, invocation)
+                        subsegment.put_annotation("status", str(answer.get("status")))
+                else:
+                    answer = run(event, invocation)
+            except Exception:
+                logger.exception("unexpected failure")
+                metrics.add_metric(name="UnexpectedErrors", unit=MetricUnit.Count, value=1)
+                answer = {
+                    "status": "error",
+                    "request_id": request_id,
+                    "error_code": "InternalError",
+                    "message": "The broker failed unexpectedly; nothing further was started. "
+                    "Reservations it created are cancelled by their EndDate and the cleaner.",
+                }
+            logger.info("answered", extra={"status": answer.get("status")})
+            return answer
+
+        return logger.inject_lambda_context(clear_state=True)(metrics.log_metrics(handler))
+
+    return decorate

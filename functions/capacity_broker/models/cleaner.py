@@ -1,0 +1,40 @@
+"""The cleaner's direct call and its answer (contract, "cleaner: the ODCRCleaner")."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from .common import ItemError, Regions, RequestId, RequestModel, ResponseModel
+
+
+class SweepRequest(RequestModel):
+    """``{"action": "sweep", "dry_run": ..., "regions": [...]}``. ``dry_run`` defaults to true:
+    an operator who forgets it sees what would be cancelled instead of cancelling it.
+    ``regions`` defaults to BROKER_REGIONS."""
+
+    action: Literal["sweep"]
+    dry_run: bool = True
+    regions: Regions | None = None
+    request_id: RequestId | None = None
+
+
+class CleanerItem(ResponseModel):
+    id: str
+    region: str
+    reason: str
+    hours_saved: float | None = None
+
+
+class CleanerResponse(ResponseModel):
+    status: Literal["ok", "partial", "error", "invalid_request"]
+    request_id: str
+    dry_run: bool
+    regions: list[str] = Field(default_factory=list)
+    examined: int = 0
+    cancelled: list[CleanerItem] = Field(default_factory=list)
+    kept: list[CleanerItem] = Field(default_factory=list)
+    errors: list[ItemError] = Field(default_factory=list)
+    hours_saved: float | None = None
+    message: str

@@ -1,0 +1,59 @@
+"""``probe`` request and answer (contract, "probe: is there capacity right now?")."""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import Field, model_validator
+
+from ..domain.errors import Outcome
+from ..domain.probe import ProbeStatus
+from .common import InstanceCount, InstanceType, PlacementFields, ResponseModel, SubnetIds
+
+# Outcomes and statuses are the domain's StrEnums: plain strings ("available") are accepted
+# too, comparisons work both ways, and the JSON carries the plain value.
+AttemptOutcome = Outcome
+
+
+class ProbeRequest(PlacementFields):
+    """Is there capacity for ``instance_count`` x ``instance_type`` in one of these subnets?"""
+
+    instance_type: InstanceType
+    subnet_ids: SubnetIds
+    instance_count: InstanceCount = 1
+
+    @model_validator(mode="after")
+    def _platform_source(self) -> Self:
+        self._check_platform_source()
+        return self
+
+
+class Attempt(ResponseModel):
+    """One reservation attempt: a subnet for probe, an (instance type, subnet) pair for
+    reserve. ``message`` carries EC2's error message (shortened) when there was one."""
+
+    subnet_id: str
+    instance_type: str | None = None
+    availability_zone: str | None = None
+    availability_zone_id: str | None = None
+    outcome: AttemptOutcome
+    error_code: str | None = None
+    message: str | None = None
+    reservation_id: str | None = None
+    cancelled: bool | None = None
+
+
+ProbeAttempt = Attempt
+
+
+class ProbeResponse(ResponseModel):
+    status: ProbeStatus
+    request_id: str
+    instance_type: str | None = None
+    subnet_id: str | None = None
+    availability_zone: str | None = None
+    availability_zone_id: str | None = None
+    attempts: list[Attempt] = Field(default_factory=list)
+    error_code: str | None = None
+    cleanup: Literal["pending"] | None = None
+    message: str

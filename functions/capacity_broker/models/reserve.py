@@ -1,0 +1,98 @@
+"""``reserve`` request and answer (contract, "reserve: hold capacity for an HPC job")."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Self
+
+from pydantic import Field, StringConstraints, model_validator
+
+from ..domain.reserve import ReserveStatus
+from .common import (
+    LAUNCH_TEMPLATE_VERSION_PATTERN,
+    InstanceCount,
+    InstanceTypes,
+    JobId,
+    LaunchTemplateId,
+    PlacementFields,
+    PlacementGroupArn,
+    RequestModel,
+    ReservationId,
+    ResponseModel,
+    StackName,
+    SubnetIds,
+    UtcDateTime,
+)
+from .probe import Attempt
+
+LaunchTemplateVersion = Annotated[
+    str, StringConstraints(max_length=20, pattern=LAUNCH_TEMPLATE_VERSION_PATTERN)
+]
+# A scheduler asking more often than this for one job has a bug; refuse rather than overflow.
+MAX_ATTEMPT = 100_000
+
+
+class LaunchTemplateRef(RequestModel):
+    """The job's launch template; ``version`` defaults to ``$Default`` as in EC2."""
+
+    id: LaunchTemplateId
+    version: LaunchTemplateVersion = "$Default"
+
+
+class ReserveRequest(PlacementFields):
+    """Hold capacity for an HPC job (and point its launch template at it)."""
+
+    job_id: JobId
+    instance_types: InstanceTypes
+    subnet_ids: SubnetIds
+    instance_count: InstanceCount
+    stack_name: StackName | None = None
+    launch_template: LaunchTemplateRef | None = None
+    capacity_reservation_id: ReservationId | None = None
+    placement_group_arn: PlacementGroupArn | None = None
+    provision: bool = False
+    strict: bool | None = None
+    attempt: Annotated[int, Field(ge=0, le=MAX_ATTEMPT)] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        self._check_platform_source()
+        if self.provision and self.launch_template is None:
+            raise ValueError("provision needs a launch_template to launch from")
+        return self
+
+
+class ReservationInfo(ResponseModel):
+    id: str
+    type: Literal["default", "capacity-block"]
+    owned: bool
+    instance_type: str
+    availability_zone: str | None = None
+    availability_zone_id: str | None = None
+    instance_count: int
+    start_date: UtcDateTime | None = None
+    end_date: UtcDateTime | None = None
+
+
+class LaunchTemplateInfo(ResponseModel):
+    id: str
+    version: int
+
+
+ReserveAttempt = Attempt
+
+
+class ReserveResponse(ResponseModel):
+    status: ReserveStatus
+    request_id: str
+    job_id: str | None = None
+    reservation: ReservationInfo | None = None
+    instance_types: list[str] = Field(default_factory=list)
+    subnet_ids: list[str] = Field(default_factory=list)
+    launch_template: LaunchTemplateInfo | None = None
+    instances: list[str] = Field(default_factory=list)
+    attempts: list[Attempt] = Field(default_factory=list)
+    retry_after_seconds: int | None = None
+    reason: str | None = None
+    error_code: str | None = None
+    cleanup: Literal["pending"] | None = None
+    message: str

@@ -1,0 +1,315 @@
+"""probe against the emulator: the issue's "Done when", one test each."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import boto3
+import pytest
+from capacity_broker.handlers.probe import handler
+
+pytestmark = pytest.mark.integration
+
+SUBNETS = ["subnet-0a0000000000000a1", "subnet-0b0000000000000b2", "subnet-0c0000000000000c3"]
+AZS = ["us-east-1a", "us-east-1b", "us-east-1c"]
+
+
+def world(
+    capacity: list[int | None], instance_type: str = "g6.xlarge", **region: Any
+) -> dict[str, Any]:
+    return {
+        "regions": {
+            "us-east-1": {
+                "vpcs": [
+                    {
+                        "name": "cluster",
+                        "cidr": "10.1.0.0/16",
+                        "subnets": [
+                            {
+                                "id": s,
+                                "name": f"s{i}",
+                                "availability_zone": az,
+                                "cidr": f"10.1.{i}.0/24",
+                            }
+                            for i, (s, az) in enumerate(zip(SUBNETS, AZS, strict=True))
+                        ],
+                    }
+                ],
+                "pools": [
+                    {"availability_zone": az, "instance_type": instance_type, "capacity": c}
+                    for az, c in zip(AZS, capacity, strict=True)
+                ],
+                "images": [
+                    {
+                        "id": "ami-0aaaaaaaaaaaaaaa1",
+                        "name": "rhel-byol",
+                        "platform_details": "Red Hat BYOL Linux",
+                    },
+                    {"id": "ami-0aaaaaaaaaaaaaaa2", "name": "odd", "platform_details": "Plan 9"},
+                ],
+                **region,
+            }
+        }
+    }
+
+
+def probe(context: Any, **fields: Any) -> dict[str, Any]:
+    event = {"instance_type": "g6.xlarge", "subnet_ids": SUBNETS, **fields}
+    return handler(event, context)  # type: ignore[no-any-return]
+
+
+def owned(request_id: str) -> list[dict[str, Any]]:
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    return [
+        r
+        for r in ec2.describe_capacity_reservations()["CapacityReservations"]
+        if {"Key": "capacity-broker:request-id", "Value": request_id} in r.get("Tags", [])
+    ]
+
+
+def test_only_the_third_az_has_capacity(broker: Any, context: Any) -> None:
+    broker.load_scenario(world([0, 0, 4]))
+    answer = probe(context, request_id="vdi-1")
+    assert answer["status"] == "available"
+    assert answer["subnet_id"] == SUBNETS[2]
+    assert answer["availability_zone"] == "us-east-1c"
+    assert answer["availability_zone_id"].startswith("use1-az")
+    assert [a["outcome"] for a in answer["attempts"]] == [
+        "insufficient_capacity",
+        "insufficient_capacity",
+        "available",
+    ]
+    assert answer["attempts"][2]["cancelled"] is True
+    made = owned("vdi-1")
+    assert len(made) == 1
+    assert all(r["State"] != "active" for r in made)
+    assert broker.pool("us-east-1", "us-east-1c", "g6.xlarge")["available"] == 4
+
+
+def test_the_first_subnet_in_request_order_wins(broker: Any, context: Any) -> None:
+    broker.load_scenario(world([0, 4, 4]))
+    answer = probe(context, request_id="vdi-2")
+    assert answer["subnet_id"] == SUBNETS[1]
+    assert all(r["State"] == "cancelled" for r in owned("vdi-2"))
+
+
+def test_exhausted_everywhere_is_unavailable(broker: Any, context: Any) -> None:
+    broker.load_scenario(world([0, 0, 0]))
+    answer = probe(context, request_id="vdi-3")
+    assert answer["status"] == "unavailable"
+    assert {a["outcome"] for a in answer["attempts"]} == {"insufficient_capacity"}
+    assert all(a["error_code"] == "InsufficientInstanceCapacity" for a in answer["attempts"])
+    assert owned("vdi-3") == []
+
+
+def test_unsupported_counts_as_no_capacity(broker: Any, context: Any) -> None:
+    broker.load_scenario(
+        world(
+            [0, 0, 0],
+            unsupported=[{"availability_zone": "us-east-1c", "instance_type": "g6.xlarge"}],
+        )
+    )
+    answer = probe(context)
+    assert answer["status"] == "unavailable"
+    assert answer["attempts"][2]["outcome"] == "unsupported"
+
+
+def test_a_quota_error_stops_the_attempts_not_started(
+    broker: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One attempt at a time, so the order of events is certain.
+    monkeypatch.setenv("BROKER_MAX_CONCURRENCY", "1")
+    broker.load_scenario(world([4, 4, 4], quotas={"instances": {"g6.xlarge": 0}}))
+    answer = probe(context, request_id="vdi-4")
+    assert answer["status"] == "error"
+    assert answer["error_code"] == "InstanceLimitExceeded"
+    assert [a["outcome"] for a in answer["attempts"]] == [
+        "limit_exceeded",
+        "not_tried",
+        "not_tried",
+    ]
+    assert len(broker.calls("CreateCapacityReservation")) == 1
+
+
+def test_a_permission_error_stops_too(
+    broker: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BROKER_MAX_CONCURRENCY", "1")
+    broker.load_scenario(world([4, 4, 4]))
+    broker.fail("CreateCapacityReservation", "UnauthorizedOperation", times=1)
+    answer = probe(context)
+    assert answer["status"] == "error"
+    assert answer["error_code"] == "UnauthorizedOperation"
+    assert answer["attempts"][1]["outcome"] == "not_tried"
+
+
+def test_flag_off_is_skipped_without_touching_ec2(broker: Any, context: Any) -> None:
+    broker.load_scenario(world([4, 4, 4]))
+    boto3.client("ssm", region_name="us-east-1").put_parameter(
+        Name="/capacity-broker/demo-cluster/configuration/FeatureFlags/EnableCapacityReservation",
+        Value="FALSE",
+        Type="String",
+    )
+    broker.clear_calls()
+    answer = probe(context)
+    assert answer["status"] == "skipped"
+    assert answer["subnet_id"] == SUBNETS[0]
+    assert broker.calls() == []  # not even a describe
+
+
+def test_a_malformed_flag_is_a_configuration_error(broker: Any, context: Any) -> None:
+    broker.load_scenario(world([4, 4, 4]))
+    boto3.client("ssm", region_name="us-east-1").put_parameter(
+        Name="/capacity-broker/demo-cluster/configuration/FeatureFlags/EnableCapacityReservation",
+        Value="yes please",
+        Type="String",
+    )
+    answer = probe(context)
+    assert answer["status"] == "error"
+    assert "EnableCapacityReservation" in answer["message"]
+    assert broker.calls("CreateCapacityReservation") == []
+
+
+def test_a_throttled_create_that_succeeds_on_retry_makes_one_reservation(
+    broker: Any, context: Any
+) -> None:
+    broker.load_scenario(world([0, 0, 4]))
+    broker.fail("CreateCapacityReservation", "RequestLimitExceeded", times=2)
+    answer = probe(context, request_id="vdi-5")
+    assert answer["status"] == "available"
+    assert len(owned("vdi-5")) == 1
+
+
+def test_a_create_whose_answer_is_lost_is_not_made_twice(broker: Any, context: Any) -> None:
+    broker.load_scenario(world([0, 0, 4]))
+    broker.fail("CreateCapacityReservation", mode="timeout", times=3)
+    answer = probe(context, request_id="vdi-6")
+    assert answer["status"] == "available"
+    made = owned("vdi-6")
+    assert len(made) == 1
+    assert made[0]["State"] == "cancelled"
+
+
+def test_a_failed_cancel_is_retried_then_reported(broker: Any, context: Any) -> None:
+    broker.load_scenario(world([0, 0, 4]))
+    broker.fail("CancelCapacityReservation", "UnauthorizedOperation", times=5)
+    answer = probe(context, request_id="vdi-7")
+    assert answer["status"] == "available"
+    assert answer["cleanup"] == "pending"
+    assert answer["attempts"][2]["cancelled"] is False
+    assert [r["State"] for r in owned("vdi-7")] == ["active"]
+
+
+def test_a_throttled_cancel_is_retried(broker: Any, context: Any) -> None:
+    broker.load_scenario(world([0, 0, 4]))
+    broker.fail("CancelCapacityReservation", "RequestLimitExceeded", times=2)
+    answer = probe(context, request_id="vdi-8")
+    assert "cleanup" not in answer
+    assert [r["State"] for r in owned("vdi-8")] == ["cancelled"]
+
+
+def test_platform_is_derived_from_the_image(broker: Any, context: Any) -> None:
+    broker.load_scenario(world([4, 4, 4]))
+    answer = probe(context, request_id="vdi-9", image_id="ami-0aaaaaaaaaaaaaaa1")
+    assert answer["status"] == "available"
+    assert owned("vdi-9")[0]["InstancePlatform"] == "Linux/UNIX"
+
+
+def test_an_unknown_platform_or_subnet_is_invalid_and_changes_nothing(
+    broker: Any, context: Any
+) -> None:
+    broker.load_scenario(world([4, 4, 4]))
+    odd = probe(context, image_id="ami-0aaaaaaaaaaaaaaa2")
+    assert odd["status"] == "invalid_request"
+    assert odd["errors"][0]["field"] == "image_id"
+    missing = probe(context, subnet_ids=[SUBNETS[0], "subnet-0ddddddddddddddd4"])
+    assert missing["status"] == "invalid_request"
+    assert missing["errors"][0]["field"] == "subnet_ids.1"
+    assert broker.calls("CreateCapacityReservation") == []
+
+
+def test_malformed_requests_make_no_call(broker: Any, context: Any) -> None:
+    broker.load_scenario(world([4, 4, 4]))
+    broker.clear_calls()
+    for event in (
+        {},
+        {"instance_type": "g6.xlarge", "subnet_ids": []},
+        {"instance_type": "g6.xlarge", "subnet_ids": SUBNETS, "instance_count": "2"},
+        {"instance_type": "g6.xlarge", "subnet_ids": SUBNETS, "tags": {"aws:x": "y"}},
+        ["not", "an", "object"],
+    ):
+        answer = handler(event, context)
+        assert answer["status"] == "invalid_request", event
+        assert answer["errors"]
+    assert broker.calls() == []
+
+
+def test_the_reservation_is_made_the_contract_way(broker: Any, context: Any) -> None:
+    broker.load_scenario(world([4, 4, 4]))
+    probe(context, request_id="vdi-10", tags={"desktop": "alice"}, subnet_ids=[SUBNETS[0]])
+    (made,) = owned("vdi-10")
+    tags = {t["Key"]: t["Value"] for t in made["Tags"]}
+    assert tags["capacity-broker:cluster-id"] == "demo-cluster"
+    assert tags["capacity-broker:purpose"] == "probe"
+    assert tags["capacity-broker:subnet-id"] == SUBNETS[0]
+    assert tags["Name"] == "capacity-broker-probe-vdi-10"
+    assert tags["desktop"] == "alice"
+    assert made["InstanceMatchCriteria"] == "targeted"
+    assert made["EndDateType"] == "limited"
+    lifetime = made["EndDate"] - made["CreateDate"]
+    assert 100 <= lifetime.total_seconds() <= 121
+    (create,) = broker.calls("CreateCapacityReservation")
+    assert create.params["ClientToken"].startswith("cb-probe-")
+
+
+def test_n_subnets_take_about_as_long_as_one(broker: Any, context: Any) -> None:
+    six = [f"subnet-0e{i:015x}" for i in range(6)]
+    broker.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "vpcs": [
+                        {
+                            "cidr": "10.2.0.0/16",
+                            "subnets": [
+                                {"id": s, "availability_zone": AZS[i % 3], "cidr": f"10.2.{i}.0/24"}
+                                for i, s in enumerate(six)
+                            ],
+                        }
+                    ],
+                    "pools": [
+                        {"availability_zone": az, "instance_type": "g6.xlarge", "capacity": 0}
+                        for az in AZS
+                    ],
+                }
+            }
+        }
+    )
+    # Warm the caches (subnets, flags), then measure with 100 ms per EC2 call.
+    handler({"instance_type": "g6.xlarge", "subnet_ids": six}, context)
+    broker.latency(0.1)
+
+    def timed(subnets: list[str]) -> float:
+        start = time.perf_counter()
+        handler({"instance_type": "g6.xlarge", "subnet_ids": subnets}, context)
+        return time.perf_counter() - start
+
+    one = min(timed(six[:1]) for _ in range(2))
+    many = min(timed(six) for _ in range(2))
+    # Sequential probing would be ~6x; concurrent is ~1x. Loose bound for noisy machines.
+    assert many / one < 2.5
+
+
+def test_warm_probe_makes_only_creates_and_cancels(broker: Any, context: Any) -> None:
+    broker.load_scenario(world([0, 4, 4]))
+    probe(context)
+    broker.clear_calls()
+    answer = probe(context)
+    assert answer["status"] == "available"
+    actions = sorted(c.action for c in broker.calls())
+    winners = sum(1 for a in answer["attempts"] if a["outcome"] == "available")
+    creates = actions.count("CreateCapacityReservation")
+    assert creates <= 3
+    assert actions.count("CancelCapacityReservation") == winners
+    assert set(actions) <= {"CreateCapacityReservation", "CancelCapacityReservation"}

@@ -1,0 +1,163 @@
+"""Error classification: every code the broker reacts to, and the code-over-status rule."""
+
+from __future__ import annotations
+
+import pytest
+from capacity_broker.domain.errors import (
+    CODES,
+    ErrorClass,
+    Outcome,
+    attempt_outcome,
+    cancel_is_done,
+    classify,
+    is_retryable,
+    stops_everything,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+C = ErrorClass
+
+TABLE = [
+    ("InsufficientInstanceCapacity", C.CAPACITY),
+    ("InsufficientCapacity", C.CAPACITY),
+    ("InsufficientReservedInstanceCapacity", C.CAPACITY),
+    ("InsufficientHostCapacity", C.CAPACITY),
+    ("Unsupported", C.UNSUPPORTED),
+    ("UnsupportedOperation", C.UNSUPPORTED),
+    ("InstanceLimitExceeded", C.QUOTA),
+    ("VcpuLimitExceeded", C.QUOTA),
+    ("ResourceLimitExceeded", C.QUOTA),
+    ("UnauthorizedOperation", C.PERMISSION),
+    ("AccessDenied", C.PERMISSION),
+    ("AccessDeniedException", C.PERMISSION),
+    ("AuthFailure", C.PERMISSION),
+    ("OptInRequired", C.PERMISSION),
+    ("Blocked", C.PERMISSION),
+    ("PendingVerification", C.PERMISSION),
+    ("InvalidClientTokenId", C.PERMISSION),
+    ("ExpiredToken", C.PERMISSION),
+    ("RequestLimitExceeded", C.THROTTLE),
+    ("Throttling", C.THROTTLE),
+    ("ThrottlingException", C.THROTTLE),
+    ("TooManyRequestsException", C.THROTTLE),
+    ("RequestThrottled", C.THROTTLE),
+    ("RequestThrottledException", C.THROTTLE),
+    ("ProvisionedThroughputExceededException", C.THROTTLE),
+    ("InternalError", C.TRANSIENT),
+    ("InternalFailure", C.TRANSIENT),
+    ("ServiceUnavailable", C.TRANSIENT),
+    ("Unavailable", C.TRANSIENT),
+    ("RequestTimeout", C.TRANSIENT),
+    ("InvalidCapacityReservationId.NotFound", C.NOT_FOUND),
+    ("InvalidCapacityReservationId.Malformed", C.MALFORMED),
+    ("IdempotentParameterMismatch", C.IDEMPOTENCY),
+    ("IncorrectState", C.INCORRECT_STATE),
+    ("InvalidParameterValue", C.INVALID),
+    ("InvalidParameterCombination", C.INVALID),
+    ("MissingParameter", C.INVALID),
+    ("InvalidParameter", C.INVALID),
+    ("UnknownParameter", C.INVALID),
+    ("DryRunOperation", C.OTHER),
+    ("InvalidSubnetID.NotFound", C.OTHER),
+    ("SomethingNew", C.OTHER),
+]
+
+
+@pytest.mark.parametrize(("code", "expected"), TABLE)
+def test_code_table(code: str, expected: ErrorClass) -> None:
+    assert classify(code) is expected
+
+
+@pytest.mark.parametrize(("code", "expected"), [(c, e) for c, e in TABLE if e is not C.OTHER])
+@pytest.mark.parametrize("status", [400, 429, 500, 503])
+def test_a_known_code_wins_over_the_status(code: str, expected: ErrorClass, status: int) -> None:
+    assert classify(code, status) is expected
+
+
+def test_insufficient_capacity_is_a_500_but_not_transient() -> None:
+    assert classify("InsufficientInstanceCapacity", 500) is C.CAPACITY
+    assert not is_retryable(classify("InsufficientInstanceCapacity", 500))
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "expected"),
+    [
+        (None, None, C.TRANSIENT),  # timeout / connection lost: may have taken effect
+        ("", None, C.TRANSIENT),
+        (None, 500, C.TRANSIENT),
+        (None, 502, C.TRANSIENT),
+        (None, 503, C.TRANSIENT),
+        (None, 504, C.TRANSIENT),
+        ("Weird", 599, C.TRANSIENT),
+        ("Weird", 429, C.THROTTLE),
+        (None, 429, C.THROTTLE),
+        ("Weird", 400, C.OTHER),
+        (None, 400, C.OTHER),
+        (None, 404, C.OTHER),
+        ("Weird", None, C.OTHER),
+    ],
+)
+def test_unknown_codes_fall_back_on_status(
+    code: str | None, status: int | None, expected: ErrorClass
+) -> None:
+    assert classify(code, status) is expected
+
+
+def test_state_reason_prefixes_are_understood() -> None:
+    assert classify("Server.InsufficientInstanceCapacity") is C.CAPACITY
+    assert classify("Client.UnauthorizedOperation") is C.PERMISSION
+
+
+@pytest.mark.parametrize(
+    ("error_class", "outcome"),
+    [
+        (C.CAPACITY, "insufficient_capacity"),
+        (C.UNSUPPORTED, "unsupported"),
+        (C.QUOTA, "limit_exceeded"),
+        (C.THROTTLE, "throttled"),
+        (C.PERMISSION, "error"),
+        (C.TRANSIENT, "error"),
+        (C.NOT_FOUND, "error"),
+        (C.MALFORMED, "error"),
+        (C.IDEMPOTENCY, "error"),
+        (C.INCORRECT_STATE, "error"),
+        (C.INVALID, "error"),
+        (C.OTHER, "error"),
+    ],
+)
+def test_attempt_outcomes(error_class: ErrorClass, outcome: str) -> None:
+    assert attempt_outcome(error_class) == outcome
+
+
+def test_helpers_name_exactly_their_classes() -> None:
+    assert {c for c in C if stops_everything(c)} == {C.QUOTA, C.PERMISSION}
+    assert {c for c in C if is_retryable(c)} == {C.THROTTLE, C.TRANSIENT}
+    assert {c for c in C if cancel_is_done(c)} == {C.NOT_FOUND, C.INCORRECT_STATE}
+
+
+def test_outcomes_are_the_contracts() -> None:
+    assert [o.value for o in Outcome] == [
+        "available",
+        "insufficient_capacity",
+        "unsupported",
+        "limit_exceeded",
+        "throttled",
+        "error",
+        "not_tried",
+    ]
+
+
+def test_no_code_is_in_two_classes() -> None:
+    # CODES is built from one table per class; a code listed twice would silently move.
+    from capacity_broker.domain import errors
+
+    listed = [code for codes in errors._CODES.values() for code in codes]
+    assert len(listed) == len(set(listed)) == len(CODES)
+
+
+@given(st.none() | st.text(max_size=60), st.none() | st.integers(min_value=100, max_value=599))
+def test_classify_is_total(code: str | None, status: int | None) -> None:
+    result = classify(code, status)
+    assert isinstance(result, ErrorClass)
+    assert attempt_outcome(result) in set(Outcome) - {Outcome.AVAILABLE, Outcome.NOT_TRIED}

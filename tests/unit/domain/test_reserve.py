@@ -1,0 +1,145 @@
+"""Reserve's answer when nothing was won, and the checks on a caller's reservation."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from capacity_broker.domain.reserve import (
+    ExistingReservation,
+    Rejected,
+    ReserveStatus,
+    WaitForStart,
+    Wanted,
+    validate_existing,
+    verdict,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+NOW = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("won", "strict", "pair_count", "expected"),
+    [
+        (True, False, 1, "reserved"),
+        (True, True, 6, "reserved"),
+        (False, False, 1, "no_capacity"),  # only one place to try: the job waits
+        (False, True, 1, "no_capacity"),
+        (False, True, 6, "no_capacity"),  # strict: the job waits
+        (False, False, 2, "unreserved"),  # several places: proceed without a guarantee
+        (False, False, 200, "unreserved"),
+    ],
+)
+def test_verdict(won: bool, strict: bool, pair_count: int, expected: str) -> None:
+    assert verdict(won, strict, pair_count) == expected
+
+
+def test_verdict_needs_a_pair() -> None:
+    with pytest.raises(ValueError, match="pair_count"):
+        verdict(False, False, 0)
+
+
+@given(st.booleans(), st.booleans(), st.integers(min_value=1, max_value=200))
+def test_verdict_properties(won: bool, strict: bool, pair_count: int) -> None:
+    result = verdict(won, strict, pair_count)
+    assert (result is ReserveStatus.RESERVED) is won
+    if result is ReserveStatus.UNRESERVED:
+        assert not strict
+        assert pair_count > 1
+
+
+ODCR = ExistingReservation(
+    id="cr-0123456789abcdef0",
+    state="active",
+    reservation_type="default",
+    instance_type="c7i.48xlarge",
+    availability_zone_id="use1-az2",
+    platform="Linux/UNIX",
+    tenancy="default",
+    available_count=8,
+    start_date=NOW - timedelta(days=1),
+    owner="111122223333",
+)
+BLOCK = replace(
+    ODCR,
+    id="cr-0fedcba9876543210",
+    reservation_type="capacity-block",
+    instance_type="p5.48xlarge",
+    state="scheduled",
+    start_date=NOW + timedelta(hours=2, seconds=0.5),
+)
+WANTED = Wanted(
+    instance_types=("c7i.48xlarge", "p5.48xlarge"),
+    availability_zone_ids=frozenset({"use1-az1", "use1-az2"}),
+    platform="Linux/UNIX",
+    tenancy="default",
+    instance_count=8,
+)
+
+
+def test_a_fitting_odcr_is_usable() -> None:
+    assert validate_existing(ODCR, WANTED, NOW) is None
+
+
+def test_an_active_block_is_usable() -> None:
+    assert validate_existing(replace(BLOCK, state="active"), WANTED, NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"state": "cancelled"}, "is cancelled, not active"),
+        ({"state": "expired"}, "is expired, not active"),
+        ({"state": "pending"}, "is pending, not active"),
+        ({"state": "scheduled"}, "Capacity Reservation cr-0123456789abcdef0 is scheduled"),
+        ({"instance_type": "c7i.large"}, "c7i.large, which is not among"),
+        ({"availability_zone_id": "use1-az4"}, "use1-az4, where none of the job's subnets"),
+        ({"platform": "Windows"}, "is for Windows, the job needs Linux/UNIX"),
+        ({"tenancy": "dedicated"}, "dedicated tenancy"),
+        ({"available_count": 7}, "has 7 instances available, the job needs 8"),
+        ({"available_count": 0}, "has 0 instances available"),
+    ],
+)
+def test_rejections(change: dict[str, object], words: str) -> None:
+    result = validate_existing(replace(ODCR, **change), WANTED, NOW)  # type: ignore[arg-type]
+    assert isinstance(result, Rejected)
+    assert words in result.reason
+
+
+def test_more_available_than_needed_is_fine() -> None:
+    assert validate_existing(replace(ODCR, available_count=100), WANTED, NOW) is None
+
+
+def test_a_scheduled_block_answers_wait_until_its_start() -> None:
+    result = validate_existing(BLOCK, WANTED, NOW)
+    assert result == WaitForStart(7201, "Capacity Block cr-0fedcba9876543210 starts in 7201 s")
+
+
+def test_a_scheduled_block_past_its_start_asks_again_soon() -> None:
+    late = replace(BLOCK, start_date=NOW - timedelta(minutes=1))
+    result = validate_existing(late, WANTED, NOW)
+    assert isinstance(result, WaitForStart)
+    assert result.retry_after_seconds == 1
+
+
+def test_a_scheduled_block_that_cannot_serve_is_rejected_not_awaited() -> None:
+    result = validate_existing(replace(BLOCK, availability_zone_id="use1-az9"), WANTED, NOW)
+    assert isinstance(result, Rejected)
+    result = validate_existing(replace(BLOCK, start_date=None), WANTED, NOW)
+    assert isinstance(result, Rejected)
+    assert "no start date" in result.reason
+
+
+@pytest.mark.parametrize("state", ["payment-pending", "payment-failed", "expired", "cancelled"])
+def test_blocks_in_other_states_are_rejected(state: str) -> None:
+    result = validate_existing(replace(BLOCK, state=state), WANTED, NOW)
+    assert isinstance(result, Rejected)
+    assert f"Capacity Block cr-0fedcba9876543210 is {state}" in result.reason
+
+
+def test_naive_now_is_refused() -> None:
+    with pytest.raises(ValueError, match="now"):
+        validate_existing(ODCR, WANTED, NOW.replace(tzinfo=None))
