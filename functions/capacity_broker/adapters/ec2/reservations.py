@@ -1,38 +1,16 @@
-"""EC2: subnets, images, Capacity Reservations, launch templates and fleets.
-
-Owns what talking to EC2 takes: the ClientToken on every create, retries of throttling and
-5xx under the caller's deadline (reusing the same parameters, so a retry can never create a
-second reservation), pacing at EC2's request rates, pagination, and per-container caches of
-facts that do not change (a subnet's AZ, an AMI's platform).
-"""
+"""Capacity Reservations: create (targeted, limited, tagged, with a ClientToken), cancel, list."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from . import throttle
-from .aws import AwsError, RetryPolicy, call, client
+from ..aws import AwsError
+from .base import Ec2Base
 
 RESOURCE_TYPE = "capacity-reservation"
-
-
-@dataclass(frozen=True)
-class Subnet:
-    subnet_id: str
-    vpc_id: str
-    availability_zone: str
-    availability_zone_id: str
-
-
-@dataclass(frozen=True)
-class Image:
-    image_id: str
-    platform_details: str | None
-    platform: str | None
 
 
 @dataclass(frozen=True)
@@ -127,110 +105,7 @@ class NewReservation:
         return params
 
 
-# Facts that never change for an id, shared by every invocation of the container.
-_subnets: dict[tuple[str, str], Subnet] = {}
-_vpc_tenancy: dict[tuple[str, str], str] = {}
-_images: dict[tuple[str, str], Image] = {}
-_cache_lock = threading.Lock()
-
-
-def clear_caches() -> None:
-    with _cache_lock:
-        _subnets.clear()
-        _vpc_tenancy.clear()
-        _images.clear()
-
-
-class Ec2:
-    def __init__(self, region: str, retry: RetryPolicy | None = None) -> None:
-        self.region = region
-        self.retry = retry or RetryPolicy()
-
-    @property
-    def _client(self) -> Any:
-        return client("ec2", self.region)
-
-    def _call(self, action: str, deadline: float | None = None, **params: Any) -> Any:
-        method = getattr(self._client, _snake(action))
-
-        def once() -> Any:
-            throttle.pacer.acquire(self.region, action)
-            return call(action, method, **params)
-
-        return self.retry.run(action, once, deadline=deadline)
-
-    def _pages(
-        self, action: str, key: str, deadline: float | None = None, **params: Any
-    ) -> Iterator[Any]:
-        token: str | None = None
-        while True:
-            page = self._call(action, deadline, **params, **({"NextToken": token} if token else {}))
-            yield from page.get(key, [])
-            token = page.get("NextToken")
-            if not token:
-                return
-
-    # -- network ------------------------------------------------------------------------
-    def subnets(
-        self, subnet_ids: Iterable[str], deadline: float | None = None
-    ) -> dict[str, Subnet]:
-        """Subnet → AZ (name and id), asked of EC2 once per container."""
-        wanted = list(dict.fromkeys(subnet_ids))
-        missing = [s for s in wanted if (self.region, s) not in _subnets]
-        if missing:
-            try:
-                found = self._call("DescribeSubnets", deadline, SubnetIds=missing)["Subnets"]
-            except AwsError as error:
-                if error.code != "InvalidSubnetID.NotFound":
-                    raise
-                found = self._existing_subnets(missing, deadline)
-            with _cache_lock:
-                for item in found:
-                    _subnets[(self.region, item["SubnetId"])] = Subnet(
-                        item["SubnetId"],
-                        item["VpcId"],
-                        item["AvailabilityZone"],
-                        item["AvailabilityZoneId"],
-                    )
-        return {s: _subnets[(self.region, s)] for s in wanted if (self.region, s) in _subnets}
-
-    def _existing_subnets(self, ids: list[str], deadline: float | None) -> list[dict[str, Any]]:
-        # One unknown id fails the whole call; ask with a filter to learn which exist.
-        return list(
-            self._pages(
-                "DescribeSubnets",
-                "Subnets",
-                deadline,
-                Filters=[{"Name": "subnet-id", "Values": ids}],
-            )
-        )
-
-    def vpc_tenancy(self, vpc_id: str, deadline: float | None = None) -> str:
-        key = (self.region, vpc_id)
-        if key not in _vpc_tenancy:
-            vpcs = self._call("DescribeVpcs", deadline, VpcIds=[vpc_id])["Vpcs"]
-            with _cache_lock:
-                _vpc_tenancy[key] = vpcs[0].get("InstanceTenancy", "default")
-        return _vpc_tenancy[key]
-
-    def image(self, image_id: str, deadline: float | None = None) -> Image | None:
-        key = (self.region, image_id)
-        if key not in _images:
-            try:
-                images = self._call("DescribeImages", deadline, ImageIds=[image_id])["Images"]
-            except AwsError as error:
-                if error.code in ("InvalidAMIID.NotFound", "InvalidAMIID.Unavailable"):
-                    return None
-                raise
-            if not images:
-                return None
-            with _cache_lock:
-                _images[key] = Image(
-                    image_id, images[0].get("PlatformDetails"), images[0].get("Platform")
-                )
-        return _images[key]
-
-    # -- Capacity Reservations ----------------------------------------------------------
+class ReservationsMixin(Ec2Base):
     def create_reservation(self, new: NewReservation, deadline: float | None = None) -> Reservation:
         """Create (or, for a ClientToken EC2 has seen, get back) one reservation.
 
@@ -275,12 +150,3 @@ class Ec2:
                 return None
             raise
         return found[0] if found else None
-
-
-def _snake(action: str) -> str:
-    out = []
-    for i, ch in enumerate(action):
-        if ch.isupper() and i:
-            out.append("_")
-        out.append(ch.lower())
-    return "".join(out)

@@ -1,0 +1,28 @@
+"""EC2, the service the broker lives on (one adapter, split by concern).
+
+Owns what talking to EC2 takes: the ClientToken on every create, retries of throttling and
+5xx under the caller's deadline (reusing the same parameters, so a retry can never create a
+second reservation), pacing at EC2's request rates, pagination, and per-container caches of
+facts that do not change (a subnet's AZ, an AMI's platform).
+"""
+
+from __future__ import annotations
+
+from .base import Ec2Base
+from .network import Image, NetworkMixin, Subnet, clear_caches
+from .reservations import NewReservation, Reservation, ReservationsMixin
+
+
+class Ec2(ReservationsMixin, NetworkMixin, Ec2Base):
+    """Everything the broker asks of EC2 in one region."""
+
+
+__all__ = [
+    "Ec2",
+    "Ec2Base",
+    "Image",
+    "NewReservation",
+    "Reservation",
+    "Subnet",
+    "clear_caches",
+]

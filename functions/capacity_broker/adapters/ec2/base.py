@@ -1,0 +1,48 @@
+"""The EC2 client as the adapters use it: pacing, retries under a deadline, pagination."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from .. import throttle
+from ..aws import RetryPolicy, call, client
+
+
+class Ec2Base:
+    def __init__(self, region: str, retry: RetryPolicy | None = None) -> None:
+        self.region = region
+        self.retry = retry or RetryPolicy()
+
+    @property
+    def _client(self) -> Any:
+        return client("ec2", self.region)
+
+    def _call(self, action: str, deadline: float | None = None, **params: Any) -> Any:
+        method = getattr(self._client, _snake(action))
+
+        def once() -> Any:
+            throttle.pacer.acquire(self.region, action)
+            return call(action, method, **params)
+
+        return self.retry.run(action, once, deadline=deadline)
+
+    def _pages(
+        self, action: str, key: str, deadline: float | None = None, **params: Any
+    ) -> Iterator[Any]:
+        token: str | None = None
+        while True:
+            page = self._call(action, deadline, **params, **({"NextToken": token} if token else {}))
+            yield from page.get(key, [])
+            token = page.get("NextToken")
+            if not token:
+                return
+
+
+def _snake(action: str) -> str:
+    out = []
+    for i, ch in enumerate(action):
+        if ch.isupper() and i:
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)

@@ -1,0 +1,101 @@
+"""Subnets, VPCs and images: facts the broker looks up once per container."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..aws import AwsError
+from .base import Ec2Base
+
+
+@dataclass(frozen=True)
+class Subnet:
+    subnet_id: str
+    vpc_id: str
+    availability_zone: str
+    availability_zone_id: str
+
+
+@dataclass(frozen=True)
+class Image:
+    image_id: str
+    platform_details: str | None
+    platform: str | None
+
+
+# Facts that never change for an id, shared by every invocation of the container.
+_subnets: dict[tuple[str, str], Subnet] = {}
+_vpc_tenancy: dict[tuple[str, str], str] = {}
+_images: dict[tuple[str, str], Image] = {}
+_cache_lock = threading.Lock()
+
+
+def clear_caches() -> None:
+    with _cache_lock:
+        _subnets.clear()
+        _vpc_tenancy.clear()
+        _images.clear()
+
+
+class NetworkMixin(Ec2Base):
+    def subnets(
+        self, subnet_ids: Iterable[str], deadline: float | None = None
+    ) -> dict[str, Subnet]:
+        """Subnet → AZ (name and id), asked of EC2 once per container."""
+        wanted = list(dict.fromkeys(subnet_ids))
+        missing = [s for s in wanted if (self.region, s) not in _subnets]
+        if missing:
+            try:
+                found = self._call("DescribeSubnets", deadline, SubnetIds=missing)["Subnets"]
+            except AwsError as error:
+                if error.code != "InvalidSubnetID.NotFound":
+                    raise
+                found = self._existing_subnets(missing, deadline)
+            with _cache_lock:
+                for item in found:
+                    _subnets[(self.region, item["SubnetId"])] = Subnet(
+                        item["SubnetId"],
+                        item["VpcId"],
+                        item["AvailabilityZone"],
+                        item["AvailabilityZoneId"],
+                    )
+        return {s: _subnets[(self.region, s)] for s in wanted if (self.region, s) in _subnets}
+
+    def _existing_subnets(self, ids: list[str], deadline: float | None) -> list[dict[str, Any]]:
+        # One unknown id fails the whole call; ask with a filter to learn which exist.
+        return list(
+            self._pages(
+                "DescribeSubnets",
+                "Subnets",
+                deadline,
+                Filters=[{"Name": "subnet-id", "Values": ids}],
+            )
+        )
+
+    def vpc_tenancy(self, vpc_id: str, deadline: float | None = None) -> str:
+        key = (self.region, vpc_id)
+        if key not in _vpc_tenancy:
+            vpcs = self._call("DescribeVpcs", deadline, VpcIds=[vpc_id])["Vpcs"]
+            with _cache_lock:
+                _vpc_tenancy[key] = vpcs[0].get("InstanceTenancy", "default")
+        return _vpc_tenancy[key]
+
+    def image(self, image_id: str, deadline: float | None = None) -> Image | None:
+        key = (self.region, image_id)
+        if key not in _images:
+            try:
+                images = self._call("DescribeImages", deadline, ImageIds=[image_id])["Images"]
+            except AwsError as error:
+                if error.code in ("InvalidAMIID.NotFound", "InvalidAMIID.Unavailable"):
+                    return None
+                raise
+            if not images:
+                return None
+            with _cache_lock:
+                _images[key] = Image(
+                    image_id, images[0].get("PlatformDetails"), images[0].get("Platform")
+                )
+        return _images[key]
