@@ -20,11 +20,10 @@ from ..adapters.ec2 import Ec2, Subnet
 from ..adapters.ssm import Flags, FlagValues
 from ..domain.errors import Outcome, attempt_outcome, stops_everything
 from ..domain.flags import FlagError
-from ..domain.platform import UnsupportedPlatform, reservation_platform
 from ..domain.probe import probe_status
 from ..domain.tags import Purpose
 from ..models import Attempt, ProbeRequest, ProbeResponse
-from . import InvalidInput
+from . import placement
 from .reservations import HoldSpec, NotOwnedError, ReservationCore
 
 
@@ -101,28 +100,12 @@ class Prober:
             ), stats
 
         try:
-            subnets = self.ec2.subnets(request.subnet_ids, deadline)
+            place = placement.resolve(self.ec2, request, request.subnet_ids, deadline)
         except AwsError as error:
-            return _failed(base, error, "Could not look up the subnets"), stats
-        unknown = [(i, s) for i, s in enumerate(request.subnet_ids) if s not in subnets]
-        if unknown:
-            raise InvalidInput(
-                [
-                    (f"subnet_ids.{i}", f"subnet {s} does not exist in {self.ec2.region}")
-                    for i, s in unknown
-                ]
-            )
-        try:
-            platform = self._platform(request, deadline)
-            tenancy_error = self._tenancy_error(request, subnets, deadline)
-        except AwsError as error:
-            return _failed(base, error, "Could not look up the image or VPC"), stats
-        if isinstance(platform, tuple):
-            raise InvalidInput([platform])
-        if tenancy_error:
-            raise InvalidInput([tenancy_error])
+            return _failed(base, error, "Could not look up the subnets, image or VPC"), stats
+        platform = place.platform
 
-        ordered = [subnets[s] for s in request.subnet_ids]
+        ordered = place.subnets
         shared = _Shared()
         stats_lock = threading.Lock()
 
@@ -141,7 +124,7 @@ class Prober:
                 subnet=subnet,
                 count=request.instance_count,
                 platform=platform,
-                tenancy=request.tenancy,
+                tenancy=place.tenancy,
                 extra_tags=request.tags,
             )
             try:
@@ -178,31 +161,6 @@ class Prober:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="probe") as pool:
             attempts = list(pool.map(attempt, range(len(ordered)), ordered))
         return _answer(base, request, attempts), stats
-
-    def _platform(self, request: ProbeRequest, deadline: float) -> str | tuple[str, str]:
-        if request.image_id is None:
-            return request.platform or "Linux/UNIX"
-        image = self.ec2.image(request.image_id, deadline)
-        if image is None:
-            return ("image_id", f"image {request.image_id} does not exist or is not available")
-        try:
-            return reservation_platform(image.platform_details, image.platform)
-        except UnsupportedPlatform as error:
-            return ("image_id", str(error))
-
-    def _tenancy_error(
-        self, request: ProbeRequest, subnets: dict[str, Subnet], deadline: float
-    ) -> tuple[str, str] | None:
-        """Instances in a dedicated VPC run dedicated: a default reservation would not match."""
-        if request.tenancy == "dedicated":
-            return None
-        for vpc_id in sorted({s.vpc_id for s in subnets.values()}):
-            if self.ec2.vpc_tenancy(vpc_id, deadline) == "dedicated":
-                return (
-                    "tenancy",
-                    f"VPC {vpc_id} has dedicated instance tenancy; ask for tenancy 'dedicated'",
-                )
-        return None
 
 
 def _failed(base: dict[str, str], error: AwsError, what: str) -> ProbeResponse:

@@ -1,0 +1,249 @@
+"""Deployment settings read from CDK context (cdk.json defaults, `-c key=value` overrides).
+
+Every value is validated here, once, so that a typo fails `cdk synth` with a message that
+names the context key instead of surfacing later as a broken IAM policy or a CloudFormation
+error halfway through a deploy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# The five entry points of the contract, in the order they are presented everywhere.
+FUNCTION_NAMES: tuple[str, ...] = ("probe", "reserve", "release", "cleaner", "capacity")
+
+# Ownership tags of the contract: IAM conditions and docs refer to these keys.
+TAG_CLUSTER_ID = "capacity-broker:cluster-id"
+TAG_PURPOSE = "capacity-broker:purpose"
+PURPOSES: tuple[str, ...] = ("probe", "hold")
+
+METRICS_NAMESPACE = "CapacityBroker"
+POWERTOOLS_VERSION = "3.37.0"
+
+# Used in function names, SSM paths, stack and alarm names: keep it to what all of them accept.
+_CLUSTER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}$")
+_FUNCTION_PREFIX = re.compile(r"^[A-Za-z0-9_-]{1,54}$")
+# CloudFormation stack names: a letter, then letters, digits and hyphens.
+_STACK_NAME_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,100}$")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
+_PARAMETER_PREFIX = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_LAYER_ARN = re.compile(
+    r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:AWSLambdaPowertoolsPythonV3-"
+    r"python3\d+-arm64:\d+$"
+)
+
+DEFAULT_GRACES: dict[str, int] = {
+    "probeGraceSeconds": 90,
+    "stackGraceSeconds": 180,
+    "idleGraceSeconds": 600,
+    "holdLimitSeconds": 1800,
+}
+
+
+class ConfigError(ValueError):
+    """A context value is missing or malformed; the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Everything the stack needs to know about one broker deployment (one cluster)."""
+
+    cluster_id: str
+    function_prefix: str
+    parameter_prefix: str
+    stack_name_prefix: str
+    # Empty: the deploy region only (resolved by CloudFormation at deploy time).
+    regions: tuple[str, ...]
+    enable_capacity_reservation: bool
+    enforce_strict_capacity_reservation: bool
+    instance_role_arns: tuple[str, ...]
+    alarm_email: str | None
+    powertools_layer_arn: str | None
+    probe_grace_seconds: int
+    stack_grace_seconds: int
+    idle_grace_seconds: int
+    hold_limit_seconds: int
+
+    @property
+    def stack_name(self) -> str:
+        return f"capacity-broker-{self.cluster_id}"
+
+    @property
+    def flags_path(self) -> str:
+        return f"{self.parameter_prefix}/configuration/FeatureFlags"
+
+    def function_name(self, name: str) -> str:
+        return f"{self.function_prefix}-{name}"
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any]) -> BrokerConfig:
+        """Build from a context mapping (`{key: value}`; missing keys may be absent or None)."""
+        cluster_id = _required_str(context, "clusterId")
+        if not _CLUSTER_ID.fullmatch(cluster_id):
+            raise ConfigError(
+                f"context clusterId={cluster_id!r} is malformed: use 1-39 letters, digits or "
+                "hyphens, starting with a letter or digit (e.g. -c clusterId=soca-prod)"
+            )
+
+        function_prefix = (
+            _optional_str(context, "functionPrefix") or f"capacity-broker-{cluster_id}"
+        )
+        if not _FUNCTION_PREFIX.fullmatch(function_prefix):
+            raise ConfigError(
+                f"context functionPrefix={function_prefix!r} is malformed: letters, digits, "
+                "'-' and '_' only, at most 54 characters (Lambda names stop at 64)"
+            )
+
+        parameter_prefix = (
+            _optional_str(context, "parameterPrefix") or f"/capacity-broker/{cluster_id}"
+        ).rstrip("/")
+        if not _PARAMETER_PREFIX.fullmatch(parameter_prefix) or parameter_prefix.lower().startswith(
+            ("/aws", "/ssm")
+        ):
+            raise ConfigError(
+                f"context parameterPrefix={parameter_prefix!r} is malformed: an SSM path such as "
+                "/capacity-broker/prod (leading '/', no trailing '/', not under /aws or /ssm)"
+            )
+
+        # SOCA cluster ids already start with "soca-"; do not double the prefix.
+        default_stack_prefix = (
+            f"{cluster_id}-job-" if cluster_id.startswith("soca-") else f"soca-{cluster_id}-job-"
+        )
+        stack_name_prefix = _optional_str(context, "stackNamePrefix") or default_stack_prefix
+        if not _STACK_NAME_PREFIX.fullmatch(stack_name_prefix):
+            raise ConfigError(
+                f"context stackNamePrefix={stack_name_prefix!r} is malformed: the start of a "
+                "CloudFormation stack name (a letter, then letters, digits and hyphens)"
+            )
+
+        regions = _str_list(context, "regions")
+        for region in regions:
+            if not _REGION.fullmatch(region):
+                raise ConfigError(
+                    f"context regions: {region!r} is not a region name (e.g. us-east-1)"
+                )
+        if len(set(regions)) != len(regions):
+            raise ConfigError(f"context regions lists a region twice: {','.join(regions)}")
+
+        role_arns = _str_list(context, "instanceRoleArns")
+        for arn in role_arns:
+            if not _ROLE_ARN.fullmatch(arn):
+                raise ConfigError(
+                    f"context instanceRoleArns: {arn!r} is not an IAM role ARN "
+                    "(arn:aws:iam::123456789012:role/name)"
+                )
+
+        alarm_email = _optional_str(context, "alarmEmail")
+        if alarm_email is not None and not _EMAIL.fullmatch(alarm_email):
+            raise ConfigError(f"context alarmEmail={alarm_email!r} is not an e-mail address")
+
+        layer_arn = _optional_str(context, "powertoolsLayerArn")
+        if layer_arn is not None and not _LAYER_ARN.fullmatch(layer_arn):
+            raise ConfigError(
+                f"context powertoolsLayerArn={layer_arn!r} is not a Powertools for AWS Lambda "
+                "(Python) v3 arm64 layer ARN (arn:aws:lambda:<region>:017000801446:layer:"
+                "AWSLambdaPowertoolsPythonV3-python314-arm64:<version>)"
+            )
+
+        graces = {
+            key: _positive_int(context, key, default) for key, default in DEFAULT_GRACES.items()
+        }
+
+        return cls(
+            cluster_id=cluster_id,
+            function_prefix=function_prefix,
+            parameter_prefix=parameter_prefix,
+            stack_name_prefix=stack_name_prefix,
+            regions=tuple(regions),
+            enable_capacity_reservation=_bool(context, "enableCapacityReservation", default=True),
+            enforce_strict_capacity_reservation=_bool(
+                context, "enforceStrictCapacityReservation", default=False
+            ),
+            instance_role_arns=tuple(role_arns),
+            alarm_email=alarm_email,
+            powertools_layer_arn=layer_arn,
+            probe_grace_seconds=graces["probeGraceSeconds"],
+            stack_grace_seconds=graces["stackGraceSeconds"],
+            idle_grace_seconds=graces["idleGraceSeconds"],
+            hold_limit_seconds=graces["holdLimitSeconds"],
+        )
+
+
+def _raw(context: Mapping[str, Any], key: str) -> Any:
+    value = context.get(key)
+    # `-c key=` on the command line gives "", which means "not set" to an operator.
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
+def _required_str(context: Mapping[str, Any], key: str) -> str:
+    value = _raw(context, key)
+    if value is None:
+        raise ConfigError(
+            f"context {key} is required: deploy with `npx cdk deploy -c {key}=<your cluster id>` "
+            "(or set it in cdk.json)"
+        )
+    if not isinstance(value, str):
+        raise ConfigError(f"context {key} must be a string, got {value!r}")
+    return value.strip()
+
+
+def _optional_str(context: Mapping[str, Any], key: str) -> str | None:
+    value = _raw(context, key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"context {key} must be a string, got {value!r}")
+    return value.strip()
+
+
+def _str_list(context: Mapping[str, Any], key: str) -> list[str]:
+    """A list in cdk.json, or a comma-separated string from `-c key=a,b`."""
+    value = _raw(context, key)
+    if value is None:
+        return []
+    items: Sequence[Any]
+    if isinstance(value, str):
+        items = value.split(",")
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        raise ConfigError(f"context {key} must be a list or a comma-separated string")
+    if not all(isinstance(item, str) for item in items):
+        raise ConfigError(f"context {key} must contain strings only, got {value!r}")
+    return [item.strip() for item in items if item.strip()]
+
+
+def _bool(context: Mapping[str, Any], key: str, *, default: bool) -> bool:
+    """JSON true/false from cdk.json, or "true"/"false" (any case) from `-c`."""
+    value = _raw(context, key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"context {key} must be true or false, got {value!r}")
+
+
+def _positive_int(context: Mapping[str, Any], key: str, default: int) -> int:
+    value = _raw(context, key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        raise ConfigError(f"context {key} must be a whole number of seconds, got {value!r}")
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"context {key} must be a whole number of seconds, got {value!r}"
+        ) from None
+    if number <= 0 or str(number) != str(value).strip():
+        raise ConfigError(f"context {key} must be a positive whole number, got {value!r}")
+    return number

@@ -1,0 +1,145 @@
+"""Context validation: a missing or malformed value fails synth with a message naming the key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.config import BrokerConfig, ConfigError
+
+pytestmark = pytest.mark.infra
+
+
+def config(**context: Any) -> BrokerConfig:
+    return BrokerConfig.from_context({"clusterId": "demo", **context})
+
+
+def test_defaults_follow_the_cluster_id() -> None:
+    cfg = config()
+    assert cfg.function_prefix == "capacity-broker-demo"
+    assert cfg.function_name("probe") == "capacity-broker-demo-probe"
+    assert cfg.parameter_prefix == "/capacity-broker/demo"
+    assert cfg.flags_path == "/capacity-broker/demo/configuration/FeatureFlags"
+    assert cfg.stack_name_prefix == "soca-demo-job-"
+    assert cfg.stack_name == "capacity-broker-demo"
+    assert cfg.regions == ()
+    assert cfg.enable_capacity_reservation is True
+    assert cfg.enforce_strict_capacity_reservation is False
+    assert cfg.instance_role_arns == ()
+    assert cfg.alarm_email is None
+    assert (
+        cfg.probe_grace_seconds,
+        cfg.stack_grace_seconds,
+        cfg.idle_grace_seconds,
+        cfg.hold_limit_seconds,
+    ) == (90, 180, 600, 1800)
+
+
+def test_soca_cluster_ids_are_not_prefixed_twice() -> None:
+    assert config(clusterId="soca-prod").stack_name_prefix == "soca-prod-job-"
+
+
+@pytest.mark.parametrize("context", [{}, {"clusterId": None}, {"clusterId": "  "}])
+def test_missing_cluster_id_says_how_to_set_it(context: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match=r"clusterId is required.*-c clusterId="):
+        BrokerConfig.from_context(context)
+
+
+@pytest.mark.parametrize(
+    "cluster_id", ["-demo", "demo_1", "demo/1", "dé", "x" * 40, "a b", "demo*"]
+)
+def test_malformed_cluster_id_is_refused(cluster_id: str) -> None:
+    with pytest.raises(ConfigError, match=r"clusterId=.*malformed"):
+        config(clusterId=cluster_id)
+
+
+def test_cluster_id_must_be_a_string() -> None:
+    with pytest.raises(ConfigError, match="clusterId must be a string"):
+        config(clusterId=42)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(True, True), (False, False), ("true", True), ("FALSE", False), (" True ", True)],
+)
+def test_flags_accept_json_booleans_and_cli_strings(raw: object, expected: bool) -> None:
+    assert config(enableCapacityReservation=raw).enable_capacity_reservation is expected
+    assert config(enforceStrictCapacityReservation=raw).enforce_strict_capacity_reservation is (
+        expected
+    )
+
+
+@pytest.mark.parametrize("raw", ["yes", "1", 1, "treu"])
+def test_flags_refuse_anything_else(raw: object) -> None:
+    with pytest.raises(ConfigError, match="enableCapacityReservation must be true or false"):
+        config(enableCapacityReservation=raw)
+
+
+def test_regions_from_a_comma_list_or_a_json_list() -> None:
+    assert config(regions="us-east-1, eu-west-1").regions == ("us-east-1", "eu-west-1")
+    assert config(regions=["us-gov-west-1"]).regions == ("us-gov-west-1",)
+
+
+@pytest.mark.parametrize("regions", ["us-east-1,useast1", "US-EAST-1", "us-east-1,us-east-1"])
+def test_bad_regions_are_refused(regions: str) -> None:
+    with pytest.raises(ConfigError, match="regions"):
+        config(regions=regions)
+
+
+def test_overrides() -> None:
+    cfg = config(
+        functionPrefix="cb-prod",
+        parameterPrefix="/hpc/broker/",
+        stackNamePrefix="prod-job-",
+        instanceRoleArns="arn:aws:iam::123456789012:role/a,arn:aws:iam::123456789012:role/p/b",
+        alarmEmail="ops@example.com",
+        holdLimitSeconds="2400",
+        probeGraceSeconds=60,
+    )
+    assert cfg.function_name("cleaner") == "cb-prod-cleaner"
+    assert cfg.parameter_prefix == "/hpc/broker"
+    assert cfg.stack_name_prefix == "prod-job-"
+    assert cfg.instance_role_arns == (
+        "arn:aws:iam::123456789012:role/a",
+        "arn:aws:iam::123456789012:role/p/b",
+    )
+    assert cfg.alarm_email == "ops@example.com"
+    assert cfg.hold_limit_seconds == 2400
+    assert cfg.probe_grace_seconds == 60
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("functionPrefix", "cb prod", "functionPrefix"),
+        ("functionPrefix", "x" * 55, "functionPrefix"),
+        ("parameterPrefix", "capacity-broker", "parameterPrefix"),
+        ("parameterPrefix", "/aws/broker", "parameterPrefix"),
+        ("stackNamePrefix", "1job-", "stackNamePrefix"),
+        ("instanceRoleArns", "arn:aws:iam::123456789012:user/bob", "instanceRoleArns"),
+        ("instanceRoleArns", "*", "instanceRoleArns"),
+        ("alarmEmail", "ops", "alarmEmail"),
+        ("powertoolsLayerArn", "arn:aws:lambda:us-east-1:1:layer:x:1", "powertoolsLayerArn"),
+        ("holdLimitSeconds", "0", "holdLimitSeconds"),
+        ("holdLimitSeconds", "1.5", "holdLimitSeconds"),
+        ("idleGraceSeconds", True, "idleGraceSeconds"),
+    ],
+)
+def test_malformed_optional_values_are_refused(key: str, value: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        config(**{key: value})
+
+
+def test_empty_cli_values_mean_default() -> None:
+    cfg = config(functionPrefix="", regions="", alarmEmail="")
+    assert cfg.function_prefix == "capacity-broker-demo"
+    assert cfg.regions == ()
+    assert cfg.alarm_email is None
+
+
+def test_an_official_layer_arn_is_accepted() -> None:
+    arn = (
+        "arn:aws:lambda:eu-west-1:017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:9"
+    )
+    assert config(powertoolsLayerArn=arn).powertools_layer_arn == arn

@@ -1,0 +1,279 @@
+"""IAM: least privilege per function, and the ownership rules enforced by AWS, not by our code."""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any
+
+import pytest
+from infra_helpers import FUNCTIONS, Synth, as_list, flat
+
+pytestmark = pytest.mark.infra
+
+TAG_CLUSTER = "capacity-broker:cluster-id"
+TAG_PURPOSE = "capacity-broker:purpose"
+
+# Actions that EC2/X-Ray only authorize with Resource "*".
+NO_RESOURCE_LEVEL = ("ec2:Describe*", "xray:PutTraceSegments", "xray:PutTelemetryRecords")
+
+
+def grants(statement: dict[str, Any], action: str) -> bool:
+    """Whether an Allow statement's Action (patterns included) covers `action`."""
+    return statement["Effect"] == "Allow" and any(
+        fnmatch.fnmatchcase(action.lower(), pattern.lower())
+        for pattern in as_list(statement.get("Action", []))
+    )
+
+
+def identity_statements(synth: Synth) -> list[tuple[str, dict[str, Any]]]:
+    return [(name, statement) for name in FUNCTIONS for statement in synth.statements_of(name)]
+
+
+# -- global rules -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["broker", "custom"])
+def test_no_wildcard_action_anywhere(variant: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    offenders = [
+        (logical_id, action)
+        for logical_id, statement in synth.every_statement()
+        if statement["Effect"] == "Allow"
+        for action in as_list(statement.get("Action", []))
+        if "*" in action
+    ]
+    assert offenders == []
+    # NotAction/NotResource allow everything else: never on an Allow.
+    assert not [
+        logical_id
+        for logical_id, statement in synth.every_statement()
+        if statement["Effect"] == "Allow" and ({"NotAction", "NotResource"} & statement.keys())
+    ]
+
+
+@pytest.mark.parametrize("variant", ["broker", "custom"])
+def test_no_managed_policies(variant: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    assert synth.resources("AWS::IAM::ManagedPolicy") == {}
+    for role in synth.resources("AWS::IAM::Role").values():
+        assert "ManagedPolicyArns" not in role["Properties"]
+
+
+def test_roles_are_for_lambda_only(broker: Synth) -> None:
+    roles = broker.resources("AWS::IAM::Role")
+    assert len(roles) == 5
+    for role in roles.values():
+        (statement,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert statement["Principal"] == {"Service": "lambda.amazonaws.com"}
+        assert statement["Action"] == "sts:AssumeRole"
+
+
+def test_star_resources_only_where_aws_allows_nothing_else(broker: Synth) -> None:
+    for _, statement in identity_statements(broker):
+        if "*" in as_list(statement["Resource"]):
+            assert as_list(statement["Resource"]) == ["*"]
+            for action in as_list(statement["Action"]):
+                assert any(fnmatch.fnmatchcase(action, ok) for ok in NO_RESOURCE_LEVEL), action
+
+
+def test_mutating_describe_grants_are_limited_to_the_broker_regions(
+    broker: Synth, custom: Synth
+) -> None:
+    for synth, regions in (
+        (broker, [{"Ref": "AWS::Region"}]),
+        (custom, ["us-east-1", "eu-west-1"]),
+    ):
+        for name in ("probe", "reserve", "release", "cleaner"):
+            (describe,) = [s for s in synth.statements_of(name) if s.get("Sid") == "DescribeEc2"]
+            assert describe["Condition"] == {"StringEquals": {"aws:RequestedRegion": regions}}
+
+
+def test_purchase_capacity_block_is_never_granted(custom: Synth) -> None:
+    for name, statement in identity_statements(custom):
+        assert not grants(statement, "ec2:PurchaseCapacityBlock"), name
+
+
+# -- reservations: create only with the ownership tags ----------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["broker", "custom"])
+def test_create_requires_the_ownership_tags(variant: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    cluster_id = "demo" if variant == "broker" else "soca-prod"
+    creators = {}
+    for name, statement in identity_statements(synth):
+        if grants(statement, "ec2:CreateCapacityReservation"):
+            condition = statement["Condition"]
+            assert set(condition) == {"StringEquals"}
+            equals = condition["StringEquals"]
+            assert equals[f"aws:RequestTag/{TAG_CLUSTER}"] == cluster_id
+            purposes = as_list(equals[f"aws:RequestTag/{TAG_PURPOSE}"])
+            assert set(purposes) <= {"probe", "hold"}
+            creators[name] = purposes
+    # Each function creates only its own kind of reservation.
+    assert creators == {"probe": ["probe"], "reserve": ["hold"]}
+
+
+def test_tags_only_while_creating(custom: Synth) -> None:
+    for name, statement in identity_statements(custom):
+        if grants(statement, "ec2:CreateTags"):
+            actions = as_list(statement["Condition"]["StringEquals"]["ec2:CreateAction"])
+            assert set(actions) <= {"CreateCapacityReservation", "CreateFleet", "RunInstances"}
+            if any(":capacity-reservation/" in flat(r) for r in as_list(statement["Resource"])):
+                assert actions == ["CreateCapacityReservation"], name
+
+
+# -- reservations: cancel only what this cluster owns -----------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["broker", "custom"])
+@pytest.mark.parametrize(
+    "action", ["ec2:CancelCapacityReservation", "ec2:ModifyCapacityReservation"]
+)
+def test_cancel_cannot_reach_an_untagged_reservation(
+    variant: str, action: str, request: pytest.FixtureRequest
+) -> None:
+    """Every statement that could let a function cancel (or modify) a reservation requires,
+    with plain StringEquals, the resource tag capacity-broker:cluster-id = this cluster.
+
+    IAM evaluates StringEquals on a key the resource does not carry as false, so a reservation
+    without the tag (or with another cluster's) matches no Allow and the call is denied; the
+    *IfExists variants would let a missing tag through, hence the exact operator check.
+    """
+    synth: Synth = request.getfixturevalue(variant)
+    cluster_id = "demo" if variant == "broker" else "soca-prod"
+    cancellers = set()
+    for name, statement in identity_statements(synth):
+        if not grants(statement, action):
+            continue
+        cancellers.add(name)
+        condition = statement.get("Condition", {})
+        assert condition.get("StringEquals", {}).get(f"aws:ResourceTag/{TAG_CLUSTER}") == (
+            cluster_id
+        ), (name, statement)
+        # Nothing else in the condition may widen it (a condition block is a conjunction,
+        # but an IfExists/ForAnyValue twin of the key would be a second way in).
+        for operator, keys in condition.items():
+            for key in keys:
+                if key.startswith("aws:ResourceTag/"):
+                    assert operator == "StringEquals", (name, operator, key)
+        purposes = as_list(condition["StringEquals"][f"aws:ResourceTag/{TAG_PURPOSE}"])
+        assert set(purposes) <= {"probe", "hold"}
+    if action == "ec2:CancelCapacityReservation":
+        assert cancellers == {"probe", "reserve", "release", "cleaner"}
+    else:
+        assert cancellers == set()
+
+
+def test_capacity_never_mutates(broker: Synth) -> None:
+    actions = {
+        action
+        for statement in broker.statements_of("capacity")
+        for action in as_list(statement["Action"])
+        if action.startswith("ec2:")
+    }
+    assert actions
+    assert all(action.startswith("ec2:Describe") for action in actions), actions
+    for statement in broker.statements_of("capacity"):
+        assert not grants(statement, "ec2:Cancel*")
+        assert not grants(statement, "ec2:Create*")
+
+
+# -- reserve: launch templates, fleets, roles ---------------------------------------------------
+
+
+def test_launch_templates_must_be_tagged_for_the_cluster(custom: Synth) -> None:
+    for name, statement in identity_statements(custom):
+        resources = [flat(r) for r in as_list(statement["Resource"])]
+        if grants(statement, "ec2:CreateLaunchTemplateVersion") or any(
+            ":launch-template/" in r for r in resources
+        ):
+            assert name == "reserve"
+            assert statement["Condition"] == {
+                "StringEquals": {f"aws:ResourceTag/{TAG_CLUSTER}": "soca-prod"}
+            }
+
+
+def test_run_instances_only_through_a_launch_template(custom: Synth) -> None:
+    runners = [
+        statement
+        for name, statement in identity_statements(custom)
+        if grants(statement, "ec2:RunInstances")
+    ]
+    assert runners
+    for statement in runners:
+        condition = statement["Condition"]
+        assert "ArnLike" in condition or "StringEquals" in condition
+        if "ArnLike" in condition:
+            templates = [flat(arn) for arn in condition["ArnLike"]["ec2:LaunchTemplate"]]
+            assert all(":launch-template/" in arn for arn in templates)
+
+
+def test_only_reserve_launches(broker: Synth) -> None:
+    for name, statement in identity_statements(broker):
+        for action in ("ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplateVersion"):
+            if grants(statement, action):
+                assert name == "reserve"
+
+
+def test_pass_role_only_for_configured_instance_roles(broker: Synth, custom: Synth) -> None:
+    for _, statement in identity_statements(broker):
+        assert not grants(statement, "iam:PassRole")
+    (pass_role,) = [s for _, s in identity_statements(custom) if grants(s, "iam:PassRole")]
+    assert pass_role in custom.statements_of("reserve")
+    assert pass_role["Resource"] == [
+        "arn:aws:iam::123456789012:role/compute-node",
+        "arn:aws:iam::123456789012:role/vdi-node",
+    ]
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+
+
+# -- the rest: stacks, flags, table, logs ------------------------------------------------------
+
+
+def test_cleaner_reads_only_the_job_stacks(broker: Synth, custom: Synth) -> None:
+    (describe,) = broker.allowed("cleaner", "cloudformation:DescribeStacks")
+    assert [flat(r) for r in as_list(describe["Resource"])] == [
+        "arn:<AWS::Partition>:cloudformation:<AWS::Region>:<AWS::AccountId>:stack/soca-demo-job-*/*"
+    ]
+    (describe,) = custom.allowed("cleaner", "cloudformation:DescribeStacks")
+    assert sorted(flat(r) for r in as_list(describe["Resource"])) == [
+        f"arn:<AWS::Partition>:cloudformation:{region}:<AWS::AccountId>:stack/prod-job-*/*"
+        for region in ("eu-west-1", "us-east-1")
+    ]
+    for name in ("probe", "reserve", "release", "capacity"):
+        assert broker.allowed(name, "cloudformation:DescribeStacks") == []
+
+
+def test_reservation_grants_cover_each_configured_region(custom: Synth) -> None:
+    (cancel,) = custom.allowed("cleaner", "ec2:CancelCapacityReservation")
+    assert sorted(flat(r) for r in as_list(cancel["Resource"])) == [
+        f"arn:<AWS::Partition>:ec2:{region}:<AWS::AccountId>:capacity-reservation/*"
+        for region in ("eu-west-1", "us-east-1")
+    ]
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_flags_table_and_logs(broker: Synth, name: str) -> None:
+    (flags,) = broker.allowed(name, "ssm:GetParameter")
+    resources = [flat(r) for r in as_list(flags["Resource"])]
+    parameter_ids = sorted(broker.resources("AWS::SSM::Parameter"))
+    assert sorted(resources[:2]) == sorted(
+        f"arn:<AWS::Partition>:ssm:<AWS::Region>:<AWS::AccountId>:parameter<{pid}>"
+        for pid in parameter_ids
+    )
+    assert resources[2].endswith(":parameter/capacity-broker/demo/configuration/FeatureFlags")
+
+    (table,) = broker.allowed(name, "dynamodb:PutItem")
+    (table_id,) = broker.resources("AWS::DynamoDB::Table")
+    assert table["Resource"] == {"Fn::GetAtt": [table_id, "Arn"]}
+    assert all(action.endswith("Item") for action in as_list(table["Action"]))
+
+    (logs,) = broker.allowed(name, "logs:PutLogEvents")
+    _, function = broker.function(name)
+    own_group = function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+    assert logs["Resource"] == {"Fn::GetAtt": [own_group, "Arn"]}
+    assert broker.allowed(name, "logs:CreateLogGroup") == []
+
+    (xray,) = broker.allowed(name, "xray:PutTraceSegments")
+    assert xray["Resource"] == "*"
