@@ -55,6 +55,7 @@ class Invocation:
     request_id: str
     deadline: float  # monotonic seconds: stop starting new work after this
     hard_deadline: float  # monotonic seconds: the function is killed shortly after
+    context: Any = None  # Lambda's context object
 
 
 def deadlines(context: Any, margin: float) -> tuple[float, float]:
@@ -118,7 +119,7 @@ def entry(
             request_id = request_id_from(event) or f"{name}-{uuid.uuid4().hex}"
             logger.append_keys(cluster_id=config.cluster_id, request_id=request_id)
             soft, hard = deadlines(context, config.safety_margin)
-            invocation = Invocation(config, request_id, soft, hard)
+            invocation = Invocation(config, request_id, soft, hard, context)
             try:
                 if sampled():
                     with tracer().provider.in_subsegment(f"## {name}") as subsegment:

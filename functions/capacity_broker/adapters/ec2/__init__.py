@@ -9,24 +9,28 @@ facts that do not change (a subnet's AZ, an AMI's platform).
 from __future__ import annotations
 
 from .base import Ec2Base
+from .discovery import DiscoveryMixin, Pricing, Zone
 from .launches import FleetError, FleetResult, LaunchesMixin, TemplateVersion
 from .network import Image, NetworkMixin, Subnet, clear_caches
 from .reservations import NewReservation, Reservation, ReservationsMixin
 
 
-class Ec2(ReservationsMixin, LaunchesMixin, NetworkMixin, Ec2Base):
+class Ec2(DiscoveryMixin, ReservationsMixin, LaunchesMixin, NetworkMixin, Ec2Base):
     """Everything the broker asks of EC2 in one region."""
 
 
 __all__ = [
+    "DiscoveryMixin",
     "Ec2",
     "Ec2Base",
     "FleetError",
     "FleetResult",
     "Image",
     "NewReservation",
+    "Pricing",
     "Reservation",
     "Subnet",
     "TemplateVersion",
+    "Zone",
     "clear_caches",
 ]

@@ -50,9 +50,9 @@ class LaunchesMixin(Ec2Base):
                     f"version {version} of {template_id} does not exist",
                 )
             return int(version)
-        template = self._call(
-            "DescribeLaunchTemplates", deadline, LaunchTemplateIds=[template_id]
-        )["LaunchTemplates"][0]
+        template = self._call("DescribeLaunchTemplates", deadline, LaunchTemplateIds=[template_id])[
+            "LaunchTemplates"
+        ][0]
         key = "LatestVersionNumber" if version == "$Latest" else "DefaultVersionNumber"
         return int(template[key])
 
@@ -113,9 +113,7 @@ class LaunchesMixin(Ec2Base):
                 "SingleInstanceType": True,
                 "SingleAvailabilityZone": True,
                 "MinTargetCapacity": count,
-                "CapacityReservationOptions": {
-                    "UsageStrategy": "use-capacity-reservations-first"
-                },
+                "CapacityReservationOptions": {"UsageStrategy": "use-capacity-reservations-first"},
             },
             TagSpecifications=[
                 {"ResourceType": "instance", "Tags": tag_list},

@@ -1,0 +1,112 @@
+"""release: give a job's holds back (by job, by stack, or one reservation).
+
+Only this cluster's holds are cancelled; anything else that matches is reported as skipped
+with the reason. Releasing what is already gone is still ``released`` (idempotent).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from ..adapters.aws import AwsError
+from ..adapters.ec2 import Ec2, Reservation
+from ..domain.tags import TAG_CLUSTER_ID, TAG_JOB_ID, TAG_PURPOSE, TAG_STACK_NAME, Purpose
+from ..models import ReleaseRequest, ReleaseResponse
+from ..models.common import ItemError
+from ..models.release import SkippedReservation
+from .reservations import NotOwnedError, ReservationCore
+
+HOLDING = ("active", "pending")
+
+
+class Releaser:
+    def __init__(self, ec2: Ec2, core: ReservationCore, max_concurrency: int = 16) -> None:
+        self.ec2 = ec2
+        self.core = core
+        self.max_concurrency = max_concurrency
+
+    def release(
+        self, request: ReleaseRequest, request_id: str, deadline: float, hard_deadline: float
+    ) -> ReleaseResponse:
+        field, value = request.selector
+        try:
+            found = self._matching(field, value, deadline)
+        except AwsError as error:
+            return ReleaseResponse(
+                status="error",
+                request_id=request_id,
+                error_code=error.code or "RequestTimeout",
+                message=f"Could not list the holds: {error.message}"[:500],
+            )
+        skipped = [
+            SkippedReservation(id=r.id, reason=_why_not(r, self.core))
+            for r in found
+            if not self.core.owns(r) or r.tags.get(TAG_PURPOSE) != Purpose.HOLD.value
+        ]
+        mine = [
+            r for r in found if self.core.owns(r) and r.tags.get(TAG_PURPOSE) == Purpose.HOLD.value
+        ]
+        live = [r for r in mine if r.state in HOLDING]
+
+        def cancel(reservation: Reservation) -> ItemError | None:
+            try:
+                self.core.release(reservation, hard_deadline)
+            except AwsError as error:
+                return ItemError(
+                    id=reservation.id,
+                    error_code=error.code or "RequestTimeout",
+                    message=error.message[:300],
+                )
+            except NotOwnedError as error:  # pragma: no cover - filtered above
+                return ItemError(id=reservation.id, error_code="NotOwned", message=str(error))
+            return None
+
+        errors: list[ItemError] = []
+        if live:
+            workers = max(1, min(len(live), self.max_concurrency))
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="release") as pool:
+                errors = [e for e in pool.map(cancel, live) if e is not None]
+        failed = {e.id for e in errors}
+        cancelled = [r.id for r in live if r.id not in failed]
+        what = f"{field.replace('_', ' ')} {value}"
+        if errors:
+            return ReleaseResponse(
+                status="partial",
+                request_id=request_id,
+                cancelled=cancelled,
+                skipped=skipped,
+                errors=errors,
+                message=f"Released {len(cancelled)} of {len(live)} holds for {what}; the rest "
+                "are left to their EndDate and the cleaner",
+            )
+        return ReleaseResponse(
+            status="released",
+            request_id=request_id,
+            cancelled=cancelled,
+            skipped=skipped,
+            message=f"Released {len(cancelled)} hold(s) for {what}"
+            if cancelled
+            else f"Nothing to release for {what}",
+        )
+
+    def _matching(self, field: str, value: str, deadline: float) -> list[Reservation]:
+        if field == "reservation_id":
+            found = self.ec2.reservation(value, deadline)
+            return [found] if found is not None else []
+        tag = TAG_JOB_ID if field == "job_id" else TAG_STACK_NAME
+        return self.ec2.reservations(
+            filters={
+                f"tag:{TAG_CLUSTER_ID}": [self.core.cluster_id],
+                f"tag:{tag}": [value],
+                "state": list(HOLDING),
+            },
+            deadline=deadline,
+        )
+
+
+def _why_not(reservation: Reservation, core: ReservationCore) -> str:
+    if reservation.reservation_type == "capacity-block":
+        return "a Capacity Block: never cancelled by the broker"
+    if not core.owns(reservation):
+        return "not owned by this broker"
+    return f"a {reservation.tags.get(TAG_PURPOSE)} reservation, not a job's hold"

@@ -1,0 +1,72 @@
+"""One answer per request id (contract: reserve and release are idempotent).
+
+With the state table (``BROKER_STATE_TABLE``) settled answers are recorded and replayed, and a
+concurrent duplicate waits for the first. Without it the flows find earlier work by the
+request-id tag on their holds instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..adapters.aws import AwsError
+from ..adapters.dynamodb import BodyMismatch, RequestRecords, StillRunning, Unsettled
+
+# Answers worth replaying; anything else (an error) is forgotten so a retry tries again.
+SETTLED = frozenset(
+    {"reserved", "provisioned", "unreserved", "no_capacity", "skipped", "rejected", "released"}
+)
+
+
+def remembered(
+    records: RequestRecords | None,
+    request_id: str | None,
+    body: Mapping[str, Any],
+    run: Callable[[], dict[str, Any]],
+    deadline: float,
+    context: Any = None,
+) -> dict[str, Any]:
+    """``run()``'s answer, recorded under ``request_id`` when a table and an id are given."""
+    if records is None or request_id is None:
+        return run()
+
+    def settle() -> dict[str, Any]:
+        answer = run()
+        if answer.get("status") not in SETTLED:
+            raise Unsettled(answer)
+        return answer
+
+    # The scheduler's retry counter may grow between identical requests.
+    stable = {k: v for k, v in body.items() if k != "attempt"}
+    try:
+        return records.once(request_id, stable, settle, deadline, context)
+    except Unsettled as unsettled:
+        return unsettled.answer
+    except BodyMismatch:
+        return {
+            "status": "invalid_request",
+            "request_id": request_id,
+            "errors": [
+                {
+                    "field": "request_id",
+                    "message": "was used before with a different request; use a new request id",
+                }
+            ],
+            "message": f"request_id {request_id} was used before with a different request",
+        }
+    except StillRunning:
+        return {
+            "status": "error",
+            "request_id": request_id,
+            "error_code": "RequestInProgress",
+            "message": f"Request {request_id} is still being handled by another invocation; "
+            "ask again shortly for its answer",
+        }
+    except AwsError as error:
+        return {
+            "status": "error",
+            "request_id": request_id,
+            "error_code": error.code or "StateTableUnavailable",
+            "message": f"Could not read or write the request record: {error.message}"[:500],
+        }

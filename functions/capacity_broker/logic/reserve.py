@@ -1,0 +1,560 @@
+"""reserve: hold a job's whole node count in one place, point its launch template at the
+hold, optionally launch the nodes, and never leave a hold behind on the way.
+
+(instance type × subnet) pairs are tried at once (bounded), type-major in preference order;
+each attempt holds the whole count in one AZ. The best-preferred pair that got capacity is
+kept and every other hold is cancelled as soon as it is known to lose. A reservation the job
+brings (ODCR or Capacity Block) is validated, used, and never cancelled by any path.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..adapters.aws import AwsError
+from ..adapters.ec2 import Ec2, FleetResult, Reservation, TemplateVersion
+from ..adapters.ssm import Flags
+from ..domain import placement as pairing
+from ..domain.backoff import retry_after_seconds
+from ..domain.errors import Outcome, attempt_outcome, stops_everything
+from ..domain.flags import FlagError
+from ..domain.probe import ProbeStatus, probe_status
+from ..domain.reserve import (
+    ExistingReservation,
+    Rejected,
+    ReserveStatus,
+    WaitForStart,
+    Wanted,
+    validate_existing,
+    verdict,
+)
+from ..domain.tags import (
+    TAG_CLUSTER_ID,
+    TAG_JOB_ID,
+    TAG_PURPOSE,
+    TAG_REQUEST_ID,
+    TAG_SUBNET_ID,
+    Purpose,
+)
+from ..domain.tokens import client_token
+from ..models import Attempt, LaunchTemplateInfo, ReservationInfo, ReserveRequest, ReserveResponse
+from . import placement
+from .reservations import Held, HoldSpec, NotOwnedError, ReservationCore, utcnow
+
+
+@dataclass
+class ReserveStats:
+    reservation_seconds: float = 0.0
+    cancel_failures: int = 0
+
+
+@dataclass
+class _Race:
+    """Shared state of the concurrent attempts."""
+
+    attempts: list[Attempt]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+    best: int | None = None
+    held: dict[int, Held] = field(default_factory=dict)
+
+    def pointless(self, index: int) -> bool:
+        with self.lock:
+            return self.stop.is_set() or (self.best is not None and self.best < index)
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The capacity the job will use: our hold, or the reservation it brought."""
+
+    reservation: Reservation
+    owned: bool
+    subnet_ids: list[str]
+    since: float | None = None
+
+
+_NO_CAPACITY = (Outcome.INSUFFICIENT_CAPACITY, Outcome.UNSUPPORTED, Outcome.NOT_TRIED)
+
+
+class Reserver:
+    def __init__(
+        self,
+        ec2: Ec2,
+        flags: Flags,
+        core: ReservationCore,
+        max_concurrency: int = 16,
+        monotonic: Callable[[], float] = time.monotonic,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.ec2 = ec2
+        self.flags = flags
+        self.core = core
+        self.max_concurrency = max_concurrency
+        self.monotonic = monotonic
+        self.clock = clock
+
+    # -- the flow -----------------------------------------------------------------------
+    def reserve(
+        self, request: ReserveRequest, request_id: str, deadline: float, hard_deadline: float
+    ) -> tuple[ReserveResponse, ReserveStats]:
+        stats = ReserveStats()
+        answer = _Answer(request, request_id)
+        try:
+            place = placement.resolve(self.ec2, request, request.subnet_ids, deadline)
+        except AwsError as error:
+            return answer.error(
+                error.code, f"Could not look up the job's places: {error.message}"
+            ), stats
+
+        if request.capacity_reservation_id:
+            try:
+                outcome = self._bring_your_own(request, place, answer, deadline)
+            except AwsError as error:
+                return answer.error(
+                    error.code, f"Could not check the reservation: {error.message}"
+                ), stats
+            if isinstance(outcome, ReserveResponse):
+                return outcome, stats
+            chosen, attempts = outcome, list[Attempt]()
+        else:
+            try:
+                flags = self.flags.read()
+            except FlagError as error:
+                return answer.error("InvalidConfiguration", str(error)), stats
+            except AwsError as error:
+                return answer.error(
+                    error.code, f"Could not read the feature flags: {error.message}"
+                ), stats
+            if not flags.enable:
+                return answer.unchanged(
+                    ReserveStatus.SKIPPED,
+                    "EnableCapacityReservation is false: placement unchanged, no hold made",
+                ), stats
+            strict = flags.strict if request.strict is None else request.strict
+            try:
+                earlier = self._earlier_hold(request_id, request, deadline)
+            except AwsError as error:
+                return answer.error(
+                    error.code, f"Could not look for earlier work: {error.message}"
+                ), stats
+            if earlier is not None:
+                chosen, attempts = earlier, []
+            else:
+                won, attempts = self._race(
+                    request, request_id, place, deadline, hard_deadline, stats
+                )
+                if won is None:
+                    return self._no_winner(request, answer, attempts, strict), stats
+                held, subnet_id = won
+                chosen = Chosen(held.reservation, True, [subnet_id], held.since)
+
+        answer.chosen(chosen, attempts)
+        return self._use(request, request_id, chosen, answer, deadline, hard_deadline, stats), stats
+
+    def _earlier_hold(
+        self, request_id: str, request: ReserveRequest, deadline: float
+    ) -> Chosen | None:
+        """A live hold an earlier invocation of this request made (found by its tags): a retry
+        takes it over instead of holding twice."""
+        for reservation in self.ec2.reservations(
+            filters={
+                f"tag:{TAG_CLUSTER_ID}": [self.core.cluster_id],
+                f"tag:{TAG_REQUEST_ID}": [request_id],
+                f"tag:{TAG_PURPOSE}": [Purpose.HOLD.value],
+                "state": ["active", "pending"],
+            },
+            deadline=deadline,
+        ):
+            subnet_id = reservation.tags.get(TAG_SUBNET_ID, "")
+            if (
+                self.core.owns(reservation)
+                and subnet_id in request.subnet_ids
+                and reservation.instance_type in request.instance_types
+                and reservation.total_count == request.instance_count
+            ):
+                return Chosen(reservation, True, [subnet_id], self.monotonic())
+        return None
+
+    # -- bring your own reservation -----------------------------------------------------
+    def _bring_your_own(
+        self,
+        request: ReserveRequest,
+        place: placement.Placement,
+        answer: _Answer,
+        deadline: float,
+    ) -> Chosen | ReserveResponse:
+        rid = str(request.capacity_reservation_id)
+        found = self.ec2.reservation(rid, deadline)
+        if found is None:
+            return answer.unchanged(
+                ReserveStatus.REJECTED, f"{rid} does not exist", reason=f"{rid} does not exist"
+            )
+        existing = ExistingReservation(
+            id=found.id,
+            state=found.state,
+            reservation_type=found.reservation_type,
+            instance_type=found.instance_type,
+            availability_zone_id=found.availability_zone_id,
+            platform=found.platform,
+            tenancy=found.tenancy,
+            available_count=found.available_count,
+            start_date=found.start_date,
+            owner=found.owner_id,
+        )
+        wanted = Wanted(
+            instance_types=request.instance_types,
+            availability_zone_ids=[s.availability_zone_id for s in place.subnets],
+            platform=place.platform,
+            tenancy=place.tenancy,
+            instance_count=request.instance_count,
+        )
+        check = validate_existing(existing, wanted, self.clock())
+        if isinstance(check, Rejected):
+            return answer.unchanged(ReserveStatus.REJECTED, check.reason, reason=check.reason)
+        if isinstance(check, WaitForStart):
+            response = answer.unchanged(
+                ReserveStatus.NO_CAPACITY, check.reason, reason=check.reason
+            )
+            response.retry_after_seconds = check.retry_after_seconds
+            return response
+        subnets = [
+            s.subnet_id
+            for s in place.subnets
+            if s.availability_zone_id == found.availability_zone_id
+        ]
+        return Chosen(found, False, subnets)
+
+    # -- the race -----------------------------------------------------------------------
+    def _race(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        place: placement.Placement,
+        deadline: float,
+        hard_deadline: float,
+        stats: ReserveStats,
+    ) -> tuple[tuple[Held, str] | None, list[Attempt]]:
+        pairs = pairing.pairs(request.instance_types, request.subnet_ids)
+        race = _Race(
+            attempts=[
+                Attempt(
+                    subnet_id=p.subnet_id,
+                    instance_type=p.instance_type,
+                    availability_zone=place.subnet(p.subnet_id).availability_zone,
+                    availability_zone_id=place.subnet(p.subnet_id).availability_zone_id,
+                    outcome=Outcome.NOT_TRIED,
+                )
+                for p in pairs
+            ]
+        )
+        stats_lock = threading.Lock()
+
+        def cancel(index: int, held: Held) -> None:
+            ok = self._cancel(held.reservation, hard_deadline)
+            with stats_lock:
+                stats.reservation_seconds += self.monotonic() - held.since
+                stats.cancel_failures += 0 if ok else 1
+            with race.lock:
+                race.attempts[index].cancelled = ok
+
+        def attempt(pair: pairing.Pair) -> None:
+            if race.pointless(pair.index) or self.monotonic() >= deadline:
+                return
+            spec = HoldSpec(
+                purpose=Purpose.HOLD,
+                request_id=request_id,
+                instance_type=pair.instance_type,
+                subnet=place.subnet(pair.subnet_id),
+                count=request.instance_count,
+                platform=place.platform,
+                tenancy=place.tenancy,
+                job_id=request.job_id,
+                stack_name=request.stack_name,
+                placement_group_arn=request.placement_group_arn,
+                extra_tags=request.tags,
+            )
+            try:
+                held = self.core.hold(spec, deadline)
+            except AwsError as error:
+                if stops_everything(error.error_class):
+                    race.stop.set()
+                with race.lock:
+                    record = race.attempts[pair.index]
+                    record.outcome = attempt_outcome(error.error_class)
+                    record.error_code = error.code or "RequestTimeout"
+                    record.message = error.message[:300]
+                return
+            with race.lock:
+                record = race.attempts[pair.index]
+                record.outcome = Outcome.AVAILABLE
+                record.reservation_id = held.reservation.id
+                race.held[pair.index] = held
+                loser: tuple[int, Held] | None = None
+                if race.best is None or pair.index < race.best:
+                    if race.best is not None:
+                        loser = (race.best, race.held[race.best])
+                    race.best = pair.index
+                else:
+                    loser = (pair.index, held)
+            if loser is not None:
+                cancel(*loser)
+
+        workers = max(1, min(len(pairs), self.max_concurrency))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reserve") as pool:
+            list(pool.map(attempt, pairs))
+        if race.best is None:
+            return None, race.attempts
+        return (race.held[race.best], pairs[race.best].subnet_id), race.attempts
+
+    def _no_winner(
+        self, request: ReserveRequest, answer: _Answer, attempts: list[Attempt], strict: bool
+    ) -> ReserveResponse:
+        if probe_status([a.outcome for a in attempts]) is ProbeStatus.ERROR:
+            failure = next((a for a in attempts if a.outcome not in _NO_CAPACITY), None)
+            response = answer.error(
+                failure.error_code if failure else "TimeBudgetExceeded",
+                f"Stopped by {failure.error_code} ({failure.outcome}) in {failure.subnet_id}"
+                if failure
+                else "The time budget ran out before every place was tried",
+            )
+            response.attempts = attempts
+            return response
+        pair_count = len(attempts)
+        status = verdict(False, strict, pair_count)
+        if status is ReserveStatus.NO_CAPACITY:
+            response = answer.unchanged(
+                status,
+                f"No single place can hold {request.instance_count} × "
+                f"{'/'.join(request.instance_types)} now; the job stays queued"
+                + (" (strict)" if strict and pair_count > 1 else ""),
+            )
+            response.retry_after_seconds = retry_after_seconds(request.attempt)
+        else:
+            response = answer.unchanged(
+                status,
+                "No single place can hold the whole job; proceeding with the original "
+                "placement, without a guarantee",
+            )
+        response.attempts = attempts
+        return response
+
+    # -- template and fleet -------------------------------------------------------------
+    def _use(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        chosen: Chosen,
+        answer: _Answer,
+        deadline: float,
+        hard_deadline: float,
+        stats: ReserveStats,
+    ) -> ReserveResponse:
+        response = answer.response
+        if request.launch_template is None:
+            return response
+        reservation = chosen.reservation
+        subnet_id = chosen.subnet_ids[0]
+        try:
+            if self.monotonic() >= deadline:
+                raise _OutOfTime("before the launch template version")
+            template = self._template_version(request, request_id, reservation, subnet_id, deadline)
+        except (AwsError, _OutOfTime) as error:
+            return self._undo(answer, chosen, hard_deadline, stats, "launch template", error)
+        response.launch_template = LaunchTemplateInfo(
+            id=template.template_id, version=template.version
+        )
+        response.message += (
+            f"; launch template {template.template_id} version {template.version} targets it"
+        )
+        if not request.provision:
+            return response
+        try:
+            if self.monotonic() >= deadline:
+                raise _OutOfTime("before the fleet")
+            fleet = self.ec2.create_instant_fleet(
+                template,
+                reservation.instance_type,
+                subnet_id,
+                request.instance_count,
+                "capacity-block"
+                if reservation.reservation_type == "capacity-block"
+                else "on-demand",
+                client_token(
+                    Purpose.HOLD, request_id, reservation.instance_type, subnet_id, nonce="fleet"
+                ),
+                {TAG_JOB_ID: request.job_id, TAG_REQUEST_ID: request_id, **(request.tags or {})},
+                deadline,
+            )
+        except (AwsError, _OutOfTime) as error:
+            return self._undo(answer, chosen, hard_deadline, stats, "fleet", error)
+        return self._after_fleet(request, chosen, fleet, answer, hard_deadline, stats)
+
+    def _template_version(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        reservation: Reservation,
+        subnet_id: str,
+        deadline: float,
+    ) -> TemplateVersion:
+        assert request.launch_template is not None
+        source = self.ec2.resolve_template_version(
+            request.launch_template.id, request.launch_template.version, deadline
+        )
+        # Targeting a reservation already means "only there": EC2 takes one targeting option
+        # at a time, and a targeted launch fails rather than fall back to On-Demand.
+        data: dict[str, object] = {
+            "CapacityReservationSpecification": {
+                "CapacityReservationTarget": {"CapacityReservationId": reservation.id}
+            }
+        }
+        if reservation.reservation_type == "capacity-block":
+            data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+        return self.ec2.create_template_version(
+            request.launch_template.id,
+            source,
+            data,
+            f"capacity-broker: job {request.job_id} in {reservation.id} (request {request_id})",
+            client_token(
+                Purpose.HOLD, request_id, reservation.instance_type, subnet_id, nonce="template"
+            ),
+            deadline,
+        )
+
+    def _after_fleet(
+        self,
+        request: ReserveRequest,
+        chosen: Chosen,
+        fleet: FleetResult,
+        answer: _Answer,
+        hard_deadline: float,
+        stats: ReserveStats,
+    ) -> ReserveResponse:
+        response = answer.response
+        launched = len(fleet.instance_ids) == request.instance_count
+        cleaned = self._drop(chosen, hard_deadline, stats) if chosen.owned else True
+        if launched:
+            response.status = ReserveStatus.PROVISIONED
+            response.instances = fleet.instance_ids
+            response.message = (
+                f"Launched {len(fleet.instance_ids)} × {chosen.reservation.instance_type} in "
+                f"{chosen.reservation.availability_zone} from the reservation"
+                + ("; the hold is released" if chosen.owned else "")
+            )
+        else:
+            first = fleet.errors[0] if fleet.errors else None
+            response.status = ReserveStatus.ERROR
+            response.error_code = first.code if first else "FleetIncomplete"
+            response.instances = fleet.instance_ids
+            details = "; ".join(f"{e.code}: {e.message}" for e in fleet.errors)[:400]
+            response.message = (
+                f"The fleet could not launch all {request.instance_count} nodes at once "
+                f"({len(fleet.instance_ids)} launched): {details or 'no error given'}"
+                + ("; the hold is cancelled" if chosen.owned else "")
+            )
+        if not cleaned:
+            response.cleanup = "pending"
+            response.message += (
+                "; the hold could not be cancelled: its EndDate and the cleaner will"
+            )
+        return response
+
+    def _undo(
+        self,
+        answer: _Answer,
+        chosen: Chosen,
+        hard_deadline: float,
+        stats: ReserveStats,
+        step: str,
+        error: Exception,
+    ) -> ReserveResponse:
+        """A step after the hold failed: give the hold back before answering."""
+        code = error.code if isinstance(error, AwsError) else "TimeBudgetExceeded"
+        detail = error.message if isinstance(error, AwsError) else str(error)
+        response = answer.error(code, f"The {step} step failed: {detail}"[:400])
+        if chosen.owned:
+            if self._drop(chosen, hard_deadline, stats):
+                response.message += "; the hold is cancelled"
+            else:
+                response.cleanup = "pending"
+                response.message += (
+                    f"; hold {chosen.reservation.id} could not be cancelled: its EndDate and "
+                    "the cleaner will"
+                )
+        return response
+
+    def _drop(self, chosen: Chosen, hard_deadline: float, stats: ReserveStats) -> bool:
+        ok = self._cancel(chosen.reservation, hard_deadline)
+        if chosen.since is not None:
+            stats.reservation_seconds += self.monotonic() - chosen.since
+        stats.cancel_failures += 0 if ok else 1
+        return ok
+
+    def _cancel(self, reservation: Reservation, hard_deadline: float) -> bool:
+        try:
+            self.core.release(reservation, hard_deadline)
+        except (AwsError, NotOwnedError):
+            return False
+        return True
+
+
+class _OutOfTime(Exception):
+    def __init__(self, where: str) -> None:
+        super().__init__(f"the invocation's time budget ran out {where}")
+
+
+class _Answer:
+    """Builds the reserve answer: the contract's fields, filled as the flow goes."""
+
+    def __init__(self, request: ReserveRequest, request_id: str) -> None:
+        self.request = request
+        self.response = ReserveResponse(
+            status=ReserveStatus.ERROR,
+            request_id=request_id,
+            job_id=request.job_id,
+            instance_types=list(request.instance_types),
+            subnet_ids=list(request.subnet_ids),
+            message="",
+        )
+
+    def error(self, code: str | None, message: str) -> ReserveResponse:
+        self.response.status = ReserveStatus.ERROR
+        self.response.error_code = code or "RequestTimeout"
+        self.response.message = message[:500]
+        return self.response
+
+    def unchanged(
+        self, status: ReserveStatus, message: str, reason: str | None = None
+    ) -> ReserveResponse:
+        self.response.status = status
+        self.response.message = message
+        self.response.reason = reason
+        return self.response
+
+    def chosen(self, chosen: Chosen, attempts: list[Attempt]) -> None:
+        r = chosen.reservation
+        self.response.status = ReserveStatus.RESERVED
+        self.response.reservation = ReservationInfo(
+            id=r.id,
+            type="capacity-block" if r.reservation_type == "capacity-block" else "default",
+            owned=chosen.owned,
+            instance_type=r.instance_type,
+            availability_zone=r.availability_zone,
+            availability_zone_id=r.availability_zone_id,
+            instance_count=r.total_count,
+            start_date=r.start_date if r.reservation_type == "capacity-block" else None,
+            end_date=r.end_date,
+        )
+        self.response.instance_types = [r.instance_type]
+        self.response.subnet_ids = chosen.subnet_ids
+        self.response.attempts = attempts
+        kind = "holds" if chosen.owned else "uses your reservation"
+        self.response.message = (
+            f"{r.id} {kind} {self.request.instance_count} × {r.instance_type} in "
+            f"{r.availability_zone} ({', '.join(chosen.subnet_ids)})"
+        )

@@ -1,0 +1,361 @@
+"""reserve and release against the emulator: the issue's "Done when", one test each."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from capacity_broker.handlers.release import handler as release
+from capacity_broker.handlers.reserve import handler as reserve
+
+pytestmark = pytest.mark.integration
+
+SCENARIO = Path(__file__).parent / "scenarios" / "hpc.yaml"
+SUBNETS = ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2", "subnet-0aaaaaaaaaaaaaaa3"]
+TYPES = ["c7i.48xlarge", "hpc7a.96xlarge"]
+TEMPLATE = "lt-0ddddddddddddddd1"
+USER_ODCR = "cr-0eeeeeeeeeeeeeee1"
+BLOCK_NOW = "cr-0fffffffffffffff1"
+BLOCK_LATER = "cr-0fffffffffffffff2"
+FLAGS = "/capacity-broker/demo-cluster/configuration/FeatureFlags"
+
+
+@pytest.fixture
+def hpc(broker: Any) -> Any:
+    broker.load_scenario(SCENARIO)
+    return broker
+
+
+def job(**fields: Any) -> dict[str, Any]:
+    return {
+        "job_id": "1234",
+        "instance_types": TYPES,
+        "subnet_ids": SUBNETS,
+        "instance_count": 8,
+        **fields,
+    }
+
+
+def ec2() -> Any:
+    return boto3.client("ec2", region_name="us-east-1")
+
+
+def holds(request_id: str | None = None) -> list[dict[str, Any]]:
+    found = ec2().describe_capacity_reservations(
+        Filters=[{"Name": "tag:capacity-broker:purpose", "Values": ["hold"]}]
+    )["CapacityReservations"]
+    if request_id is None:
+        return list(found)
+    return [
+        r for r in found if {"Key": "capacity-broker:request-id", "Value": request_id} in r["Tags"]
+    ]
+
+
+def active(reservations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in reservations if r["State"] in ("active", "pending")]
+
+
+def template_data(version: int) -> dict[str, Any]:
+    versions = ec2().describe_launch_template_versions(
+        LaunchTemplateId=TEMPLATE, Versions=[str(version)]
+    )["LaunchTemplateVersions"]
+    return dict(versions[0]["LaunchTemplateData"])
+
+
+def set_flag(name: str, value: str) -> None:
+    boto3.client("ssm", region_name="us-east-1").put_parameter(
+        Name=f"{FLAGS}/{name}", Value=value, Type="String", Overwrite=True
+    )
+
+
+def test_two_types_three_subnets_only_the_last_pair_has_capacity(hpc: Any, context: Any) -> None:
+    answer = reserve(job(request_id="job-1234-a1", launch_template={"id": TEMPLATE}), context)
+    assert answer["status"] == "reserved"
+    assert answer["instance_types"] == ["hpc7a.96xlarge"]
+    assert answer["subnet_ids"] == [SUBNETS[2]]
+    reservation = answer["reservation"]
+    assert reservation["owned"] is True
+    assert reservation["availability_zone"] == "us-east-1c"
+    assert reservation["instance_count"] == 8
+    assert len(answer["attempts"]) == 6
+    assert [a["outcome"] for a in answer["attempts"]][-1] == "available"
+    live = active(holds("job-1234-a1"))
+    assert [r["CapacityReservationId"] for r in live] == [reservation["id"]]
+    version = answer["launch_template"]["version"]
+    data = template_data(version)
+    assert data["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationId": reservation["id"]}
+    }
+    assert data["ImageId"] == "ami-0ccccccccccccccc1"  # built on the job's own version
+
+
+def test_the_best_preferred_pair_wins_and_the_others_are_cancelled(hpc: Any, context: Any) -> None:
+    # the two user ODCRs in us-east-1b already hold 10 of its hpc7a capacity
+    hpc.set_pool("us-east-1", "us-east-1b", "hpc7a.96xlarge", 18)
+    hpc.set_pool("us-east-1", "us-east-1c", "c7i.48xlarge", 8)
+    answer = reserve(job(request_id="job-best"), context)
+    # type-major: (c7i, c) comes before (hpc7a, b) and (hpc7a, c)
+    assert answer["instance_types"] == ["c7i.48xlarge"]
+    assert answer["subnet_ids"] == [SUBNETS[2]]
+    live = active(holds("job-best"))
+    assert [r["CapacityReservationId"] for r in live] == [answer["reservation"]["id"]]
+    for pool in (("us-east-1b", "hpc7a.96xlarge"), ("us-east-1c", "hpc7a.96xlarge")):
+        assert hpc.pool("us-east-1", *pool)["available"] == 8
+
+
+@pytest.mark.parametrize(("strict", "expected"), [("true", "no_capacity"), ("false", "unreserved")])
+def test_no_capacity_anywhere_follows_the_strict_flag(
+    hpc: Any, context: Any, strict: str, expected: str
+) -> None:
+    hpc.set_pool("us-east-1", "us-east-1c", "hpc7a.96xlarge", 0)
+    set_flag("EnforceStrictCapacityReservation", strict)
+    answer = reserve(job(attempt=2), context)
+    assert answer["status"] == expected
+    assert answer["instance_types"] == TYPES
+    assert answer["subnet_ids"] == SUBNETS
+    assert active(holds()) == []
+    if expected == "no_capacity":
+        assert answer["retry_after_seconds"] == 240
+    else:
+        assert "retry_after_seconds" not in answer
+
+
+def test_the_request_overrides_the_strict_flag(hpc: Any, context: Any) -> None:
+    hpc.set_pool("us-east-1", "us-east-1c", "hpc7a.96xlarge", 0)
+    set_flag("EnforceStrictCapacityReservation", "false")
+    assert reserve(job(strict=True), context)["status"] == "no_capacity"
+
+
+@pytest.mark.parametrize("strict", ["true", "false"])
+def test_a_single_pair_is_no_capacity_whatever_the_flag(
+    hpc: Any, context: Any, strict: str
+) -> None:
+    set_flag("EnforceStrictCapacityReservation", strict)
+    answer = reserve(job(instance_types=["c7i.48xlarge"], subnet_ids=[SUBNETS[0]]), context)
+    assert answer["status"] == "no_capacity"
+    assert answer["retry_after_seconds"] == 60
+
+
+def test_retry_after_grows_with_the_attempt(hpc: Any, context: Any) -> None:
+    single = job(instance_types=["c7i.48xlarge"], subnet_ids=[SUBNETS[0]])
+    waits = [reserve({**single, "attempt": n}, context)["retry_after_seconds"] for n in range(5)]
+    assert waits == sorted(waits)
+    assert waits[0] < waits[-1]
+
+
+def test_flag_off_skips_with_placement_unchanged(hpc: Any, context: Any) -> None:
+    set_flag("EnableCapacityReservation", "false")
+    hpc.clear_calls()
+    answer = reserve(job(), context)
+    assert answer["status"] == "skipped"
+    assert answer["subnet_ids"] == SUBNETS
+    mutations = [c for c in hpc.calls() if not c.action.startswith("Describe")]
+    assert mutations == []
+
+
+def test_provision_launches_exactly_the_count_in_one_az_and_releases_the_hold(
+    hpc: Any, context: Any
+) -> None:
+    answer = reserve(
+        job(request_id="job-prov", launch_template={"id": TEMPLATE}, provision=True), context
+    )
+    assert answer["status"] == "provisioned", answer
+    assert len(answer["instances"]) == 8
+    described = ec2().describe_instances(InstanceIds=answer["instances"])["Reservations"]
+    instances = [i for r in described for i in r["Instances"]]
+    assert {i["Placement"]["AvailabilityZone"] for i in instances} == {"us-east-1c"}
+    assert {i["InstanceType"] for i in instances} == {"hpc7a.96xlarge"}
+    assert {i["SubnetId"] for i in instances} == {SUBNETS[2]}
+    assert active(holds("job-prov")) == []
+
+
+def test_an_all_or_nothing_failure_leaves_neither_instances_nor_a_hold(
+    hpc: Any, context: Any
+) -> None:
+    # A reservation EC2 has not finished provisioning cannot be launched into yet.
+    hpc.configure(pending_seconds=600)
+    answer = reserve(
+        job(request_id="job-fail", launch_template={"id": TEMPLATE}, provision=True), context
+    )
+    assert answer["status"] == "error"
+    assert answer["instances"] == []
+    assert answer["error_code"]
+    assert active(holds("job-fail")) == []
+    running = ec2().describe_instances(
+        Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+    )["Reservations"]
+    assert running == []
+
+
+def test_a_failed_template_step_gives_the_hold_back(hpc: Any, context: Any) -> None:
+    hpc.fail("CreateLaunchTemplateVersion", "UnauthorizedOperation")
+    answer = reserve(job(request_id="job-lt", launch_template={"id": TEMPLATE}), context)
+    assert answer["status"] == "error"
+    assert answer["error_code"] == "UnauthorizedOperation"
+    assert "hold is cancelled" in answer["message"]
+    assert active(holds("job-lt")) == []
+
+
+def test_a_hold_that_cannot_be_given_back_is_said_so(hpc: Any, context: Any) -> None:
+    hpc.fail("CreateLaunchTemplateVersion", "UnauthorizedOperation")
+    hpc.fail("CancelCapacityReservation", "UnauthorizedOperation", times=10)
+    answer = reserve(job(request_id="job-stuck", launch_template={"id": TEMPLATE}), context)
+    assert answer["status"] == "error"
+    assert answer["cleanup"] == "pending"
+    assert len(active(holds("job-stuck"))) == 1
+
+
+def test_a_users_odcr_is_validated_used_and_never_cancelled(hpc: Any, context: Any) -> None:
+    answer = reserve(
+        job(capacity_reservation_id=USER_ODCR, launch_template={"id": TEMPLATE}, provision=True),
+        context,
+    )
+    assert answer["status"] == "provisioned", answer
+    assert answer["reservation"]["owned"] is False
+    assert answer["subnet_ids"] == [SUBNETS[1]]
+    assert hpc.calls("CancelCapacityReservation") == []
+    (odcr,) = ec2().describe_capacity_reservations(CapacityReservationIds=[USER_ODCR])[
+        "CapacityReservations"
+    ]
+    assert odcr["State"] == "active"
+    assert odcr["AvailableInstanceCount"] == 0
+    released = release({"reservation_id": USER_ODCR}, context)
+    assert released["status"] == "released"
+    assert released["cancelled"] == []
+    assert released["skipped"] == [{"id": USER_ODCR, "reason": "not owned by this broker"}]
+    assert hpc.calls("CancelCapacityReservation") == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"capacity_reservation_id": "cr-0eeeeeeeeeeeeeee2"}, "available"),
+        ({"capacity_reservation_id": USER_ODCR, "subnet_ids": [SUBNETS[0]]}, "none of the job"),
+        ({"capacity_reservation_id": USER_ODCR, "instance_types": ["c7i.48xlarge"]}, "not among"),
+        ({"capacity_reservation_id": "cr-0abcabcabcabcabc9"}, "does not exist"),
+        ({"capacity_reservation_id": USER_ODCR, "instance_platform": "Windows"}, "Windows"),
+    ],
+)
+def test_an_unfit_reservation_is_rejected(
+    hpc: Any, context: Any, fields: dict[str, Any], reason: str
+) -> None:
+    answer = reserve(job(**fields), context)
+    assert answer["status"] == "rejected"
+    assert reason in answer["reason"]
+    assert hpc.calls("CreateCapacityReservation") == []
+    assert hpc.calls("CancelCapacityReservation") == []
+
+
+def test_an_active_capacity_block_is_used_with_its_market_type(hpc: Any, context: Any) -> None:
+    answer = reserve(
+        job(
+            instance_types=["p5.48xlarge"],
+            instance_count=4,
+            capacity_reservation_id=BLOCK_NOW,
+            launch_template={"id": TEMPLATE},
+            provision=True,
+        ),
+        context,
+    )
+    assert answer["status"] == "provisioned", answer
+    assert answer["reservation"]["type"] == "capacity-block"
+    data = template_data(answer["launch_template"]["version"])
+    assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    assert hpc.calls("CancelCapacityReservation") == []
+
+
+def test_a_scheduled_block_says_when_to_ask_again(hpc: Any, context: Any) -> None:
+    answer = reserve(
+        job(instance_types=["p5.48xlarge"], instance_count=4, capacity_reservation_id=BLOCK_LATER),
+        context,
+    )
+    assert answer["status"] == "no_capacity"
+    assert 3 * 3600 - 120 <= answer["retry_after_seconds"] <= 3 * 3600 + 5
+
+
+def test_the_same_request_twice_makes_one_hold(hpc: Any, context: Any) -> None:
+    first = reserve(job(request_id="job-twice", launch_template={"id": TEMPLATE}), context)
+    hpc.advance(90)  # the scheduler retries a minute and a half later
+    second = reserve(job(request_id="job-twice", launch_template={"id": TEMPLATE}), context)
+    assert first["status"] == second["status"] == "reserved"
+    assert first["reservation"]["id"] == second["reservation"]["id"]
+    assert first["launch_template"] == second["launch_template"]
+    assert len(holds("job-twice")) == 1
+
+
+@pytest.fixture
+def state_table(hpc: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    from capacity_broker.handlers._runtime import reset_container
+
+    boto3.client("dynamodb", region_name="us-east-1").create_table(
+        TableName="broker-state",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    monkeypatch.setenv("BROKER_STATE_TABLE", "broker-state")
+    reset_container()
+    return "broker-state"
+
+
+def test_with_the_state_table_a_replay_returns_the_first_answer(
+    state_table: str, hpc: Any, context: Any
+) -> None:
+    first = reserve(job(request_id="job-rec", attempt=0), context)
+    # capacity is gone now, but the answer to this request was settled
+    hpc.set_pool("us-east-1", "us-east-1c", "hpc7a.96xlarge", 0)
+    second = reserve(job(request_id="job-rec", attempt=1), context)
+    assert second == first
+    assert len(holds("job-rec")) == 1
+    other = reserve(job(request_id="job-rec", instance_count=4), context)
+    assert other["status"] == "invalid_request"
+    assert other["errors"][0]["field"] == "request_id"
+
+
+def test_concurrent_duplicates_make_one_hold(state_table: str, hpc: Any, context: Any) -> None:
+    hpc.latency(0.05)
+    answers: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def call() -> None:
+        answer = reserve(job(request_id="job-dup"), context)
+        with lock:
+            answers.append(answer)
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(answers) == 8
+    assert {a["status"] for a in answers} == {"reserved"}
+    assert len({a["reservation"]["id"] for a in answers}) == 1
+    assert len(holds("job-dup")) == 1
+
+
+def test_release_by_job_stack_and_id_cancels_only_owned_holds(hpc: Any, context: Any) -> None:
+    hpc.set_pool("us-east-1", "us-east-1a", "c7i.48xlarge", 16)
+    a = reserve(job(job_id="j-1", request_id="r-1", stack_name="soca-job-1"), context)
+    b = reserve(job(job_id="j-2", request_id="r-2", stack_name="soca-job-2"), context)
+    c = reserve(job(job_id="j-3", request_id="r-3"), context)
+    assert {a["status"], b["status"], c["status"]} == {"reserved"}
+    by_job = release({"job_id": "j-1"}, context)
+    assert by_job["cancelled"] == [a["reservation"]["id"]]
+    by_stack = release({"stack_name": "soca-job-2"}, context)
+    assert by_stack["cancelled"] == [b["reservation"]["id"]]
+    by_id = release({"reservation_id": c["reservation"]["id"], "request_id": "rel-3"}, context)
+    assert by_id["status"] == "released"
+    assert by_id["cancelled"] == [c["reservation"]["id"]]
+    again = release({"job_id": "j-1"}, context)
+    assert again == {**again, "status": "released", "cancelled": [], "skipped": []}
+    assert active(holds()) == []
+    odcr = ec2().describe_capacity_reservations(CapacityReservationIds=[USER_ODCR])
+    assert odcr["CapacityReservations"][0]["State"] == "active"
+
+
+def test_release_input_is_checked(hpc: Any, context: Any) -> None:
+    for event in ({}, {"job_id": "1", "stack_name": "x"}, {"reservation_id": "cr-nothex"}):
+        assert release(event, context)["status"] == "invalid_request"
