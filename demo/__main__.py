@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from rich.console import Console
 from rich.rule import Rule
 
-from . import emulator_story
+from . import broker_story, emulator_story
 from .harness import emulator_process
 
 
 def main() -> int:
-    console = Console(highlight=False)
+    # The broker runs in this process; its Lambda environment, for the demo cluster.
+    os.environ.setdefault("BROKER_CLUSTER_ID", "demo")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+    console = Console(highlight=False, width=120)
     console.print(Rule("capacity-broker demo: a local, capacity-aware EC2 (no AWS account needed)"))
     with emulator_process("demo") as emu:
         console.print(f"emulator listening at {emu.endpoint}\n")
         console.print("[bold]1. The emulator answers a capacity story through boto3[/]")
         emulator_story.run(console, emu)
+        console.print("\n[bold]2. VDI: probe a desktop's subnets[/]")
+        broker_story.probe(console, emu)
+        console.print(
+            "\n[bold]3. HPC: hold a job's nodes, point its template at the hold, launch[/]"
+        )
+        broker_story.hold(console, emu)
     console.print(Rule("done: the emulator process has stopped"))
     return 0
 

@@ -79,6 +79,7 @@ def run(console: Console, emu: RemoteEmulator) -> None:
     )
     emu.advance(60 * 60)
     console.print(f"  [green]✓[/] an hour later EC2 finally says '{_state(ec2, rid)}'")
+    emu.reset_clock()  # back to the present for the broker's acts
 
 
 def _free(emu: RemoteEmulator, az: str, instance_type: str) -> int | None:

@@ -71,6 +71,11 @@ class Emulator:
     def set_time(self, at: datetime) -> datetime:
         return world.clock.set(at)
 
+    def reset_clock(self) -> datetime:
+        """Back to real time (a demo that jumped ahead returns to the present)."""
+        world.clock.reset()
+        return world.clock.now()
+
     def configure(self, **settings: Any) -> None:
         for key, value in settings.items():
             if not hasattr(world.settings, key):

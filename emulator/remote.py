@@ -46,6 +46,9 @@ class RemoteEmulator:
     def advance(self, seconds: float) -> datetime:
         return datetime.fromisoformat(self._call("clock", "POST", {"advance": seconds})["now"])
 
+    def reset_clock(self) -> datetime:
+        return datetime.fromisoformat(self._call("clock", "POST", {"reset": True})["now"])
+
     def configure(self, **settings: Any) -> None:
         self._call("settings", "POST", settings)
 

@@ -82,6 +82,8 @@ class ControlAPI:
                     emu.set_time(datetime.fromisoformat(body["set"]))
                 if body.get("freeze"):
                     emu.freeze()
+                if body.get("reset"):
+                    emu.reset_clock()
             return _json({"now": emu.now()})
         if verb == "settings" and method == "POST":
             emu.configure(**body)

@@ -1,0 +1,108 @@
+"""Acts 2-3: the broker's entry points, invoked the way a scheduler invokes them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from emulator.remote import RemoteEmulator
+
+EVENTS = Path(__file__).resolve().parent.parent / "events"
+
+
+def invoke(entry: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Call a handler in this process (its boto3 calls go to the emulator)."""
+    import importlib
+
+    module = importlib.import_module(f"capacity_broker.handlers.{entry}")
+    answer: dict[str, Any] = module.handler(event, _Context())
+    return answer
+
+
+def event(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((EVENTS / f"{name}.json").read_text())
+    return data
+
+
+class _Context:
+    function_name = "capacity-broker-demo"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:capacity-broker-demo"
+    aws_request_id = "demo"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def attempts_table(answer: dict[str, Any]) -> Table:
+    table = Table(show_edge=False, pad_edge=False, box=None)
+    for column in ("  instance type", "subnet", "AZ", "outcome", "reservation", "cancelled"):
+        table.add_column(column, no_wrap=True)
+    for a in answer.get("attempts", []):
+        outcome = a["outcome"]
+        colour = "green" if outcome == "available" else "red" if outcome != "not_tried" else "dim"
+        table.add_row(
+            "  " + (a.get("instance_type") or answer.get("instance_type", "")),
+            a["subnet_id"],
+            a.get("availability_zone_id", ""),
+            f"[{colour}]{a.get('error_code') or outcome}[/]",
+            a.get("reservation_id", ""),
+            {True: "yes", False: "NO", None: ""}[a.get("cancelled")],
+        )
+    return table
+
+
+def probe(console: Console, emu: RemoteEmulator) -> None:
+    request = event("probe_several_subnets")
+    console.print(
+        f"  scheduler → probe: {request['instance_type']} in {len(request['subnet_ids'])} "
+        "subnets, in order of preference"
+    )
+    answer = invoke("probe", request)
+    console.print(attempts_table(answer))
+    console.print(
+        f"  ← [bold]{answer['status']}[/]: {answer['message']}; "
+        f"every probe reservation was cancelled before the answer"
+    )
+    assert answer["status"] == "available", answer
+
+
+def hold(console: Console, emu: RemoteEmulator) -> None:
+    request = event("reserve")
+    console.print(
+        f"  scheduler → reserve: job {request['job_id']}, {request['instance_count']} nodes of "
+        f"{' or '.join(request['instance_types'])} in {len(request['subnet_ids'])} subnets"
+    )
+    answer = invoke("reserve", request)
+    console.print(attempts_table(answer))
+    reservation = answer["reservation"]
+    template = answer["launch_template"]
+    console.print(
+        f"  ← [bold]{answer['status']}[/]: hold {reservation['id']} "
+        f"({reservation['instance_count']} × {reservation['instance_type']} in "
+        f"{reservation['availability_zone']}, until {reservation['end_date']}); job narrowed to "
+        f"{answer['subnet_ids']}; launch template {template['id']} version {template['version']}"
+        " targets the hold"
+    )
+    released = invoke("release", event("release"))
+    console.print(
+        f"  scheduler → release job {request['job_id']}: [bold]{released['status']}[/], "
+        f"cancelled {released['cancelled']}"
+    )
+    provision = event("reserve_provision")
+    answer = invoke("reserve", provision)
+    console.print(
+        f"  scheduler → reserve + provision: job {provision['job_id']}, "
+        f"{provision['instance_count']} × {provision['instance_types'][0]}"
+    )
+    placed = answer["reservation"]
+    console.print(
+        f"  ← [bold]{answer['status']}[/]: fleet launched {len(answer['instances'])} instances "
+        f"({', '.join(answer['instances'][:2])}, ...) in {placed['availability_zone']}"
+        f"; the hold {placed['id']} was released once they ran"
+    )
+    assert answer["status"] == "provisioned", answer
