@@ -59,5 +59,5 @@ def reservation_not_found(reservation_id: str) -> EC2ClientError:
 def reservation_malformed(reservation_id: str) -> EC2ClientError:
     return EC2ClientError(
         "InvalidCapacityReservationId.Malformed",
-        f"Invalid id: \"{reservation_id}\" (expecting \"cr-...\")",
+        f'Invalid id: "{reservation_id}" (expecting "cr-...")',
     )

@@ -101,7 +101,7 @@ class Call:
     ended: float = 0.0
 
 
-class InjectedError(Exception):  # noqa: N818 - carried to the dispatch hook, not raised to users
+class InjectedError(Exception):
     def __init__(self, code: str, message: str, status: int) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
@@ -187,9 +187,7 @@ class Hub:
     # -- the calls ----------------------------------------------------------------------
     def calls_of(self, action: str | None = None, service: str = "ec2") -> list[Call]:
         with self._lock:
-            return [
-                c for c in self.calls if c.service == service and action in (None, c.action)
-            ]
+            return [c for c in self.calls if c.service == service and action in (None, c.action)]
 
     def clear_calls(self) -> None:
         with self._lock:
@@ -238,7 +236,9 @@ class Hub:
                         break
                     call.outcome = fault.code or "error"
                     call.ended = time.monotonic()
-                    raise InjectedError(fault.code or "InternalError", fault.message, fault.http_status)
+                    raise InjectedError(
+                        fault.code or "InternalError", fault.message, fault.http_status
+                    )
             self.faults = [f for f in self.faults if f.remaining > 0]
         return call, timeout
 

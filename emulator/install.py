@@ -8,6 +8,7 @@ Everything here is idempotent and reversible (``uninstall``) so tests can rely o
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -85,8 +86,17 @@ def _wrap_resources_exist(original: Callable[..., bool]) -> Callable[..., bool]:
 
 def _params_of(response: BaseResponse) -> Mapping[str, Any]:
     params = getattr(response, "params", None)
-    if isinstance(params, Mapping):
+    if isinstance(params, Mapping) and (params or response.automated_parameter_parsing):
         return params
+    # JSON protocols (SSM, DynamoDB): moto leaves the parameters in the body.
+    body = getattr(response, "body", None)
+    if isinstance(body, bytes | str) and body[:1] in ("{", b"{"):
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            return data
     query = getattr(response, "querystring", {}) or {}
     return {k: (v[0] if isinstance(v, list) and len(v) == 1 else v) for k, v in query.items()}
 
@@ -95,9 +105,7 @@ def _error_response(
     response: BaseResponse, code: str, message: str, status: int
 ) -> tuple[int, dict[str, str], str]:
     """Serialize an error the way the service's protocol does, with EC2's real status."""
-    status_code, headers, body = response.serialized(
-        ActionResult(AnyServiceError(code, message))
-    )
+    _, headers, body = response.serialized(ActionResult(AnyServiceError(code, message)))
     headers = dict(headers)
     headers["status"] = str(status)
     return status, headers, body
@@ -122,6 +130,7 @@ def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[Base
             return _error_response(self, error.code, error.message, error.status)
         world.hub.after(call, int(status), _code_of(body) if int(status) >= 400 else None)
         if timeout is not None:
+            call.outcome = "timeout"
             if world.mode == "server":
                 drop_connection.flag = True
             else:

@@ -20,6 +20,8 @@ regions:
     offerings:    [{instance_type: p5.48xlarge, availability_zone: us-east-1b,
                     max_instance_count: 16, price_per_instance_hour: "31.46",
                     earliest_start: "+1d", latest_start: "+56d"}]
+    spot_prices:  [{instance_type: g6.xlarge, availability_zone: us-east-1a, price: "0.3012",
+                    at: "-2h", history: [{at: "-1d", price: "0.35"}]}]
 ```
 
 Times may be absolute (ISO 8601) or relative to the emulator clock ("+2h", "-30m", "+1d").
@@ -194,6 +196,7 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
             block.id = item["id"]
         capacity.add_existing(block, item.get("tags") or {})
         ids.reservations[item.get("name") or block.id] = block.id
+    _load_spot_prices(ec2, spec.get("spot_prices") or [], now)
     for item in spec.get("offerings") or []:
         capacity.catalogue.supply.append(
             BlockSupply(
@@ -233,7 +236,7 @@ def _existing_reservation(
         instance_match_criteria=item.get("match", "open"),
         state=item.get("state", "active"),
         seeded_used=int(item.get("used", 0)),
-        expiry_lag=float(item.get("expiry_lag_seconds", world.settings.expiry_lag_seconds)),
+        expiry_lag=(float(item["expiry_lag_seconds"]) if "expiry_lag_seconds" in item else None),
         reservation_type=item.get("reservation_type", "default"),
         capacity_block_id=new_block_id()
         if item.get("reservation_type") == "capacity-block"
@@ -254,3 +257,28 @@ class _fixed_id:
     def __exit__(self, *exc: object) -> None:
         if self._patch:
             self._patch.stop()
+
+
+# -- Spot prices (DescribeSpotPriceHistory; emulator.models.spot) ------------------------------
+
+
+def _load_spot_prices(ec2: Any, items: list[dict[str, Any]], now: datetime) -> None:
+    """``spot_prices``: the current price of a type in an AZ (``price`` at ``at``, default
+    an hour ago) and optional older points (``history: [{at, price}]``)."""
+    from .models.spot import DEFAULT_PRODUCT, spot_market
+
+    market = spot_market(ec2)
+    for item in items:
+        product = item.get("product_description", DEFAULT_PRODUCT)
+        points = [
+            {"at": item.get("at", "-1h"), "price": item["price"]},
+            *(item.get("history") or []),
+        ]
+        for point in points:
+            market.add(
+                instance_type=item["instance_type"],
+                availability_zone=item["availability_zone"],
+                price=Decimal(str(point["price"])),
+                timestamp=when(point.get("at", "-1h"), now),
+                product_description=product,
+            )

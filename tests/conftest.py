@@ -16,6 +16,8 @@ os.environ.update(
         "AWS_SESSION_TOKEN": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_REGION": "us-east-1",
+        # Scenarios name their own AMIs; moto's ~1,300 defaults cost time in every test.
+        "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
     }
 )
 for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):

@@ -86,6 +86,8 @@ class CapacityBackend:
         self.region: str = ec2.region_name
         self.reservations: dict[str, CapacityReservation] = {}
         self.tokens: dict[str, tuple[str, str]] = {}
+        # CreateLaunchTemplateVersion ClientToken -> (parameters, template id, version)
+        self.template_tokens: dict[str, tuple[str, str, int]] = {}
         self.pools: dict[tuple[str, str], Pool] = {}
         self.unsupported: set[tuple[str, str]] = set()
         self.quotas = Quotas()
@@ -123,7 +125,9 @@ class CapacityBackend:
             return name, self.zones[name]
         by_id = {v: k for k, v in self.zones.items()}
         if zone_id not in by_id:
-            raise client_error("InvalidParameterValue", f"Invalid availability zone ID: [{zone_id}]")
+            raise client_error(
+                "InvalidParameterValue", f"Invalid availability zone ID: [{zone_id}]"
+            )
         return by_id[zone_id], str(zone_id)
 
     def offered(self, availability_zone: str, instance_type: str) -> bool:
@@ -136,6 +140,11 @@ class CapacityBackend:
         return instance_type in INSTANCE_TYPES
 
     def pool(self, availability_zone: str, instance_type: str) -> Pool:
+        """The pool as of the emulator clock (expired reservations have given back theirs)."""
+        self.refresh()
+        return self._pool(availability_zone, instance_type)
+
+    def _pool(self, availability_zone: str, instance_type: str) -> Pool:
         key = (availability_zone, instance_type)
         if key not in self.pools:
             self.pools[key] = Pool(
@@ -145,7 +154,7 @@ class CapacityBackend:
 
     def set_pool(self, availability_zone: str, instance_type: str, capacity: int | None) -> Pool:
         with world.lock:
-            pool = self.pool(availability_zone, instance_type)
+            pool = self._pool(availability_zone, instance_type)
             pool.capacity = capacity
             return pool
 
@@ -155,7 +164,7 @@ class CapacityBackend:
         now = now or world.clock.now()
         with world.lock:
             for reservation in self.reservations.values():
-                old = reservation.advance(now)
+                old = reservation.advance(now, world.settings.expiry_lag_seconds)
                 if old in HOLDING_STATES and reservation.state not in HOLDING_STATES:
                     self._release_hold(reservation)
 
@@ -163,13 +172,16 @@ class CapacityBackend:
         """A reservation stopped holding: free slots go back, running instances stay."""
         if not reservation.is_capacity_block:
             free = reservation.total_instance_count - reservation.used_instance_count
-            self.pool(reservation.availability_zone, reservation.instance_type).give(max(free, 0))
+            self._pool(reservation.availability_zone, reservation.instance_type).give(max(free, 0))
             for instance_id in reservation.instances:
                 self.instance_sources[instance_id] = None
                 self.pool_instances[(reservation.availability_zone, reservation.instance_type)] += 1
         else:
+            # A Capacity Block has ended: EC2 terminates the instances still running in it.
             for instance_id in reservation.instances:
                 self.instance_sources.pop(instance_id, None)
+            if reservation.instances:
+                self.ec2.terminate_instances(sorted(reservation.instances))
         reservation.instances = set()
         reservation.seeded_used = 0
 
@@ -232,7 +244,7 @@ class CapacityBackend:
             self.quotas.check(
                 reservation.instance_type, reservation.total_instance_count, self.usage()
             )
-            pool = self.pool(reservation.availability_zone, reservation.instance_type)
+            pool = self._pool(reservation.availability_zone, reservation.instance_type)
             if not pool.can_take(reservation.total_instance_count):
                 raise insufficient_capacity(
                     reservation.instance_type, reservation.availability_zone
@@ -284,7 +296,9 @@ class CapacityBackend:
                 f"The end date ({end_date.isoformat()}) must be in the future.",
             )
         match = params.get("InstanceMatchCriteria") or "open"
-        az, az_id = self.resolve_az(params.get("AvailabilityZone"), params.get("AvailabilityZoneId"))
+        az, az_id = self.resolve_az(
+            params.get("AvailabilityZone"), params.get("AvailabilityZoneId")
+        )
         pending = world.settings.pending_seconds
         return CapacityReservation(
             id=new_reservation_id(),
@@ -306,14 +320,13 @@ class CapacityBackend:
             placement_group_arn=params.get("PlacementGroupArn"),
             state="pending" if pending > 0 else "active",
             active_at=now + timedelta(seconds=pending) if pending > 0 else None,
-            expiry_lag=world.settings.expiry_lag_seconds,
         )
 
     def add_existing(self, reservation: CapacityReservation, tags: dict[str, str]) -> None:
         """Seed a reservation that already exists (scenarios): held capacity included."""
         with world.lock:
             if reservation.holds_pool_capacity:
-                self.pool(reservation.availability_zone, reservation.instance_type).take(
+                self._pool(reservation.availability_zone, reservation.instance_type).take(
                     reservation.total_instance_count
                 )
             self.reservations[reservation.id] = reservation
@@ -325,15 +338,10 @@ class CapacityBackend:
     ) -> list[CapacityReservation]:
         with world.lock:
             self.refresh()
-            if ids:
-                found = [self.get(i) for i in ids]
-            else:
-                found = list(self.reservations.values())
+            found = [self.get(i) for i in ids] if ids else list(self.reservations.values())
             for name in filters:
                 if not (name.startswith("tag:") or name in _FILTERS):
-                    raise client_error(
-                        "InvalidParameterValue", f"The filter '{name}' is invalid"
-                    )
+                    raise client_error("InvalidParameterValue", f"The filter '{name}' is invalid")
             return [r for r in found if _matches(r, filters, self.tags_of(r.id))]
 
     def cancel_capacity_reservation(self, reservation_id: str) -> None:
@@ -365,7 +373,7 @@ class CapacityBackend:
                     "UnsupportedOperation",
                     f"You can't modify Capacity Block {reservation.id}.",
                 )
-            if reservation.state not in HOLDING_STATES:
+            if reservation.state != "active":  # AWS: "pending: can't modify in any way"
                 raise client_error(
                     "IncorrectState",
                     f"The Capacity Reservation {reservation.id} is in the "
@@ -405,7 +413,7 @@ class CapacityBackend:
                         f"({reservation.used_instance_count}).",
                     )
                 delta = count - reservation.total_instance_count
-                pool = self.pool(reservation.availability_zone, reservation.instance_type)
+                pool = self._pool(reservation.availability_zone, reservation.instance_type)
                 if delta > 0:
                     self.quotas.check(reservation.instance_type, delta, self.usage())
                     if not pool.can_take(delta):
@@ -543,7 +551,7 @@ class CapacityBackend:
                     f"in your requested Availability Zone ({request.availability_zone}).",
                 )
             self.quotas.check(request.instance_type, remaining, self.usage())
-            pool = self.pool(request.availability_zone, request.instance_type)
+            pool = self._pool(request.availability_zone, request.instance_type)
             if not pool.can_take(remaining):
                 raise insufficient_capacity(request.instance_type, request.availability_zone)
             allocations.append(
@@ -559,6 +567,10 @@ class CapacityBackend:
                 "Launches into a Capacity Block need MarketType capacity-block, and only they "
                 "may use it.",
             )
+        if reservation.is_capacity_block and reservation.state == "scheduled":
+            # AWS: launching into a Capacity Block that has not started yet answers
+            # "Insufficient Capacity" (EC2 Fleet and Capacity Blocks tutorial).
+            raise insufficient_capacity(request.instance_type, request.availability_zone)
         if reservation.state != "active":
             raise client_error(
                 "IncorrectState",
@@ -594,7 +606,7 @@ class CapacityBackend:
                     self.reservations[allocation.reservation_id].instances.add(instance_id)
                 else:
                     key = (allocation.availability_zone, allocation.instance_type)
-                    self.pool(*key).take(1)
+                    self._pool(*key).take(1)
                     self.pool_instances[key] += 1
 
     def release_instances(self, instance_ids: list[str], types: dict[str, tuple[str, str]]) -> None:
@@ -608,7 +620,7 @@ class CapacityBackend:
                     self.reservations[source].instances.discard(instance_id)
                 elif instance_id in types:
                     key = types[instance_id]
-                    self.pool(*key).give(1)
+                    self._pool(*key).give(1)
                     self.pool_instances[key] = max(self.pool_instances[key] - 1, 0)
 
 
@@ -669,4 +681,3 @@ def capacity_backend(ec2: EC2Backend) -> CapacityBackend:
                 backend = CapacityBackend(ec2)
                 ec2.__dict__["_capacity"] = backend
     return backend
-

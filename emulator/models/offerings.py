@@ -4,8 +4,9 @@ A scenario declares *supply* (an instance type in an AZ, up to N instances, book
 earliest to a latest start, at a price per instance-hour). A search for (type, count,
 duration, date range) yields one offering per daily start time where the supply still has
 ``count`` instances free over the whole block, the way EC2 offers blocks that start at
-11:30 UTC. Offering ids are derived from their terms, so a search repeated later names the
-same offering.
+11:30 UTC. Offering ids are derived from their terms and from how much of the supply has been
+sold, so a search repeated later names the same offering until a purchase from that supply
+re-issues them (the terms bought stay on offer, under a new id, while supply lasts).
 """
 
 from __future__ import annotations
@@ -85,8 +86,11 @@ class Offering:
         }
 
 
-def offering_id(region: str, index: int, count: int, start: datetime, hours: int) -> str:
-    digest = hashlib.sha256(f"{region}|{index}|{count}|{start.isoformat()}|{hours}".encode())
+def offering_id(
+    region: str, index: int, count: int, start: datetime, hours: int, sold: int = 0
+) -> str:
+    terms = f"{region}|{index}|{count}|{start.isoformat()}|{hours}|{sold}"
+    digest = hashlib.sha256(terms.encode())
     return "cb-" + digest.hexdigest()[:17]
 
 
@@ -135,7 +139,9 @@ class Catalogue:
                     continue
                 if supply.free_between(start, end) < instance_count:
                     continue
-                oid = offering_id(self.region, index, instance_count, start, duration_hours)
+                oid = offering_id(
+                    self.region, index, instance_count, start, duration_hours, len(supply.purchases)
+                )
                 if oid in self.bought:
                     continue
                 fee = supply.price_per_instance_hour * instance_count * duration_hours
@@ -154,6 +160,8 @@ class Catalogue:
                 )
                 self._issued[oid] = offer
                 offers.append(offer)
+        # Earliest first across every supply (then by zone and price): a stable order to page.
+        offers.sort(key=lambda o: (o.start, o.availability_zone, o.upfront_fee, o.id))
         return offers
 
     def take(self, oid: str, now: datetime) -> Offering:
@@ -166,7 +174,8 @@ class Catalogue:
         supply = self.supply[offer.supply_index]
         if offer.start < now or supply.free_between(offer.start, offer.end) < offer.instance_count:
             raise client_error(
-                "InvalidParameterValue", f"The Capacity Block offering '{oid}' is no longer available."
+                "InvalidParameterValue",
+                f"The Capacity Block offering '{oid}' is no longer available.",
             )
         supply.purchases.append(Purchase(offer.start, offer.end, offer.instance_count))
         self.bought.add(oid)

@@ -41,8 +41,9 @@ class CapacityReservation:
     seeded_used: int = 0
     # When a pending reservation becomes active (None: it already is).
     active_at: datetime | None = None
-    # Seconds EC2 may keep a limited reservation alive past its EndDate.
-    expiry_lag: float = 0.0
+    # Seconds EC2 may keep a limited reservation alive past its EndDate (None: the
+    # emulator's current expiry_lag_seconds setting).
+    expiry_lag: float | None = None
 
     @property
     def arn(self) -> str:
@@ -67,7 +68,7 @@ class CapacityReservation:
         """ODCRs draw from the On-Demand pool; Capacity Blocks bring their own capacity."""
         return not self.is_capacity_block and self.state in HOLDING_STATES
 
-    def advance(self, now: datetime) -> str | None:
+    def advance(self, now: datetime, default_lag: float = 0.0) -> str | None:
         """Move the state along the clock; return the old state when it changed."""
         old = self.state
         if self.state in FINAL_STATES:
@@ -82,10 +83,11 @@ class CapacityReservation:
         else:
             if self.state == "pending" and self.active_at is not None and now >= self.active_at:
                 self.state = "active"
+            lag = default_lag if self.expiry_lag is None else self.expiry_lag
             if (
                 self.end_date_type == "limited"
                 and self.end_date is not None
-                and now >= self.end_date + timedelta(seconds=self.expiry_lag)
+                and now >= self.end_date + timedelta(seconds=lag)
             ):
                 self.state = "expired"
         return old if old != self.state else None

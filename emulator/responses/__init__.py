@@ -6,8 +6,9 @@ actions up by snake_case name on that class).
 
 from .capacity_blocks import CapacityBlocks
 from .capacity_reservations import CapacityReservations
+from .discovery import Discovery
 from .launches import Launches
 
-RESPONSE_CLASSES = (CapacityReservations, CapacityBlocks, Launches)
+RESPONSE_CLASSES = (CapacityReservations, CapacityBlocks, Launches, Discovery)
 
-__all__ = ["RESPONSE_CLASSES", "CapacityBlocks", "CapacityReservations", "Launches"]
+__all__ = ["RESPONSE_CLASSES", "CapacityBlocks", "CapacityReservations", "Discovery", "Launches"]

@@ -16,15 +16,17 @@ class CapacityResponse(EC2BaseResponse):
     def capacity(self) -> CapacityBackend:
         return capacity_backend(self.ec2_backend)
 
-    def _page(self, items: list[Any], default: int = 1000) -> tuple[list[Any], str | None]:
+    def _page(
+        self, items: list[Any], default: int = 1000, maximum: int = 1000
+    ) -> tuple[list[Any], str | None]:
         """EC2-style MaxResults/NextToken over a stable list."""
         max_results = self._get_param("MaxResults")
         token = self._get_param("NextToken")
-        if max_results is not None and not 1 <= int(max_results) <= 1000:
+        if max_results is not None and not 1 <= int(max_results) <= maximum:
             raise client_error(
                 "InvalidParameterValue",
                 f"Value ({max_results}) for parameter maxResults is invalid. "
-                "Expecting a value between 1 and 1000.",
+                f"Expecting a value between 1 and {maximum}.",
             )
         start = 0
         if token:

@@ -12,7 +12,8 @@ from ._base import CapacityResponse
 
 class CapacityBlocks(CapacityResponse):
     def describe_capacity_block_offerings(self) -> ActionResult:
-        types = list(self._get_param("InstanceTypePreferences", []) or [])
+        preferences = self._get_param("InstanceTypePreferences", []) or []
+        types = [p["InstanceType"] for p in preferences if p.get("InstanceType")]
         if self._get_param("InstanceType"):
             types.append(self._get_param("InstanceType"))
         if not types:
@@ -55,8 +56,10 @@ class CapacityBlocks(CapacityResponse):
     def describe_capacity_reservation_topology(self) -> ActionResult:
         ids = self._get_param("CapacityReservationIds", [])
         self.error_on_dryrun()
-        found = self.capacity.describe_capacity_reservations(ids, {})
-        page, next_token = self._page(found, default=10)
+        found = [
+            r for r in self.capacity.describe_capacity_reservations(ids, {}) if r.network_nodes
+        ]
+        page, next_token = self._page(found, default=10, maximum=10)
         result: dict[str, object] = {
             "CapacityReservations": [
                 {
@@ -69,7 +72,6 @@ class CapacityBlocks(CapacityResponse):
                     "AvailabilityZone": r.availability_zone,
                 }
                 for r in page
-                if r.network_nodes
             ]
         }
         if next_token:

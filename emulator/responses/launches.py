@@ -9,10 +9,11 @@ the instances, so everything else moto knows about instances keeps working.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from moto.core.responses import ActionResult
-from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.exceptions import EC2ClientError, InvalidLaunchTemplateVersionNotFound
 from moto.ec2.responses.fleets import Fleets as MotoFleets
 from moto.ec2.responses.instances import InstanceResponse
 from moto.ec2.responses.launch_templates import LaunchTemplates as MotoLaunchTemplates
@@ -43,6 +44,15 @@ def _platform_of_image(ec2: Any, image_id: str | None) -> str:
     return "Linux/UNIX"
 
 
+def _version(template: Any, version: Any) -> Any:
+    """moto's ``get_version``, strict: "abc", "0" and "-1" name no version (moto would
+    raise a ValueError or index from the end)."""
+    text = str(version)
+    if text.lower() not in ("$latest", "$default") and not (text.isdigit() and int(text) >= 1):
+        raise InvalidLaunchTemplateVersionNotFound(text, template.id)
+    return template.get_version(text)
+
+
 def _template_data(ec2: Any, spec: dict[str, Any] | None) -> dict[str, Any]:
     if not spec:
         return {}
@@ -53,7 +63,7 @@ def _template_data(ec2: Any, spec: dict[str, Any] | None) -> dict[str, Any]:
         else ec2.get_launch_template_by_name(spec.get("LaunchTemplateName"))
     )
     version = spec.get("Version") or str(template.default_version_number)
-    return dict(template.get_version(version).data)
+    return dict(_version(template, version).data)
 
 
 def launch_request(
@@ -91,7 +101,7 @@ class Launches(CapacityResponse):
         low = int(self._get_param("MinCount", 1))
         high = int(self._get_param("MaxCount", low))
         with world.lock:
-            count, plan = self._largest_plan(request, low, high)
+            count, plan, _ = self._largest_plan(request, low, high)
             self.params["MinCount"] = count
             result = InstanceResponse.run_instances(self)
             reservation = result.result
@@ -100,10 +110,14 @@ class Launches(CapacityResponse):
 
     def _largest_plan(
         self, request: LaunchRequest, low: int, high: int
-    ) -> tuple[int, list[Allocation]]:
-        """EC2 launches as many as it can between MinCount and MaxCount."""
+    ) -> tuple[int, list[Allocation], EC2ClientError | EC2ServerError | None]:
+        """EC2 launches as many as it can between ``low`` and ``high``.
+
+        Returns the count, its plan and, when that is short of ``high``, the capacity error
+        that stopped the rest. Raises that error when not even ``low`` fits.
+        """
         try:
-            return high, self.capacity.plan_launch(request, high)
+            return high, self.capacity.plan_launch(request, high), None
         except (EC2ClientError, EC2ServerError) as error:
             if error.code not in CAPACITY_ERRORS or low == high:
                 raise
@@ -119,14 +133,14 @@ class Launches(CapacityResponse):
                 hi = mid - 1
         if best is None:
             raise first_error
-        return best
+        return best[0], best[1], first_error
 
     def terminate_instances(self) -> ActionResult:
         ids = self._get_param("InstanceIds", [])
         where: dict[str, tuple[str, str]] = {}
         for instance in self.ec2_backend.get_multi_instances_by_id(ids):
             if instance.state != "terminated":
-                where[instance.id] = (instance.placement, instance.instance_type)
+                where[instance.id] = (instance.availability_zone, instance.instance_type)
         result = InstanceResponse.terminate_instances(self)
         self.capacity.release_instances(list(where), where)
         return result
@@ -161,8 +175,7 @@ class Launches(CapacityResponse):
         candidates = self._fleet_candidates(options)
         with world.lock:
             placed, errors = self._place_fleet(candidates, total, single_az, single_type)
-            launched = sum(a.count for _, plan in placed for a in plan)
-            if minimum and launched < minimum:
+            if minimum and _units(placed) < minimum:
                 placed = []  # all or nothing
             fleet = self._fleet_record(total)
             instances = self._launch_fleet(fleet, placed)
@@ -178,14 +191,15 @@ class Launches(CapacityResponse):
         return ActionResult(result)
 
     def _fleet_candidates(self, options: dict[str, Any]) -> list[dict[str, Any]]:
-        """One entry per (template config × override), in the order EC2 would try them."""
+        """One entry per (template config, override), in the order EC2 would try them."""
         candidates = []
         for config in self._get_param("LaunchTemplateConfigs", []) or []:
             spec = dict(config.get("LaunchTemplateSpecification") or {})
             data = _template_data(self.ec2_backend, spec)
-            template_id = spec.get("LaunchTemplateId") or self.ec2_backend.get_launch_template_by_name(
-                spec.get("LaunchTemplateName")
-            ).id
+            template_id = (
+                spec.get("LaunchTemplateId")
+                or self.ec2_backend.get_launch_template_by_name(spec.get("LaunchTemplateName")).id
+            )
             version = spec.get("Version") or "$Default"
             for position, override in enumerate(config.get("Overrides") or [{}]):
                 merged = {**data, **{k: v for k, v in override.items() if k != "Priority"}}
@@ -226,7 +240,11 @@ class Launches(CapacityResponse):
         single_az: bool,
         single_type: bool,
     ) -> tuple[list[tuple[dict[str, Any], list[Allocation]]], list[dict[str, Any]]]:
-        """Plan the fleet; with Single* options everything lands in one AZ / one type."""
+        """Plan the fleet; with Single* options everything lands in one AZ / one type.
+
+        Each candidate in turn takes as much of what remains as its capacity allows (EC2
+        Fleet "fulfills as much capacity as it can"); what it cannot take is an error entry.
+        """
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for c in candidates:
             key = (
@@ -239,45 +257,50 @@ class Launches(CapacityResponse):
         for group in groups.values():
             placed: list[tuple[dict[str, Any], list[Allocation]]] = []
             remaining = total
-            for c in group:
-                if remaining <= 0:
-                    break
-                count = max(int(-(-remaining // c["weight"])), 1)
-                try:
-                    plan = self.capacity.plan_launch(c["request"], count)
-                except (EC2ClientError, EC2ServerError) as error:
-                    errors.append(
-                        {
-                            "LaunchTemplateAndOverrides": {
-                                "LaunchTemplateSpecification": c["spec"],
-                                "Overrides": c["override"],
-                            },
-                            "Lifecycle": "on-demand",
-                            "ErrorCode": error.code,
-                            "ErrorMessage": error.message,
-                        }
-                    )
-                    continue
-                placed.append((c, plan))
-                remaining -= int(count * c["weight"])
-                if not (single_az or single_type):
+            try:
+                for c in group:
+                    if remaining <= 0:
+                        break
+                    count = max(int(-(-remaining // c["weight"])), 1)
+                    try:
+                        launched, plan, shortfall = self._largest_plan(c["request"], 1, count)
+                    except (EC2ClientError, EC2ServerError) as error:
+                        errors.append(self._fleet_error(c, error))
+                        continue
+                    if shortfall is not None:
+                        errors.append(self._fleet_error(c, shortfall))
+                    placed.append((c, plan))
+                    remaining -= int(launched * c["weight"])
                     # planned capacity must not be planned twice within one fleet
                     self._reserve_for_planning(plan)
-            if not (single_az or single_type):
+            finally:
                 self._unreserve_for_planning([a for _, p in placed for a in p])
+            if not (single_az or single_type) or remaining <= 0:
                 return placed, errors
-            if remaining <= 0:
-                return placed, errors
-            if sum(a.count for _, p in placed for a in p) > sum(
-                a.count for _, p in best for a in p
-            ):
+            if _units(placed) > _units(best):
                 best = placed
         return best, errors
+
+    @staticmethod
+    def _fleet_error(
+        candidate: dict[str, Any], error: EC2ClientError | EC2ServerError
+    ) -> dict[str, Any]:
+        return {
+            "LaunchTemplateAndOverrides": {
+                "LaunchTemplateSpecification": candidate["spec"],
+                "Overrides": candidate["override"],
+            },
+            "Lifecycle": "on-demand",
+            "ErrorCode": error.code,
+            "ErrorMessage": error.message,
+        }
 
     def _reserve_for_planning(self, plan: list[Allocation]) -> None:
         for allocation in plan:
             if allocation.reservation_id:
-                self.capacity.reservations[allocation.reservation_id].seeded_used += allocation.count
+                self.capacity.reservations[
+                    allocation.reservation_id
+                ].seeded_used += allocation.count
             else:
                 self.capacity.pool(allocation.availability_zone, allocation.instance_type).take(
                     allocation.count
@@ -286,7 +309,9 @@ class Launches(CapacityResponse):
     def _unreserve_for_planning(self, plan: list[Allocation]) -> None:
         for allocation in plan:
             if allocation.reservation_id:
-                self.capacity.reservations[allocation.reservation_id].seeded_used -= allocation.count
+                self.capacity.reservations[
+                    allocation.reservation_id
+                ].seeded_used -= allocation.count
             else:
                 self.capacity.pool(allocation.availability_zone, allocation.instance_type).give(
                     allocation.count
@@ -367,6 +392,53 @@ class Launches(CapacityResponse):
 
     # -- CreateLaunchTemplateVersion ----------------------------------------------------
     def create_launch_template_version(self) -> ActionResult:
+        # EC2 answers a ClientToken it has seen (same parameters) with the version it made.
+        token = self._get_param("ClientToken")
+        if token:
+            fingerprint = json.dumps(
+                {k: v for k, v in self.params.items() if k not in ("ClientToken", "DryRun")},
+                sort_keys=True,
+                default=str,
+            )
+            with world.lock:
+                seen = self.capacity.template_tokens.get(token)
+                if seen is not None:
+                    if seen[0] != fingerprint:
+                        raise client_error(
+                            "IdempotentParameterMismatch",
+                            "The client token you have provided is associated with a resource "
+                            "that has different parameters.",
+                        )
+                    return self._template_version_result(seen[1], seen[2])
+                result = self._create_template_version()
+                version = result.result["LaunchTemplateVersion"]  # type: ignore[index]
+                self.capacity.template_tokens[token] = (
+                    fingerprint,
+                    version["LaunchTemplateId"],
+                    version["VersionNumber"],
+                )
+                return result
+        return self._create_template_version()
+
+    def _template_version_result(self, template_id: str, number: int) -> ActionResult:
+        template = self.ec2_backend.get_launch_template(template_id)
+        version = template.get_version(number)
+        return ActionResult(
+            {
+                "LaunchTemplateVersion": {
+                    "CreateTime": version.create_time,
+                    "CreatedBy": f"arn:{self.partition}:iam::{self.current_account}:root",
+                    "DefaultVersion": template.is_default(version),
+                    "LaunchTemplateData": version.data,
+                    "LaunchTemplateId": template.id,
+                    "LaunchTemplateName": template.name,
+                    "VersionDescription": version.description,
+                    "VersionNumber": version.number,
+                }
+            }
+        )
+
+    def _create_template_version(self) -> ActionResult:
         source = self._get_param("SourceVersion")
         if source:
             name = self._get_param("LaunchTemplateName")
@@ -376,8 +448,13 @@ class Launches(CapacityResponse):
                 if template_id
                 else self.ec2_backend.get_launch_template_by_name(name)
             )
-            base = copy.deepcopy(template.get_version(source).data)
+            base = copy.deepcopy(_version(template, source).data)
             # EC2: parameters in LaunchTemplateData replace the source's; the rest is inherited.
             base.update(self._get_param("LaunchTemplateData", {}) or {})
             self.params["LaunchTemplateData"] = base
         return MotoLaunchTemplates.create_launch_template_version(self)
+
+
+def _units(placed: list[tuple[dict[str, Any], list[Allocation]]]) -> float:
+    """Target capacity units a fleet plan fulfils (instances times their weight)."""
+    return sum(c["weight"] * sum(a.count for a in plan) for c, plan in placed)

@@ -1,0 +1,115 @@
+"""Discovery actions moto answers too loosely for the broker's ``search``/``az``/``spot``:
+
+- DescribeSpotPriceHistory: the scenario's prices (``spot_prices``) with EC2's time window
+  and real MaxResults/NextToken pages (moto: one fixed price per offering, no pages);
+- DescribeInstanceTypeOfferings: moto's offerings minus the scenario's ``unsupported`` pairs,
+  plus every pool the scenario declares, with ``*``/``?`` filters and pages;
+- DescribeInstanceTypes: moto's data in pages of at most 100, as EC2 serves it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from moto.core.responses import ActionResult
+from moto.ec2.models.instance_types import INSTANCE_TYPES
+from moto.ec2.utils import simple_aws_filter_to_re
+
+from ..exceptions import client_error
+from ..models.backend import utc
+from ..models.spot import spot_market
+from ..state import world
+from ._base import CapacityResponse
+
+_LOCATION_TYPES = ("region", "availability-zone", "availability-zone-id")
+
+
+def _matcher(values: list[str]) -> Any:
+    compiled = [re.compile(simple_aws_filter_to_re(str(v))) for v in values]
+    return lambda text: any(p.match(str(text)) for p in compiled)
+
+
+class Discovery(CapacityResponse):
+    def describe_spot_price_history(self) -> ActionResult:
+        filters = self._filters_from_querystring()
+        zone = self._get_param("AvailabilityZone")
+        zone_id = self._get_param("AvailabilityZoneId")
+        zones = []
+        if zone or zone_id:
+            zones.append(self.capacity.resolve_az(zone, zone_id)[0])
+        self.error_on_dryrun()
+        prices = spot_market(self.ec2_backend).history(
+            now=world.clock.now(),
+            instance_types=self._get_param("InstanceTypes", []) or [],
+            products=self._get_param("ProductDescriptions", []) or [],
+            availability_zones=zones,
+            start=utc(self._get_param("StartTime")),
+            end=utc(self._get_param("EndTime")),
+            filters=filters,
+        )
+        page, next_token = self._page(prices)
+        result: dict[str, object] = {"SpotPriceHistory": [p.to_dict() for p in page]}
+        if next_token:
+            result["NextToken"] = next_token
+        return ActionResult(result)
+
+    def describe_instance_type_offerings(self) -> ActionResult:
+        location_type = self._get_param("LocationType") or "region"
+        if location_type not in _LOCATION_TYPES:
+            raise client_error(
+                "InvalidParameterValue",
+                f"Value ({location_type}) for parameter locationType is invalid.",
+            )
+        filters = self._filters_from_querystring()
+        for name in filters:
+            if name not in ("instance-type", "location"):
+                raise client_error("InvalidParameterValue", f"The filter '{name}' is invalid")
+        self.error_on_dryrun()
+        offers = self._offerings(location_type)
+        for name, values in filters.items():
+            match = _matcher(values)
+            key = "InstanceType" if name == "instance-type" else "Location"
+            offers = [o for o in offers if match(o[key])]
+        page, next_token = self._page(offers)
+        result: dict[str, object] = {"InstanceTypeOfferings": page}
+        if next_token:
+            result["NextToken"] = next_token
+        return ActionResult(result)
+
+    def _offerings(self, location_type: str) -> list[dict[str, str]]:
+        capacity = self.capacity
+        zones = capacity.zones
+        # AZ-level truth: moto's offerings, less what the scenario says is not offered there,
+        # plus what the scenario gives capacity for.
+        pairs: set[tuple[str, str]] = set()
+        for offer in self.ec2_backend.describe_instance_type_offerings("availability-zone", {}):
+            pairs.add((offer["InstanceType"], offer["Location"]))
+        for zone, instance_type in capacity.pools:
+            if instance_type in INSTANCE_TYPES and zone in zones:
+                pairs.add((instance_type, zone))
+        pairs = {(t, z) for t, z in pairs if (z, t) not in capacity.unsupported}
+        if location_type == "availability-zone":
+            located = pairs
+        elif location_type == "availability-zone-id":
+            located = {(t, zones[z]) for t, z in pairs if z in zones}
+        else:
+            located = {(t, self.region) for t, _ in pairs}
+        return [
+            {"InstanceType": t, "LocationType": location_type, "Location": loc}
+            for t, loc in sorted(located)
+        ]
+
+    def describe_instance_types(self) -> ActionResult:
+        names = self._get_param("InstanceTypes", []) or []
+        filters = self._filters_from_querystring()
+        self.error_on_dryrun()
+        found = list(self.ec2_backend.describe_instance_types(names, filters))
+        if names:
+            result: dict[str, object] = {"InstanceTypes": found}
+            return ActionResult(result)
+        page, next_token = self._page(found, default=100, maximum=100)
+        result = {"InstanceTypes": page}
+        if next_token:
+            result["NextToken"] = next_token
+        return ActionResult(result)

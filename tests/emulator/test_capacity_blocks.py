@@ -1,0 +1,380 @@
+"""DescribeCapacityBlockOfferings, PurchaseCapacityBlock and the blocks they create."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from botocore.exceptions import ClientError
+from emu_helpers import NOW, SUBNET_B, error_of
+
+pytestmark = pytest.mark.emulator
+
+FIRST_START = datetime(2026, 11, 21, 11, 30, tzinfo=UTC)  # today's 11:30 UTC block start
+
+
+@pytest.fixture
+def catalogue(emu, world):
+    """p5 supply in us-east-1b (8 instances) and us-east-1a (2), bookable for 3 weeks."""
+    emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "offerings": [
+                        {
+                            "instance_type": "p5.48xlarge",
+                            "availability_zone": "us-east-1b",
+                            "max_instance_count": 8,
+                            "price_per_instance_hour": "31.46",
+                            "earliest_start": "+0h",
+                            "latest_start": "+21d",
+                        },
+                        {
+                            "instance_type": "p5.48xlarge",
+                            "availability_zone": "us-east-1a",
+                            "max_instance_count": 2,
+                            "price_per_instance_hour": "30",
+                            "earliest_start": "+2d",
+                            "latest_start": "+5d",
+                        },
+                    ]
+                }
+            }
+        }
+    )
+    return world
+
+
+def offers(ec2, count=1, hours=24, **kwargs) -> list[dict]:
+    return ec2.describe_capacity_block_offerings(
+        InstanceType=kwargs.pop("InstanceType", "p5.48xlarge"),
+        InstanceCount=count,
+        CapacityDurationHours=hours,
+        **kwargs,
+    )["CapacityBlockOfferings"]
+
+
+def buy(ec2, offering: dict, **kwargs) -> dict:
+    return ec2.purchase_capacity_block(
+        CapacityBlockOfferingId=offering["CapacityBlockOfferingId"],
+        InstancePlatform=kwargs.pop("InstancePlatform", "Linux/UNIX"),
+        **kwargs,
+    )["CapacityReservation"]
+
+
+# -- offerings -----------------------------------------------------------------------------
+def test_offerings_are_daily_blocks_sorted_by_start(catalogue, ec2):
+    found = offers(ec2, 2)
+    starts = [o["StartDate"] for o in found]
+    assert starts == sorted(starts)
+    assert starts[0] == FIRST_START
+    first = found[0]
+    assert first["CapacityBlockOfferingId"].startswith("cb-")
+    assert (first["InstanceType"], first["AvailabilityZone"]) == ("p5.48xlarge", "us-east-1b")
+    assert first["InstanceCount"] == 2
+    assert first["EndDate"] == FIRST_START + timedelta(hours=24)
+    assert first["CapacityBlockDurationHours"] == 24
+    assert first["UpfrontFee"] == "1510.08"
+    assert (first["CurrencyCode"], first["Tenancy"]) == ("USD", "default")
+    # us-east-1a's supply appears from +2d to +5d, interleaved by start date
+    a_starts = [o["StartDate"] for o in found if o["AvailabilityZone"] == "us-east-1a"]
+    assert a_starts == [FIRST_START + timedelta(days=d) for d in (2, 3, 4)]
+    assert len(found) == 21 + 3  # 1b: today and the next 20 days; 1a: 3 days
+
+
+def test_offering_ids_are_stable(catalogue, ec2):
+    assert [o["CapacityBlockOfferingId"] for o in offers(ec2)] == [
+        o["CapacityBlockOfferingId"] for o in offers(ec2)
+    ]
+    assert (
+        offers(ec2, 1)[0]["CapacityBlockOfferingId"] != offers(ec2, 2)[0]["CapacityBlockOfferingId"]
+    )
+
+
+@pytest.mark.parametrize("days", [*range(1, 15), 21, 28, 91, 175, 182])
+def test_valid_durations(catalogue, ec2, days):
+    found = offers(ec2, 1, days * 24)
+    assert found
+    assert {o["CapacityBlockDurationHours"] for o in found} == {days * 24}
+    assert all(o["EndDate"] - o["StartDate"] == timedelta(days=days) for o in found)
+
+
+@pytest.mark.parametrize("hours", [0, 1, 12, 25, 15 * 24, 20 * 24, 22 * 24, 189 * 24, 364 * 24])
+def test_invalid_durations(catalogue, ec2, hours):
+    with pytest.raises(ClientError) as exc:
+        offers(ec2, 1, hours)
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+
+
+@pytest.mark.parametrize("count", [1, 8])
+def test_instance_counts_within_supply(catalogue, ec2, count):
+    assert offers(ec2, count)
+
+
+@pytest.mark.parametrize("count", [0, 65, -1])
+def test_instance_count_must_be_1_to_64(catalogue, ec2, count):
+    with pytest.raises(ClientError) as exc:
+        offers(ec2, count)
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+
+
+def test_more_than_the_supply_has_is_no_offering(catalogue, ec2):
+    assert offers(ec2, 9) == []
+    assert offers(ec2, 1, InstanceType="trn1.32xlarge") == []
+
+
+def test_missing_instance_type_or_count(catalogue, ec2):
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_capacity_block_offerings(InstanceCount=1, CapacityDurationHours=24)
+    assert error_of(exc) == ("MissingParameter", 400)
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_capacity_block_offerings(InstanceType="p5.48xlarge", CapacityDurationHours=24)
+    assert error_of(exc) == ("MissingParameter", 400)
+
+
+def test_instance_type_preferences(catalogue, ec2, emu):
+    emu.capacity().catalogue.supply[1].instance_type = "p5e.48xlarge"
+    found = ec2.describe_capacity_block_offerings(
+        InstanceTypePreferences=[{"InstanceType": "p5e.48xlarge"}],
+        InstanceCount=1,
+        CapacityDurationHours=24,
+    )["CapacityBlockOfferings"]
+    assert {o["InstanceType"] for o in found} == {"p5e.48xlarge"}
+
+
+def test_start_and_end_date_ranges(catalogue, ec2):
+    start = NOW + timedelta(days=3)
+    found = offers(ec2, 1, StartDateRange=start)
+    assert found
+    assert min(o["StartDate"] for o in found) == FIRST_START + timedelta(days=3)
+    end = NOW + timedelta(days=5)
+    found = offers(ec2, 1, 48, EndDateRange=end)
+    assert found
+    assert all(o["EndDate"] <= end for o in found)
+    assert max(o["EndDate"] for o in found) == FIRST_START + timedelta(days=4)
+    window = offers(ec2, 1, 24, StartDateRange=start, EndDateRange=FIRST_START + timedelta(days=5))
+    assert sorted({o["StartDate"] for o in window}) == [
+        FIRST_START + timedelta(days=3),
+        FIRST_START + timedelta(days=4),
+    ]
+    assert (
+        offers(ec2, 1, 24 * 3, StartDateRange=start, EndDateRange=start + timedelta(days=2)) == []
+    )
+
+
+def test_a_start_range_in_the_past_starts_now(catalogue, ec2):
+    found = offers(ec2, 1, StartDateRange=NOW - timedelta(days=30))
+    assert found[0]["StartDate"] == FIRST_START
+
+
+def test_offerings_are_paged(catalogue, ec2):
+    everything = offers(ec2)
+    first = ec2.describe_capacity_block_offerings(
+        InstanceType="p5.48xlarge", InstanceCount=1, CapacityDurationHours=24, MaxResults=10
+    )
+    assert len(first["CapacityBlockOfferings"]) == 10
+    assert first["NextToken"]
+    paginator = ec2.get_paginator("describe_capacity_block_offerings")
+    pages = list(
+        paginator.paginate(
+            InstanceType="p5.48xlarge",
+            InstanceCount=1,
+            CapacityDurationHours=24,
+            PaginationConfig={"PageSize": 10},
+        )
+    )
+    assert [len(p["CapacityBlockOfferings"]) for p in pages] == [10, 10, 4]
+    assert [o for p in pages for o in p["CapacityBlockOfferings"]] == everything
+
+
+def test_offerings_dry_run(catalogue, ec2):
+    with pytest.raises(ClientError) as exc:
+        offers(ec2, DryRun=True)
+    assert error_of(exc) == ("DryRunOperation", 412)
+
+
+# -- purchase ------------------------------------------------------------------------------
+def test_purchase_creates_a_scheduled_capacity_block(catalogue, ec2, api):
+    offering = offers(ec2, 2)[0]
+    tags = [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "ml"}]}]
+    block = buy(ec2, offering, TagSpecifications=tags)
+    assert block["ReservationType"] == "capacity-block"
+    assert block["State"] == "scheduled"
+    assert block["CapacityBlockId"].startswith("cb-")
+    assert (block["InstanceType"], block["AvailabilityZone"]) == ("p5.48xlarge", "us-east-1b")
+    assert (block["TotalInstanceCount"], block["AvailableInstanceCount"]) == (2, 2)
+    assert (block["StartDate"], block["EndDate"]) == (offering["StartDate"], offering["EndDate"])
+    assert (block["EndDateType"], block["InstanceMatchCriteria"]) == ("limited", "targeted")
+    assert block["InstancePlatform"] == "Linux/UNIX"
+    assert block["Tags"] == [{"Key": "team", "Value": "ml"}]
+    assert api.get(block["CapacityReservationId"]) == block
+    described = ec2.describe_tags(
+        Filters=[{"Name": "resource-id", "Values": [block["CapacityReservationId"]]}]
+    )["Tags"]
+    assert [(t["ResourceType"], t["Key"], t["Value"]) for t in described] == [
+        ("capacity-reservation", "team", "ml")
+    ]
+    # a block does not take On-Demand capacity
+    assert api.pool("us-east-1b", "p5.48xlarge")["used"] == 0
+
+
+def test_purchase_of_a_block_that_starts_now_is_active(catalogue, ec2, emu):
+    emu.set_time(FIRST_START)
+    offering = offers(ec2)[0]
+    assert offering["StartDate"] == FIRST_START
+    assert buy(ec2, offering)["State"] == "active"
+
+
+def test_the_same_offering_cannot_be_bought_twice(catalogue, ec2, api):
+    offering = offers(ec2, 2)[0]
+    buy(ec2, offering)
+    with pytest.raises(ClientError) as exc:
+        buy(ec2, offering)
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+    assert len(api.all(Filters=[{"Name": "reservation-type", "Values": ["capacity-block"]}])) == 1
+    assert offering["CapacityBlockOfferingId"] not in {
+        o["CapacityBlockOfferingId"] for o in offers(ec2, 2)
+    }
+
+
+def test_a_purchase_uses_up_supply(catalogue, ec2):
+    first_day = [o for o in offers(ec2, 6) if o["StartDate"] == FIRST_START]
+    buy(ec2, first_day[0])
+    # 2 of 8 left on the first day: 3 no longer fit, 2 still do; other days are untouched
+    assert FIRST_START not in {o["StartDate"] for o in offers(ec2, 3)}
+    assert FIRST_START in {o["StartDate"] for o in offers(ec2, 2)}
+    assert FIRST_START + timedelta(days=1) in {o["StartDate"] for o in offers(ec2, 8)}
+    # a two-day block starting the day before would overlap the purchase
+    starts = {o["StartDate"] for o in offers(ec2, 3, 48)}
+    assert FIRST_START not in starts
+    assert FIRST_START + timedelta(days=1) in starts
+
+
+def test_an_offering_that_has_started_cannot_be_bought(catalogue, ec2, emu):
+    offering = offers(ec2)[0]
+    emu.advance(6 * 3600)  # past 11:30
+    with pytest.raises(ClientError) as exc:
+        buy(ec2, offering)
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+
+
+def test_unknown_offering_and_bad_platform(catalogue, ec2):
+    with pytest.raises(ClientError) as exc:
+        ec2.purchase_capacity_block(
+            CapacityBlockOfferingId="cb-0123456789abcdef0", InstancePlatform="Linux/UNIX"
+        )
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+    with pytest.raises(ClientError) as exc:
+        buy(ec2, offers(ec2)[0], InstancePlatform="Plan 9")
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+
+
+def test_purchase_dry_run_buys_nothing(catalogue, ec2, api):
+    offering = offers(ec2)[0]
+    with pytest.raises(ClientError) as exc:
+        buy(ec2, offering, DryRun=True)
+    assert error_of(exc) == ("DryRunOperation", 412)
+    assert api.all() == []
+    buy(ec2, offering)
+
+
+def test_a_purchased_block_from_purchase_to_expiry(catalogue, ec2, api, emu):
+    offering = offers(ec2, 2, 48)[0]
+    block_id = buy(ec2, offering)["CapacityReservationId"]
+    emu.set_time(offering["StartDate"])
+    assert api.get(block_id)["State"] == "active"
+    ids = api.run(
+        SUBNET_B,
+        "p5.48xlarge",
+        2,
+        InstanceMarketOptions={"MarketType": "capacity-block"},
+        CapacityReservationSpecification={
+            "CapacityReservationTarget": {"CapacityReservationId": block_id}
+        },
+    )
+    assert len(ids) == 2
+    assert api.get(block_id)["AvailableInstanceCount"] == 0
+    emu.set_time(offering["EndDate"])
+    r = api.get(block_id)
+    assert (r["State"], r["AvailableInstanceCount"]) == ("expired", 0)
+
+
+# -- topology ------------------------------------------------------------------------------
+def test_capacity_reservation_topology(emu, ec2, world):
+    # reservations without a topology come first: pages must be filled after filtering
+    ec2.create_capacity_reservation(
+        InstanceType="c5.large",
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone="us-east-1b",
+        InstanceCount=1,
+    )
+    ids = emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "capacity_blocks": [
+                        {
+                            "name": "no-topology",
+                            "instance_type": "p5.48xlarge",
+                            "availability_zone": "us-east-1b",
+                            "count": 1,
+                            "start": "-1h",
+                        }
+                    ]
+                    + [
+                        {
+                            "name": f"block-{n}",
+                            "instance_type": "p5.48xlarge",
+                            "availability_zone": "us-east-1b",
+                            "count": 1,
+                            "start": "-1h",
+                            "network_nodes": [f"nn-{n}a", f"nn-{n}b"],
+                        }
+                        for n in range(12)
+                    ]
+                }
+            }
+        }
+    )
+    one = ec2.describe_capacity_reservation_topology(
+        CapacityReservationIds=[ids.reservations["block-3"]]
+    )["CapacityReservations"]
+    assert one == [
+        {
+            "CapacityReservationId": ids.reservations["block-3"],
+            "CapacityBlockId": one[0]["CapacityBlockId"],
+            "State": "active",
+            "InstanceType": "p5.48xlarge",
+            "NetworkNodes": ["nn-3a", "nn-3b"],
+            "AvailabilityZoneId": "use1-az1",
+            "AvailabilityZone": "us-east-1b",
+        }
+    ]
+    # every page is full (up to 10) and only reservations with a topology are listed
+    seen, token, sizes = [], None, []
+    while True:
+        kwargs = {"NextToken": token} if token else {}
+        page = ec2.describe_capacity_reservation_topology(**kwargs)
+        sizes.append(len(page["CapacityReservations"]))
+        seen += [r["CapacityReservationId"] for r in page["CapacityReservations"]]
+        token = page.get("NextToken")
+        if not token:
+            break
+    assert sizes == [10, 2]
+    assert set(seen) == {ids.reservations[f"block-{n}"] for n in range(12)}
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_capacity_reservation_topology(MaxResults=11)
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+
+
+def test_the_same_terms_are_offered_again_while_supply_lasts(catalogue, ec2):
+    day_one = next(o for o in offers(ec2, 2) if o["StartDate"] == FIRST_START)
+    buy(ec2, day_one)
+    # 6 of 8 left on day one: 2 more are offered again, under a new offering id
+    again = next(o for o in offers(ec2, 2) if o["StartDate"] == FIRST_START)
+    assert again["CapacityBlockOfferingId"] != day_one["CapacityBlockOfferingId"]
+    with pytest.raises(ClientError):
+        buy(ec2, day_one)
+    buy(ec2, again)
+    buy(ec2, next(o for o in offers(ec2, 4) if o["StartDate"] == FIRST_START))
+    assert FIRST_START not in {o["StartDate"] for o in offers(ec2, 1)}  # all 8 sold

@@ -1,0 +1,308 @@
+"""Latency, EC2 token-bucket throttling, fault injection (errors and timeouts), the call log."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import botocore.retryhandler
+import pytest
+from botocore.exceptions import ClientError, ReadTimeoutError
+from emu_helpers import REGION, error_of
+
+pytestmark = pytest.mark.emulator
+
+SLOW = 0.05  # seconds: small, and only ever asserted as a lower bound
+
+
+@pytest.fixture
+def retrying(emu, client, monkeypatch):
+    """An EC2 client with botocore's retries (4 attempts), backoff without the wait."""
+    monkeypatch.setattr(botocore.retryhandler, "random", SimpleNamespace(random=lambda: 0.0))
+    return client("ec2", retries=4)
+
+
+def reservations(ec2) -> list[dict]:
+    return ec2.describe_capacity_reservations()["CapacityReservations"]
+
+
+# -- latency -------------------------------------------------------------------------------
+def test_latency_for_every_call(api, emu, ec2):
+    emu.latency(SLOW)
+    started = time.perf_counter()
+    ec2.describe_capacity_reservations()
+    assert time.perf_counter() - started >= SLOW
+    [call] = emu.calls("DescribeCapacityReservations")
+    assert call.ended - call.started >= SLOW
+
+
+def test_latency_per_action(api, emu, ec2):
+    emu.latency(0.0, {"CreateCapacityReservation": SLOW})
+    started = time.perf_counter()
+    api.reserve()
+    assert time.perf_counter() - started >= SLOW
+    emu.latency(0.0)
+    ec2.describe_capacity_reservations()
+    [call] = emu.calls("DescribeCapacityReservations")
+    assert call.outcome == "ok"
+
+
+def test_latency_applies_to_errors_too(api, emu):
+    emu.latency(SLOW)
+    started = time.perf_counter()
+    with pytest.raises(ClientError):
+        api.reserve("g6.xlarge", "us-east-1a", 1)
+    assert time.perf_counter() - started >= SLOW
+
+
+# -- throttling ----------------------------------------------------------------------------
+def test_throttling_answers_request_limit_exceeded_with_503(api, emu, ec2):
+    emu.throttle(buckets={"mutating": (2, 0.0), "non_mutating": (100, 0.0)})
+    api.reserve()
+    api.reserve()
+    with pytest.raises(ClientError) as exc:
+        api.reserve()
+    assert error_of(exc) == ("RequestLimitExceeded", 503)
+    assert len(reservations(ec2)) == 2  # the throttled call did nothing
+    assert [c.outcome for c in emu.calls("CreateCapacityReservation")] == [
+        "ok",
+        "ok",
+        "RequestLimitExceeded",
+    ]
+
+
+def test_mutating_and_non_mutating_buckets_are_independent(api, emu, ec2):
+    emu.throttle(buckets={"mutating": (1, 0.0), "non_mutating": (3, 0.0)})
+    api.reserve()
+    with pytest.raises(ClientError) as exc:
+        api.reserve()
+    assert error_of(exc) == ("RequestLimitExceeded", 503)
+    for _ in range(3):  # Describe* has its own bucket, still full
+        ec2.describe_capacity_reservations()
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_vpcs()  # any Describe shares the non-mutating bucket
+    assert error_of(exc) == ("RequestLimitExceeded", 503)
+
+
+def test_buckets_are_per_region(emu, ec2, client):
+    emu.throttle(buckets={"mutating": (1, 0.0), "non_mutating": (1, 0.0)})
+    ec2.describe_capacity_reservations()
+    with pytest.raises(ClientError):
+        ec2.describe_capacity_reservations()
+    client("ec2", "us-west-2").describe_capacity_reservations()
+
+
+def test_action_groups_can_be_overridden(api, emu, ec2):
+    emu.throttle(
+        buckets={"mutating": (100, 0.0), "non_mutating": (100, 0.0), "capacity": (1, 0.0)},
+        groups={"CreateCapacityReservation": "capacity"},
+    )
+    rid = api.reserve()["CapacityReservationId"]
+    with pytest.raises(ClientError) as exc:
+        api.reserve()
+    assert error_of(exc) == ("RequestLimitExceeded", 503)
+    ec2.modify_capacity_reservation(CapacityReservationId=rid, InstanceCount=2)  # mutating
+    ec2.cancel_capacity_reservation(CapacityReservationId=rid)
+
+
+def test_buckets_refill_and_time_scale_speeds_refill_up(emu, ec2):
+    emu.throttle(buckets={"mutating": (50, 5.0), "non_mutating": (1, 1.0)})
+    ec2.describe_capacity_reservations()
+    with pytest.raises(ClientError):  # 1 token a second: not back within milliseconds
+        ec2.describe_capacity_reservations()
+    emu.throttle(buckets={"mutating": (50, 5.0), "non_mutating": (1, 1.0)}, time_scale=100)
+    ec2.describe_capacity_reservations()
+    time.sleep(SLOW)  # 100 tokens/s: one is back after 10 ms
+    ec2.describe_capacity_reservations()
+
+
+def test_ec2_default_buckets(emu, ec2):
+    emu.throttle(time_scale=0)  # EC2's default bursts (non-mutating: 100), no refill
+    for _ in range(100):
+        ec2.describe_availability_zones()
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_availability_zones()
+    assert error_of(exc) == ("RequestLimitExceeded", 503)
+    emu.throttle(enabled=False)
+    ec2.describe_availability_zones()
+
+
+def test_throttling_is_for_ec2_only(emu, client):
+    emu.throttle(buckets={"mutating": (0, 0.0), "non_mutating": (0, 0.0)})
+    ssm = client("ssm")
+    ssm.put_parameter(Name="/p", Value="v", Type="String")
+    assert ssm.get_parameter(Name="/p")["Parameter"]["Value"] == "v"
+
+
+# -- faults: errors ------------------------------------------------------------------------
+def test_fail_the_next_call(api, emu, ec2):
+    fault = emu.fail("CreateCapacityReservation", "InsufficientInstanceCapacity")
+    with pytest.raises(ClientError) as exc:
+        api.reserve()
+    assert error_of(exc) == ("InsufficientInstanceCapacity", 500)
+    assert "Injected" in exc.value.response["Error"]["Message"]
+    assert fault.remaining == 0
+    assert reservations(ec2) == []
+    assert api.pool("us-east-1a", "c5.large")["used"] == 0
+    api.reserve()  # only the next call failed
+
+
+def test_fail_the_next_n_calls(api, emu):
+    emu.fail("CreateCapacityReservation", "InstanceLimitExceeded", times=2)
+    for _ in range(2):
+        with pytest.raises(ClientError) as exc:
+            api.reserve()
+        assert error_of(exc) == ("InstanceLimitExceeded", 400)
+    api.reserve()
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        ("InsufficientInstanceCapacity", 500),
+        ("RequestLimitExceeded", 503),
+        ("Unavailable", 503),
+        ("InternalError", 500),
+        ("UnauthorizedOperation", 400),
+        ("VcpuLimitExceeded", 400),
+    ],
+)
+def test_injected_codes_carry_ec2_statuses(api, emu, code, status):
+    emu.fail("CreateCapacityReservation", code)
+    with pytest.raises(ClientError) as exc:
+        api.reserve()
+    assert error_of(exc) == (code, status)
+
+
+def test_custom_status_and_message(api, emu):
+    emu.fail("CreateCapacityReservation", "Blocked", status=403, message="No, thank you")
+    with pytest.raises(ClientError) as exc:
+        api.reserve()
+    assert error_of(exc) == ("Blocked", 403)
+    assert exc.value.response["Error"]["Message"] == "No, thank you"
+
+
+def test_fault_conditions_on_parameters_and_region(api, emu, client):
+    emu.fail(
+        "CreateCapacityReservation",
+        "InsufficientInstanceCapacity",
+        when={"InstanceType": "m5.large"},
+    )
+    api.reserve("c5.large")  # does not match: no failure, fault kept
+    with pytest.raises(ClientError) as exc:
+        api.reserve("m5.large")
+    assert error_of(exc) == ("InsufficientInstanceCapacity", 500)
+    emu.fail("DescribeCapacityReservations", "Unavailable", region="us-west-2")
+    api.ec2.describe_capacity_reservations()
+    with pytest.raises(ClientError) as exc:
+        client("ec2", "us-west-2").describe_capacity_reservations()
+    assert error_of(exc) == ("Unavailable", 503)
+
+
+def test_any_action(api, emu, ec2):
+    emu.fail("*", "InternalError", times=2)
+    with pytest.raises(ClientError):
+        ec2.describe_vpcs()
+    with pytest.raises(ClientError):
+        api.reserve()
+    api.reserve()
+
+
+def test_clear_faults(api, emu):
+    emu.fail("CreateCapacityReservation", "InternalError", times=5)
+    emu.clear_faults()
+    api.reserve()
+
+
+def test_bad_fault_definitions(emu):
+    with pytest.raises(ValueError, match="needs a code"):
+        emu.fail("CreateCapacityReservation")
+    with pytest.raises(ValueError, match="unknown fault mode"):
+        emu.fail("CreateCapacityReservation", "X", mode="explode")
+
+
+def test_sdk_retries_ride_out_a_transient_fault(api, emu, retrying):
+    emu.fail("DescribeCapacityReservations", "RequestLimitExceeded", times=2)
+    response = retrying.describe_capacity_reservations()
+    assert response["ResponseMetadata"]["RetryAttempts"] == 2
+    assert [c.outcome for c in emu.calls("DescribeCapacityReservations")] == [
+        "RequestLimitExceeded",
+        "RequestLimitExceeded",
+        "ok",
+    ]
+
+
+# -- faults: timeouts ----------------------------------------------------------------------
+def test_a_timeout_takes_effect_and_loses_the_answer(api, emu, ec2):
+    emu.fail("CreateCapacityReservation", mode="timeout")
+    with pytest.raises(ReadTimeoutError):
+        api.reserve(count=2)
+    [reservation] = reservations(ec2)  # EC2 did create it
+    assert reservation["TotalInstanceCount"] == 2
+    assert api.pool("us-east-1a", "c5.large")["used"] == 2
+    assert [c.outcome for c in emu.calls("CreateCapacityReservation")] == ["timeout"]
+
+
+def test_sdk_retry_after_a_timeout_with_a_client_token_creates_one(api, emu, retrying):
+    emu.fail("CreateCapacityReservation", mode="timeout")
+    response = retrying.create_capacity_reservation(
+        InstanceType="c5.large",
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone="us-east-1a",
+        InstanceCount=2,
+        ClientToken="probe-1-c5.large-subnet-a",
+    )
+    assert response["ResponseMetadata"]["RetryAttempts"] == 1
+    [only] = reservations(retrying)
+    assert only["CapacityReservationId"] == response["CapacityReservation"]["CapacityReservationId"]
+    assert api.pool("us-east-1a", "c5.large")["used"] == 2
+    assert [c.outcome for c in emu.calls("CreateCapacityReservation")] == ["timeout", "ok"]
+
+
+def test_sdk_retry_after_a_timeout_without_a_client_token_creates_two(api, emu, retrying):
+    emu.fail("CreateCapacityReservation", mode="timeout")
+    retrying.create_capacity_reservation(
+        InstanceType="c5.large",
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone="us-east-1a",
+        InstanceCount=1,
+    )
+    assert len(reservations(retrying)) == 2  # why the broker always sends a ClientToken
+
+
+def test_a_timeout_on_cancel(api, emu, ec2, retrying):
+    rid = api.reserve()["CapacityReservationId"]
+    emu.fail("CancelCapacityReservation", mode="timeout")
+    with pytest.raises(ClientError) as exc:  # the retry finds it already cancelled
+        retrying.cancel_capacity_reservation(CapacityReservationId=rid)
+    assert error_of(exc) == ("IncorrectState", 400)
+    assert api.get(rid)["State"] == "cancelled"
+
+
+# -- the call log --------------------------------------------------------------------------
+def test_the_call_log(api, emu, ec2):
+    emu.clear_calls()
+    api.reserve("c5.large", "us-east-1a", 2)
+    with pytest.raises(ClientError):
+        api.reserve("g6.xlarge", "us-east-1a", 1)
+    with pytest.raises(ClientError):
+        ec2.describe_capacity_reservations(CapacityReservationIds=["cr-0123456789abcdef0"])
+    calls = emu.calls()
+    assert [(c.action, c.outcome) for c in calls] == [
+        ("CreateCapacityReservation", "ok"),
+        ("CreateCapacityReservation", "InsufficientInstanceCapacity"),
+        ("DescribeCapacityReservations", "InvalidCapacityReservationId.NotFound"),
+    ]
+    first = calls[0]
+    assert first.service == "ec2"
+    assert first.region == REGION
+    assert first.params["InstanceType"] == "c5.large"
+    assert first.params["InstanceCount"] == 2
+    assert first.ended >= first.started
+    assert [c.params["InstanceType"] for c in emu.calls("CreateCapacityReservation")] == [
+        "c5.large",
+        "g6.xlarge",
+    ]
+    assert emu.calls("CreateCapacityReservation", service="ssm") == []
+    emu.clear_calls()
+    assert emu.calls() == []

@@ -1,0 +1,113 @@
+"""moto's SSM and CloudFormation still work behind the hub, and the hub can fault them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from botocore.exceptions import ClientError, ReadTimeoutError
+from emu_helpers import error_of
+
+pytestmark = pytest.mark.emulator
+
+FLAG = "/capacity-broker/c1/configuration/FeatureFlags/EnableCapacityReservation"
+TEMPLATE = json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}})
+
+
+@pytest.fixture
+def ssm(emu, client):
+    ssm = client("ssm")
+    ssm.put_parameter(Name=FLAG, Value="true", Type="String")
+    return ssm
+
+
+@pytest.fixture
+def cfn(emu, client):
+    cfn = client("cloudformation")
+    cfn.create_stack(StackName="hpc-job-1", TemplateBody=TEMPLATE)
+    return cfn
+
+
+def test_ssm_get_parameter(ssm):
+    assert ssm.get_parameter(Name=FLAG)["Parameter"]["Value"] == "true"
+    with pytest.raises(ClientError) as exc:
+        ssm.get_parameter(Name="/capacity-broker/c1/missing")
+    assert error_of(exc) == ("ParameterNotFound", 400)
+
+
+def test_ssm_can_be_faulted(ssm, emu):
+    emu.fail("GetParameter", "ThrottlingException", service="ssm")
+    with pytest.raises(ClientError) as exc:
+        ssm.get_parameter(Name=FLAG)
+    assert error_of(exc) == ("ThrottlingException", 400)
+    assert ssm.get_parameter(Name=FLAG)["Parameter"]["Value"] == "true"
+
+
+def test_ssm_fault_on_one_parameter_only(ssm, emu):
+    ssm.put_parameter(Name="/other", Value="x", Type="String")
+    emu.fail("GetParameter", "InternalServerError", service="ssm", when={"Name": FLAG}, status=500)
+    assert ssm.get_parameter(Name="/other")["Parameter"]["Value"] == "x"
+    with pytest.raises(ClientError) as exc:
+        ssm.get_parameter(Name=FLAG)
+    assert error_of(exc) == ("InternalServerError", 500)
+
+
+def test_an_ec2_fault_does_not_touch_ssm(ssm, emu):
+    emu.fail("GetParameter", "ThrottlingException")  # service defaults to ec2
+    assert ssm.get_parameter(Name=FLAG)["Parameter"]["Value"] == "true"
+
+
+def test_ssm_timeout(ssm, emu):
+    emu.fail("PutParameter", mode="timeout", service="ssm")
+    with pytest.raises(ReadTimeoutError):
+        ssm.put_parameter(Name=FLAG, Value="false", Type="String", Overwrite=True)
+    assert ssm.get_parameter(Name=FLAG)["Parameter"]["Value"] == "false"  # it took effect
+
+
+def test_ssm_calls_are_logged(ssm, emu):
+    emu.clear_calls()
+    ssm.get_parameter(Name=FLAG)
+    [call] = emu.calls(service="ssm")
+    assert (call.action, call.params, call.outcome) == ("GetParameter", {"Name": FLAG}, "ok")
+    assert emu.calls() == []  # the default service is ec2
+
+
+def test_cloudformation_describe_stacks(cfn):
+    [stack] = cfn.describe_stacks(StackName="hpc-job-1")["Stacks"]
+    assert stack["StackStatus"] == "CREATE_COMPLETE"
+    with pytest.raises(ClientError) as exc:
+        cfn.describe_stacks(StackName="no-such-stack")
+    assert error_of(exc) == ("ValidationError", 400)
+
+
+@pytest.mark.filterwarnings("ignore:Exception\\(AnyServiceError\\)")
+def test_cloudformation_can_be_faulted(cfn, emu):
+    emu.fail("DescribeStacks", "Throttling", service="cloudformation", times=2)
+    for _ in range(2):
+        with pytest.raises(ClientError) as exc:
+            cfn.describe_stacks(StackName="hpc-job-1")
+        assert error_of(exc) == ("Throttling", 400)
+    assert cfn.describe_stacks(StackName="hpc-job-1")["Stacks"]
+    assert [c.outcome for c in emu.calls("DescribeStacks", service="cloudformation")] == [
+        "Throttling",
+        "Throttling",
+        "ok",
+    ]
+
+
+def test_cloudformation_fault_on_one_stack(cfn, emu):
+    cfn.create_stack(StackName="other", TemplateBody=TEMPLATE)
+    emu.fail(
+        "DescribeStacks", "ValidationError", service="cloudformation", when={"StackName": "other"}
+    )
+    assert cfn.describe_stacks(StackName="hpc-job-1")["Stacks"]
+    with pytest.raises(ClientError) as exc:
+        cfn.describe_stacks(StackName="other")
+    assert error_of(exc) == ("ValidationError", 400)
+
+
+def test_cloudformation_timeout(cfn, emu):
+    emu.fail("DescribeStacks", mode="timeout", service="cloudformation")
+    with pytest.raises(ReadTimeoutError):
+        cfn.describe_stacks(StackName="hpc-job-1")
+    assert cfn.describe_stacks(StackName="hpc-job-1")["Stacks"]
