@@ -161,7 +161,12 @@ class BrokerPermissions(Construct):
     def _reserve(self, draft: _PolicyDraft) -> None:
         self._describe(
             draft,
-            (*DESCRIBE_PLACEMENT, "ec2:DescribeInstances", "ec2:DescribeLaunchTemplateVersions"),
+            (
+                *DESCRIBE_PLACEMENT,
+                "ec2:DescribeInstances",
+                "ec2:DescribeLaunchTemplates",
+                "ec2:DescribeLaunchTemplateVersions",
+            ),
             region_scoped=True,
         )
         # A hold may be created in a caller's cluster placement group (placement_group_arn).
