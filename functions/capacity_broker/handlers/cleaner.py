@@ -1,0 +1,241 @@
+"""cleaner (ODCRCleaner): one handler, three triggers.
+
+- the EventBridge schedule (``detail-type: Scheduled Event``, every 5 minutes): sweep every
+  region in BROKER_REGIONS for real;
+- EventBridge ``CloudFormation Stack Status Change``: act at once on that stack's holds, in the
+  event's region;
+- a direct call ``{"action": "sweep", "dry_run": ..., "regions": [...]}`` (SweepRequest).
+
+Anything else is ``invalid_request`` before any AWS call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from functools import lru_cache
+from typing import Any, Literal
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..config import settings
+from ..domain.cleaner import Graces
+from ..logic.cleaner import REASON_METRICS, Cleaner, CleanerRun, utcnow
+from ..models import ErrorResponse, SweepRequest, invalid_request
+from ..models.common import REGION_PATTERN, STACK_NAME_PATTERN
+from ._runtime import Invocation, entry, observability, on_reset
+
+logger, metrics = observability("cleaner")
+
+SCHEDULED = "Scheduled Event"
+
+# arn:<partition>:cloudformation:<region>:<account>:stack/<name>/<uuid>
+STACK_ARN = re.compile(
+    r"^arn:aws[a-z-]*:cloudformation:(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}):[0-9]{12}"
+    r":stack/(?P<name>" + STACK_NAME_PATTERN.strip("^$") + r")/[A-Za-z0-9-]{1,64}$"
+)
+
+
+# The cleaner's "now". Integration tests put the emulator's clock here so that advancing it
+# ages reservations the way EC2 sees them.
+clock: Callable[[], datetime] = utcnow
+
+
+def _now() -> datetime:
+    return clock()
+
+
+# -- the triggers -------------------------------------------------------------------------
+
+
+class _Trigger(BaseModel):
+    """Only which EventBridge event this is; the full model is chosen from it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    detail_type: Literal["Scheduled Event", "CloudFormation Stack Status Change"] = Field(
+        alias="detail-type"
+    )
+
+
+class ScheduledEvent(EventBridgeModel):
+    """An EventBridge rule's schedule (source ``aws.events``; EventBridge Scheduler's
+    ``aws.scheduler`` is accepted too: the same sweep, whichever service fires it)."""
+
+    # EventBridge always sends "0"; the Lambda guide's sample scheduled event leaves it out.
+    version: str = "0"
+    detail_type: Literal["Scheduled Event"] = Field(alias="detail-type")
+    source: Literal["aws.events", "aws.scheduler"]
+
+
+class StackStatusDetails(BaseModel):
+    status: str = Field(pattern=r"^[A-Z_]{1,64}$")
+    status_reason: str | None = Field(default=None, alias="status-reason")
+
+
+class StackStatusChange(BaseModel):
+    """``detail`` of a Stack Status Change (CloudFormation User Guide, "Stack Status Change
+    event detail"): ``stack-id`` is the stack's ARN."""
+
+    stack_id: str = Field(alias="stack-id", max_length=512)
+    status_details: StackStatusDetails = Field(alias="status-details")
+    client_request_token: str | None = Field(default=None, alias="client-request-token")
+
+    @field_validator("stack_id")
+    @classmethod
+    def _stack_arn(cls, value: str) -> str:
+        if STACK_ARN.match(value) is None:
+            raise ValueError(
+                "must be a CloudFormation stack ARN "
+                "(arn:aws:cloudformation:<region>:<account>:stack/<name>/<id>)"
+            )
+        return value
+
+    @property
+    def stack_name(self) -> str:
+        match = STACK_ARN.match(self.stack_id)
+        if match is None:  # validated above
+            raise ValueError(self.stack_id)
+        return match["name"]
+
+
+class StackStatusChangeEvent(EventBridgeModel):
+    detail_type: Literal["CloudFormation Stack Status Change"] = Field(alias="detail-type")
+    source: Literal["aws.cloudformation"]
+    region: str = Field(pattern=REGION_PATTERN, max_length=32)
+    detail: StackStatusChange
+
+
+Trigger = SweepRequest | ScheduledEvent | StackStatusChangeEvent
+
+
+def parse_trigger(event: Any) -> Trigger:
+    """The trigger this event is, or ``pydantic.ValidationError``."""
+    if isinstance(event, Mapping) and ("detail-type" in event or "source" in event):
+        kind = _Trigger.model_validate(event).detail_type
+        model: type[ScheduledEvent | StackStatusChangeEvent] = (
+            ScheduledEvent if kind == SCHEDULED else StackStatusChangeEvent
+        )
+        return model.model_validate(event)
+    return parse(event=event, model=SweepRequest)
+
+
+# -- the handler --------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def cleaner() -> Cleaner:
+    """Built once per container (raises ValueError for a malformed grace variable)."""
+    config = settings()
+    return Cleaner(
+        config.cluster_id,
+        Graces.from_env(config.graces),
+        clock=_now,
+        max_concurrency=config.max_concurrency,
+    )
+
+
+on_reset(cleaner.cache_clear)
+
+
+@entry(logger, metrics, "cleaner")
+def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
+    try:
+        trigger = parse_trigger(event)
+    except ValidationError as error:
+        metrics.add_metric(name="CleanerInvalid", unit=MetricUnit.Count, value=1)
+        return invalid_request(error, invocation.request_id)
+    try:
+        flow = cleaner()
+    except ValueError as error:
+        # A sweep that cannot run is what the CleanerErrors alarm is for.
+        metrics.add_metric(name="CleanerErrors", unit=MetricUnit.Count, value=1)
+        return ErrorResponse(
+            request_id=invocation.request_id,
+            error_code="InvalidConfiguration",
+            message=str(error),
+        ).to_json_dict()
+
+    regions = list(invocation.settings.regions)
+    if isinstance(trigger, StackStatusChangeEvent):
+        stack_name = trigger.detail.stack_name
+        status = trigger.detail.status_details.status
+        logger.info(
+            "stack status change",
+            extra={"stack_name": stack_name, "stack_status": status, "region": trigger.region},
+        )
+        if trigger.region not in regions:
+            # Acted on anyway: the event names where the holds are; IAM has the last word.
+            logger.warning("stack event from a region outside BROKER_REGIONS")
+        run = flow.stack_event(
+            trigger.region,
+            trigger.detail.stack_id,
+            stack_name,
+            status,
+            trigger.time,
+            invocation.deadline,
+            invocation.hard_deadline,
+        )
+    elif isinstance(trigger, SweepRequest):
+        run = flow.sweep(
+            trigger.regions or regions,
+            trigger.dry_run,
+            invocation.deadline,
+            invocation.hard_deadline,
+        )
+    else:
+        run = flow.sweep(regions, False, invocation.deadline, invocation.hard_deadline)
+
+    _observe(run)
+    return run.response(invocation.request_id).to_json_dict()
+
+
+def _observe(run: CleanerRun) -> None:
+    """A log line per decision and the cleaner's metrics (EMF, flushed by ``entry``)."""
+    for record in run.records:
+        logger.info(
+            "decision",
+            extra={
+                "id": record.id,
+                "region": record.region,
+                "reason": record.reason,
+                "action": record.action,
+                "dry_run": run.dry_run,
+                "age_seconds": round(record.age_seconds, 1),
+                **({"error_code": record.error_code} if record.error_code else {}),
+            },
+        )
+    for error in run.region_errors:
+        logger.warning(
+            "region not swept",
+            extra={"region": error.region, "error_code": error.error_code, "error": error.message},
+        )
+    if run.lookup_failures:
+        logger.warning(
+            "stack lookups failed: those holds are kept until the hold limit",
+            extra={"lookup_failures": run.lookup_failures},
+        )
+
+    count = MetricUnit.Count
+    metrics.add_metric(name="ReservationsExamined", unit=count, value=run.examined)
+    metrics.add_metric(
+        name="CleanerErrors", unit=count, value=run.error_count + run.lookup_failures
+    )
+    if not run.dry_run:
+        cancelled = run.of("cancel")
+        metrics.add_metric(name="ReservationsCancelled", unit=count, value=len(cancelled))
+        for reason, name in REASON_METRICS.items():
+            value = sum(1 for r in cancelled if r.reason == reason)
+            metrics.add_metric(name=name, unit=count, value=value)
+        metrics.add_metric(name="ReservationHoursSaved", unit=count, value=run.hours_saved)
+    if run.trigger == "sweep":
+        # Only a sweep sees every owned reservation; a stack event sees one stack's holds.
+        metrics.add_metric(
+            name="OldestOwnedReservationAgeSeconds",
+            unit=MetricUnit.Seconds,
+            value=run.oldest_held_seconds,
+        )

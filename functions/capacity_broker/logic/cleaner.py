@@ -1,0 +1,450 @@
+"""cleaner (ODCRCleaner): find this cluster's reservations that should not be held any more,
+and cancel them.
+
+This module gathers facts and acts; the rules are ``domain.cleaner`` alone. A sweep lists the
+owned reservations of every region (concurrently; every page; server-side tag and state
+filters, then ``in_scope`` client-side, since a filter is a convenience and not a guarantee),
+looks up each distinct job stack once, asks ``decide`` about each reservation with one "now",
+and cancels through ``ReservationCore.release`` (the one cancel path, which refuses anything
+not owned) in parallel under the adapters' pacing and retries. A failure is recorded and the
+sweep carries on: the next sweep, five minutes later, tries again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from ..adapters.aws import AwsError, RetryPolicy
+from ..adapters.cloudformation import CloudFormation, Stack
+from ..adapters.ec2 import Ec2, Reservation
+from ..domain import cleaner as rules
+from ..domain.cleaner import STACK_UNKNOWN, CancelReason, Decision, Graces, Held, StackState
+from ..domain.clock import utc
+from ..domain.tags import TAG_CLUSTER_ID, TAG_STACK_NAME, Purpose, purpose_of
+from ..models import CleanerItem, CleanerResponse, ItemError
+from .reservations import NotOwnedError, ReservationCore
+
+Action = Literal["cancel", "keep", "failed"]
+
+# Regions listed at once. Each region has its own EC2 request budget (the pacer's buckets are
+# per region), so sweeping them side by side costs no region anything.
+MAX_REGION_WORKERS = 8
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Record:
+    """What happened to one owned reservation (one structured log line, one answer item)."""
+
+    id: str
+    region: str
+    action: Action
+    reason: str
+    age_seconds: float
+    hours_saved: float = 0.0
+    error_code: str | None = None
+    message: str | None = None
+
+
+@dataclass
+class CleanerRun:
+    """Everything one invocation did: the answer, the metrics and the log lines come from it."""
+
+    trigger: Literal["sweep", "stack_event"]
+    dry_run: bool
+    regions: list[str]
+    records: list[Record] = field(default_factory=list)
+    # Failures that are not a cancel: a region that could not be listed.
+    region_errors: list[ItemError] = field(default_factory=list)
+    # Stack lookups that failed (the holds concerned are kept; counted as CleanerErrors).
+    lookup_failures: int = 0
+    stack_name: str | None = None
+
+    @property
+    def examined(self) -> int:
+        return len(self.records)
+
+    def of(self, action: Action) -> list[Record]:
+        return [r for r in self.records if r.action == action]
+
+    @property
+    def hours_saved(self) -> float:
+        return sum(r.hours_saved for r in self.of("cancel"))
+
+    @property
+    def oldest_held_seconds(self) -> float:
+        """Age of the oldest owned reservation still held after this run (0 when none)."""
+        alive = [r.age_seconds for r in self.records if r.action != "cancel" or self.dry_run]
+        return max(alive, default=0.0)
+
+    @property
+    def error_count(self) -> int:
+        return len(self.of("failed")) + len(self.region_errors)
+
+    @property
+    def status(self) -> Literal["ok", "partial", "error"]:
+        if self.regions and len(self.region_errors) >= len(self.regions):
+            return "error"
+        return "partial" if self.error_count else "ok"
+
+    def response(self, request_id: str) -> CleanerResponse:
+        cancelled = [
+            CleanerItem(
+                id=r.id, region=r.region, reason=r.reason, hours_saved=round(r.hours_saved, 4)
+            )
+            for r in self.of("cancel")
+        ]
+        kept = [CleanerItem(id=r.id, region=r.region, reason=r.reason) for r in self.of("keep")]
+        errors = [
+            ItemError(
+                id=r.id,
+                region=r.region,
+                error_code=r.error_code,
+                message=f"could not cancel ({r.reason}): {r.message}"[:500],
+            )
+            for r in self.of("failed")
+        ] + self.region_errors
+        return CleanerResponse(
+            status=self.status,
+            request_id=request_id,
+            dry_run=self.dry_run,
+            regions=self.regions,
+            examined=self.examined,
+            cancelled=cancelled,
+            kept=kept,
+            errors=errors,
+            hours_saved=round(self.hours_saved, 4),
+            message=self._message(len(cancelled), len(kept), len(errors)),
+        )
+
+    def _message(self, cancelled: int, kept: int, errors: int) -> str:
+        where = ", ".join(self.regions)
+        verb = "would cancel" if self.dry_run else "cancelled"
+        scope = (
+            f"holds of stack {self.stack_name}" if self.trigger == "stack_event" else "reservations"
+        )
+        text = (
+            f"{'Dry run: ' if self.dry_run else ''}examined {self.examined} owned {scope} in "
+            f"{where}; {verb} {cancelled}, kept {kept}"
+        )
+        if errors:
+            text += f"; {errors} error{'s' if errors != 1 else ''} (the next sweep retries)"
+        return text
+
+
+class _Region:
+    """The adapters and the reservation core for one region (built once per container)."""
+
+    def __init__(
+        self, region: str, cluster_id: str, clock: Callable[[], datetime], retry: RetryPolicy
+    ) -> None:
+        self.ec2 = Ec2(region, retry)
+        self.stacks = CloudFormation(region, retry)
+        self.core = ReservationCore(self.ec2, cluster_id, clock=clock)
+
+
+class Cleaner:
+    def __init__(
+        self,
+        cluster_id: str,
+        graces: Graces,
+        clock: Callable[[], datetime] = utcnow,
+        max_concurrency: int = 16,
+        retry: RetryPolicy | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cluster_id = cluster_id
+        self.graces = graces
+        self.clock = clock
+        self.max_concurrency = max(1, max_concurrency)
+        self.retry = retry or RetryPolicy()
+        self.monotonic = monotonic
+        self._regions: dict[str, _Region] = {}
+        self._lock = threading.Lock()
+
+    def region(self, name: str) -> _Region:
+        with self._lock:
+            found = self._regions.get(name)
+            if found is None:
+                found = self._regions[name] = _Region(name, self.cluster_id, self.clock, self.retry)
+            return found
+
+    # -- the sweep ------------------------------------------------------------------------
+
+    def sweep(
+        self, regions: Sequence[str], dry_run: bool, deadline: float, hard_deadline: float
+    ) -> CleanerRun:
+        run = CleanerRun("sweep", dry_run, list(regions))
+        if not regions:
+            return run
+        # One pool for the EC2/CloudFormation calls of every region bounds the calls in
+        # flight; region threads only wait on it, so it cannot deadlock.
+        with (
+            ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="cleaner-io") as io,
+            ThreadPoolExecutor(
+                min(len(regions), MAX_REGION_WORKERS), thread_name_prefix="cleaner-region"
+            ) as per_region,
+        ):
+            results = list(
+                per_region.map(
+                    lambda name: self._sweep_region(name, dry_run, deadline, hard_deadline, io),
+                    regions,
+                )
+            )
+        for records, error, lookup_failures in results:
+            run.records.extend(records)
+            run.lookup_failures += lookup_failures
+            if error is not None:
+                run.region_errors.append(error)
+        return run
+
+    def _sweep_region(
+        self, name: str, dry_run: bool, deadline: float, hard_deadline: float, io: Executor
+    ) -> tuple[list[Record], ItemError | None, int]:
+        region = self.region(name)
+        try:
+            listed = region.ec2.reservations(filters=self._owned_filter(), deadline=deadline)
+        except AwsError as error:
+            return [], _region_error(name, error), 0
+        owned = self._in_scope(listed)
+        stacks, failures = self._stack_states(region, owned, deadline, io)
+        # One "now" for every decision of the region, taken after the facts were gathered:
+        # an age is never overstated by the time the listing took.
+        now = utc(self.clock())
+        decided = [
+            (reservation, held, rules.decide(held, _stack_of(held, stacks), now, self.graces))
+            for reservation, held in owned
+        ]
+        return self._act(region, decided, now, dry_run, deadline, hard_deadline, io), None, failures
+
+    def _owned_filter(self) -> dict[str, list[str]]:
+        return {f"tag:{TAG_CLUSTER_ID}": [self.cluster_id], "state": sorted(rules.ACTIVE_STATES)}
+
+    def _in_scope(self, listed: Iterable[Reservation]) -> list[tuple[Reservation, Held]]:
+        """Owned, active or pending, not a Capacity Block: checked here whatever the filter
+        let through."""
+        now = self.clock()
+        return [
+            (r, _held(r, now))
+            for r in listed
+            if rules.in_scope(r.tags, r.state, r.reservation_type, self.cluster_id)
+        ]
+
+    def _stack_states(
+        self,
+        region: _Region,
+        owned: Sequence[tuple[Reservation, Held]],
+        deadline: float,
+        io: Executor,
+    ) -> tuple[dict[str, StackState], int]:
+        """Each distinct stack named by a hold, looked up once for the whole sweep."""
+        names = sorted(
+            {
+                held.stack_name
+                for _, held in owned
+                if held.purpose is Purpose.HOLD and held.stack_name
+            }
+        )
+
+        def lookup(stack_name: str) -> StackState:
+            if self.monotonic() >= deadline:
+                return STACK_UNKNOWN
+            try:
+                found = region.stacks.stack(stack_name, deadline)
+            except AwsError:
+                return STACK_UNKNOWN
+            return found.status if isinstance(found, Stack) else found
+
+        states = dict(zip(names, io.map(lookup, names), strict=True))
+        return states, sum(1 for state in states.values() if state is STACK_UNKNOWN)
+
+    # -- acting -----------------------------------------------------------------------------
+
+    def _act(
+        self,
+        region: _Region,
+        decided: Sequence[tuple[Reservation, Held, Decision]],
+        now: datetime,
+        dry_run: bool,
+        deadline: float,
+        hard_deadline: float,
+        io: Executor,
+    ) -> list[Record]:
+        """Cancel what the decisions condemn (unless dry run), in parallel; keep the rest."""
+
+        def one(item: tuple[Reservation, Held, Decision]) -> Record:
+            reservation, held, decision = item
+            age = max(0.0, (now - utc(held.created, "created")).total_seconds())
+
+            def record(action: Action, **details: Any) -> Record:
+                return Record(
+                    id=held.id,
+                    region=held.region,
+                    action=action,
+                    reason=decision.reason,
+                    age_seconds=age,
+                    **details,
+                )
+
+            if not decision.cancel:
+                return record("keep")
+            saved = rules.hours_saved(held, now)
+            if dry_run:
+                return record("cancel", hours_saved=saved)
+            if self.monotonic() >= deadline:
+                return record(
+                    "failed",
+                    error_code="DeadlineExceeded",
+                    message="not attempted: the invocation ran out of time",
+                )
+            try:
+                region.core.release(reservation, hard_deadline)
+            except AwsError as error:
+                return record(
+                    "failed", error_code=error.code or "RequestTimeout", message=error.message[:300]
+                )
+            except NotOwnedError as error:  # in_scope said owned: never expected
+                return record("failed", error_code="NotOwned", message=str(error))
+            return record("cancel", hours_saved=saved)
+
+        records = list(io.map(one, decided))
+        return sorted(records, key=lambda r: r.id)
+
+    # -- a stack status change --------------------------------------------------------------
+
+    def stack_event(
+        self,
+        region_name: str,
+        stack_id: str,
+        stack_name: str,
+        status: str,
+        event_time: datetime | None,
+        deadline: float,
+        hard_deadline: float,
+    ) -> CleanerRun:
+        """Act at once on the holds tagged with ``stack_name`` in ``region_name``.
+
+        ``on_stack_event`` decides (consumed, orphaned, or nothing while in progress). One
+        guard: EventBridge may deliver an event late (the rule retries for an hour) and a job's
+        stack name can be reused once the old stack is gone. When CloudFormation shows, under
+        that name, another stack created after the event, the event is about its predecessor:
+        the current stack's status speaks for the holds instead.
+        """
+        run = CleanerRun("stack_event", False, [region_name], stack_name=stack_name)
+        region = self.region(region_name)
+        try:
+            listed = region.ec2.reservations(
+                filters={**self._owned_filter(), f"tag:{TAG_STACK_NAME}": [stack_name]},
+                deadline=deadline,
+            )
+        except AwsError as error:
+            run.region_errors.append(_region_error(region_name, error))
+            return run
+        holds = [
+            (r, held)
+            for r, held in self._in_scope(listed)
+            if held.purpose is Purpose.HOLD and held.stack_name == stack_name
+        ]
+        reason = rules.on_stack_event(status)
+        why_kept = f"stack {status.strip().upper()}"
+        if reason is not None and holds and event_time is not None:
+            newer = _newer(self._current_stack(region, stack_name, deadline), stack_id, event_time)
+            if newer is not None:
+                reason = rules.on_stack_event(newer.status)
+                why_kept = f"stack {newer.status} (a newer stack of that name)"
+        decision = Decision.cancel_for(reason) if reason is not None else Decision.keep(why_kept)
+        now = utc(self.clock())
+        with ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="cleaner-io") as io:
+            run.records = self._act(
+                region,
+                [(r, held, decision) for r, held in holds],
+                now,
+                False,
+                deadline,
+                hard_deadline,
+                io,
+            )
+        return run
+
+    def _current_stack(
+        self, region: _Region, stack_name: str, deadline: float
+    ) -> Stack | rules.StackLookup:
+        """The stack under this name now; a failed lookup defers to the event (UNKNOWN)."""
+        try:
+            return region.stacks.stack(stack_name, deadline)
+        except AwsError:
+            return STACK_UNKNOWN
+
+
+def _held(reservation: Reservation, now: datetime) -> Held:
+    purpose = purpose_of(reservation.tags)
+    if purpose is None:  # in_scope guarantees a purpose; this keeps the type checker honest
+        raise ValueError(f"{reservation.id} has no purpose tag")
+    # Nothing can run in a pending reservation; whatever EC2 reports as available meanwhile,
+    # a pending hold is never "consumed".
+    used = 0 if reservation.state == "pending" else max(0, reservation.used_count)
+    return Held(
+        id=reservation.id,
+        region=reservation.region,
+        purpose=purpose,
+        state=reservation.state,
+        # EC2 always sends CreateDate; without one, "brand new" is the side that spares.
+        created=reservation.created or reservation.start_date or now,
+        end_date=reservation.end_date,
+        stack_name=reservation.tags.get(TAG_STACK_NAME) or None,
+        instance_count=reservation.total_count,
+        used_count=used,
+        reservation_type=reservation.reservation_type or "default",
+    )
+
+
+def _newer(current: Stack | rules.StackLookup, stack_id: str, event_time: datetime) -> Stack | None:
+    """``current`` when it is another stack of the same name, created after the event."""
+    if (
+        isinstance(current, Stack)
+        and current.stack_id != stack_id
+        and current.created is not None
+        and utc(current.created, "CreationTime") > utc(event_time, "event time")
+    ):
+        return current
+    return None
+
+
+def _stack_of(held: Held, stacks: dict[str, StackState]) -> StackState:
+    if held.purpose is Purpose.HOLD and held.stack_name:
+        return stacks.get(held.stack_name, STACK_UNKNOWN)
+    return None
+
+
+def _region_error(region: str, error: AwsError) -> ItemError:
+    return ItemError(
+        region=region,
+        error_code=error.code or "RequestTimeout",
+        message=f"could not list the reservations of {region}: {error.message}"[:500],
+    )
+
+
+REASON_METRICS: dict[str, str] = {
+    CancelReason.PAST_END_DATE: "CancelledPastEndDate",
+    CancelReason.LEAKED_PROBE: "CancelledLeakedProbe",
+    CancelReason.CONSUMED: "CancelledConsumed",
+    CancelReason.ORPHANED: "CancelledOrphaned",
+    CancelReason.IDLE: "CancelledIdle",
+    CancelReason.STALE: "CancelledStale",
+}
+
+__all__ = [
+    "REASON_METRICS",
+    "Cleaner",
+    "CleanerRun",
+    "Record",
+]

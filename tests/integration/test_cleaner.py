@@ -1,0 +1,926 @@
+"""cleaner (ODCRCleaner) against the emulator: the issue's "Done when", one test each.
+
+The emulator's clock is frozen in most tests and handed to the cleaner (``handlers.cleaner.
+clock``), so reservation ages are exact and a dry run and the real sweep after it see the same
+world. CloudFormation is moto's: stacks reach CREATE_COMPLETE at once, other statuses are set
+on moto's stack object.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from capacity_broker.handlers import cleaner as cleaner_handler
+from capacity_broker.handlers.cleaner import handler
+from moto.cloudformation.models import cloudformation_backends
+from moto.core import DEFAULT_ACCOUNT_ID
+
+pytestmark = [
+    pytest.mark.integration,
+    # moto's serializer warns that CloudFormation's model has no AccessDenied shape.
+    pytest.mark.filterwarnings("ignore:Exception\\(AnyServiceError\\):UserWarning"),
+]
+
+CLUSTER = "demo-cluster"
+EAST, WEST = "us-east-1", "us-west-2"
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+TEMPLATE = json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}})
+PREFIX = "soca-demo-job-"
+GRACE_VARIABLES = (
+    "BROKER_PROBE_GRACE_SECONDS",
+    "BROKER_STACK_GRACE_SECONDS",
+    "BROKER_IDLE_GRACE_SECONDS",
+    "BROKER_HOLD_LIMIT_SECONDS",
+)
+
+
+# -- the world ----------------------------------------------------------------------------
+
+
+def ours(purpose: str, stack: str | None = None, cluster: str = CLUSTER) -> dict[str, str]:
+    tags = {
+        "capacity-broker:cluster-id": cluster,
+        "capacity-broker:purpose": purpose,
+        "capacity-broker:request-id": f"req-{purpose}",
+        "capacity-broker:subnet-id": "subnet-0a00000000000000a",
+    }
+    if stack:
+        tags["capacity-broker:stack-name"] = PREFIX + stack
+    return tags
+
+
+def reservation(
+    name: str,
+    tags: dict[str, str] | None,
+    created: str,
+    end: str | None,
+    az: str = "a",
+    region: str = EAST,
+    **extra: Any,
+) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "name": name,
+        "instance_type": "c7i.large",
+        "availability_zone": f"{region}{az}",
+        "count": 1,
+        "created": created,
+        "match": "targeted",
+        "tags": tags or {},
+        **extra,
+    }
+    if end is not None:
+        item["end_date"] = end
+    return item
+
+
+@dataclass
+class Inventory:
+    """A scenario plus what the contract's table says about each named reservation."""
+
+    regions: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
+    cancel: dict[str, str] = field(default_factory=dict)  # name -> reason
+    keep: dict[str, str] = field(default_factory=dict)  # name -> reason
+    foreign: set[str] = field(default_factory=set)  # never examined, never touched
+    stacks: dict[str, dict[str, str | None]] = field(default_factory=dict)  # region -> status
+
+    def add(self, region: str, item: dict[str, Any], *, block: bool = False) -> str:
+        spec = self.regions.setdefault(region, {"reservations": [], "capacity_blocks": []})
+        spec["capacity_blocks" if block else "reservations"].append(item)
+        return str(item["name"])
+
+    def cancelled(self, region: str, reason: str, item: dict[str, Any]) -> None:
+        self.cancel[self.add(region, item)] = reason
+
+    def kept(self, region: str, reason: str, item: dict[str, Any]) -> None:
+        self.keep[self.add(region, item)] = reason
+
+    def alien(self, region: str, item: dict[str, Any], *, block: bool = False) -> None:
+        self.foreign.add(self.add(region, item, block=block))
+
+    def scenario(self) -> dict[str, Any]:
+        return {"settings": {"expiry_lag_seconds": 3600}, "regions": self.regions}
+
+
+def make_stack(region: str, name: str, status: str | None) -> str:
+    """A stack in moto with the given status; ``None``: created, then deleted."""
+    client = boto3.client("cloudformation", region_name=region)
+    stack_id = client.create_stack(StackName=PREFIX + name, TemplateBody=TEMPLATE)["StackId"]
+    if status is None:
+        client.delete_stack(StackName=PREFIX + name)
+    elif status != "CREATE_COMPLETE":
+        set_stack_status(region, stack_id, status)
+    return str(stack_id)
+
+
+def set_stack_status(region: str, stack_id: str, status: str) -> None:
+    cloudformation_backends[DEFAULT_ACCOUNT_ID][region].stacks[stack_id].status = status
+
+
+def big_inventory(filler: int) -> Inventory:
+    """Every row of the contract's table in two regions, foreign reservations of every kind,
+    and ``filler`` young holds so the owned listing of us-east-1 spans pages."""
+    inv = Inventory()
+    inv.stacks = {
+        EAST: {
+            "complete": "CREATE_COMPLETE",
+            "updated": "UPDATE_COMPLETE",
+            "failed": "CREATE_FAILED",
+            "rolledback": "ROLLBACK_COMPLETE",
+            "update-rolledback": "UPDATE_ROLLBACK_COMPLETE",
+            "deleting": "DELETE_IN_PROGRESS",
+            "deleted": None,
+            "creating": "CREATE_IN_PROGRESS",
+            "denied": "CREATE_COMPLETE",  # exists, but the lookup is refused
+        },
+        WEST: {
+            "complete": "CREATE_COMPLETE",
+            "delete-failed": "DELETE_FAILED",
+            "creating": "CREATE_IN_PROGRESS",
+        },
+    }
+    r = reservation
+    first: list[tuple[str, str, str, dict[str, Any]]] = [
+        # (region, verdict, reason, item); probes end 2 min after creation, holds 5 min.
+        (EAST, "cancel", "leaked_probe", r("probe-leaked", ours("probe"), "-100s", "+20s")),
+        (EAST, "keep", "young probe", r("probe-young", ours("probe"), "-30s", "+90s")),
+        (EAST, "cancel", "past_end_date", r("probe-past-end", ours("probe"), "-10m", "-8m")),
+        (EAST, "cancel", "consumed", r("hold-complete", ours("hold", "complete"), "-60s", "+4m")),
+        (EAST, "cancel", "consumed", r("hold-complete-2", ours("hold", "complete"), "-90s", "+3m")),
+        (EAST, "cancel", "consumed", r("hold-updated", ours("hold", "updated"), "-60s", "+4m")),
+        (EAST, "cancel", "orphaned", r("hold-failed", ours("hold", "failed"), "-60s", "+4m")),
+        (
+            EAST,
+            "cancel",
+            "orphaned",
+            r("hold-rolledback", ours("hold", "rolledback"), "-60s", "+4m"),
+        ),
+        (
+            EAST,
+            "cancel",
+            "orphaned",
+            r("hold-update-rolledback", ours("hold", "update-rolledback"), "-60s", "+4m"),
+        ),
+        (EAST, "cancel", "orphaned", r("hold-deleting", ours("hold", "deleting"), "-60s", "+4m")),
+        (
+            EAST,
+            "cancel",
+            "orphaned",
+            r("hold-deleted-old", ours("hold", "deleted"), "-200s", "+100s"),
+        ),
+        (
+            EAST,
+            "keep",
+            "young hold, stack not created yet",
+            r("hold-deleted-young", ours("hold", "deleted"), "-60s", "+4m"),
+        ),
+        (EAST, "cancel", "orphaned", r("hold-never-old", ours("hold", "never"), "-200s", "+100s")),
+    ]
+    second: list[tuple[str, str, str, dict[str, Any]]] = [
+        (
+            EAST,
+            "keep",
+            "young hold, stack not created yet",
+            r("hold-never-young", ours("hold", "never"), "-60s", "+4m"),
+        ),
+        (
+            EAST,
+            "keep",
+            "stack CREATE_IN_PROGRESS",
+            r("hold-creating-young", ours("hold", "creating"), "-30s", "+270s"),
+        ),
+        # EndDates moved out (e.g. by hand): only the age rules can end these.
+        (
+            EAST,
+            "cancel",
+            "stale",
+            r("hold-creating-stale", ours("hold", "creating"), "-40m", "+10m"),
+        ),
+        (
+            EAST,
+            "keep",
+            "stack lookup failed",
+            r("hold-denied", ours("hold", "denied"), "-200s", "+100s"),
+        ),
+        (EAST, "cancel", "stale", r("hold-denied-stale", ours("hold", "denied"), "-35m", "+10m")),
+        (EAST, "cancel", "idle", r("hold-idle", ours("hold"), "-11m", "+10m")),
+        (
+            EAST,
+            "cancel",
+            "idle",
+            r("hold-idle-pending", ours("hold"), "-11m", "+10m", state="pending"),
+        ),
+        (
+            EAST,
+            "keep",
+            "young hold",
+            r("hold-pending-young", ours("hold"), "-60s", "+4m", state="pending"),
+        ),
+        (EAST, "keep", "young hold", r("hold-young", ours("hold"), "-60s", "+4m")),
+        (EAST, "cancel", "consumed", r("hold-used", ours("hold"), "-60s", "+4m", count=2, used=2)),
+        (
+            EAST,
+            "cancel",
+            "consumed",
+            r("hold-used-partly", ours("hold"), "-60s", "+4m", count=4, used=1),
+        ),
+        (EAST, "cancel", "past_end_date", r("hold-past-end", ours("hold"), "-10m", "-5m")),
+        (
+            EAST,
+            "cancel",
+            "past_end_date",
+            r("hold-past-end-creating", ours("hold", "creating"), "-10m", "-5m"),
+        ),
+        # us-west-2: its own stacks (a stack is regional: "complete" of us-east-1 is not here).
+        (
+            WEST,
+            "cancel",
+            "leaked_probe",
+            r("w-probe-leaked", ours("probe"), "-95s", "+25s", region=WEST),
+        ),
+        (
+            WEST,
+            "cancel",
+            "consumed",
+            r("w-hold-complete", ours("hold", "complete"), "-60s", "+4m", region=WEST),
+        ),
+        (
+            WEST,
+            "cancel",
+            "orphaned",
+            r("w-hold-delete-failed", ours("hold", "delete-failed"), "-60s", "+4m", region=WEST),
+        ),
+        (
+            WEST,
+            "cancel",
+            "orphaned",
+            r("w-hold-east-stack", ours("hold", "updated"), "-200s", "+100s", region=WEST),
+        ),
+        (
+            WEST,
+            "keep",
+            "stack CREATE_IN_PROGRESS",
+            r("w-hold-creating", ours("hold", "creating"), "-60s", "+4m", region=WEST),
+        ),
+        (
+            WEST,
+            "cancel",
+            "stale",
+            r("w-hold-creating-stale", ours("hold", "creating"), "-31m", "+10m", region=WEST),
+        ),
+        (WEST, "cancel", "idle", r("w-hold-idle", ours("hold"), "-20m", "+10m", region=WEST)),
+        (
+            WEST,
+            "keep",
+            "young hold",
+            r("w-hold-pending", ours("hold"), "-10s", "+290s", region=WEST, state="pending"),
+        ),
+        (
+            WEST,
+            "cancel",
+            "past_end_date",
+            r("w-hold-past-end", ours("hold"), "-20m", "-15m", region=WEST),
+        ),
+    ]
+    for region, verdict, reason, item in first:
+        (inv.cancelled if verdict == "cancel" else inv.kept)(region, reason, item)
+    for i in range(filler):
+        inv.kept(EAST, "young hold", r(f"filler-{i:04d}", ours("hold"), "-45s", "+255s"))
+    for region, verdict, reason, item in second:
+        (inv.cancelled if verdict == "cancel" else inv.kept)(region, reason, item)
+
+    # Foreign: old enough that the table would cancel them if they were ours.
+    for region in (EAST, WEST):
+        p = "" if region == EAST else "w-"
+        inv.alien(region, r(f"{p}foreign-untagged", None, "-2h", None, region=region))
+        inv.alien(
+            region,
+            r(
+                f"{p}foreign-other-cluster",
+                ours("hold", cluster="other-cluster"),
+                "-2h",
+                "+1h",
+                region=region,
+            ),
+        )
+        inv.alien(
+            region,
+            r(
+                f"{p}foreign-cluster-prefix",
+                ours("probe", cluster=CLUSTER + "-2"),
+                "-2h",
+                "+1h",
+                region=region,
+            ),
+        )
+        inv.alien(
+            region,
+            r(
+                f"{p}foreign-user-odcr",
+                {"team": "ml"},
+                "-3d",
+                None,
+                region=region,
+                match="open",
+                used=1,
+                count=2,
+            ),
+        )
+        no_purpose = ours("hold")
+        del no_purpose["capacity-broker:purpose"]
+        inv.alien(region, r(f"{p}foreign-no-purpose", no_purpose, "-2h", "+1h", region=region))
+        odd_purpose = ours("hold") | {"capacity-broker:purpose": "batch"}
+        inv.alien(region, r(f"{p}foreign-odd-purpose", odd_purpose, "-2h", "+1h", region=region))
+        # Capacity Blocks carrying this cluster's ownership tags, both ways a block appears.
+        inv.alien(
+            region,
+            {
+                "name": f"{p}block-ours",
+                "instance_type": "p5.48xlarge",
+                "availability_zone": f"{region}b",
+                "count": 2,
+                "start": "-1d",
+                "duration_hours": 48,
+                "tags": ours("hold", "complete"),
+            },
+            block=True,
+        )
+        inv.alien(
+            region,
+            {
+                "name": f"{p}block-plain",
+                "instance_type": "p5.48xlarge",
+                "availability_zone": f"{region}b",
+                "count": 1,
+                "start": "-2h",
+                "duration_hours": 24,
+            },
+            block=True,
+        )
+        inv.alien(
+            region,
+            r(
+                f"{p}block-as-reservation",
+                ours("hold"),
+                "-2h",
+                "+1h",
+                region=region,
+                reservation_type="capacity-block",
+            ),
+        )
+        # Ours, but no longer holding anything: outside the sweep's states.
+        inv.alien(
+            region,
+            r(f"{p}ours-cancelled", ours("probe"), "-2h", "+1h", region=region, state="cancelled"),
+        )
+        inv.alien(
+            region,
+            r(f"{p}ours-expired", ours("hold"), "-2h", "-1h", region=region, state="expired"),
+        )
+    return inv
+
+
+def load(broker: Any, inv: Inventory) -> dict[str, str]:
+    ids = broker.load_scenario(inv.scenario()).reservations
+    for region, stacks in inv.stacks.items():
+        for name, status in stacks.items():
+            make_stack(region, name, status)
+    return dict(ids)
+
+
+def states(region: str) -> dict[str, str]:
+    """Every reservation's state, read from the emulator's model (no API call to log)."""
+    import emulator
+
+    capacity = emulator.Emulator().capacity(region)
+    capacity.refresh()
+    return {rid: r.state for rid, r in capacity.reservations.items()}
+
+
+def all_states() -> dict[str, str]:
+    return states(EAST) | states(WEST)
+
+
+def by_id(items: list[dict[str, Any]]) -> dict[str, str]:
+    return {item["id"]: item["reason"] for item in items}
+
+
+def event(name: str, **changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((EVENTS / name).read_text(encoding="utf-8"))
+    detail = changes.pop("detail", None)
+    data.update(changes)
+    if detail:
+        data["detail"].update(detail)
+    return data
+
+
+def stack_event(stack_id: str, status: str, when: Any, region: str = EAST) -> dict[str, Any]:
+    return event(
+        "cleaner_stack_create_complete.json",
+        region=region,
+        time=when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        resources=[stack_id],
+        detail={"stack-id": stack_id, "status-details": {"status": status, "status-reason": ""}},
+    )
+
+
+def cancels(broker: Any) -> list[str]:
+    return [c.params["CapacityReservationId"] for c in broker.calls("CancelCapacityReservation")]
+
+
+@pytest.fixture
+def sweeper(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The broker fixture, sweeping both regions on the emulator's clock, with EC2 pacing
+    scaled up (the emulator's own throttling is what the throttling test exercises)."""
+    from capacity_broker.handlers._runtime import reset_container
+
+    monkeypatch.setenv("BROKER_REGIONS", f"{EAST},{WEST}")
+    monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "1000")
+    for variable in GRACE_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setattr(cleaner_handler, "clock", broker.now)
+    reset_container()
+    broker.freeze()
+    return broker
+
+
+# -- the sweep ------------------------------------------------------------------------------
+
+
+def test_a_sweep_cancels_exactly_what_the_table_says(sweeper: Any, context: Any) -> None:
+    inv = big_inventory(filler=1005)
+    ids = load(sweeper, inv)
+    sweeper.fail(
+        "DescribeStacks",
+        "AccessDenied",
+        service="cloudformation",
+        times=1000,
+        when={"StackName": PREFIX + "denied"},
+    )
+    before = all_states()
+    sweeper.clear_calls()
+
+    # A dry run first: it must change nothing and report what the real sweep then does.
+    dry = handler({"action": "sweep", "dry_run": True}, context)
+    assert dry["status"] == "ok", dry["errors"]
+    assert dry["dry_run"] is True
+    assert cancels(sweeper) == []
+    assert all_states() == before
+
+    sweeper.clear_calls()
+    answer = handler(event("cleaner_schedule.json"), context)
+    listed = sweeper.calls("DescribeCapacityReservations")
+    lookups = [(c.region, c.params["StackName"]) for c in sweeper.calls(service="cloudformation")]
+    assert answer["status"] == "ok", answer["errors"]
+    assert answer["dry_run"] is False
+    assert answer["regions"] == [EAST, WEST]
+    assert answer["errors"] == []
+    assert by_id(answer["cancelled"]) == by_id(dry["cancelled"])
+    assert by_id(answer["kept"]) == by_id(dry["kept"])
+
+    # Every owned reservation the table condemns, with its reason; every other one kept.
+    name_of = {rid: name for name, rid in ids.items()}
+    cancelled = {name_of[i]: reason for i, reason in by_id(answer["cancelled"]).items()}
+    kept = {name_of[i]: reason for i, reason in by_id(answer["kept"]).items()}
+    assert cancelled == inv.cancel
+    assert kept == inv.keep
+    assert answer["examined"] == len(inv.cancel) + len(inv.keep)
+    regions = {item["id"]: item["region"] for item in answer["cancelled"] + answer["kept"]}
+    assert {name_of[i] for i, region in regions.items() if region == WEST} == {
+        n for n in (*inv.cancel, *inv.keep) if n.startswith("w-")
+    }
+    assert answer["hours_saved"] > 0
+
+    after = all_states()
+    for name in inv.cancel:
+        assert after[ids[name]] == "cancelled", name
+    for name in inv.keep:
+        assert after[ids[name]] == before[ids[name]] in ("active", "pending"), name
+    for name in inv.foreign:
+        assert after[ids[name]] == before[ids[name]], name
+    # The call log: one cancel per condemned reservation, none for anything foreign or kept.
+    assert sorted(cancels(sweeper)) == sorted(ids[name] for name in inv.cancel)
+
+    # Every page: us-east-1's owned listing is more than one page of 1000.
+    east = [c for c in listed if c.region == EAST]
+    assert len(east) >= 2
+    assert "NextToken" in east[1].params
+    for call in listed:
+        filters = json.dumps(call.params)
+        assert f'"tag:capacity-broker:cluster-id", "Values": ["{CLUSTER}"]' in filters
+    # One DescribeStacks per distinct stack and region, however many holds share it.
+    assert len(lookups) == len(set(lookups))
+    assert (EAST, PREFIX + "complete") in lookups
+
+
+def test_the_next_sweep_finds_nothing_more_to_cancel(sweeper: Any, context: Any) -> None:
+    inv = big_inventory(filler=0)
+    load(sweeper, inv)
+    first = handler({"action": "sweep", "dry_run": False}, context)
+    assert first["status"] == "ok"
+    # Without the refused lookup, "denied" is a complete stack: its holds are consumed.
+    reasons = set(by_id(first["cancelled"]).values())
+    assert len(first["cancelled"]) == len(inv.cancel) + 1
+    assert {"stale", "consumed"} <= reasons
+    sweeper.clear_calls()
+    again = handler({"action": "sweep", "dry_run": False}, context)
+    assert again["cancelled"] == []
+    assert cancels(sweeper) == []
+    assert again["examined"] == len(inv.keep) - 1
+
+
+def test_throttling_and_failed_cancels_give_partial_then_the_next_sweep_finishes(
+    sweeper: Any, context: Any
+) -> None:
+    inv = Inventory()
+    for i in range(60):
+        inv.cancelled(
+            EAST, "leaked_probe", reservation(f"probe-{i}", ours("probe"), "-100s", "+20s")
+        )
+        inv.cancelled(
+            WEST, "idle", reservation(f"w-idle-{i}", ours("hold"), "-11m", "+10m", region=WEST)
+        )
+    ids = load(sweeper, inv)
+    # Small buckets refilled quickly (time_scale): far below what the cleaner would send.
+    sweeper.throttle(buckets={"mutating": (4, 20.0), "non_mutating": (2, 10.0)}, time_scale=5.0)
+    broken = [ids["probe-3"], ids["probe-7"], ids["w-idle-11"]]
+    for rid in broken:
+        sweeper.fail(
+            "CancelCapacityReservation",
+            "UnauthorizedOperation",
+            times=1,
+            when={"CapacityReservationId": rid},
+        )
+
+    first = handler(event("cleaner_schedule.json"), context)
+    assert first["status"] == "partial"
+    assert sorted(e["id"] for e in first["errors"]) == sorted(broken)
+    assert {e["error_code"] for e in first["errors"]} == {"UnauthorizedOperation"}
+    assert len(first["cancelled"]) == 120 - len(broken)
+    throttled = [
+        c for c in sweeper.calls("CancelCapacityReservation") if c.outcome == "RequestLimitExceeded"
+    ]
+    assert throttled, "the throttle never bit: the test proves nothing"
+    left = all_states()
+    assert sorted(rid for rid in ids.values() if left[rid] != "cancelled") == sorted(broken)
+
+    second = handler(event("cleaner_schedule.json"), context)
+    assert second["status"] == "ok", second["errors"]
+    assert sorted(item["id"] for item in second["cancelled"]) == sorted(broken)
+    assert set(all_states().values()) == {"cancelled"}
+
+
+def test_a_pending_reservation_is_examined(sweeper: Any, context: Any) -> None:
+    inv = Inventory()
+    inv.cancelled(EAST, "idle", reservation("old", ours("hold"), "-15m", "+10m", state="pending"))
+    inv.kept(EAST, "young hold", reservation("new", ours("hold"), "-1m", "+4m", state="pending"))
+    inv.cancelled(
+        EAST, "leaked_probe", reservation("probe", ours("probe"), "-2m", "+1s", state="pending")
+    )
+    ids = load(sweeper, inv)
+    answer = handler({"action": "sweep", "dry_run": False, "regions": [EAST]}, context)
+    assert answer["examined"] == 3
+    assert by_id(answer["cancelled"]) == {ids["old"]: "idle", ids["probe"]: "leaked_probe"}
+    assert by_id(answer["kept"]) == {ids["new"]: "young hold"}
+    assert states(EAST)[ids["new"]] == "pending"
+
+
+def test_a_failed_stack_lookup_keeps_a_hold_and_a_missing_stack_orphans_it(
+    sweeper: Any, context: Any
+) -> None:
+    inv = Inventory()
+    # Its EndDate was moved out (by hand): only the age rules can end it.
+    inv.kept(EAST, "", reservation("looked-up", ours("hold", "flaky"), "-200s", "+1h"))
+    inv.kept(EAST, "", reservation("missing", ours("hold", "never"), "-100s", "+200s"))
+    ids = load(sweeper, inv)
+    make_stack(EAST, "flaky", "CREATE_COMPLETE")
+    sweeper.fail(
+        "DescribeStacks",
+        "AccessDenied",
+        service="cloudformation",
+        times=100,
+        when={"StackName": PREFIX + "flaky"},
+    )
+
+    answer = handler({"action": "sweep", "dry_run": False, "regions": [EAST]}, context)
+    assert by_id(answer["kept"]) == {
+        ids["looked-up"]: "stack lookup failed",
+        ids["missing"]: "young hold, stack not created yet",
+    }
+    assert answer["cancelled"] == []
+    assert answer["status"] == "ok"
+
+    # 100 s later the missing stack is past the stack grace (180 s); the failed lookup still
+    # keeps its hold, whose stack (had we seen it) is complete.
+    sweeper.advance(100)
+    answer = handler({"action": "sweep", "dry_run": False, "regions": [EAST]}, context)
+    assert by_id(answer["cancelled"]) == {ids["missing"]: "orphaned"}
+    assert by_id(answer["kept"]) == {ids["looked-up"]: "stack lookup failed"}
+
+    # Age alone condemns it in the end: past the hold limit (30 min), stale.
+    sweeper.advance(30 * 60)
+    answer = handler({"action": "sweep", "dry_run": False, "regions": [EAST]}, context)
+    assert by_id(answer["cancelled"]) == {ids["looked-up"]: "stale"}
+
+
+def test_the_emulator_clock_ages_reservations(sweeper: Any, context: Any) -> None:
+    inv = Inventory()
+    inv.kept(EAST, "young probe", reservation("probe", ours("probe"), "-30s", "+90s"))
+    ids = load(sweeper, inv)
+    sweep = {"action": "sweep", "dry_run": False, "regions": [EAST]}
+    assert by_id(handler(sweep, context)["kept"]) == {ids["probe"]: "young probe"}
+    sweeper.advance(61)
+    assert by_id(handler(sweep, context)["cancelled"]) == {ids["probe"]: "leaked_probe"}
+
+
+def test_graces_come_from_the_environment(
+    sweeper: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from capacity_broker.handlers._runtime import reset_container
+
+    monkeypatch.setenv("BROKER_IDLE_GRACE_SECONDS", "30")
+    reset_container()
+    inv = Inventory()
+    inv.cancelled(EAST, "idle", reservation("idle", ours("hold"), "-45s", "+255s"))
+    ids = load(sweeper, inv)
+    answer = handler({"action": "sweep", "dry_run": False, "regions": [EAST]}, context)
+    assert by_id(answer["cancelled"]) == {ids["idle"]: "idle"}
+
+    monkeypatch.setenv("BROKER_IDLE_GRACE_SECONDS", "ten minutes")
+    reset_container()
+    sweeper.clear_calls()
+    broken = handler({"action": "sweep", "dry_run": False}, context)
+    assert broken["status"] == "error"
+    assert broken["error_code"] == "InvalidConfiguration"
+    assert "BROKER_IDLE_GRACE_SECONDS" in broken["message"]
+    assert sweeper.calls() == []
+
+
+def test_a_region_that_cannot_be_listed_is_reported_and_the_others_are_swept(
+    sweeper: Any, context: Any
+) -> None:
+    inv = Inventory()
+    inv.cancelled(EAST, "idle", reservation("east", ours("hold"), "-11m", "+10m"))
+    inv.cancelled(WEST, "idle", reservation("west", ours("hold"), "-11m", "+10m", region=WEST))
+    ids = load(sweeper, inv)
+    sweeper.fail("DescribeCapacityReservations", "UnauthorizedOperation", region=WEST, times=5)
+    answer = handler(event("cleaner_schedule.json"), context)
+    assert answer["status"] == "partial", answer
+    assert by_id(answer["cancelled"]) == {ids["east"]: "idle"}
+    (error,) = answer["errors"]
+    assert error["region"] == WEST
+    assert error["error_code"] == "UnauthorizedOperation"
+    assert states(WEST)[ids["west"]] == "active"
+    assert not any(c.region == WEST for c in sweeper.calls("CancelCapacityReservation"))
+
+
+def test_a_reservation_already_gone_counts_as_cancelled(sweeper: Any, context: Any) -> None:
+    inv = Inventory()
+    inv.cancelled(EAST, "leaked_probe", reservation("probe", ours("probe"), "-100s", "+20s"))
+    ids = load(sweeper, inv)
+    # Someone else cancelled it between our listing and our cancel.
+    sweeper.fail("CancelCapacityReservation", "IncorrectState", times=1)
+    answer = handler({"action": "sweep", "dry_run": False, "regions": [EAST]}, context)
+    assert answer["status"] == "ok"
+    assert by_id(answer["cancelled"]) == {ids["probe"]: "leaked_probe"}
+
+
+def test_a_sweep_only_lists_the_regions_it_is_given(sweeper: Any, context: Any) -> None:
+    load(sweeper, big_inventory(filler=0))
+    sweeper.clear_calls()
+    answer = handler(event("cleaner_sweep.json"), context)
+    assert answer["regions"] == [EAST]
+    assert answer["dry_run"] is True
+    assert {c.region for c in sweeper.calls("DescribeCapacityReservations")} == {EAST}
+    assert cancels(sweeper) == []
+
+
+def test_regions_and_cancels_run_concurrently(sweeper: Any, context: Any) -> None:
+    inv = Inventory()
+    for i in range(8):
+        inv.cancelled(EAST, "idle", reservation(f"e{i}", ours("hold"), "-11m", "+10m"))
+        inv.cancelled(WEST, "idle", reservation(f"w{i}", ours("hold"), "-11m", "+10m", region=WEST))
+    load(sweeper, inv)
+    handler({"action": "sweep", "dry_run": True}, context)  # warm the clients
+    sweeper.latency(0.25)
+    started = time.perf_counter()
+    answer = handler({"action": "sweep", "dry_run": False}, context)
+    elapsed = time.perf_counter() - started
+    assert len(answer["cancelled"]) == 16
+    # One after the other: 2 listings + 16 cancels = 4.5 s. Side by side: about 0.5 s.
+    assert elapsed < 2.0
+
+
+def test_cancels_not_started_before_the_deadline_are_reported(sweeper: Any) -> None:
+    from capacity_broker.domain.cleaner import Graces
+    from capacity_broker.logic.cleaner import Cleaner
+
+    inv = Inventory()
+    inv.cancelled(EAST, "idle", reservation("idle", ours("hold"), "-11m", "+10m"))
+    ids = load(sweeper, inv)
+    flow = Cleaner(CLUSTER, Graces(), clock=sweeper.now, monotonic=lambda: 1e12)
+    run = flow.sweep([EAST], dry_run=False, deadline=0.0, hard_deadline=0.0)
+    answer = run.response("late").to_json_dict()
+    assert answer["status"] == "partial"
+    (error,) = answer["errors"]
+    assert (error["id"], error["error_code"]) == (ids["idle"], "DeadlineExceeded")
+    assert cancels(sweeper) == []
+
+
+# -- stack status change events ----------------------------------------------------------------
+
+
+def stack_world(broker: Any, status: str) -> tuple[dict[str, str], str]:
+    """Two young holds of soca-demo-job-1234 (which the sweep keeps), one of another stack,
+    and a young probe."""
+    inv = Inventory()
+    inv.kept(EAST, "", reservation("a", ours("hold", "1234"), "-30s", "+270s"))
+    inv.kept(EAST, "", reservation("b", ours("hold", "1234"), "-20s", "+280s", az="b"))
+    inv.kept(EAST, "", reservation("other", ours("hold", "5678"), "-30s", "+270s"))
+    inv.kept(EAST, "", reservation("probe", ours("probe"), "-10s", "+110s"))
+    inv.alien(
+        EAST,
+        reservation("block", ours("hold", "1234"), "-1h", "+1d", reservation_type="capacity-block"),
+    )
+    inv.alien(EAST, reservation("foreign", ours("hold", "1234", cluster="other"), "-1h", "+1h"))
+    ids = load(broker, inv)
+    stack_id = make_stack(EAST, "1234", status)
+    make_stack(EAST, "5678", "CREATE_IN_PROGRESS")
+    return ids, stack_id
+
+
+@pytest.mark.parametrize(
+    ("sample", "status", "reason"),
+    [
+        ("cleaner_stack_create_complete.json", "CREATE_COMPLETE", "consumed"),
+        ("cleaner_stack_rollback_complete.json", "ROLLBACK_COMPLETE", "orphaned"),
+        ("cleaner_stack_delete_complete.json", None, "orphaned"),
+    ],
+)
+def test_a_stack_status_change_cancels_that_stacks_holds_at_once(
+    sweeper: Any, context: Any, sample: str, status: str | None, reason: str
+) -> None:
+    ids, stack_id = stack_world(sweeper, "CREATE_IN_PROGRESS")
+    swept = handler({"action": "sweep", "dry_run": False, "regions": [EAST]}, context)
+    assert swept["cancelled"] == []  # young, stack in progress: the sweep keeps them
+
+    # The stack finishes (or fails, or is deleted); its event arrives.
+    if status is None:
+        boto3.client("cloudformation", region_name=EAST).delete_stack(StackName=PREFIX + "1234")
+    else:
+        set_stack_status(EAST, stack_id, status)
+    sweeper.clear_calls()
+    answer = handler(event(sample), context)
+    assert answer["status"] == "ok", answer
+    assert by_id(answer["cancelled"]) == {ids["a"]: reason, ids["b"]: reason}
+    assert answer["kept"] == []
+    assert answer["examined"] == 2
+    assert answer["regions"] == [EAST]
+    assert sorted(cancels(sweeper)) == sorted([ids["a"], ids["b"]])
+    # Found by its stack-name tag, in one listing: not a sweep of everything.
+    (listing,) = sweeper.calls("DescribeCapacityReservations")
+    assert "capacity-broker:stack-name" in json.dumps(listing.params)
+    left = states(EAST)
+    assert left[ids["other"]] == left[ids["probe"]] == left[ids["block"]] == "active"
+    assert left[ids["foreign"]] == "active"
+
+
+@pytest.mark.parametrize("status", ["CREATE_IN_PROGRESS", "UPDATE_IN_PROGRESS"])
+def test_an_in_progress_stack_event_changes_nothing(
+    sweeper: Any, context: Any, status: str
+) -> None:
+    ids, stack_id = stack_world(sweeper, status)
+    sweeper.clear_calls()
+    answer = handler(stack_event(stack_id, status, sweeper.now()), context)
+    assert answer["status"] == "ok"
+    assert answer["cancelled"] == []
+    assert by_id(answer["kept"]) == {ids["a"]: f"stack {status}", ids["b"]: f"stack {status}"}
+    assert cancels(sweeper) == []
+
+
+def test_a_late_event_about_a_previous_stack_of_the_same_name_spares_the_new_one(
+    sweeper: Any, context: Any
+) -> None:
+    old = make_stack(EAST, "1234", "CREATE_COMPLETE")
+    deleted_at = sweeper.now() - timedelta(hours=1)
+    boto3.client("cloudformation", region_name=EAST).delete_stack(StackName=PREFIX + "1234")
+    # The job is retried under the same stack name; its new stack is being created.
+    ids, _ = stack_world(sweeper, "CREATE_IN_PROGRESS")
+    answer = handler(stack_event(old, "DELETE_COMPLETE", deleted_at), context)
+    assert answer["cancelled"] == []
+    reasons = set(by_id(answer["kept"]).values())
+    assert reasons == {"stack CREATE_IN_PROGRESS (a newer stack of that name)"}
+    assert states(EAST)[ids["a"]] == "active"
+
+
+def test_a_stack_event_acts_in_the_events_region(sweeper: Any, context: Any) -> None:
+    inv = Inventory()
+    inv.kept(EAST, "", reservation("east", ours("hold", "1234"), "-30s", "+270s"))
+    inv.kept(WEST, "", reservation("west", ours("hold", "1234"), "-30s", "+270s", region=WEST))
+    ids = load(sweeper, inv)
+    west = make_stack(WEST, "1234", "CREATE_FAILED")
+    answer = handler(stack_event(west, "CREATE_FAILED", sweeper.now(), region=WEST), context)
+    assert by_id(answer["cancelled"]) == {ids["west"]: "orphaned"}
+    assert states(EAST)[ids["east"]] == "active"
+
+
+# -- what is not a trigger --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(EVENTS.glob("cleaner_*.json")), ids=lambda p: p.name)
+def test_every_sample_event_is_a_valid_trigger(sweeper: Any, context: Any, path: Path) -> None:
+    answer = handler(json.loads(path.read_text(encoding="utf-8")), context)
+    assert answer["status"] == "ok", answer
+    assert answer["message"]
+
+
+SCHEDULE = json.loads((EVENTS / "cleaner_schedule.json").read_text(encoding="utf-8"))
+STACK = json.loads((EVENTS / "cleaner_stack_create_complete.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {},
+        [],
+        "sweep",
+        {"action": "purge"},
+        {"action": "sweep", "dry_run": "false"},
+        {"action": "sweep", "dry_run": False, "regions": ["Mars-1"]},
+        {"action": "sweep", "dry_run": False, "regions": []},
+        {"action": "sweep", "dry_run": False, "force": True},
+        SCHEDULE | {"detail-type": "EC2 Instance State-change Notification"},
+        SCHEDULE | {"source": "aws.ec2"},
+        SCHEDULE | {"detail-type": None},
+        STACK | {"source": "aws.events"},
+        STACK
+        | {"detail": {"stack-id": "teststack", "status-details": {"status": "CREATE_COMPLETE"}}},
+        STACK | {"detail": {"stack-id": STACK["detail"]["stack-id"]}},
+        STACK | {"region": "nowhere"},
+        {k: v for k, v in STACK.items() if k != "time"},
+    ],
+)
+def test_anything_else_is_an_invalid_request_and_changes_nothing(
+    sweeper: Any, context: Any, bad: Any
+) -> None:
+    sweeper.clear_calls()
+    answer = handler(bad, context)
+    assert answer["status"] == "invalid_request", answer
+    assert answer["errors"]
+    assert sweeper.calls() == []
+    assert sweeper.calls(service="cloudformation") == []
+
+
+# -- observability ----------------------------------------------------------------------------
+
+
+def test_metrics_and_a_log_line_per_decision(
+    sweeper: Any, context: Any, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    inv = Inventory()
+    inv.cancelled(EAST, "leaked_probe", reservation("probe", ours("probe"), "-100s", "+20s"))
+    inv.cancelled(EAST, "idle", reservation("idle", ours("hold"), "-12m", "+10m", count=3))
+    inv.kept(EAST, "young hold", reservation("young", ours("hold"), "-20s", "+280s"))
+    ids = load(sweeper, inv)
+    sweeper.fail(
+        "CancelCapacityReservation",
+        "UnauthorizedOperation",
+        when={"CapacityReservationId": ids["probe"]},
+    )
+    capsys.readouterr()
+    answer = handler({"action": "sweep", "dry_run": False, "regions": [EAST]}, context)
+    assert answer["status"] == "partial"
+    lines = [
+        json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")
+    ]
+
+    (blob,) = [line for line in lines if "_aws" in line]
+    emf = {k: v[0] if isinstance(v, list) and len(v) == 1 else v for k, v in blob.items()}
+    (directive,) = emf["_aws"]["CloudWatchMetrics"]
+    assert directive["Namespace"] == "CapacityBroker"
+    assert emf["service"] == "cleaner"
+    assert emf["ReservationsExamined"] == 3
+    assert emf["ReservationsCancelled"] == 1
+    assert emf["CancelledIdle"] == 1
+    assert emf["CancelledLeakedProbe"] == 0
+    assert emf["CleanerErrors"] == 1
+    # The failed probe is the oldest reservation still held: 100 s.
+    assert emf["OldestOwnedReservationAgeSeconds"] == pytest.approx(100, abs=1)
+    # 3 unused instances x (EndDate in 10 min + 30 min expected enforcement lag).
+    assert emf["ReservationHoursSaved"] == pytest.approx(3 * 40 / 60, rel=0.01)
+
+    # Powertools' logger writes its JSON to the stdout it found at import; its records also
+    # reach the standard logging tree, where caplog sees the structured fields.
+    decisions = {r.id: r for r in caplog.records if r.getMessage() == "decision"}
+    assert set(decisions) == set(ids.values())
+    idle = decisions[ids["idle"]]
+    assert (idle.action, idle.reason, idle.region, idle.dry_run) == ("cancel", "idle", EAST, False)
+    assert decisions[ids["probe"]].action == "failed"
+    assert decisions[ids["probe"]].error_code == "UnauthorizedOperation"
+    assert decisions[ids["young"]].action == "keep"
