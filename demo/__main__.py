@@ -30,6 +30,8 @@ def main() -> int:
             "\n[bold]3. HPC: hold a job's nodes, point its template at the hold, launch[/]"
         )
         broker_story.hold(console, emu)
+        console.print("\n[bold]4. A leaked reservation, and the cleaner that ends it[/]")
+        broker_story.leak_and_clean(console, emu)
     console.print(Rule("done: the emulator process has stopped"))
     return 0
 

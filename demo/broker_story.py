@@ -106,3 +106,33 @@ def hold(console: Console, emu: RemoteEmulator) -> None:
         f"; the hold {placed['id']} was released once they ran"
     )
     assert answer["status"] == "provisioned", answer
+
+
+def leak_and_clean(console: Console, emu: RemoteEmulator) -> None:
+    """A probe whose cancel fails leaves a billable reservation; the cleaner's sweep ends it."""
+    emu.fail("CancelCapacityReservation", "UnauthorizedOperation", times=20)
+    leaked = invoke("probe", event("probe"))
+    emu.clear_faults()
+    stuck = next(a["reservation_id"] for a in leaked["attempts"] if a.get("reservation_id"))
+    console.print(
+        f"  probe answered [bold]{leaked['status']}[/] but its cancel was refused: "
+        f"cleanup={leaked.get('cleanup')}, {stuck} is still active (and billing)"
+    )
+    emu.advance(100)  # past the cleaner's 90 s probe grace
+    import capacity_broker.handlers.cleaner as cleaner
+
+    # The function's clock must agree with the world's, which the demo moved forward.
+    cleaner.clock = emu.now
+    try:
+        swept = invoke("cleaner", event("cleaner_schedule"))
+    finally:
+        cleaner.clock = cleaner.utcnow
+        emu.reset_clock()
+    for item in swept["cancelled"]:
+        console.print(f"  cleaner (5-minute schedule) cancelled {item['id']}: {item['reason']}")
+    kept = len(swept["kept"])
+    console.print(
+        f"  ← [bold]{swept['status']}[/]: examined {swept['examined']} owned reservations, "
+        f"kept {kept}; the team's own ODCR and the Capacity Blocks were never examined"
+    )
+    assert any(item["id"] == stuck for item in swept["cancelled"]), swept
