@@ -6,6 +6,7 @@ creates must not both win the last slot of a pool.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from moto.core.utils import get_service_model
 from moto.ec2.models import EC2Backend
 from moto.ec2.utils import random_id, simple_aws_filter_to_re
 
@@ -27,26 +29,14 @@ from .offerings import Catalogue
 from .pools import Pool, Quotas
 from .reservations import HOLDING_STATES, CapacityReservation, filter_value
 
-PLATFORMS = (
-    "Linux/UNIX",
-    "Red Hat Enterprise Linux",
-    "SUSE Linux",
-    "Windows",
-    "Windows with SQL Server",
-    "Windows with SQL Server Enterprise",
-    "Windows with SQL Server Standard",
-    "Windows with SQL Server Web",
-    "Linux with SQL Server Standard",
-    "Linux with SQL Server Web",
-    "Linux with SQL Server Enterprise",
-    "RHEL with SQL Server Standard",
-    "RHEL with SQL Server Enterprise",
-    "RHEL with SQL Server Web",
-    "RHEL with HA",
-    "RHEL with HA and SQL Server Standard",
-    "RHEL with HA and SQL Server Enterprise",
-    "Ubuntu Pro",
-)
+
+@functools.cache
+def platforms() -> frozenset[str]:
+    """EC2's CapacityReservationInstancePlatform values, from botocore's model (one source)."""
+    model = get_service_model("ec2")
+    return frozenset(model.shape_for("CapacityReservationInstancePlatform").enum)
+
+
 DEFAULT_PAGE = 1000
 
 
@@ -266,7 +256,7 @@ class CapacityBackend:
                 f"Value ({count}) for parameter instanceCount is invalid. Valid range: 1 - 1000",
             )
         platform = params["InstancePlatform"]
-        if platform not in PLATFORMS:
+        if platform not in platforms():
             raise client_error(
                 "InvalidParameterValue",
                 f"Value ({platform}) for parameter instancePlatform is invalid.",
@@ -438,7 +428,7 @@ class CapacityBackend:
         self, offering_id: str, platform: str, tags: dict[str, str]
     ) -> CapacityReservation:
         now = world.clock.now()
-        if platform not in PLATFORMS:
+        if platform not in platforms():
             raise client_error(
                 "InvalidParameterValue",
                 f"Value ({platform}) for parameter instancePlatform is invalid.",
