@@ -61,6 +61,15 @@ def reset_clients() -> None:
         _clients.clear()
 
 
+def use_session(session: boto3.session.Session | None) -> None:
+    """Make every adapter use ``session`` (the Python client's ``session=``, a ``--profile``);
+    ``None`` goes back to the default session. Cached clients are dropped."""
+    global _session
+    with _clients_lock:
+        _session = session
+        _clients.clear()
+
+
 class AwsError(Exception):
     """An AWS call that failed, with the code EC2 (or another service) gave."""
 

@@ -19,10 +19,11 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
+from pydantic import TypeAdapter, ValidationError
 
 from ..config import Settings, settings
 from ..logic import InvalidInput
-from ..models import request_id_from
+from ..models import invalid_request, request_id_from
 
 NAMESPACE = "CapacityBroker"
 # The Lambda runtime's per-invocation trace header; "Sampled=1" when X-Ray records this one.
@@ -76,6 +77,24 @@ def invalid_input(error: InvalidInput, request_id: str) -> dict[str, Any]:
     }
 
 
+# Requests are JSON objects (contract). Powertools' parse() would decode a JSON *string* and
+# accept the object inside, answering under a generated request id although the request
+# carried its own, and so never finding the earlier work of a retried reserve.
+_JSON_OBJECT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+def not_an_object(event: Any, request_id: str) -> dict[str, Any] | None:
+    """``invalid_request`` for a text event (``"{...}"``), else ``None`` (the flow's models
+    refuse every other non-object themselves)."""
+    if not isinstance(event, str | bytes | bytearray):
+        return None
+    try:
+        _JSON_OBJECT.validate_python(event, strict=True)
+    except ValidationError as error:
+        return invalid_request(error, request_id)
+    return None  # pragma: no cover - text is never a dict
+
+
 def reset_container() -> None:
     """Forget everything cached per container (tests switch worlds between cases)."""
     from ..adapters import aws, ec2, throttle
@@ -121,7 +140,10 @@ def entry(
             soft, hard = deadlines(context, config.safety_margin)
             invocation = Invocation(config, request_id, soft, hard, context)
             try:
-                if sampled():
+                refused = not_an_object(event, request_id)
+                if refused is not None:
+                    answer = refused
+                elif sampled():
                     with tracer().provider.in_subsegment(f"## {name}") as subsegment:
                         subsegment.put_annotation("cluster_id", config.cluster_id)
                         subsegment.put_annotation("request_id", request_id)

@@ -186,17 +186,12 @@ class Cleaner:
         run = CleanerRun("sweep", dry_run, list(regions))
         if not regions:
             return run
-        # One pool for the EC2/CloudFormation calls of every region bounds the calls in
-        # flight; region threads only wait on it, so it cannot deadlock.
-        with (
-            ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="cleaner-io") as io,
-            ThreadPoolExecutor(
-                min(len(regions), MAX_REGION_WORKERS), thread_name_prefix="cleaner-region"
-            ) as per_region,
-        ):
+        with ThreadPoolExecutor(
+            min(len(regions), MAX_REGION_WORKERS), thread_name_prefix="cleaner-region"
+        ) as per_region:
             results = list(
                 per_region.map(
-                    lambda name: self._sweep_region(name, dry_run, deadline, hard_deadline, io),
+                    lambda name: self._sweep_region(name, dry_run, deadline, hard_deadline),
                     regions,
                 )
             )
@@ -208,7 +203,7 @@ class Cleaner:
         return run
 
     def _sweep_region(
-        self, name: str, dry_run: bool, deadline: float, hard_deadline: float, io: Executor
+        self, name: str, dry_run: bool, deadline: float, hard_deadline: float
     ) -> tuple[list[Record], ItemError | None, int]:
         region = self.region(name)
         try:
@@ -216,15 +211,24 @@ class Cleaner:
         except AwsError as error:
             return [], _region_error(name, error), 0
         owned = self._in_scope(listed)
-        stacks, failures = self._stack_states(region, owned, deadline, io)
-        # One "now" for every decision of the region, taken after the facts were gathered:
-        # an age is never overstated by the time the listing took.
-        now = utc(self.clock())
-        decided = [
-            (reservation, held, rules.decide(held, _stack_of(held, stacks), now, self.graces))
-            for reservation, held in owned
-        ]
-        return self._act(region, decided, now, dry_run, deadline, hard_deadline, io), None, failures
+        # Each region its own pool (max_concurrency calls in flight per region): EC2's budget,
+        # and the pacer's buckets, are per region. One pool shared by every region queued the
+        # calls first come, first served, so its workers piled up waiting on one region's
+        # tokens while the other regions' budgets went unused (a sweep then ran at about one
+        # region's refill rate, not the sum of them).
+        with ThreadPoolExecutor(
+            self.max_concurrency, thread_name_prefix=f"cleaner-io-{name}"
+        ) as io:
+            stacks, failures = self._stack_states(region, owned, deadline, io)
+            # One "now" for every decision of the region, taken after the facts were gathered:
+            # an age is never overstated by the time the listing took.
+            now = utc(self.clock())
+            decided = [
+                (reservation, held, rules.decide(held, _stack_of(held, stacks), now, self.graces))
+                for reservation, held in owned
+            ]
+            records = self._act(region, decided, now, dry_run, deadline, hard_deadline, io)
+        return records, None, failures
 
     def _owned_filter(self) -> dict[str, list[str]]:
         return {f"tag:{TAG_CLUSTER_ID}": [self.cluster_id], "state": sorted(rules.ACTIVE_STATES)}

@@ -1,4 +1,9 @@
-"""``capacity`` request and answer (contract, "capacity: what reserved capacity exists")."""
+"""``capacity`` request and answer (contract, "capacity: what reserved capacity exists"), and
+the answers of the discovery commands around it (offerings, search, az, spot, plan, purchase).
+
+Rows carry the contract's field names; where the seed documents name a field differently
+(``instance_count``) a read-only property gives that name too.
+"""
 
 from __future__ import annotations
 
@@ -60,13 +65,28 @@ class CapacityRow(ResponseModel):
     start_date: UtcDateTime | None = None
     end_date: UtcDateTime | None = None
     end_date_type: str | None = None
-    duration_hours: float | None = None
+    # whole hours stay ints (168, as EC2 sells blocks), so `duration_hours // 24` reads 7
+    duration_hours: int | float | None = None
     instance_match_criteria: str | None = None
     platform: str | None = None
     tenancy: str | None = None
     owner_id: str | None = None
     owned_by_broker: bool = False
     tags: dict[str, str] = Field(default_factory=dict)
+    # Capacity Blocks, from DescribeCapacityReservationTopology: True when EC2 places the
+    # block on network nodes (EC2 UltraCluster placement), False when it answered without
+    # them, None when not asked (ODCRs, inactive blocks) or EC2 would not answer.
+    ultra_cluster_placement: bool | None = None
+    network_nodes: list[str] | None = None
+
+    @property
+    def instance_count(self) -> int:
+        """The seeds' name for the size of a reservation (``total_capacity``)."""
+        return self.total_capacity
+
+    @property
+    def is_capacity_block(self) -> bool:
+        return self.reservation_type == "capacity-block"
 
 
 class DurationRange(ResponseModel):
@@ -78,11 +98,17 @@ class CapacitySummary(ResponseModel):
     """Counts per type, capacity totals with the free share, and the blocks' durations."""
 
     reservations: int = 0
+    # per reservation type ("odcr", "capacity-block") and per instance type
     by_type: dict[str, int] = Field(default_factory=dict)
+    instance_types: list[str] = Field(default_factory=list)
+    by_instance_type: dict[str, int] = Field(default_factory=dict)
+    regions: list[str] = Field(default_factory=list)
     total_capacity: int = 0
     available_capacity: int = 0
+    used_capacity: int = 0
     free_percent: float = 0.0
     block_duration_hours: DurationRange | None = None
+    ultra_cluster_placement: bool | None = None
 
 
 class CapacityResponse(ResponseModel):
@@ -92,4 +118,106 @@ class CapacityResponse(ResponseModel):
     summary: CapacitySummary = Field(default_factory=CapacitySummary)
     reservations: list[CapacityRow] = Field(default_factory=list)
     errors: list[ItemError] = Field(default_factory=list)
+    message: str
+
+
+# -- discovery answers ----------------------------------------------------------------------
+
+
+class BlockOffering(ResponseModel):
+    """A Capacity Block that can be bought (DescribeCapacityBlockOfferings)."""
+
+    offering_id: str
+    region: str
+    instance_type: str
+    availability_zone: str | None = None
+    instance_count: int
+    start_date: UtcDateTime | None = None
+    end_date: UtcDateTime | None = None
+    duration_hours: int
+    upfront_fee: float | None = None
+    price_per_instance_hour: float | None = None
+    currency: str | None = None
+    tenancy: str | None = None
+    ultraserver_type: str | None = None
+
+    @property
+    def capacity_block_offering_id(self) -> str:
+        return self.offering_id
+
+
+class InstanceTypeRow(ResponseModel):
+    """``search``: an instance type offered in a region, as DescribeInstanceTypes has it."""
+
+    instance_type: str
+    region: str
+    vcpus: int
+    memory_gib: float
+    architectures: list[str] = Field(default_factory=list)
+    accelerated: bool = False
+    gpus: int = 0
+    accelerator: str | None = None
+    current_generation: bool | None = None
+    network_performance: str | None = None
+
+
+class AzRow(ResponseModel):
+    """``az``: where a type is offered (DescribeInstanceTypeOfferings by Availability Zone)."""
+
+    instance_type: str
+    region: str
+    availability_zones: list[str] = Field(default_factory=list)
+    availability_zone_ids: list[str] = Field(default_factory=list)
+    az_count: int = 0
+
+
+class SpotPriceRow(ResponseModel):
+    """``spot``: a Spot price (DescribeSpotPriceHistory), with the On-Demand price and the
+    saving only when the AWS Price List gave one (never estimated)."""
+
+    instance_type: str
+    region: str
+    availability_zone: str
+    product_description: str
+    spot_price: float
+    timestamp: UtcDateTime
+    on_demand_price: float | None = None
+    savings_percent: float | None = None
+    savings_note: str | None = None
+
+
+class PlanAnswer(ResponseModel):
+    """``plan``: the decision guide's recommendation and what is actually available."""
+
+    status: Literal["ready", "bookable", "unavailable", "partial", "error"]
+    workload: str
+    instance_type: str
+    instance_count: int
+    days: float | None = None
+    recommendation: Literal["odcr", "capacity-block"]
+    reasons: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    block_duration_hours: int | None = None
+    capacity_blocks: list[CapacityRow] = Field(default_factory=list)
+    odcrs: list[CapacityRow] = Field(default_factory=list)
+    offerings: list[BlockOffering] = Field(default_factory=list)
+    errors: list[ItemError] = Field(default_factory=list)
+    message: str
+
+
+class PurchaseAnswer(ResponseModel):
+    """``offerings --purchase``: what buying one Capacity Block came to.
+
+    ``already_purchased``: a block carrying this purchase key exists (an earlier run of the
+    same command bought it); ``unknown``: the purchase call failed without a clear answer and
+    no block was found yet (re-running the same command checks again and never buys twice).
+    """
+
+    status: Literal["purchased", "already_purchased", "unknown", "not_found", "error"]
+    offering_id: str
+    purchase_key: str
+    region: str | None = None
+    reservation: CapacityRow | None = None
+    offering: BlockOffering | None = None
+    error_code: str | None = None
     message: str

@@ -1,0 +1,306 @@
+"""Read-only discovery calls (topology, instance types, offerings, Spot prices, Capacity Block
+offerings), the one Capacity Block purchase, and the On-Demand price from the AWS Price List.
+
+Every list is read to its last page. Nothing here is cached: callers decide what may be
+reused and for how long.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .. import throttle
+from ..aws import AwsError, RetryPolicy, call, client
+from .base import Ec2Base, _snake
+from .reservations import RESOURCE_TYPE, Reservation
+
+# API limits (botocore's EC2 model): ids per topology call, names per DescribeInstanceTypes.
+TOPOLOGY_IDS_PER_CALL = 10
+INSTANCE_TYPES_PER_CALL = 100
+SPOT_TYPES_PER_CALL = 100
+# A purchase is never repeated by the broker: Capacity Blocks cannot be cancelled and
+# PurchaseCapacityBlock has no ClientToken (botocore already makes one attempt per call).
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+@dataclass(frozen=True)
+class Zone:
+    name: str
+    zone_id: str
+    zone_type: str
+    state: str
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+class DiscoveryMixin(Ec2Base):
+    def describe_reservations(
+        self, filters: Mapping[str, Iterable[str]] | None = None, deadline: float | None = None
+    ) -> list[dict[str, Any]]:
+        """Every Capacity Reservation (ODCRs and Capacity Blocks) as EC2 describes it, all
+        pages (the listing needs fields the ``Reservation`` view leaves out)."""
+        params: dict[str, Any] = {"MaxResults": 1000}
+        if filters:
+            params["Filters"] = [{"Name": k, "Values": list(v)} for k, v in filters.items()]
+        return list(
+            self._pages("DescribeCapacityReservations", "CapacityReservations", deadline, **params)
+        )
+
+    def topology(
+        self, reservation_ids: Iterable[str], deadline: float | None = None
+    ) -> dict[str, list[str]]:
+        """Reservation id → its network nodes, for the reservations EC2 places in a topology
+        (reservations it says nothing about are absent)."""
+        ids = list(dict.fromkeys(reservation_ids))
+        nodes: dict[str, list[str]] = {}
+        for chunk in _chunks(ids, TOPOLOGY_IDS_PER_CALL):
+            for item in self._pages(
+                "DescribeCapacityReservationTopology",
+                "CapacityReservations",
+                deadline,
+                CapacityReservationIds=chunk,
+                MaxResults=TOPOLOGY_IDS_PER_CALL,
+            ):
+                found = [str(n) for n in item.get("NetworkNodes") or []]
+                if item.get("CapacityReservationId"):
+                    nodes[item["CapacityReservationId"]] = found
+        return nodes
+
+    def instance_types(
+        self,
+        names: Sequence[str] | None = None,
+        patterns: Sequence[str] | None = None,
+        filters: Mapping[str, Sequence[str]] | None = None,
+        deadline: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """DescribeInstanceTypes by exact names (100 per call) or by EC2 wildcard patterns."""
+        base: dict[str, Any] = {}
+        all_filters = dict(filters or {})
+        if patterns:
+            all_filters["instance-type"] = list(patterns)
+        if all_filters:
+            base["Filters"] = [{"Name": k, "Values": list(v)} for k, v in all_filters.items()]
+        if names:
+            found: list[dict[str, Any]] = []
+            for chunk in _chunks(list(dict.fromkeys(names)), INSTANCE_TYPES_PER_CALL):
+                found.extend(
+                    self._pages(
+                        "DescribeInstanceTypes",
+                        "InstanceTypes",
+                        deadline,
+                        InstanceTypes=chunk,
+                        **base,
+                    )
+                )
+            return found
+        return list(
+            self._pages(
+                "DescribeInstanceTypes",
+                "InstanceTypes",
+                deadline,
+                MaxResults=INSTANCE_TYPES_PER_CALL,
+                **base,
+            )
+        )
+
+    def instance_type_offerings(
+        self,
+        patterns: Sequence[str] | None = None,
+        locations: Sequence[str] | None = None,
+        location_type: str = "availability-zone",
+        deadline: float | None = None,
+    ) -> list[tuple[str, str]]:
+        """(instance type, location) pairs EC2 offers."""
+        filters = []
+        if patterns:
+            filters.append({"Name": "instance-type", "Values": list(patterns)})
+        if locations:
+            filters.append({"Name": "location", "Values": list(locations)})
+        params: dict[str, Any] = {"LocationType": location_type, "MaxResults": 1000}
+        if filters:
+            params["Filters"] = filters
+        return [
+            (item["InstanceType"], item["Location"])
+            for item in self._pages(
+                "DescribeInstanceTypeOfferings", "InstanceTypeOfferings", deadline, **params
+            )
+        ]
+
+    def zones(self, deadline: float | None = None) -> list[Zone]:
+        answer = self._call("DescribeAvailabilityZones", deadline)
+        return [
+            Zone(
+                name=z["ZoneName"],
+                zone_id=z.get("ZoneId", ""),
+                zone_type=z.get("ZoneType", "availability-zone"),
+                state=z.get("State", "available"),
+            )
+            for z in answer.get("AvailabilityZones", [])
+        ]
+
+    def spot_price_history(
+        self,
+        instance_types: Sequence[str],
+        product_descriptions: Sequence[str],
+        start: datetime | None = None,
+        end: datetime | None = None,
+        availability_zone: str | None = None,
+        deadline: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every page of DescribeSpotPriceHistory. With ``start`` EC2 also returns the last
+        price change before it, i.e. the price in effect at ``start``."""
+        found: list[dict[str, Any]] = []
+        base: dict[str, Any] = {"ProductDescriptions": list(product_descriptions)}
+        if start is not None:
+            base["StartTime"] = start
+        if end is not None:
+            base["EndTime"] = end
+        if availability_zone:
+            base["AvailabilityZone"] = availability_zone
+        for chunk in _chunks(list(dict.fromkeys(instance_types)), SPOT_TYPES_PER_CALL):
+            found.extend(
+                self._pages(
+                    "DescribeSpotPriceHistory",
+                    "SpotPriceHistory",
+                    deadline,
+                    InstanceTypes=chunk,
+                    MaxResults=1000,
+                    **base,
+                )
+            )
+        return found
+
+    def block_offerings(
+        self,
+        instance_type: str,
+        instance_count: int,
+        duration_hours: int,
+        start_after: datetime | None = None,
+        end_before: datetime | None = None,
+        deadline: float | None = None,
+    ) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {
+            "InstanceType": instance_type,
+            "InstanceCount": instance_count,
+            "CapacityDurationHours": duration_hours,
+            "MaxResults": 1000,
+        }
+        if start_after is not None:
+            params["StartDateRange"] = start_after
+        if end_before is not None:
+            params["EndDateRange"] = end_before
+        return list(
+            self._pages(
+                "DescribeCapacityBlockOfferings", "CapacityBlockOfferings", deadline, **params
+            )
+        )
+
+    def purchase_capacity_block(
+        self, offering_id: str, platform: str, tags: Mapping[str, str]
+    ) -> Reservation:
+        """Buy one Capacity Block, tagged on create. Called once: an error is the caller's to
+        resolve (look the block up by its tags) rather than a reason to buy again."""
+        data = self._call_once(
+            "PurchaseCapacityBlock",
+            CapacityBlockOfferingId=offering_id,
+            InstancePlatform=platform,
+            TagSpecifications=[
+                {
+                    "ResourceType": RESOURCE_TYPE,
+                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+                }
+            ],
+        )
+        return Reservation.from_api(self.region, data["CapacityReservation"])
+
+    def _call_once(self, action: str, **params: Any) -> Any:
+        method = getattr(self._client, _snake(action))
+
+        def once() -> Any:
+            throttle.pacer.acquire(self.region, action)
+            return call(action, method, **params)
+
+        return NO_RETRY.run(action, once)
+
+
+# -- the AWS Price List (On-Demand prices) ----------------------------------------------------
+
+# The Price List query API answers in these regions only; us-east-1 serves the aws partition.
+PRICING_REGION = "us-east-1"
+# The plain Linux On-Demand product of an instance type in a region.
+_LINUX_ON_DEMAND = {
+    "operatingSystem": "Linux",
+    "preInstalledSw": "NA",
+    "licenseModel": "No License required",
+    "tenancy": "Shared",
+    "capacitystatus": "Used",
+}
+
+
+class Pricing:
+    """On-Demand prices from the AWS Price List query API (``pricing:GetProducts``)."""
+
+    def __init__(self, region: str = PRICING_REGION) -> None:
+        self.region = region
+
+    def on_demand_price(self, instance_type: str, region: str) -> float | None:
+        """USD per hour for Linux On-Demand, or ``None`` when the Price List has no such
+        product. Raises ``AwsError`` when the Price List cannot be asked."""
+        filters = [
+            {"Type": "TERM_MATCH", "Field": field, "Value": value}
+            for field, value in {
+                "instanceType": instance_type,
+                "regionCode": region,
+                **_LINUX_ON_DEMAND,
+            }.items()
+        ]
+        pricing = client("pricing", self.region)
+        prices: list[float] = []
+        token: str | None = None
+        while True:
+            page = call(
+                "GetProducts",
+                pricing.get_products,
+                ServiceCode="AmazonEC2",
+                Filters=filters,
+                FormatVersion="aws_v1",
+                MaxResults=100,
+                **({"NextToken": token} if token else {}),
+            )
+            for item in page.get("PriceList", []):
+                prices.extend(_hourly_usd(item))
+            token = page.get("NextToken")
+            if not token:
+                break
+        return min(prices) if prices else None
+
+
+def _hourly_usd(item: object) -> list[float]:
+    try:
+        product = json.loads(item) if isinstance(item, str) else item
+    except ValueError:
+        return []
+    if not isinstance(product, dict):
+        return []
+    found: list[float] = []
+    for term in (product.get("terms", {}).get("OnDemand") or {}).values():
+        for dimension in (term.get("priceDimensions") or {}).values():
+            if str(dimension.get("unit", "")).lower() not in ("hrs", "hours"):
+                continue
+            try:
+                value = float(dimension.get("pricePerUnit", {}).get("USD"))
+            except (TypeError, ValueError):
+                continue
+            if value > 0:
+                found.append(value)
+    return found
+
+
+__all__ = ["AwsError", "DiscoveryMixin", "Pricing", "Zone"]

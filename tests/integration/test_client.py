@@ -1,0 +1,482 @@
+"""The Python client (``from capacity_broker import CapacityBroker, ReservationType``) against
+the discovery scenario, direct mode; deployed mode against a stubbed Lambda client (and, end to
+end, in test_local.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+from capacity_broker import CapacityBroker, ReservationType
+from capacity_broker.client import (
+    EntryPointUnavailable,
+    FunctionError,
+    InvalidArguments,
+    RegionsFailed,
+    Results,
+)
+from capacity_broker.logic.discovery import TAG_PURCHASE_KEY, purchase_key
+from capacity_broker.models.capacity import CapacityRow
+
+pytestmark = pytest.mark.integration
+
+REGIONS = ["us-east-1", "us-west-2", "eu-west-1"]
+OWNER = "discovery-cluster"
+
+
+@pytest.fixture
+def world(broker: Any) -> Any:
+    broker.load_scenario("discovery")
+    return broker
+
+
+@pytest.fixture
+def tf(world: Any) -> CapacityBroker:
+    return CapacityBroker(regions=REGIONS, cluster_id=OWNER)
+
+
+# -- capacity --------------------------------------------------------------------------------
+
+
+def test_reservation_types() -> None:
+    assert ReservationType.ODCR == "odcr"
+    assert ReservationType.CAPACITY_BLOCKS == "capacity-block"
+    assert ReservationType.ALL == "all"
+    assert ReservationType("capacity-block") is ReservationType.CAPACITY_BLOCKS
+
+
+def test_capacity_blocks_have_the_seed_documents_names(tf: CapacityBroker) -> None:
+    blocks = tf.capacity(
+        instance_types=["p5.48xlarge"],
+        reservation_type=ReservationType.CAPACITY_BLOCKS,
+        regions=["us-east-1"],
+    )
+    assert isinstance(blocks, Results)
+    assert isinstance(blocks, list)
+    assert len(blocks) == 2
+    for block in blocks:
+        assert isinstance(block, CapacityRow)
+        assert block.capacity_block_id is not None
+        assert block.capacity_block_id.startswith("cb-")
+        assert block.instance_count == block.total_capacity
+        assert isinstance(block.duration_hours, int)
+        assert block.duration_hours // 24 in (7, 14)
+        assert block.start_date is not None
+        assert block.end_date is not None
+        assert block.ultra_cluster_placement is True
+        assert block.state in ("active", "scheduled")
+        assert block.reservation_id.startswith("cr-")
+        assert block.availability_zone is not None
+    assert blocks.summary is not None
+    assert blocks.summary.block_duration_hours is not None
+    assert blocks.errors == []
+    assert blocks.status == "ok"
+
+
+def test_capacity_odcrs_with_filters(tf: CapacityBroker) -> None:
+    found = tf.capacity(
+        instance_types=["inf2.xlarge", "g6.xlarge"],
+        reservation_type=ReservationType.ODCR,
+        available_only=True,
+        min_capacity=10,
+    )
+    assert sorted((c.region, c.instance_type, c.available_capacity) for c in found) == [
+        ("us-east-1", "g6.xlarge", 24),
+        ("us-east-1", "inf2.xlarge", 12),
+        ("us-west-2", "g6.xlarge", 24),
+    ]
+    assert all(c.available_capacity <= c.total_capacity for c in found)
+
+
+def test_capacity_takes_comma_strings_and_active_only(tf: CapacityBroker) -> None:
+    active = tf.capacity("g6.xlarge", "us-east-1")
+    assert len(active) == 1
+    every = tf.capacity("g6.xlarge", "us-east-1", active_only=False)
+    assert sorted(c.state for c in every) == ["active", "cancelled"]
+    assert tf.capacity(instance_types="g6.xlarge,inf2.xlarge", regions="us-west-2") != []
+
+
+def test_owned_by_broker_needs_the_cluster_id(world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BROKER_CLUSTER_ID", raising=False)
+    anonymous = CapacityBroker(regions=["us-east-1"])
+    assert not any(r.owned_by_broker for r in anonymous.capacity())
+    mine = CapacityBroker(regions=["us-east-1"], cluster_id=OWNER).capacity()
+    assert [r.instance_type for r in mine if r.owned_by_broker] == ["c7i.48xlarge"]
+
+
+def test_default_regions(world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BROKER_REGIONS", "us-west-2,eu-west-1")
+    assert CapacityBroker().regions == ["us-west-2", "eu-west-1"]
+    monkeypatch.delenv("BROKER_REGIONS")
+    assert CapacityBroker().regions == ["us-east-1"]  # the session's (AWS_REGION)
+    session = boto3.session.Session(region_name="eu-west-1")
+    assert CapacityBroker(session=session).regions == ["eu-west-1"]
+    assert {r.region for r in CapacityBroker(session=session).capacity()} == {"eu-west-1"}
+    everywhere = CapacityBroker(regions=["all"]).regions
+    assert {"us-east-1", "us-west-2", "eu-west-1"} <= set(everywhere)
+
+
+def test_partial_results_carry_the_errors(tf: CapacityBroker, world: Any) -> None:
+    world.fail(
+        "DescribeCapacityReservations", "UnauthorizedOperation", region="eu-west-1", times=99
+    )
+    found = tf.capacity()
+    assert found.status == "partial"
+    assert [(e.region, e.error_code) for e in found.errors] == [
+        ("eu-west-1", "UnauthorizedOperation")
+    ]
+    assert {r.region for r in found} == {"us-east-1", "us-west-2"}
+
+
+def test_progress_reports_each_region_as_it_finishes(tf: CapacityBroker, world: Any) -> None:
+    world.fail("DescribeCapacityReservations", "UnauthorizedOperation", region="eu-west-1", times=9)
+    seen: list[tuple[str, bool]] = []
+    tf.capacity(progress=lambda region, ok: seen.append((region, ok)))
+    assert sorted(seen) == [("eu-west-1", False), ("us-east-1", True), ("us-west-2", True)]
+    seen.clear()
+    tf.offerings("p5.48xlarge", 1, 24, progress=lambda region, ok: seen.append((region, ok)))
+    assert sorted(seen) == [("eu-west-1", True), ("us-east-1", True), ("us-west-2", True)]
+
+
+def test_every_region_failing_raises(tf: CapacityBroker, world: Any) -> None:
+    world.fail("DescribeCapacityReservations", "AuthFailure", times=99)
+    with pytest.raises(RegionsFailed) as raised:
+        tf.capacity()
+    assert {e.region for e in raised.value.errors} == set(REGIONS)
+
+
+def test_invalid_arguments(tf: CapacityBroker, world: Any) -> None:
+    world.clear_calls()
+    with pytest.raises(ValueError, match=r"reservation_type|odcr"):
+        tf.capacity(reservation_type="blocks")
+    with pytest.raises(InvalidArguments):
+        tf.capacity(min_capacity=-3)
+    with pytest.raises(InvalidArguments, match="duration_hours"):
+        tf.offerings("p5.48xlarge", 4, duration_hours=15 * 24)
+    with pytest.raises(InvalidArguments, match="instance_count"):
+        tf.offerings("p5.48xlarge", 65, duration_hours=24)
+    with pytest.raises(InvalidArguments, match="instance_type"):
+        tf.offerings("p5.*", 1, duration_hours=24)
+    assert world.calls() == []
+
+
+# -- offerings and the purchase guard -------------------------------------------------------
+
+
+def test_offerings_sorted_by_price_then_start(tf: CapacityBroker) -> None:
+    offers = tf.offerings("p5.48xlarge", 16, 168, regions=["us-east-1", "us-west-2"])
+    assert offers
+    keys = [(o.price_per_instance_hour, o.start_date) for o in offers]
+    assert keys == sorted(keys)  # type: ignore[type-var]
+    cheapest = offers[0]
+    assert (cheapest.region, cheapest.availability_zone) == ("us-east-1", "us-east-1a")
+    assert cheapest.price_per_instance_hour == pytest.approx(29.875)
+    assert cheapest.upfront_fee == pytest.approx(29.875 * 16 * 168, rel=1e-6)
+    assert cheapest.duration_hours == 168
+    assert cheapest.instance_count == 16
+    assert cheapest.capacity_block_offering_id == cheapest.offering_id
+    assert {o.region for o in offers} == {"us-east-1", "us-west-2"}
+
+
+def test_offerings_windows(tf: CapacityBroker, world: Any) -> None:
+    now = world.now()
+    offers = tf.offerings(
+        "p5.48xlarge",
+        8,
+        24,
+        start_after=now + timedelta(days=5),
+        end_before=now + timedelta(days=8),
+        regions=["us-east-1"],
+    )
+    assert offers
+    assert all(o.start_date is not None and o.start_date >= now + timedelta(days=5) for o in offers)
+    assert all(o.end_date is not None and o.end_date <= now + timedelta(days=8) for o in offers)
+
+
+def test_purchase_happens_once(tf: CapacityBroker, world: Any) -> None:
+    offer = tf.offerings("p5.48xlarge", 8, 48, regions=["us-east-1"])[0]
+    world.clear_calls()
+    first = tf.purchase_capacity_block(offer.offering_id, "p5.48xlarge", 8, 48, regions=REGIONS)
+    assert first.status == "purchased"
+    assert first.region == "us-east-1"
+    assert first.reservation is not None
+    assert first.reservation.reservation_type == "capacity-block"
+    assert first.reservation.tags[TAG_PURCHASE_KEY] == purchase_key(offer.offering_id)
+    assert first.reservation.tags["capacity-broker:cluster-id"] == OWNER
+    assert not first.reservation.owned_by_broker  # a block is never the broker's to cancel
+    (call,) = world.calls("PurchaseCapacityBlock")
+    assert call.params["TagSpecifications"]
+    again = tf.purchase_capacity_block(offer.offering_id, "p5.48xlarge", 8, 48, regions=REGIONS)
+    assert again.status == "already_purchased"
+    assert again.reservation is not None
+    assert again.reservation.reservation_id == first.reservation.reservation_id
+    assert len(world.calls("PurchaseCapacityBlock")) == 1
+    blocks = tf.capacity(reservation_type="capacity-block", regions=["us-east-1"])
+    assert first.reservation.reservation_id in {b.reservation_id for b in blocks}
+
+
+def test_a_lost_purchase_answer_is_found_by_its_key(tf: CapacityBroker, world: Any) -> None:
+    offer = tf.offerings("p5.48xlarge", 4, 24, regions=["us-east-1"])[0]
+    world.fail("PurchaseCapacityBlock", mode="timeout")
+    world.clear_calls()
+    answer = tf.purchase_capacity_block(
+        offer.offering_id, "p5.48xlarge", 4, 24, regions="us-east-1"
+    )
+    assert answer.status == "purchased"
+    assert answer.reservation is not None
+    assert "lost" in answer.message
+    assert len(world.calls("PurchaseCapacityBlock")) == 1  # never retried
+
+
+def test_a_failed_purchase_is_not_retried(tf: CapacityBroker, world: Any) -> None:
+    offer = tf.offerings("p5.48xlarge", 4, 24, regions=["us-east-1"])[0]
+    world.fail("PurchaseCapacityBlock", "InternalError", times=5)
+    world.clear_calls()
+    answer = tf.purchase_capacity_block(
+        offer.offering_id, "p5.48xlarge", 4, 24, regions="us-east-1"
+    )
+    assert answer.status == "unknown"
+    assert answer.error_code == "InternalError"
+    assert len(world.calls("PurchaseCapacityBlock")) == 1
+    world.clear_faults()
+    retried = tf.purchase_capacity_block(
+        offer.offering_id, "p5.48xlarge", 4, 24, regions="us-east-1"
+    )
+    assert retried.status == "purchased"
+
+
+def test_refused_and_unknown_offerings(tf: CapacityBroker, world: Any) -> None:
+    missing = tf.purchase_capacity_block("cb-0000000000000000a", "p5.48xlarge", 4, 24)
+    assert missing.status == "not_found"
+    assert world.calls("PurchaseCapacityBlock") == []
+    offer = tf.offerings("p5.48xlarge", 4, 24, regions=["us-east-1"])[0]
+    refused = tf.purchase_capacity_block(
+        offer.offering_id, "p5.48xlarge", 4, 24, regions="us-east-1", instance_platform="BeOS"
+    )
+    assert refused.status == "error"
+    assert refused.error_code == "InvalidParameterValue"
+
+
+def test_purchase_is_refused_when_a_region_cannot_be_checked(
+    tf: CapacityBroker, world: Any
+) -> None:
+    offer = tf.offerings("p5.48xlarge", 4, 24, regions=["us-east-1"])[0]
+    world.fail("DescribeCapacityReservations", "UnauthorizedOperation", region="us-west-2", times=9)
+    answer = tf.purchase_capacity_block(offer.offering_id, "p5.48xlarge", 4, 24)
+    assert answer.status == "error"
+    assert world.calls("PurchaseCapacityBlock") == []
+
+
+# -- search, az, spot, plan ------------------------------------------------------------------
+
+
+def test_search(tf: CapacityBroker) -> None:
+    found = tf.search("m7i.*", regions=["us-east-1"], min_vcpus=32, min_memory=128)
+    assert found
+    assert all(r.vcpus >= 32 and r.memory_gib >= 128 for r in found)
+    assert all(r.instance_type.startswith("m7i.") for r in found)
+    gpus = tf.search("p6", regions=["us-east-1"], gpu_only=True)
+    assert {r.instance_type for r in gpus} >= {"p6-b200.48xlarge", "p6-b300.48xlarge"}
+    assert all(r.accelerated and r.gpus == 8 for r in gpus)
+    arm = tf.search("m8g", regions=["us-east-1"], architecture="arm64")
+    assert arm
+    assert all("arm64" in r.architectures for r in arm)
+    assert tf.search("m8g", regions=["us-east-1"], architecture="x86_64") == []
+
+
+def test_az(tf: CapacityBroker) -> None:
+    found = tf.az("p5.48xlarge", regions=["us-east-1", "us-west-2"])
+    east = next(r for r in found if r.region == "us-east-1")
+    assert "us-east-1c" not in east.availability_zones  # unsupported in the scenario
+    assert "us-east-1e" not in east.availability_zones
+    assert east.az_count == len(east.availability_zones) == len(east.availability_zone_ids)
+    assert all(z.startswith("use1-az") for z in east.availability_zone_ids)
+    assert tf.az("p5.48xlarge", regions=["us-east-1"], min_az_count=10) == []
+    only = tf.az("p5.48xlarge", regions=["us-east-1"], azs=["us-east-1a", "us-east-1c"])
+    assert [r.availability_zones for r in only] == [["us-east-1a"]]
+
+
+def test_spot(tf: CapacityBroker) -> None:
+    prices = tf.spot("g6", max_price=0.5, sort_by_price=True)
+    assert [(p.region, p.availability_zone, p.spot_price) for p in prices] == [
+        ("us-west-2", "us-west-2a", 0.262),
+        ("us-east-1", "us-east-1b", 0.2875),
+        ("us-east-1", "us-east-1a", 0.3012),
+        ("us-east-1", "us-east-1a", 0.499),
+    ]
+    history = tf.spot("g6.xlarge", regions=["us-east-1"], history_hours=100)
+    assert [p.spot_price for p in history if p.availability_zone == "us-east-1a"] == [
+        0.3012,
+        0.3521,
+        0.41,
+    ]
+
+
+def test_savings_are_never_invented(tf: CapacityBroker) -> None:
+    prices = tf.spot("m7i.large", regions=["us-east-1"], show_savings=True)
+    assert prices
+    for price in prices:
+        assert price.on_demand_price is None
+        assert price.savings_percent is None
+        assert price.savings_note is not None
+        assert "unavailable" in price.savings_note
+
+
+def test_savings_from_the_price_list(tf: CapacityBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    from capacity_broker.adapters.ec2 import Pricing
+
+    monkeypatch.setattr(Pricing, "on_demand_price", lambda self, t, r: 0.1008)
+    prices = tf.spot("m7i.large", regions=["us-east-1"], show_savings=True)
+    assert {(p.on_demand_price, p.savings_percent) for p in prices} == {
+        (0.1008, 59.1),
+        (0.1008, 60.5),
+    }
+
+
+def test_plan(tf: CapacityBroker) -> None:
+    ready = tf.plan("training", "p5.48xlarge", 32, 7)
+    assert ready.recommendation == "capacity-block"
+    assert ready.status == "ready"
+    assert [b.total_capacity for b in ready.capacity_blocks] == [32, 32]
+    bookable = tf.plan("training", "p5.48xlarge", 64, 10, regions=["us-west-2"])
+    assert bookable.status == "bookable"
+    assert bookable.block_duration_hours == 240
+    assert bookable.offerings
+    assert bookable.offerings[0].instance_count == 64
+    inference = tf.plan("inference", "inf2.xlarge", 10)
+    assert inference.recommendation == "odcr"
+    assert inference.status == "ready"
+    nothing = tf.plan("dev", "g6.xlarge", 500)
+    assert nothing.status == "unavailable"
+    assert tf.validate_training_capacity("p5.48xlarge", 32, 7)
+    assert not tf.validate_training_capacity("p5.48xlarge", 33, 14)
+    with pytest.raises(InvalidArguments):
+        tf.plan("batch", "p5.48xlarge", 1)
+    with pytest.raises(InvalidArguments, match=r"p9\.huge"):
+        tf.plan("training", "p9.huge", 1, 1)
+
+
+# -- the broker's actions, in process ------------------------------------------------------
+
+
+def test_probe_runs_the_handler_in_process(tf: CapacityBroker) -> None:
+    answer = tf.probe("g6.xlarge", ["subnet-0d1b0000000000e1b", "subnet-0d1a0000000000e1a"])
+    assert answer.status == "available"
+    assert answer.subnet_id == "subnet-0d1a0000000000e1a"
+    assert answer.request_id.startswith("probe-")
+    assert [a.outcome for a in answer.attempts] == ["insufficient_capacity", "available"]
+
+
+def test_probe_invalid_request_raises(tf: CapacityBroker) -> None:
+    with pytest.raises(InvalidArguments) as raised:
+        tf.probe("g6.xlarge", ["not-a-subnet"])
+    assert raised.value.answer is not None
+    assert raised.value.answer["status"] == "invalid_request"
+
+
+def test_actions_run_in_the_clients_first_region(world: Any) -> None:
+    west = CapacityBroker(regions=["us-west-2", "us-east-1"], cluster_id=OWNER)
+    with pytest.raises(InvalidArguments, match="us-west-2"):
+        west.probe("g6.xlarge", ["subnet-0d1a0000000000e1a"])  # a us-east-1 subnet
+
+
+def test_actions_need_the_cluster_id(world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BROKER_CLUSTER_ID", raising=False)
+    with pytest.raises(InvalidArguments, match="cluster"):
+        CapacityBroker().probe("g6.xlarge", ["subnet-0d1a0000000000e1a"])
+
+
+def test_the_process_environment_is_given_back(world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.setenv("BROKER_CLUSTER_ID", "someone-else")
+    CapacityBroker(cluster_id=OWNER).probe("g6.xlarge", ["subnet-0d1a0000000000e1a"])
+    assert os.environ["BROKER_CLUSTER_ID"] == "someone-else"
+
+
+def test_reserve_and_release_run_in_process(tf: CapacityBroker) -> None:
+    held = tf.reserve("job-9", ["g6.xlarge"], ["subnet-0d1a0000000000e1a"], 2)
+    assert held.status == "reserved"
+    assert held.reservation is not None
+    assert held.reservation.owned
+    released = tf.release(job_id="job-9")
+    assert released.status == "released"
+    assert released.cancelled == [held.reservation.id]
+    # the scenario's own hold of job 7 belongs to this cluster too
+    assert len(tf.release(job_id="7").cancelled) == 1
+    with pytest.raises(InvalidArguments):
+        tf.release()
+
+
+def test_clean_when_the_cleaner_exists(tf: CapacityBroker) -> None:
+    try:
+        answer = tf.clean(dry_run=True, regions=["us-east-1"])
+    except EntryPointUnavailable:
+        pytest.skip("the cleaner entry point is not part of this tree yet")
+    assert answer.dry_run is True
+    assert answer.status in ("ok", "partial")
+
+
+# -- deployed mode, stubbed ------------------------------------------------------------------
+
+
+def _payload(data: Any) -> Any:
+    from botocore.response import StreamingBody
+
+    raw = json.dumps(data).encode()
+    return StreamingBody(io.BytesIO(raw), len(raw))
+
+
+def test_deployed_invokes_prefix_entry_functions() -> None:
+    lam = boto3.client("lambda", region_name="us-east-1")
+    stub = Stubber(lam)
+    answer = {
+        "status": "ok",
+        "request_id": "r",
+        "regions": ["us-east-1"],
+        "summary": {"reservations": 0},
+        "reservations": [],
+        "message": "0 ODCRs",
+    }
+    stub.add_response(
+        "invoke",
+        {"StatusCode": 200, "Payload": _payload(answer)},
+        {
+            "FunctionName": "cb-prod-capacity",
+            "InvocationType": "RequestResponse",
+            "Payload": ANY,
+        },
+    )
+    stub.add_response(
+        "invoke",
+        {
+            "StatusCode": 200,
+            "FunctionError": "Unhandled",
+            "Payload": _payload({"errorMessage": "boom"}),
+        },
+        {"FunctionName": "cb-prod-cleaner", "InvocationType": "RequestResponse", "Payload": ANY},
+    )
+    stub.add_client_error("invoke", "ResourceNotFoundException", "Function not found", 404)
+    with stub:
+        tf = CapacityBroker.deployed("cb-prod", lambda_client=lam)
+        assert tf.mode == "deployed"
+        found = tf.capacity(reservation_type=ReservationType.ALL)
+        assert found == []
+        assert found.message == "0 ODCRs"
+        with pytest.raises(FunctionError, match="boom"):
+            tf.clean()
+        with pytest.raises(EntryPointUnavailable):
+            tf.probe("g6.xlarge", ["subnet-0d1a0000000000e1a"])
+
+
+def test_deployed_needs_a_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CAPACITY_BROKER_FUNCTION_PREFIX", raising=False)
+    with pytest.raises(InvalidArguments):
+        CapacityBroker.deployed()
+    monkeypatch.setenv("CAPACITY_BROKER_FUNCTION_PREFIX", "cb-env")
+    assert CapacityBroker.deployed().function_prefix == "cb-env"
