@@ -32,6 +32,8 @@ def main() -> int:
         broker_story.hold(console, emu)
         console.print("\n[bold]4. A leaked reservation, and the cleaner that ends it[/]")
         broker_story.leak_and_clean(console, emu)
+        console.print("\n[bold]5. What reserved capacity exists: ODCRs and Capacity Blocks[/]")
+        broker_story.capacity_tables(console, emu)
     console.print(Rule("done: the emulator process has stopped"))
     return 0
 

@@ -136,3 +136,30 @@ def leak_and_clean(console: Console, emu: RemoteEmulator) -> None:
         f"kept {kept}; the team's own ODCR and the Capacity Blocks were never examined"
     )
     assert any(item["id"] == stuck for item in swept["cancelled"]), swept
+
+
+def capacity_tables(console: Console, emu: RemoteEmulator) -> None:
+    """The capacity-broker CLI, as a person would run it, over three regions at once."""
+    import os
+    import subprocess
+    import sys
+
+    # The console script installed beside this interpreter (`pip install -e .`).
+    command = [
+        str(Path(sys.executable).with_name("capacity-broker")),
+        "--regions",
+        "us-east-1,us-west-2,eu-west-1",
+        "--no-progress",
+        "capacity",
+        "--all",
+    ]
+    console.print("  $ capacity-broker --regions us-east-1,us-west-2,eu-west-1 capacity --all")
+    shown = subprocess.run(  # noqa: S603 - our own CLI
+        command,
+        env={**os.environ, "COLUMNS": "150"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    console.file.write(shown.stdout)  # already laid out by the CLI: print as is
