@@ -378,6 +378,24 @@ def finish_listing(results: Results[Any]) -> None:
 CAPACITY_COLUMNS = list(CapacityRow.model_fields)
 
 
+def show_listing(
+    state: State,
+    results: Results[Any],
+    empty: str,
+    title: str | None,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+) -> None:
+    """A listing command's output: a table (or a line saying there is nothing), or the rows
+    as data; then the exit code the listing earned."""
+    if state.output is Output.table:
+        out = _stdout()
+        out.print(_table(title, headers, rows) if results else empty)
+    else:
+        write_data(list(results), state.output)
+    finish_listing(results)
+
+
 def _summary_text(kind: str, summary: CapacitySummary, rows: Sequence[CapacityRow]) -> str:
     types = ", ".join(summary.instance_types)
     count = len(summary.instance_types)
@@ -718,50 +736,39 @@ def offerings(
             )
     if limit is not None:
         del results[limit:]
-    if state.output is Output.table:
-        out = _stdout()
-        if not results:
-            out.print(
-                f"No Capacity Block offerings for {count} x {instance_type} for {duration} h."
-            )
-        else:
-            out.print(
-                _table(
-                    f"Capacity Block offerings: {count} x {instance_type}, {duration} h",
-                    [
-                        "Offering",
-                        "Region",
-                        "AZ",
-                        "Instances",
-                        "Start",
-                        "End",
-                        "Hours",
-                        "Upfront fee",
-                        "$/instance-hour",
-                    ],
-                    [
-                        [
-                            o.offering_id,
-                            o.region,
-                            o.availability_zone,
-                            o.instance_count,
-                            _when(o.start_date),
-                            _when(o.end_date),
-                            o.duration_hours,
-                            f"{o.upfront_fee:,.2f} {o.currency or ''}".strip()
-                            if o.upfront_fee is not None
-                            else "",
-                            f"{o.price_per_instance_hour:g}"
-                            if o.price_per_instance_hour is not None
-                            else "",
-                        ]
-                        for o in results
-                    ],
-                )
-            )
-    else:
-        write_data(list(results), state.output)
-    finish_listing(results)
+    show_listing(
+        state,
+        results,
+        f"No Capacity Block offerings for {count} x {instance_type} for {duration} h.",
+        f"Capacity Block offerings: {count} x {instance_type}, {duration} h",
+        [
+            "Offering",
+            "Region",
+            "AZ",
+            "Instances",
+            "Start",
+            "End",
+            "Hours",
+            "Upfront fee",
+            "$/instance-hour",
+        ],
+        [
+            [
+                o.offering_id,
+                o.region,
+                o.availability_zone,
+                o.instance_count,
+                _when(o.start_date),
+                _when(o.end_date),
+                o.duration_hours,
+                f"{o.upfront_fee:,.2f} {o.currency or ''}".strip()
+                if o.upfront_fee is not None
+                else "",
+                f"{o.price_per_instance_hour:g}" if o.price_per_instance_hour is not None else "",
+            ]
+            for o in results
+        ],
+    )
 
 
 # -- search, az, spot ------------------------------------------------------------------------
@@ -800,38 +807,24 @@ def search(
                 gpu_only=gpu_only,
                 progress=advance,
             )
-    if state.output is Output.table:
-        out = _stdout()
-        if not results:
-            out.print(f"No instance types match {pattern}.")
-        else:
-            out.print(
-                _table(
-                    None,
-                    [
-                        "Instance Type",
-                        "Region",
-                        "vCPUs",
-                        "Memory (GiB)",
-                        "Architecture",
-                        "Accelerators",
-                    ],
-                    [
-                        [
-                            r.instance_type,
-                            r.region,
-                            r.vcpus,
-                            f"{r.memory_gib:g}",
-                            ", ".join(r.architectures),
-                            r.accelerator or "",
-                        ]
-                        for r in results
-                    ],
-                )
-            )
-    else:
-        write_data(list(results), state.output)
-    finish_listing(results)
+    show_listing(
+        state,
+        results,
+        f"No instance types match {pattern}.",
+        None,
+        ["Instance Type", "Region", "vCPUs", "Memory (GiB)", "Architecture", "Accelerators"],
+        [
+            [
+                r.instance_type,
+                r.region,
+                r.vcpus,
+                f"{r.memory_gib:g}",
+                ", ".join(r.architectures),
+                r.accelerator or "",
+            ]
+            for r in results
+        ],
+    )
 
 
 @app.command()
@@ -861,30 +854,23 @@ def az(
         wanted = broker.resolve_regions(state.regions)
         with progress_bar(state, wanted, "az") as advance:
             results = broker.az(pattern, wanted, min_az_count, _split(azs), progress=advance)
-    if state.output is Output.table:
-        out = _stdout()
-        if not results:
-            out.print(f"No Availability Zone offers {pattern}.")
-        else:
-            out.print(
-                _table(
-                    None,
-                    ["Instance Type", "Region", "AZs", "Availability Zones", "Zone IDs"],
-                    [
-                        [
-                            r.instance_type,
-                            r.region,
-                            r.az_count,
-                            ", ".join(r.availability_zones),
-                            ", ".join(r.availability_zone_ids),
-                        ]
-                        for r in results
-                    ],
-                )
-            )
-    else:
-        write_data(list(results), state.output)
-    finish_listing(results)
+    show_listing(
+        state,
+        results,
+        f"No Availability Zone offers {pattern}.",
+        None,
+        ["Instance Type", "Region", "AZs", "Availability Zones", "Zone IDs"],
+        [
+            [
+                r.instance_type,
+                r.region,
+                r.az_count,
+                ", ".join(r.availability_zones),
+                ", ".join(r.availability_zone_ids),
+            ]
+            for r in results
+        ],
+    )
 
 
 @app.command()
@@ -934,34 +920,21 @@ def spot(
         notes = sorted({r.savings_note for r in results if r.savings_note})
         for note in notes:
             warn(note)
-    if state.output is Output.table:
-        out = _stdout()
-        if not results:
-            out.print(f"No Spot prices for {pattern}.")
-        else:
-            headers = ["Instance Type", "Region", "AZ", "Spot $/h"]
-            if show_savings:
-                headers += ["On-Demand $/h", "Savings"]
-            headers.append("Since")
-            rows = []
-            for r in results:
-                row: list[Any] = [
-                    r.instance_type,
-                    r.region,
-                    r.availability_zone,
-                    f"{r.spot_price:g}",
-                ]
-                if show_savings:
-                    row += [
-                        f"{r.on_demand_price:g}" if r.on_demand_price is not None else "n/a",
-                        f"{r.savings_percent:g}%" if r.savings_percent is not None else "n/a",
-                    ]
-                row.append(_when(r.timestamp))
-                rows.append(row)
-            out.print(_table(None, headers, rows))
-    else:
-        write_data(list(results), state.output)
-    finish_listing(results)
+    headers = ["Instance Type", "Region", "AZ", "Spot $/h"]
+    if show_savings:
+        headers += ["On-Demand $/h", "Savings"]
+    headers.append("Since")
+    rows = []
+    for r in results:
+        row: list[Any] = [r.instance_type, r.region, r.availability_zone, f"{r.spot_price:g}"]
+        if show_savings:
+            row += [
+                f"{r.on_demand_price:g}" if r.on_demand_price is not None else "n/a",
+                f"{r.savings_percent:g}%" if r.savings_percent is not None else "n/a",
+            ]
+        row.append(_when(r.timestamp))
+        rows.append(row)
+    show_listing(state, results, f"No Spot prices for {pattern}.", None, headers, rows)
 
 
 # -- plan ------------------------------------------------------------------------------------
