@@ -127,8 +127,10 @@ def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[Base
             status, headers, body = original(self)
         except EC2ServerError as error:
             world.hub.after(call, error.status, error.code)
-            return _error_response(self, error.code, error.message, error.status)
-        world.hub.after(call, int(status), _code_of(body) if int(status) >= 400 else None)
+            # A timeout loses an error answer too (e.g. InsufficientInstanceCapacity, a 500).
+            status, headers, body = _error_response(self, error.code, error.message, error.status)
+        else:
+            world.hub.after(call, int(status), _code_of(body) if int(status) >= 400 else None)
         if timeout is not None:
             call.outcome = "timeout"
             if world.mode == "server":

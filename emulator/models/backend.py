@@ -78,6 +78,8 @@ class CapacityBackend:
         self.tokens: dict[str, tuple[str, str]] = {}
         # CreateLaunchTemplateVersion ClientToken -> (parameters, template id, version)
         self.template_tokens: dict[str, tuple[str, str, int]] = {}
+        # instant CreateFleet ClientToken -> (parameters, the answer it got)
+        self.fleet_tokens: dict[str, tuple[str, dict[str, Any]]] = {}
         self.pools: dict[tuple[str, str], Pool] = {}
         self.unsupported: set[tuple[str, str]] = set()
         self.quotas = Quotas()

@@ -149,6 +149,31 @@ class Launches(CapacityResponse):
     def create_fleet(self) -> ActionResult:
         if (self._get_param("Type") or "maintain") != "instant":
             return MotoFleets.create_fleet(self)
+        # EC2 answers a ClientToken it has seen (same parameters) with the fleet it made, so a
+        # retry after a lost answer never launches the instances twice.
+        token = self._get_param("ClientToken")
+        if not token:
+            return self._create_instant_fleet()
+        fingerprint = json.dumps(
+            {k: v for k, v in self.params.items() if k not in ("ClientToken", "DryRun")},
+            sort_keys=True,
+            default=str,
+        )
+        with world.lock:
+            seen = self.capacity.fleet_tokens.get(token)
+            if seen is not None:
+                if seen[0] != fingerprint:
+                    raise client_error(
+                        "IdempotentParameterMismatch",
+                        "The client token you have provided is associated with a resource "
+                        "that has different parameters.",
+                    )
+                return ActionResult(copy.deepcopy(seen[1]))
+            result = self._create_instant_fleet()
+            self.capacity.fleet_tokens[token] = (fingerprint, copy.deepcopy(result.result))
+            return result
+
+    def _create_instant_fleet(self) -> ActionResult:
         self.error_on_dryrun()
         target = self._get_param("TargetCapacitySpecification", {})
         total = int(target.get("TotalTargetCapacity") or 0)

@@ -42,7 +42,9 @@ class Flags:
         try:
             values = self.provider.get_multiple(folder, max_age=FLAGS_MAX_AGE)
         except GetParameterError as error:
-            cause = error.__cause__ or error
+            # Powertools raises GetParameterError inside its except block without "from": the
+            # botocore error (and its code) is the implicit context, not the cause.
+            cause = error.__cause__ or error.__context__ or error
             raise AwsError("GetParametersByPath", _code(cause), str(cause)) from error
         found = {name.lstrip("/"): str(value) for name, value in values.items()}
         missing = tuple(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -108,6 +108,19 @@ class StackStatusChangeEvent(EventBridgeModel):
     source: Literal["aws.cloudformation"]
     region: str = Field(pattern=REGION_PATTERN, max_length=32)
     detail: StackStatusChange
+
+    @field_validator("time")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        """EventBridge sends UTC ("...Z"). The time is compared with a stack's CreationTime
+        (late events), so a naive one, or one outside years 1-9999 once in UTC, is refused
+        here rather than failing there."""
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError("must be a UTC time such as 2026-11-21T10:03:12Z")
+        try:
+            return value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("is outside the years 1-9999 in UTC") from None
 
 
 Trigger = SweepRequest | ScheduledEvent | StackStatusChangeEvent

@@ -213,6 +213,15 @@ def _answer(base: dict[str, str], request: ProbeRequest, attempts: list[Attempt]
             f"({failure.outcome}); other subnets cannot help with that.",
             **base,
         )
+    elif status == "error":
+        # Nothing failed: subnets were left untried because the time budget ran out.
+        response = ProbeResponse(
+            status=status,
+            error_code="TimeBudgetExceeded",
+            attempts=attempts,
+            message="The time budget ran out before every subnet was tried",
+            **base,
+        )
     else:
         response = ProbeResponse(
             status=status,

@@ -21,6 +21,8 @@ from ..domain.tokens import client_token, end_date
 # How many times an IdempotentParameterMismatch (an earlier invocation of the same request
 # used the token with another EndDate) may move us to a fresh token.
 MAX_TOKEN_GENERATIONS = 3
+# States in which a reservation holds capacity.
+HOLDING_STATES = ("active", "pending")
 
 
 def utcnow() -> datetime:
@@ -106,6 +108,11 @@ class ReservationCore:
                 earlier = self.earlier(spec, deadline)
                 if earlier is not None:
                     return Held(earlier, self.monotonic(), reused=True)
+                continue
+            if reservation.state not in HOLDING_STATES:
+                # EC2 answers a ClientToken it has seen (same parameters) with the reservation
+                # it made then; an earlier invocation of this request has since cancelled it
+                # (or it expired). That is no hold: a fresh token asks EC2 again.
                 continue
             return Held(reservation, self.monotonic())
         raise AwsError(

@@ -154,7 +154,14 @@ class Reserver:
                 chosen = Chosen(held.reservation, True, [subnet_id], held.since)
 
         answer.chosen(chosen, attempts)
-        return self._use(request, request_id, chosen, answer, deadline, hard_deadline, stats), stats
+        response = self._use(request, request_id, chosen, answer, deadline, hard_deadline, stats)
+        if response.cleanup != "pending" and any(a.cancelled is False for a in attempts):
+            # A losing hold whose cancel failed still holds capacity (as in probe).
+            response.cleanup = "pending"
+            response.message += (
+                "; a losing hold could not be cancelled: its EndDate and the cleaner will"
+            )
+        return response, stats
 
     def _earlier_hold(
         self, request_id: str, request: ReserveRequest, deadline: float
@@ -384,8 +391,14 @@ class Reserver:
                 "capacity-block"
                 if reservation.reservation_type == "capacity-block"
                 else "on-demand",
+                # One fleet per hold: a retry that had to make a new hold (the old one was
+                # given back) launches from a new version, which the old token would refuse.
                 client_token(
-                    Purpose.HOLD, request_id, reservation.instance_type, subnet_id, nonce="fleet"
+                    Purpose.HOLD,
+                    request_id,
+                    reservation.instance_type,
+                    subnet_id,
+                    nonce=f"fleet:{reservation.id}",
                 ),
                 {TAG_JOB_ID: request.job_id, TAG_REQUEST_ID: request_id, **(request.tags or {})},
                 deadline,
@@ -420,8 +433,14 @@ class Reserver:
             source,
             data,
             f"capacity-broker: job {request.job_id} in {reservation.id} (request {request_id})",
+            # One version per hold: its data names the reservation, so a retry with a new hold
+            # needs a new token (EC2 answers a reused one with IdempotentParameterMismatch).
             client_token(
-                Purpose.HOLD, request_id, reservation.instance_type, subnet_id, nonce="template"
+                Purpose.HOLD,
+                request_id,
+                reservation.instance_type,
+                subnet_id,
+                nonce=f"template:{reservation.id}",
             ),
             deadline,
         )

@@ -50,9 +50,16 @@ class LaunchesMixin(Ec2Base):
                     f"version {version} of {template_id} does not exist",
                 )
             return int(version)
-        template = self._call("DescribeLaunchTemplates", deadline, LaunchTemplateIds=[template_id])[
-            "LaunchTemplates"
-        ][0]
+        templates = self._call(
+            "DescribeLaunchTemplates", deadline, LaunchTemplateIds=[template_id]
+        )["LaunchTemplates"]
+        if not templates:  # EC2 answers InvalidLaunchTemplateId.NotFound; some stand-ins []
+            raise AwsError(
+                "DescribeLaunchTemplates",
+                "InvalidLaunchTemplateId.NotFound",
+                f"launch template {template_id} does not exist",
+            )
+        template = templates[0]
         key = "LatestVersionNumber" if version == "$Latest" else "DefaultVersionNumber"
         return int(template[key])
 

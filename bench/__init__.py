@@ -1,0 +1,1 @@
+"""Benchmarks of the capacity broker against the capacity emulator (``make bench``)."""

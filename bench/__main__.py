@@ -1,0 +1,151 @@
+"""``make bench`` (``python -m bench``): the broker's speed, as ratios measured in one run.
+
+Writes ``bench/results.json`` and prints a table. Not part of ``make test``: targets are judged
+here, never asserted in the test suite. ``python -m bench --help`` for the knobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .harness import prepare_environment
+
+RESULTS = Path(__file__).resolve().parent / "results.json"
+BENCHES = ("probe", "reserve", "cleaner", "capacity", "imports")
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument(
+        "--only", default=",".join(BENCHES), help="comma list of " + ", ".join(BENCHES)
+    )
+    parser.add_argument(
+        "--reps", type=int, default=9, help="timed repetitions of probe/reserve/capacity"
+    )
+    parser.add_argument(
+        "--scales",
+        default="1,5",
+        help="cleaner time compressions S, comma list (the first is the measurement of record; "
+        "1 = EC2's real rates)",
+    )
+    parser.add_argument(
+        "--owned", type=int, default=2000, help="owned leaked reservations (cleaner)"
+    )
+    parser.add_argument("--foreign", type=int, default=2000, help="foreign reservations (cleaner)")
+    parser.add_argument(
+        "--rounds", type=int, default=9, help="fresh interpreters per module (imports)"
+    )
+    parser.add_argument(
+        "--reserve-concurrency",
+        default="16,24",
+        help="BROKER_MAX_CONCURRENCY values for reserve (16 is the default; 24 = one per pair)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a fast smoke run (fewer of everything)"
+    )
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.reps, args.rounds, args.owned, args.foreign, args.scales = 3, 3, 600, 600, "5"
+    return args
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _commit() -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "--no-optional-locks", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            cwd=Path(__file__).resolve().parent,
+        )
+    except OSError:
+        return None
+    return done.stdout.strip() or None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
+    prepare_environment()
+    # Imported after the environment is set: boto3 and the broker read it at import.
+    from . import harness
+    from .report import rows_for
+
+    wanted = [b.strip() for b in args.only.split(",") if b.strip()]
+    unknown = sorted(set(wanted) - set(BENCHES))
+    if unknown:
+        _say(f"unknown benchmark(s): {', '.join(unknown)}")
+        return 2
+    results: dict[str, Any] = {
+        "meta": {
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "commit": _commit(),
+            "machine": harness.machine(),
+            "load_average_before": harness.load_average(),
+            "arguments": {k: str(v) for k, v in vars(args).items()},
+        }
+    }
+    begun = time.perf_counter()
+    for name in wanted:
+        _say(f"bench: {name} ...")
+        started = time.perf_counter()
+        results[name] = _run(name, args)
+        results[name]["bench_wall_s"] = round(time.perf_counter() - started, 1)
+        _say(f"bench: {name} done in {results[name]['bench_wall_s']} s")
+    results["meta"]["load_average_after"] = harness.load_average()
+    results["meta"]["wall_s"] = round(time.perf_counter() - begun, 1)
+    rows = rows_for(results)
+    results["table"] = [row.to_dict() for row in rows]
+    args.output.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+
+    from .formulas import table
+
+    print(table(rows))
+    print(f"\nwrote {args.output} ({results['meta']['wall_s']} s)")
+    return 0
+
+
+def _run(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    if name == "probe":
+        from .placement import bench_probe
+
+        return bench_probe(args.reps)
+    if name == "reserve":
+        from .placement import bench_reserve
+
+        levels = [int(c) for c in args.reserve_concurrency.split(",") if c.strip()]
+        return bench_reserve(max(3, args.reps - 2), levels)
+    if name == "cleaner":
+        from .sweep import bench_cleaner
+
+        scales = [float(x) for x in args.scales.split(",") if x.strip()]
+        # The phase before the first cancel does not depend on S: profile it once.
+        return {
+            "runs": {
+                f"{s:g}": bench_cleaner(s, args.owned, args.foreign, profile=(i == 0))
+                for i, s in enumerate(scales)
+            }
+        }
+    if name == "capacity":
+        from .listing import bench_capacity
+
+        return bench_capacity(args.reps)
+    from .imports import bench_imports
+
+    return bench_imports(args.rounds)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

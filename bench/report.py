@@ -1,0 +1,156 @@
+"""The table: each measured ratio next to the issue's target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .formulas import Row, Target
+
+PROBE_FLOOR = Target(1.5)
+PROBE_SEQUENTIAL = Target(0.35)
+RESERVE_FLOOR = Target(1.5)
+RESERVE_SEQUENTIAL = Target(0.15)
+HELD_ROUND_TRIPS = Target(1.5)
+CLEANER_BOUND = Target(1.15)
+FOREIGN_CANCELS = Target(0, "exactly")
+REGIONS_16_TO_1 = Target(1.5)
+IMPORT_TO_BOTO3 = Target(1.8)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
+def rows_for(results: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    probe = results.get("probe")
+    if probe:
+        m, r = probe["median"], probe["ratios"]
+        rows += [
+            Row(
+                "probe, 6 subnets / floor",
+                r["to_floor"],
+                PROBE_FLOOR,
+                detail=f"{_ms(m['broker'])} vs create+cancel {_ms(m['floor'])}",
+            ),
+            Row(
+                "probe, 6 subnets / sequential",
+                r["to_sequential"],
+                PROBE_SEQUENTIAL,
+                detail=f"{_ms(m['broker'])} vs {_ms(m['sequential'])}",
+            ),
+            Row(
+                "reservation-seconds per probe / round trip",
+                r["held_to_round_trip"],
+                HELD_ROUND_TRIPS,
+                detail=f"held {_ms(m['held'])}, one call {_ms(m['round_trip'])}",
+            ),
+            Row(
+                "reservation-seconds per probe, sequential way / round trip",
+                r["sequential_held_to_round_trip"],
+                None,
+                detail=f"held {_ms(m['held_sequential'])} (its confirm and its cancel)",
+            ),
+            Row(
+                "probe, cold container / floor",
+                r["cold_to_floor"],
+                None,
+                detail=f"{_ms(probe['cold_container_s'])}: "
+                f"{len(probe['cold_container_rounds'])} round trips in a row, clients made",
+            ),
+        ]
+    reserve = results.get("reserve")
+    if reserve:
+        m = reserve["median"]
+        for level, r in reserve["ratios"].items():
+            name = f"reserve, 4x6 pairs, concurrency {level}"
+            ms = m[f"broker_concurrency_{level}"]
+            rows += [
+                Row(
+                    f"{name} / floor",
+                    r["to_floor"],
+                    RESERVE_FLOOR,
+                    detail=f"{_ms(ms)} vs create+cancel {_ms(m['floor'])}",
+                ),
+                Row(
+                    f"{name} / sequential",
+                    r["to_sequential"],
+                    RESERVE_SEQUENTIAL,
+                    detail=f"{_ms(ms)} vs {_ms(m['sequential'])}",
+                ),
+            ]
+    for scale, cleaner in (results.get("cleaner") or {}).get("runs", {}).items():
+        owned = sum(cleaner["owned_per_region"].values())
+        foreign = sum(cleaner["foreign_per_region"].values())
+        phases = cleaner["phases_s"]
+        where = "EC2's real rates" if scale == "1" else f"time x{scale}"
+        rows += [
+            Row(
+                f"cleaner, {owned} owned + {foreign} foreign, 3 regions, {where} / bound",
+                cleaner["ratio_to_bound"],
+                CLEANER_BOUND,
+                detail=f"{cleaner['sweep_s']:.1f} s vs {cleaner['bound_s']:.1f} s; cancelling "
+                f"{phases['cancelling']:.1f} s ({cleaner['cancelling_to_bound']:.2f}x), listing "
+                f"{phases['before_first_cancel']:.1f} s, "
+                f"answer {phases['after_last_cancel']:.1f} s",
+            ),
+            Row(
+                f"cleaner, {where}, foreign cancels",
+                cleaner["foreign_cancels"],
+                FOREIGN_CANCELS,
+                unit="count",
+                detail=f"{cleaner['cancelled']} owned cancelled, {cleaner['errors']} errors",
+            ),
+        ]
+    for inventory in (results.get("capacity") or {}).get("inventories", {}).values():
+        m, cpu = inventory["median"], inventory["cpu_median_s"]["all"]
+        rows.append(
+            Row(
+                f"capacity, {inventory['regions']} regions / 1, "
+                f"{inventory['reservations_per_region']} reservations a region",
+                inventory["ratio"],
+                REGIONS_16_TO_1,
+                detail=f"{_ms(m['all'])} vs {_ms(m['one'])}; CPU of the 16: emulator "
+                f"{_ms(cpu['emulator'])}, broker+botocore {_ms(cpu['broker_and_botocore'])}",
+            )
+        )
+    parse = ((results.get("capacity") or {}).get("inventories", {}).get("realistic", {})).get(
+        "botocore_parse_one_page_ms"
+    )
+    if parse:
+        rows.append(
+            Row(
+                "botocore parse of one region's page: dateutil / fromisoformat timestamps",
+                parse["botocore_default"] / parse["fromisoformat_timestamps"],
+                None,
+                detail=f"{parse['botocore_default']:.1f} ms vs "
+                f"{parse['fromisoformat_timestamps']:.1f} ms ({parse['bytes'] // 1000} kB of XML)",
+            )
+        )
+    imports = results.get("imports")
+    if imports:
+        best = imports["best_s"]
+        walls = imports.get("wall_ratio_to_boto3", {})
+        for name, value in imports["ratio_to_boto3"].items():
+            if name == "boto3":
+                continue
+            if name == "dependencies":
+                rows.append(
+                    Row(
+                        "import boto3+pydantic+Powertools / boto3",
+                        value,
+                        None,
+                        detail=f"CPU {_ms(best[name])}: what any handler must load",
+                    )
+                )
+                continue
+            rows.append(
+                Row(
+                    f"import handlers.{name} / import boto3",
+                    value,
+                    IMPORT_TO_BOTO3,
+                    detail=f"CPU {_ms(best[name])} vs {_ms(best['boto3'])}; "
+                    f"wall ratio {walls.get(name, 0):.2f}x",
+                )
+            )
+    return rows
