@@ -337,7 +337,7 @@ def flows(run: Run, monkeypatch: pytest.MonkeyPatch, retry: RetryPolicy) -> None
         return ReservationCore(ec2(), config.cluster_id)
 
     def flags() -> Flags:
-        return Flags(config.parameter_prefix, config.region)
+        return Flags(config.parameter_prefix, config.region, retry)
 
     monkeypatch.setattr(
         probe_handler,
@@ -1002,11 +1002,8 @@ def matrix() -> list[tuple[str, str, str, str]]:
     ]
 
 
-LOST_FLEET_BUG = (
-    "bug: when every answer to CreateFleet is lost, reserve gives the hold back and answers "
-    "error with no instances, while the fleet's nodes run (tagged with the request id)"
-)
-KNOWN_BUGS = {("reserve+provision", "CreateFleet", "timeout", "persistent"): LOST_FLEET_BUG}
+# Known bugs, kept failing on purpose (strict xfail: fixed, they fail until unmarked).
+KNOWN_BUGS: dict[tuple[str, str, str, str], str] = {}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -1145,10 +1142,6 @@ OTHER_KINDS = {
         Kind("denied", "AccessDenied", False),
     ),
 }
-FLAGS_NOT_RETRIED = (
-    "bug: the feature flags are read once (GetParametersByPath, no retry): one throttled or "
-    "timed-out SSM call fails the request"
-)
 
 
 def other_cases() -> list[Any]:
@@ -1158,14 +1151,10 @@ def other_cases() -> list[Any]:
             service, action = other.split(":")
             for kind in OTHER_KINDS.get(service, ()):
                 for variant in VARIANTS:
-                    bug = service == "ssm" and kind.retried and variant == "transient"
                     cases.append(
                         pytest.param(
                             (name, service, action, kind.name, variant),
                             id=f"{name}-{service}:{action}-{kind.name}-{variant}",
-                            marks=[pytest.mark.xfail(strict=True, reason=FLAGS_NOT_RETRIED)]
-                            if bug
-                            else [],
                         )
                     )
     return cases
@@ -1214,23 +1203,13 @@ def test_other_service_fault(
 # -- the Lambda dies right after a call took effect ----------------------------------------
 
 
-# Known bugs, kept failing on purpose (strict xfail: fixed, they fail until unmarked).
-TAKEOVER_BUG = (
-    "bug: a reserve retry takes over the first live hold of its request that it lists, not "
-    "the preferred one, and leaves the other holds the dead invocation made (here the one "
-    "in flight when it died) to the cleaner"
-)
-
-
 def kill_cases() -> list[Any]:
     """Every mutating call of the entry points that create something (from their clean runs)."""
     return [
         pytest.param(
             (name, site.action),
             id=f"{name}-{site.action}",
-            marks=[pytest.mark.xfail(strict=True, reason=TAKEOVER_BUG)]
-            if name.startswith("reserve") and site.action == "CreateCapacityReservation"
-            else [],
+            marks=[],
         )
         for name in ("probe", "reserve", "reserve+provision")
         for site in clean_run(name).sites
@@ -1308,8 +1287,7 @@ def test_the_lambda_dies_right_after_a_create_with_the_state_table(
         monkeypatch.setenv("BROKER_STATE_TABLE", "broker-state")
         settings.cache_clear()
         reserve_handler.records.cache_clear()
-        # One place with room, so the dead invocation leaves exactly one hold (with two, the
-        # one in flight when it died is left too: TAKEOVER_BUG).
+        # One place with room, so the dead invocation leaves exactly one hold.
         run.emu.set_pool(REGION, "us-east-1b", "hpc7a.96xlarge", 0)
         run.kill_after = "CreateCapacityReservation"
         run.context = LambdaContext(remaining_ms=1500)

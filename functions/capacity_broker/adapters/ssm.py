@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 
 from aws_lambda_powertools.utilities.parameters import SSMProvider
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
 from ..domain import flags as rules
-from .aws import AwsError, client
+from .aws import AwsError, RetryPolicy, client
 
 FLAGS_MAX_AGE = 60  # seconds: the contract's bound on how stale a flag may be
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -21,10 +25,12 @@ class FlagValues:
 
 
 class Flags:
-    def __init__(self, prefix: str, region: str) -> None:
+    def __init__(self, prefix: str, region: str, retry: RetryPolicy | None = None) -> None:
         self.prefix = prefix.rstrip("/")
         self.region = region
+        self.retry = retry or RetryPolicy()
         self._provider: SSMProvider | None = None
+        self._warned = -float(FLAGS_MAX_AGE)
 
     @property
     def provider(self) -> SSMProvider:
@@ -32,20 +38,25 @@ class Flags:
             self._provider = SSMProvider(boto3_client=client("ssm", self.region))
         return self._provider
 
-    def read(self) -> FlagValues:
+    def read(self, deadline: float | None = None) -> FlagValues:
         """Both flags with one GetParametersByPath, cached; missing ones take the defaults.
 
-        Raises ``domain.flags.FlagError`` for a malformed value and ``AwsError`` when SSM
-        cannot be read.
+        Throttling and 5xx are retried under ``deadline`` like every other AWS call. Raises
+        ``domain.flags.FlagError`` for a malformed value and ``AwsError`` when SSM cannot be
+        read.
         """
         folder = rules.flag_path(self.prefix, rules.FLAG_ENABLE).rsplit("/", 1)[0]
-        try:
-            values = self.provider.get_multiple(folder, max_age=FLAGS_MAX_AGE)
-        except GetParameterError as error:
-            # Powertools raises GetParameterError inside its except block without "from": the
-            # botocore error (and its code) is the implicit context, not the cause.
-            cause = error.__cause__ or error.__context__ or error
-            raise AwsError("GetParametersByPath", _code(cause), str(cause)) from error
+
+        def fetch() -> dict[str, object]:
+            try:
+                return dict(self.provider.get_multiple(folder, max_age=FLAGS_MAX_AGE))
+            except GetParameterError as error:
+                # Powertools raises GetParameterError inside its except block without "from":
+                # the botocore error (and its code) is the implicit context, not the cause.
+                cause = error.__cause__ or error.__context__ or error
+                raise AwsError("GetParametersByPath", _code(cause), str(cause)) from error
+
+        values = self.retry.run("GetParametersByPath", fetch, deadline=deadline)
         found = {name.lstrip("/"): str(value) for name, value in values.items()}
         missing = tuple(
             path
@@ -53,6 +64,11 @@ class Flags:
             if name not in found
             for path in [rules.flag_path(self.prefix, name)]
         )
+        if missing and time.monotonic() - self._warned >= FLAGS_MAX_AGE:
+            # Contract: a missing flag means its default, said as a warning (once per cache
+            # period, not on every invocation that reads the cached answer).
+            self._warned = time.monotonic()
+            log.warning("feature flag parameter missing, using its default: %s", ", ".join(missing))
         return FlagValues(
             enable=rules.parse_flag(
                 rules.flag_path(self.prefix, rules.FLAG_ENABLE),

@@ -18,6 +18,7 @@ from functools import wraps
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 
 from ..config import Settings, settings
@@ -110,6 +111,9 @@ def on_reset(hook: Callable[[], None]) -> Callable[[], None]:
 
 def observability(service: str) -> tuple[Logger, Metrics]:
     logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", service))
+    # The adapters and flows log with the standard library; give them this logger's JSON
+    # format, level and keys (request and cluster id on every line).
+    copy_config_to_registered_loggers(source_logger=logger, include={"capacity_broker"})
     metrics = Metrics(
         namespace=NAMESPACE, service=os.environ.get("POWERTOOLS_SERVICE_NAME", service)
     )

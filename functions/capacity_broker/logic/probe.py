@@ -78,7 +78,7 @@ class Prober:
         stats = ProbeStats()
         base = {"request_id": request_id, "instance_type": request.instance_type}
         try:
-            flags: FlagValues = self.flags.read()
+            flags: FlagValues = self.flags.read(deadline)
         except FlagError as error:
             return ProbeResponse(
                 status="error", error_code="InvalidConfiguration", message=str(error), **base

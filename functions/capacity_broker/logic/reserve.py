@@ -21,7 +21,7 @@ from ..adapters.ec2 import Ec2, FleetResult, Reservation, TemplateVersion
 from ..adapters.ssm import Flags
 from ..domain import placement as pairing
 from ..domain.backoff import retry_after_seconds
-from ..domain.errors import Outcome, attempt_outcome, stops_everything
+from ..domain.errors import Outcome, attempt_outcome, is_retryable, stops_everything
 from ..domain.flags import FlagError
 from ..domain.probe import ProbeStatus, probe_status
 from ..domain.reserve import (
@@ -65,7 +65,8 @@ class _Race:
 
     def pointless(self, index: int) -> bool:
         with self.lock:
-            return self.stop.is_set() or (self.best is not None and self.best < index)
+            # "<=": an earlier invocation's hold may enter the race already holding its place.
+            return self.stop.is_set() or (self.best is not None and self.best <= index)
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ class Reserver:
             chosen, attempts = outcome, list[Attempt]()
         else:
             try:
-                flags = self.flags.read()
+                flags = self.flags.read(deadline)
             except FlagError as error:
                 return answer.error("InvalidConfiguration", str(error)), stats
             except AwsError as error:
@@ -137,21 +138,20 @@ class Reserver:
                 ), stats
             strict = flags.strict if request.strict is None else request.strict
             try:
-                earlier = self._earlier_hold(request_id, request, deadline)
+                earlier = self._earlier_hold(request_id, request, deadline, hard_deadline)
             except AwsError as error:
                 return answer.error(
                     error.code, f"Could not look for earlier work: {error.message}"
                 ), stats
-            if earlier is not None:
-                chosen, attempts = earlier, []
-            else:
-                won, attempts = self._race(
-                    request, request_id, place, deadline, hard_deadline, stats
-                )
-                if won is None:
-                    return self._no_winner(request, answer, attempts, strict), stats
-                held, subnet_id = won
-                chosen = Chosen(held.reservation, True, [subnet_id], held.since)
+            # An earlier hold of this request enters the race as the one to beat: only better
+            # places are tried, and it is given back if one of them wins.
+            won, attempts = self._race(
+                request, request_id, place, deadline, hard_deadline, stats, earlier
+            )
+            if won is None:
+                return self._no_winner(request, answer, attempts, strict), stats
+            held, subnet_id = won
+            chosen = Chosen(held.reservation, True, [subnet_id], held.since)
 
         answer.chosen(chosen, attempts)
         response = self._use(request, request_id, chosen, answer, deadline, hard_deadline, stats)
@@ -164,28 +164,41 @@ class Reserver:
         return response, stats
 
     def _earlier_hold(
-        self, request_id: str, request: ReserveRequest, deadline: float
-    ) -> Chosen | None:
-        """A live hold an earlier invocation of this request made (found by its tags): a retry
-        takes it over instead of holding twice."""
-        for reservation in self.ec2.reservations(
-            filters={
-                f"tag:{TAG_CLUSTER_ID}": [self.core.cluster_id],
-                f"tag:{TAG_REQUEST_ID}": [request_id],
-                f"tag:{TAG_PURPOSE}": [Purpose.HOLD.value],
-                "state": ["active", "pending"],
-            },
-            deadline=deadline,
-        ):
-            subnet_id = reservation.tags.get(TAG_SUBNET_ID, "")
-            if (
-                self.core.owns(reservation)
-                and subnet_id in request.subnet_ids
-                and reservation.instance_type in request.instance_types
-                and reservation.total_count == request.instance_count
-            ):
-                return Chosen(reservation, True, [subnet_id], self.monotonic())
-        return None
+        self, request_id: str, request: ReserveRequest, deadline: float, hard_deadline: float
+    ) -> tuple[int, Held] | None:
+        """The live hold an earlier invocation of this request made (found by its tags), with
+        its place's preference: a retry takes it over instead of holding twice. If that
+        invocation died mid-race and left several, the best-preferred one is kept and the
+        others are given back now."""
+        if request.request_id is None:
+            return None  # a request id generated for this invocation has no earlier work
+        preference = {
+            (p.instance_type, p.subnet_id): p.index
+            for p in pairing.pairs(request.instance_types, request.subnet_ids)
+        }
+        found = [
+            (preference[key], reservation)
+            for reservation in self.ec2.reservations(
+                filters={
+                    f"tag:{TAG_CLUSTER_ID}": [self.core.cluster_id],
+                    f"tag:{TAG_REQUEST_ID}": [request_id],
+                    f"tag:{TAG_PURPOSE}": [Purpose.HOLD.value],
+                    "state": ["active", "pending"],
+                },
+                deadline=deadline,
+            )
+            for key in [(reservation.instance_type, reservation.tags.get(TAG_SUBNET_ID, ""))]
+            if self.core.owns(reservation)
+            and key in preference
+            and reservation.total_count == request.instance_count
+        ]
+        if not found:
+            return None
+        found.sort(key=lambda item: item[0])
+        for _, extra in found[1:]:
+            self._cancel(extra, hard_deadline)
+        index, best = found[0]
+        return index, Held(best, self.monotonic(), reused=True)
 
     # -- bring your own reservation -----------------------------------------------------
     def _bring_your_own(
@@ -245,6 +258,7 @@ class Reserver:
         deadline: float,
         hard_deadline: float,
         stats: ReserveStats,
+        earlier: tuple[int, Held] | None = None,
     ) -> tuple[tuple[Held, str] | None, list[Attempt]]:
         pairs = pairing.pairs(request.instance_types, request.subnet_ids)
         race = _Race(
@@ -259,6 +273,12 @@ class Reserver:
                 for p in pairs
             ]
         )
+        if earlier is not None:
+            index, held = earlier
+            race.best = index
+            race.held[index] = held
+            race.attempts[index].outcome = Outcome.AVAILABLE
+            race.attempts[index].reservation_id = held.reservation.id
         stats_lock = threading.Lock()
 
         def cancel(index: int, held: Held) -> None:
@@ -383,7 +403,31 @@ class Reserver:
         try:
             if self.monotonic() >= deadline:
                 raise _OutOfTime("before the fleet")
-            fleet = self.ec2.create_instant_fleet(
+            fleet = self._launch(
+                request, request_id, template, reservation, subnet_id, deadline, hard_deadline
+            )
+        except (AwsError, _OutOfTime) as error:
+            return self._undo(answer, chosen, hard_deadline, stats, "fleet", error)
+        return self._after_fleet(request, chosen, fleet, answer, hard_deadline, stats)
+
+    def _launch(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        template: TemplateVersion,
+        reservation: Reservation,
+        subnet_id: str,
+        deadline: float,
+        hard_deadline: float,
+    ) -> FleetResult:
+        """One all-or-nothing fleet per request: nodes an earlier invocation launched (they
+        carry the request id) are never launched a second time."""
+        if request.request_id is not None:
+            earlier = self.ec2.request_instances(request_id, deadline)
+            if earlier:
+                return FleetResult(None, earlier)
+        try:
+            return self.ec2.create_instant_fleet(
                 template,
                 reservation.instance_type,
                 subnet_id,
@@ -403,9 +447,15 @@ class Reserver:
                 {TAG_JOB_ID: request.job_id, TAG_REQUEST_ID: request_id, **(request.tags or {})},
                 deadline,
             )
-        except (AwsError, _OutOfTime) as error:
-            return self._undo(answer, chosen, hard_deadline, stats, "fleet", error)
-        return self._after_fleet(request, chosen, fleet, answer, hard_deadline, stats)
+        except AwsError as error:
+            if not is_retryable(error.error_class):
+                raise
+            # No answer (timeout, 5xx): EC2 may still have launched the fleet. Its nodes carry
+            # the request id, so look before calling it a failure and giving the hold back.
+            launched = self.ec2.request_instances(request_id, hard_deadline)
+            if launched:
+                return FleetResult(None, launched)
+            raise
 
     def _template_version(
         self,

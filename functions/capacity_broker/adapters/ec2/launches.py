@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...domain.tags import TAG_REQUEST_ID
 from ..aws import AwsError
 from .base import Ec2Base
 
@@ -142,3 +143,20 @@ class LaunchesMixin(Ec2Base):
             for e in answer.get("Errors", [])
         ]
         return FleetResult(answer.get("FleetId"), ids, errors)
+
+    def request_instances(self, request_id: str, deadline: float | None = None) -> list[str]:
+        """Pending or running instances launched for a request (tagged with its id)."""
+        return [
+            instance["InstanceId"]
+            for reservation in self._pages(
+                "DescribeInstances",
+                "Reservations",
+                deadline,
+                Filters=[
+                    {"Name": f"tag:{TAG_REQUEST_ID}", "Values": [request_id]},
+                    {"Name": "instance-state-name", "Values": ["pending", "running"]},
+                ],
+                MaxResults=1000,
+            )
+            for instance in reservation.get("Instances", [])
+        ]
