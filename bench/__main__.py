@@ -44,8 +44,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--reserve-concurrency",
-        default="16,24",
-        help="BROKER_MAX_CONCURRENCY values for reserve (16 is the default; 24 = one per pair)",
+        default="32,16",
+        help="BROKER_MAX_CONCURRENCY values for reserve (32 is the default; 16 = two waves)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="a fast smoke run (fewer of everything)"

@@ -19,8 +19,10 @@ class Settings:
     region: str
     regions: tuple[str, ...]
     state_table: str | None = None
-    # Attempts in flight at once per request (probe subnets, reserve pairs, cleaner cancels).
-    max_concurrency: int = 16
+    # Attempts in flight at once per request (probe subnets, reserve pairs, cleaner cancels per
+    # region): one wave for any probe (<= 20 subnets) and for reserves of up to 32 pairs, inside
+    # EC2's mutating burst of 50; the pacer still guards the bucket.
+    max_concurrency: int = 32
     # Seconds kept free at the end of an invocation for the answer and the cleanup.
     safety_margin: float = 3.0
     graces: Mapping[str, str] = field(default_factory=dict)
@@ -42,7 +44,7 @@ class Settings:
             "/"
         )
         try:
-            concurrency = int(env.get("BROKER_MAX_CONCURRENCY") or 16)
+            concurrency = int(env.get("BROKER_MAX_CONCURRENCY") or cls.max_concurrency)
         except ValueError as error:
             raise ConfigurationError(f"BROKER_MAX_CONCURRENCY is not a number: {error}") from None
         return cls(

@@ -359,3 +359,19 @@ def test_release_by_job_stack_and_id_cancels_only_owned_holds(hpc: Any, context:
 def test_release_input_is_checked(hpc: Any, context: Any) -> None:
     for event in ({}, {"job_id": "1", "stack_name": "x"}, {"reservation_id": "cr-nothex"}):
         assert release(event, context)["status"] == "invalid_request"
+
+
+@pytest.mark.parametrize(
+    ("template", "field"),
+    [
+        ({"id": "lt-0123456789abcdef0"}, "launch_template.id"),
+        ({"id": TEMPLATE, "version": "42"}, "launch_template.version"),
+    ],
+)
+def test_a_template_that_does_not_exist_costs_no_hold(
+    hpc: Any, context: Any, template: dict[str, str], field: str
+) -> None:
+    answer = reserve(job(request_id="job-no-lt", launch_template=template), context)
+    assert answer["status"] == "invalid_request"
+    assert answer["errors"][0]["field"] == field
+    assert hpc.calls("CreateCapacityReservation") == []

@@ -7,11 +7,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.utils import parse_timestamp
 
 from ..domain import backoff
 from ..domain.errors import ErrorClass, classify, is_retryable
@@ -46,6 +48,7 @@ def client(service: str, region: str) -> Any:
                 global _session
                 if _session is None:
                     _session = boto3.session.Session()
+                _fast_timestamps(_session)
                 found = _session.client(
                     service,  # type: ignore[call-overload]
                     region_name=region,
@@ -53,6 +56,23 @@ def client(service: str, region: str) -> Any:
                 )
                 _clients[key] = found
     return found
+
+
+def _parse_timestamp(value: Any) -> datetime:
+    """EC2's timestamps are ISO 8601 ("2026-11-21T10:05:00.000Z"): ``fromisoformat`` reads
+    them several times faster than botocore's general parser, which stays the fallback. A
+    listing of hundreds of reservations parses thousands of them."""
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    return parse_timestamp(value)
+
+
+def _fast_timestamps(session: boto3.session.Session) -> None:
+    factory = session._session.get_component("response_parser_factory")
+    factory.set_parser_defaults(timestamp_parser=_parse_timestamp)
 
 
 def reset_clients() -> None:

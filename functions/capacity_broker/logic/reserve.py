@@ -43,7 +43,7 @@ from ..domain.tags import (
 )
 from ..domain.tokens import client_token
 from ..models import Attempt, LaunchTemplateInfo, ReservationInfo, ReserveRequest, ReserveResponse
-from . import placement
+from . import InvalidInput, placement
 from .reservations import Held, HoldSpec, NotOwnedError, ReservationCore, utcnow
 
 
@@ -79,6 +79,7 @@ class Chosen:
     since: float | None = None
 
 
+_TEMPLATE_UNREADABLE = "Could not check the job's launch template (nothing was held): "
 _NO_CAPACITY = (Outcome.INSUFFICIENT_CAPACITY, Outcome.UNSUPPORTED, Outcome.NOT_TRIED)
 
 
@@ -111,6 +112,9 @@ class Reserver:
             return answer.error(
                 error.code, f"Could not look up the job's places: {error.message}"
             ), stats
+        # The job's template is checked while the flow goes on, and before anything is held:
+        # a template that does not exist must not cost a hold.
+        template = _Background(self._template_source, request, deadline)
 
         if request.capacity_reservation_id:
             try:
@@ -122,6 +126,10 @@ class Reserver:
             if isinstance(outcome, ReserveResponse):
                 return outcome, stats
             chosen, attempts = outcome, list[Attempt]()
+            try:
+                source = template.result()
+            except AwsError as error:
+                return answer.error(error.code, _TEMPLATE_UNREADABLE + error.message), stats
         else:
             try:
                 flags = self.flags.read(deadline)
@@ -143,6 +151,10 @@ class Reserver:
                 return answer.error(
                     error.code, f"Could not look for earlier work: {error.message}"
                 ), stats
+            try:
+                source = template.result()
+            except AwsError as error:
+                return answer.error(error.code, _TEMPLATE_UNREADABLE + error.message), stats
             # An earlier hold of this request enters the race as the one to beat: only better
             # places are tried, and it is given back if one of them wins.
             won, attempts = self._race(
@@ -154,7 +166,9 @@ class Reserver:
             chosen = Chosen(held.reservation, True, [subnet_id], held.since)
 
         answer.chosen(chosen, attempts)
-        response = self._use(request, request_id, chosen, answer, deadline, hard_deadline, stats)
+        response = self._use(
+            request, request_id, chosen, source, answer, deadline, hard_deadline, stats
+        )
         if response.cleanup != "pending" and any(a.cancelled is False for a in attempts):
             # A losing hold whose cancel failed still holds capacity (as in probe).
             response.cleanup = "pending"
@@ -376,6 +390,7 @@ class Reserver:
         request: ReserveRequest,
         request_id: str,
         chosen: Chosen,
+        source: int | None,
         answer: _Answer,
         deadline: float,
         hard_deadline: float,
@@ -389,7 +404,9 @@ class Reserver:
         try:
             if self.monotonic() >= deadline:
                 raise _OutOfTime("before the launch template version")
-            template = self._template_version(request, request_id, reservation, subnet_id, deadline)
+            template = self._template_version(
+                request, request_id, reservation, subnet_id, source, deadline
+            )
         except (AwsError, _OutOfTime) as error:
             return self._undo(answer, chosen, hard_deadline, stats, "launch template", error)
         response.launch_template = LaunchTemplateInfo(
@@ -457,18 +474,34 @@ class Reserver:
                 return FleetResult(None, launched)
             raise
 
+    def _template_source(self, request: ReserveRequest, deadline: float) -> int | None:
+        """The version number the new template version builds on, or ``InvalidInput`` when
+        the job's template or version does not exist."""
+        if request.launch_template is None:
+            return None
+        try:
+            return self.ec2.resolve_template_version(
+                request.launch_template.id, request.launch_template.version, deadline
+            )
+        except AwsError as error:
+            if error.code and error.code.startswith("InvalidLaunchTemplate"):
+                field = (
+                    "launch_template.version" if "Version" in error.code else "launch_template.id"
+                )
+                raise InvalidInput([(field, f"{error.code}: {error.message}"[:300])]) from None
+            raise
+
     def _template_version(
         self,
         request: ReserveRequest,
         request_id: str,
         reservation: Reservation,
         subnet_id: str,
+        source: int | None,
         deadline: float,
     ) -> TemplateVersion:
         assert request.launch_template is not None
-        source = self.ec2.resolve_template_version(
-            request.launch_template.id, request.launch_template.version, deadline
-        )
+        assert source is not None
         # Targeting a reservation already means "only there": EC2 takes one targeting option
         # at a time, and a targeted launch fails rather than fall back to On-Demand.
         data: dict[str, object] = {
@@ -570,6 +603,29 @@ class Reserver:
         except (AwsError, NotOwnedError):
             return False
         return True
+
+
+class _Background:
+    """One look-up running beside the flow; ``result()`` waits for it (and re-raises)."""
+
+    def __init__(self, fn: Callable[..., int | None], *args: object) -> None:
+        self._value: int | None = None
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self._value = fn(*args)
+            except BaseException as error:  # noqa: BLE001 - handed to the waiting flow
+                self._error = error
+
+        self._thread = threading.Thread(target=run, name="reserve-template", daemon=True)
+        self._thread.start()
+
+    def result(self) -> int | None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 class _OutOfTime(Exception):

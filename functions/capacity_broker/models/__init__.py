@@ -2,30 +2,91 @@
 
 One module per entry point (``probe``, ``reserve``, ``release``, ``cleaner``, ``capacity``);
 shared field types in ``common``; the ``invalid_request`` answer in ``invalid``.
+
+Importing the package builds no model: each name is imported from its module on first use, so a
+handler builds only the models of its own entry point (pydantic builds validators when a model
+class is created, which is most of a handler's own import time).
 """
 
-from .capacity import CapacityRequest, CapacityResponse, CapacityRow, CapacitySummary, DurationRange
-from .cleaner import CleanerItem, CleanerResponse, SweepRequest
-from .common import (
-    ItemError,
-    PlacementFields,
-    RequestModel,
-    ResponseModel,
-    is_request_id,
-    request_id_from,
-    request_id_of,
-)
-from .invalid import ErrorResponse, FieldError, InvalidRequestResponse, invalid_request
-from .probe import Attempt, ProbeAttempt, ProbeRequest, ProbeResponse
-from .release import ReleaseRequest, ReleaseResponse, SkippedReservation
-from .reserve import (
-    LaunchTemplateInfo,
-    LaunchTemplateRef,
-    ReservationInfo,
-    ReserveAttempt,
-    ReserveRequest,
-    ReserveResponse,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .capacity import (
+        CapacityRequest,
+        CapacityResponse,
+        CapacityRow,
+        CapacitySummary,
+        DurationRange,
+    )
+    from .cleaner import CleanerItem, CleanerResponse, SweepRequest
+    from .common import (
+        ItemError,
+        PlacementFields,
+        RequestModel,
+        ResponseModel,
+        is_request_id,
+        request_id_from,
+        request_id_of,
+    )
+    from .invalid import ErrorResponse, FieldError, InvalidRequestResponse, invalid_request
+    from .probe import Attempt, ProbeAttempt, ProbeRequest, ProbeResponse
+    from .release import ReleaseRequest, ReleaseResponse, SkippedReservation
+    from .reserve import (
+        LaunchTemplateInfo,
+        LaunchTemplateRef,
+        ReservationInfo,
+        ReserveAttempt,
+        ReserveRequest,
+        ReserveResponse,
+    )
+
+_HOME = {
+    "Attempt": "probe",
+    "CapacityRequest": "capacity",
+    "CapacityResponse": "capacity",
+    "CapacityRow": "capacity",
+    "CapacitySummary": "capacity",
+    "CleanerItem": "cleaner",
+    "CleanerResponse": "cleaner",
+    "DurationRange": "capacity",
+    "ErrorResponse": "invalid",
+    "FieldError": "invalid",
+    "InvalidRequestResponse": "invalid",
+    "ItemError": "common",
+    "LaunchTemplateInfo": "reserve",
+    "LaunchTemplateRef": "reserve",
+    "PlacementFields": "common",
+    "ProbeAttempt": "probe",
+    "ProbeRequest": "probe",
+    "ProbeResponse": "probe",
+    "ReleaseRequest": "release",
+    "ReleaseResponse": "release",
+    "RequestModel": "common",
+    "ReservationInfo": "reserve",
+    "ReserveAttempt": "reserve",
+    "ReserveRequest": "reserve",
+    "ReserveResponse": "reserve",
+    "ResponseModel": "common",
+    "SkippedReservation": "release",
+    "SweepRequest": "cleaner",
+    "invalid_request": "invalid",
+    "is_request_id": "common",
+    "request_id_from": "common",
+    "request_id_of": "common",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Attempt",
