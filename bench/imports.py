@@ -25,10 +25,14 @@ DEPENDENCIES = (
 )
 
 
+# What the deployed functions' environment sets that changes import work (infra/functions.py).
+DEPLOYED = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
+
+
 def _environment() -> dict[str, str]:
     """The same for every sample: this environment without the broker's variables (a handler
-    must import with none of them set)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")}
+    must import with none of them set), plus what the deployed functions set."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")} | DEPLOYED
 
 
 def _time_import(statement: str, env: dict[str, str]) -> tuple[float, float]:

@@ -13,7 +13,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from botocore.exceptions import ReadTimeoutError
+from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+from moto.backends import get_backend
+from moto.core.base_backend import BackendDict
 from moto.core.responses import ActionResult, BaseResponse
 from moto.ec2.models import EC2Backend
 from moto.ec2.responses import EC2Response
@@ -117,6 +119,13 @@ def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[Base
         action = self._get_action() or ""
         region = getattr(self, "region", "us-east-1")
         account = getattr(self, "current_account", "")
+        if not _known_region(service, account, region):
+            # AWS has no endpoint there: the caller cannot connect (moto would raise KeyError).
+            endpoint = f"https://{service}.{region}.amazonaws.com/"
+            if world.mode == "server":
+                drop_connection.flag = True
+                return 404, {}, ""
+            raise EndpointConnectionError(endpoint_url=endpoint)
         try:
             call, timeout = world.hub.before(
                 service, action, region, account, lambda: _params_of(self)
@@ -140,6 +149,16 @@ def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[Base
         return status, headers, body
 
     return call_action
+
+
+def _known_region(service: str, account: str, region: str) -> bool:
+    try:
+        backends = get_backend(service)  # type: ignore[call-overload]
+    except (KeyError, ValueError, ModuleNotFoundError):
+        return True  # not a regional moto service: let moto answer
+    if not isinstance(backends, BackendDict) or not account:
+        return True
+    return region in backends[account]
 
 
 def _code_of(body: Any) -> str | None:

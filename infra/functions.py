@@ -137,6 +137,9 @@ class BrokerFunctions(Construct):
             "BROKER_REGIONS": regions,
             "BROKER_STATE_TABLE": state_table.table_name,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            # The broker uses no pydantic plugin; without this pydantic scans every installed
+            # distribution's entry points when it builds the first model (cold start).
+            "PYDANTIC_DISABLE_PLUGINS": "__all__",
         }
 
         self.by_name: dict[str, BrokerFunction] = {}
