@@ -7,7 +7,6 @@ creates must not both win the last slot of a pool.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from ..state import world
 from .offerings import Catalogue
 from .pools import Pool, Quotas
 from .reservations import HOLDING_STATES, CapacityReservation, filter_value
+from .tokens import ClientTokens
 
 
 @functools.cache
@@ -75,11 +75,7 @@ class CapacityBackend:
         self.account_id: str = ec2.account_id
         self.region: str = ec2.region_name
         self.reservations: dict[str, CapacityReservation] = {}
-        self.tokens: dict[str, tuple[str, str]] = {}
-        # CreateLaunchTemplateVersion ClientToken -> (parameters, template id, version)
-        self.template_tokens: dict[str, tuple[str, str, int]] = {}
-        # instant CreateFleet ClientToken -> (parameters, the answer it got)
-        self.fleet_tokens: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.client_tokens = ClientTokens()
         self.pools: dict[tuple[str, str], Pool] = {}
         self.unsupported: set[tuple[str, str]] = set()
         self.quotas = Quotas()
@@ -206,48 +202,35 @@ class CapacityBackend:
     ) -> CapacityReservation:
         now = world.clock.now()
         params = _utc_dates(params)
-        token = params.get("ClientToken")
-        fingerprint = json.dumps(
-            {k: v for k, v in params.items() if k not in ("ClientToken", "DryRun")},
-            sort_keys=True,
-            default=str,
-        )
         with world.lock:
             self.refresh(now)
-            if token and token in self.tokens:
-                seen, reservation_id = self.tokens[token]
-                if seen != fingerprint:
-                    raise client_error(
-                        "IdempotentParameterMismatch",
-                        "The client token you have provided is associated with a resource "
-                        "that is already deleted or has different parameters. Please use a "
-                        "different client token.",
-                    )
-                return self.reservations[reservation_id]
-            reservation = self._validate_new(params, now)
-            if not self.offered(reservation.availability_zone, reservation.instance_type):
-                raise client_error(
-                    "Unsupported",
-                    f"Your requested instance type ({reservation.instance_type}) is not "
-                    f"supported in your requested Availability Zone "
-                    f"({reservation.availability_zone}). Please retry your request by not "
-                    f"specifying an Availability Zone or choosing a different one.",
-                )
-            self.quotas.check(
-                reservation.instance_type, reservation.total_instance_count, self.usage()
+            reservation_id, _ = self.client_tokens.once(
+                "CreateCapacityReservation",
+                params.get("ClientToken"),
+                params,
+                lambda: self._create(params, tags, now),
             )
-            pool = self._pool(reservation.availability_zone, reservation.instance_type)
-            if not pool.can_take(reservation.total_instance_count):
-                raise insufficient_capacity(
-                    reservation.instance_type, reservation.availability_zone
-                )
-            pool.take(reservation.total_instance_count)
-            self.reservations[reservation.id] = reservation
-            if tags:
-                self.ec2.create_tags([reservation.id], tags)
-            if token:
-                self.tokens[token] = (fingerprint, reservation.id)
-            return reservation
+            return self.reservations[reservation_id]
+
+    def _create(self, params: dict[str, Any], tags: dict[str, str], now: datetime) -> str:
+        reservation = self._validate_new(params, now)
+        if not self.offered(reservation.availability_zone, reservation.instance_type):
+            raise client_error(
+                "Unsupported",
+                f"Your requested instance type ({reservation.instance_type}) is not "
+                f"supported in your requested Availability Zone "
+                f"({reservation.availability_zone}). Please retry your request by not "
+                f"specifying an Availability Zone or choosing a different one.",
+            )
+        self.quotas.check(reservation.instance_type, reservation.total_instance_count, self.usage())
+        pool = self._pool(reservation.availability_zone, reservation.instance_type)
+        if not pool.can_take(reservation.total_instance_count):
+            raise insufficient_capacity(reservation.instance_type, reservation.availability_zone)
+        pool.take(reservation.total_instance_count)
+        self.reservations[reservation.id] = reservation
+        if tags:
+            self.ec2.create_tags([reservation.id], tags)
+        return reservation.id
 
     def _validate_new(self, params: dict[str, Any], now: datetime) -> CapacityReservation:
         instance_type = params["InstanceType"]

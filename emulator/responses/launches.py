@@ -9,7 +9,6 @@ the instances, so everything else moto knows about instances keeps working.
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 from moto.core.responses import ActionResult
@@ -149,29 +148,14 @@ class Launches(CapacityResponse):
     def create_fleet(self) -> ActionResult:
         if (self._get_param("Type") or "maintain") != "instant":
             return MotoFleets.create_fleet(self)
-        # EC2 answers a ClientToken it has seen (same parameters) with the fleet it made, so a
-        # retry after a lost answer never launches the instances twice.
-        token = self._get_param("ClientToken")
-        if not token:
-            return self._create_instant_fleet()
-        fingerprint = json.dumps(
-            {k: v for k, v in self.params.items() if k not in ("ClientToken", "DryRun")},
-            sort_keys=True,
-            default=str,
+        # A retry after a lost answer (same ClientToken) gets the first fleet: no second launch.
+        result, _ = self.capacity.client_tokens.once(
+            "CreateFleet",
+            self._get_param("ClientToken"),
+            self.params,
+            lambda: self._create_instant_fleet().result,
         )
-        with world.lock:
-            seen = self.capacity.fleet_tokens.get(token)
-            if seen is not None:
-                if seen[0] != fingerprint:
-                    raise client_error(
-                        "IdempotentParameterMismatch",
-                        "The client token you have provided is associated with a resource "
-                        "that has different parameters.",
-                    )
-                return ActionResult(copy.deepcopy(seen[1]))
-            result = self._create_instant_fleet()
-            self.capacity.fleet_tokens[token] = (fingerprint, copy.deepcopy(result.result))
-            return result
+        return ActionResult(copy.deepcopy(result))
 
     def _create_instant_fleet(self) -> ActionResult:
         self.error_on_dryrun()
@@ -417,33 +401,18 @@ class Launches(CapacityResponse):
 
     # -- CreateLaunchTemplateVersion ----------------------------------------------------
     def create_launch_template_version(self) -> ActionResult:
-        # EC2 answers a ClientToken it has seen (same parameters) with the version it made.
-        token = self._get_param("ClientToken")
-        if token:
-            fingerprint = json.dumps(
-                {k: v for k, v in self.params.items() if k not in ("ClientToken", "DryRun")},
-                sort_keys=True,
-                default=str,
-            )
-            with world.lock:
-                seen = self.capacity.template_tokens.get(token)
-                if seen is not None:
-                    if seen[0] != fingerprint:
-                        raise client_error(
-                            "IdempotentParameterMismatch",
-                            "The client token you have provided is associated with a resource "
-                            "that has different parameters.",
-                        )
-                    return self._template_version_result(seen[1], seen[2])
-                result = self._create_template_version()
-                version = result.result["LaunchTemplateVersion"]  # type: ignore[index]
-                self.capacity.template_tokens[token] = (
-                    fingerprint,
-                    version["LaunchTemplateId"],
-                    version["VersionNumber"],
-                )
-                return result
-        return self._create_template_version()
+        # A retry (same ClientToken) gets the version the first call made.
+        made, _ = self.capacity.client_tokens.once(
+            "CreateLaunchTemplateVersion",
+            self._get_param("ClientToken"),
+            self.params,
+            self._new_template_version,
+        )
+        return self._template_version_result(*made)
+
+    def _new_template_version(self) -> tuple[str, int]:
+        version = self._create_template_version().result["LaunchTemplateVersion"]  # type: ignore[index]
+        return version["LaunchTemplateId"], int(version["VersionNumber"])
 
     def _template_version_result(self, template_id: str, number: int) -> ActionResult:
         template = self.ec2_backend.get_launch_template(template_id)
