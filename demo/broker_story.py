@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from capacity_broker.client import InProcessContext
 from rich.console import Console
 from rich.table import Table
 
@@ -19,23 +20,15 @@ def invoke(entry: str, event: dict[str, Any]) -> dict[str, Any]:
     import importlib
 
     module = importlib.import_module(f"capacity_broker.handlers.{entry}")
-    answer: dict[str, Any] = module.handler(event, _Context())
+    answer: dict[str, Any] = module.handler(
+        event, InProcessContext(f"capacity-broker-demo-{entry}")
+    )
     return answer
 
 
 def event(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((EVENTS / f"{name}.json").read_text())
     return data
-
-
-class _Context:
-    function_name = "capacity-broker-demo"
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:capacity-broker-demo"
-    aws_request_id = "demo"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
 
 
 def attempts_table(answer: dict[str, Any]) -> Table:

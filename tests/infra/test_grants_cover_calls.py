@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from capacity_broker.client import InProcessContext
 from infra_helpers import FUNCTIONS, Synth
 
 pytestmark = [pytest.mark.infra, pytest.mark.slow]
@@ -18,16 +19,6 @@ pytestmark = [pytest.mark.infra, pytest.mark.slow]
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 # The services the broker calls; moto's names are IAM's action prefixes.
 SERVICES = ("ec2", "ssm", "cloudformation", "dynamodb")
-
-
-class _Context:
-    function_name = "grants"
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:grants"
-    aws_request_id = "grants"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
 
 
 def called_actions(name: str, emu: Any, monkeypatch: pytest.MonkeyPatch) -> set[str]:
@@ -49,7 +40,7 @@ def called_actions(name: str, emu: Any, monkeypatch: pytest.MonkeyPatch) -> set[
     emu.clear_calls()
     handler = importlib.import_module(f"capacity_broker.handlers.{name}").handler
     for path in sorted(EVENTS.glob(f"{name}*.json")):
-        handler(json.loads(path.read_text()), _Context())
+        handler(json.loads(path.read_text()), InProcessContext(f"grants-{name}"))
     actions = set()
     for service in SERVICES:
         actions |= {f"{service}:{c.action}" for c in emu.calls(service=service)}
