@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from capacity_broker.config import Settings
+
 from .formulas import Row, Target
 
 PROBE_FLOOR = Target(1.5)
@@ -63,19 +65,23 @@ def rows_for(results: dict[str, Any]) -> list[Row]:
     if reserve:
         m = reserve["median"]
         for level, r in reserve["ratios"].items():
-            name = f"reserve, 4x6 pairs, concurrency {level}"
+            # The target is the product's; other levels are shown for comparison only.
+            default = int(level) == Settings.max_concurrency
+            name = f"reserve, 4x6 pairs, concurrency {level}" + (
+                "" if default else " (not default)"
+            )
             ms = m[f"broker_concurrency_{level}"]
             rows += [
                 Row(
                     f"{name} / floor",
                     r["to_floor"],
-                    RESERVE_FLOOR,
+                    RESERVE_FLOOR if default else None,
                     detail=f"{_ms(ms)} vs create+cancel {_ms(m['floor'])}",
                 ),
                 Row(
                     f"{name} / sequential",
                     r["to_sequential"],
-                    RESERVE_SEQUENTIAL,
+                    RESERVE_SEQUENTIAL if default else None,
                     detail=f"{_ms(ms)} vs {_ms(m['sequential'])}",
                 ),
             ]
