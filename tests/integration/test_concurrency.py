@@ -30,7 +30,11 @@ import pytest
 from capacity_broker.handlers._runtime import reset_container
 from capacity_broker.handlers.reserve import handler as reserve
 
-pytestmark = pytest.mark.integration
+# Lambda never runs two invocations in one process; these tests do, in threads. Powertools'
+# metric store is shared by the process, so one thread's flush can leave another's empty.
+SHARED_METRICS = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+
+pytestmark = [pytest.mark.integration, SHARED_METRICS]
 
 SCENARIO = Path(__file__).parent / "scenarios" / "concurrency_pool.yaml"
 REGION = "us-east-1"

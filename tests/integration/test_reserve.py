@@ -315,6 +315,8 @@ def test_with_the_state_table_a_replay_returns_the_first_answer(
     assert other["errors"][0]["field"] == "request_id"
 
 
+# Threads in one process share Powertools' metric store (Lambda never does): see test_concurrency.
+@pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 def test_concurrent_duplicates_make_one_hold(state_table: str, hpc: Any, context: Any) -> None:
     hpc.latency(0.05)
     answers: list[dict[str, Any]] = []
