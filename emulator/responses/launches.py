@@ -75,6 +75,15 @@ def launch_request(
         az = next(iter(z.name for z in ec2.describe_availability_zones()))
     spec = data.get("CapacityReservationSpecification") or {}
     target = (spec.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
+    preference = spec.get("CapacityReservationPreference")
+    if target and preference not in (None, "capacity-reservations-only"):
+        # EC2 API reference, CapacityReservationSpecification: a preference beside a target
+        # is accepted only when it is capacity-reservations-only.
+        raise client_error(
+            "InvalidParameterCombination",
+            f"CapacityReservationPreference {preference} cannot be combined with "
+            "CapacityReservationTarget; use capacity-reservations-only or omit it.",
+        )
     market = (data.get("InstanceMarketOptions") or {}).get("MarketType")
     placement = data.get("Placement") or {}
     return LaunchRequest(
@@ -82,7 +91,7 @@ def launch_request(
         availability_zone=az,
         platform=_platform_of_image(ec2, data.get("ImageId")),
         tenancy=placement.get("Tenancy") or "default",
-        preference=spec.get("CapacityReservationPreference") or "open",
+        preference=preference or "open",
         target_id=target,
         market_type=market,
     )

@@ -197,6 +197,21 @@ def test_a_cancelled_reservation_refuses_targeted_launches(api, ec2):
     assert error_of(exc) == ("IncorrectState", 400)
 
 
+@pytest.mark.parametrize("preference", ["open", "none"])
+def test_a_target_takes_no_other_preference_than_capacity_reservations_only(api, preference):
+    rid = api.reserve("c5.large", "us-east-1a", 2, InstanceMatchCriteria="targeted")[
+        "CapacityReservationId"
+    ]
+    spec = {"CapacityReservationPreference": preference, **target(rid)}
+    with pytest.raises(ClientError) as exc:
+        api.run(SUBNET_A, "c5.large", 1, CapacityReservationSpecification=spec)
+    assert error_of(exc) == ("InvalidParameterCombination", 400)
+    assert api.get(rid)["AvailableInstanceCount"] == 2
+    only = {"CapacityReservationPreference": "capacity-reservations-only", **target(rid)}
+    api.run(SUBNET_A, "c5.large", 1, CapacityReservationSpecification=only)
+    assert api.get(rid)["AvailableInstanceCount"] == 1
+
+
 def test_capacity_reservations_only_preference(api):
     spec = {"CapacityReservationPreference": "capacity-reservations-only"}
     with pytest.raises(ClientError) as exc:

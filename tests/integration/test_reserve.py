@@ -87,7 +87,8 @@ def test_two_types_three_subnets_only_the_last_pair_has_capacity(hpc: Any, conte
     version = answer["launch_template"]["version"]
     data = template_data(version)
     assert data["CapacityReservationSpecification"] == {
-        "CapacityReservationTarget": {"CapacityReservationId": reservation["id"]}
+        "CapacityReservationPreference": "capacity-reservations-only",
+        "CapacityReservationTarget": {"CapacityReservationId": reservation["id"]},
     }
     assert data["ImageId"] == "ami-0ccccccccccccccc1"  # built on the job's own version
 
@@ -264,6 +265,10 @@ def test_an_active_capacity_block_is_used_with_its_market_type(hpc: Any, context
     assert answer["reservation"]["type"] == "capacity-block"
     data = template_data(answer["launch_template"]["version"])
     assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    assert data["CapacityReservationSpecification"] == {
+        "CapacityReservationPreference": "capacity-reservations-only",
+        "CapacityReservationTarget": {"CapacityReservationId": BLOCK_NOW},
+    }
     assert hpc.calls("CancelCapacityReservation") == []
 
 

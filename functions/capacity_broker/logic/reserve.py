@@ -502,11 +502,12 @@ class Reserver:
     ) -> TemplateVersion:
         assert request.launch_template is not None
         assert source is not None
-        # Targeting a reservation already means "only there": EC2 takes one targeting option
-        # at a time, and a targeted launch fails rather than fall back to On-Demand.
+        # Only this reservation, never On-Demand beside it: EC2 accepts a target together with a
+        # preference only when the preference is capacity-reservations-only.
         data: dict[str, object] = {
             "CapacityReservationSpecification": {
-                "CapacityReservationTarget": {"CapacityReservationId": reservation.id}
+                "CapacityReservationPreference": "capacity-reservations-only",
+                "CapacityReservationTarget": {"CapacityReservationId": reservation.id},
             }
         }
         if reservation.reservation_type == "capacity-block":
