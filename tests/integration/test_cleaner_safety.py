@@ -65,7 +65,7 @@ PROBE_GRACE, STACK_GRACE, IDLE_GRACE, HOLD_LIMIT = 90, 180, 600, 1800
 AGES = [-30, 0, 20, 60, 85, 95, 150, 175, 185, 300, 595, 605, 1200, 1795, 1805, 7200, 86400]
 # EndDate relative to now; None: unlimited (moved by hand).
 ENDS = [-3600, -61, -5, 5, 60, 240, 3600, None]
-CONSUMED = {"CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE"}
+CONSUMED = {"CREATE_COMPLETE", "UPDATE_COMPLETE"}
 
 
 def orphaning(status: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
@@ -189,6 +190,30 @@ def test_a_create_whose_answer_is_lost_is_not_made_twice(broker: Any, context: A
     made = owned("vdi-6")
     assert len(made) == 1
     assert made[0]["State"] == "cancelled"
+
+
+def test_a_request_id_reused_probe_after_probe_gets_a_fresh_answer_each_time(
+    broker: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A VDI client that reuses its session id: every probe is answered afresh (contract),
+    never IdempotentParameterMismatch once the first tokens are spent, and none leaves a
+    reservation behind. The broker's clock moves a second per probe (new EndDates)."""
+    from capacity_broker.handlers import probe as probe_handler
+
+    broker.load_scenario(world([0, 0, 4]))
+    start, ticks = broker.now(), iter(range(1000))
+
+    def a_second_later() -> datetime:
+        return start + timedelta(seconds=next(ticks))
+
+    monkeypatch.setattr(probe_handler.prober().core, "clock", a_second_later)
+    for _ in range(6):
+        answer = probe(context, request_id="vdi-session-42")
+        assert answer["status"] == "available", answer
+        assert answer["subnet_id"] == SUBNETS[2]
+    made = owned("vdi-session-42")
+    assert {r["State"] for r in made} == {"cancelled"}
+    assert len(made) == 6  # one per probe in the subnet with room, each given back
 
 
 def test_a_failed_cancel_is_retried_then_reported(broker: Any, context: Any) -> None:

@@ -230,6 +230,23 @@ def test_a_users_odcr_is_validated_used_and_never_cancelled(hpc: Any, context: A
     assert hpc.calls("CancelCapacityReservation") == []
 
 
+def test_another_jobs_hold_cannot_be_passed_in(hpc: Any, context: Any) -> None:
+    """Owned reservations are the cleaner's to cancel: adopting one would put a job on a
+    reservation that may vanish under it, so it is refused and left as it was."""
+    first = reserve(job(request_id="job-owner"), context)
+    assert first["status"] == "reserved", first
+    theirs = first["reservation"]["id"]
+    creates = len(hpc.calls("CreateCapacityReservation"))
+    answer = reserve(
+        job(job_id="5678", request_id="job-borrower", capacity_reservation_id=theirs), context
+    )
+    assert answer["status"] == "rejected"
+    assert "one of this broker's own reservations" in answer["reason"]
+    assert len(hpc.calls("CreateCapacityReservation")) == creates
+    assert hpc.calls("CancelCapacityReservation") == []
+    assert [r["CapacityReservationId"] for r in active(holds("job-owner"))] == [theirs]
+
+
 @pytest.mark.parametrize(
     ("fields", "reason"),
     [

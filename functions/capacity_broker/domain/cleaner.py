@@ -56,15 +56,9 @@ STACK_UNKNOWN = StackLookup.UNKNOWN
 # A status string, or what we know when there is none. ``None`` = not looked up.
 StackState = str | StackLookup | None
 
-CONSUMED_STATUSES = frozenset(
-    {
-        "CREATE_COMPLETE",
-        "UPDATE_COMPLETE",
-        # Resources imported into a stack exist and the stack is stable: nothing more will
-        # launch because of this operation, exactly as after an update.
-        "IMPORT_COMPLETE",
-    }
-)
+# Exactly the contract's: any other settled status (e.g. IMPORT_COMPLETE) keeps the hold until
+# the hold limit ends it (`stale`).
+CONSUMED_STATUSES = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE"})
 
 
 def stack_verdict(status: str) -> StackVerdict:

@@ -52,6 +52,8 @@ class ExistingReservation:
     available_count: int
     start_date: datetime | None = None
     owner: str | None = None
+    # Carries this broker's ownership tags (a probe, or another job's hold).
+    owned_by_broker: bool = False
 
     @property
     def is_capacity_block(self) -> bool:
@@ -95,6 +97,12 @@ def validate_existing(
     """
     now = utc(now)
     rid = existing.id
+    if existing.owned_by_broker:
+        # The cleaner and release decide by tags alone: they would cancel it under the job.
+        return Rejected(
+            f"{rid} is one of this broker's own reservations (a probe or another job's hold), "
+            "which the cleaner may cancel at any time; pass a reservation you manage"
+        )
     waiting = existing.is_capacity_block and existing.state == "scheduled"
     if existing.state != "active" and not waiting:
         kind = "Capacity Block" if existing.is_capacity_block else "Capacity Reservation"

@@ -45,6 +45,23 @@ def client_token(
     return f"cb-{purpose.value}-{digest}"
 
 
+def token_nonce(purpose: Purpose | str, generation: int, end: datetime) -> str | None:
+    """The ``client_token`` nonce of an attempt's ``generation`` (0: none, the plain token).
+
+    A later generation is used only after EC2 refused or spent the earlier ones (another
+    invocation of the same request used them with another EndDate). A hold's generations
+    are fixed, so duplicates of one request meet on the same tokens and EC2 makes one
+    reservation. A probe's depend on the EndDate's second as well: the contract wants a probe
+    answer to be fresh, so a client that reuses a request id for probe after probe gets new
+    tokens every second instead of running out of them.
+    """
+    if generation == 0:
+        return None
+    if Purpose(purpose) is Purpose.PROBE:
+        return f"{whole_seconds(utc(end)).strftime('%Y%m%dT%H%M%SZ')}/{generation}"
+    return str(generation)
+
+
 def end_date(now: datetime, purpose: Purpose | str) -> datetime:
     """EndDate for a new reservation: now + its lifetime, aware UTC, whole seconds."""
     return whole_seconds(utc(now) + lifetime(purpose))

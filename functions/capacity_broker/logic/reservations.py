@@ -16,10 +16,11 @@ from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2, NewReservation, Reservation, Subnet
 from ..domain import tags as tagging
 from ..domain.errors import ErrorClass, cancel_is_done
-from ..domain.tokens import client_token, end_date
+from ..domain.tokens import client_token, end_date, token_nonce
 
-# How many times an IdempotentParameterMismatch (an earlier invocation of the same request
-# used the token with another EndDate) may move us to a fresh token.
+# How many tokens one attempt may try: an IdempotentParameterMismatch (an earlier invocation
+# of the same request used the token with another EndDate) or a reservation that no longer
+# holds moves it to the next (domain.tokens.token_nonce).
 MAX_TOKEN_GENERATIONS = 3
 # States in which a reservation holds capacity.
 HOLDING_STATES = ("active", "pending")
@@ -81,19 +82,20 @@ class ReservationCore:
     def hold(self, spec: HoldSpec, deadline: float | None = None) -> Held:
         """Reserve ``spec.count`` instances in the subnet's AZ, or raise ``AwsError``."""
         for generation in range(MAX_TOKEN_GENERATIONS):
+            end = end_date(self.clock(), spec.purpose)
             new = NewReservation(
                 instance_type=spec.instance_type,
                 availability_zone_id=spec.subnet.availability_zone_id,
                 platform=spec.platform,
                 tenancy=spec.tenancy,
                 count=spec.count,
-                end_date=end_date(self.clock(), spec.purpose),
+                end_date=end,
                 client_token=client_token(
                     spec.purpose,
                     spec.request_id,
                     spec.instance_type,
                     spec.subnet.subnet_id,
-                    nonce=str(generation) if generation else None,
+                    nonce=token_nonce(spec.purpose, generation, end),
                 ),
                 tags=self.tags_for(spec),
                 placement_group_arn=spec.placement_group_arn,

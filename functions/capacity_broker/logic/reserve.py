@@ -239,6 +239,7 @@ class Reserver:
             available_count=found.available_count,
             start_date=found.start_date,
             owner=found.owner_id,
+            owned_by_broker=self.core.owns(found),
         )
         wanted = Wanted(
             instance_types=request.instance_types,

@@ -81,9 +81,8 @@ STACK_STATUSES: list[str] = Loader().load_service_model("cloudformation", "servi
     "StackStatus"
 ]["enum"]
 
-# "hold with a stack: stack is CREATE_COMPLETE/UPDATE_COMPLETE" (IMPORT_COMPLETE: the domain's
-# documented reading of a stable stack after an import, see domain/cleaner.py).
-CONSUMED = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "IMPORT_COMPLETE"})
+# "hold with a stack: stack is CREATE_COMPLETE/UPDATE_COMPLETE"; everything else is kept.
+CONSUMED = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE"})
 ORPHAN_PATTERNS = ("*_FAILED", "*ROLLBACK*", "DELETE_*")
 
 

@@ -101,6 +101,7 @@ def test_an_active_block_is_usable() -> None:
         ({"tenancy": "dedicated"}, "dedicated tenancy"),
         ({"available_count": 7}, "has 7 instances available, the job needs 8"),
         ({"available_count": 0}, "has 0 instances available"),
+        ({"owned_by_broker": True}, "one of this broker's own reservations"),
     ],
 )
 def test_rejections(change: dict[str, object], words: str) -> None:

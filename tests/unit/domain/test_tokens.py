@@ -10,6 +10,7 @@ from capacity_broker.domain.tokens import (
     PROBE_LIFETIME,
     client_token,
     end_date,
+    token_nonce,
 )
 from hypothesis import given
 from hypothesis import strategies as st
@@ -133,3 +134,30 @@ def test_end_date_is_aware_whole_seconds_and_ahead(now: datetime, purpose: str) 
     assert result.microsecond == 0
     lifetime = PROBE_LIFETIME if purpose == "probe" else HOLD_LIFETIME
     assert lifetime - timedelta(seconds=1) < result - now <= lifetime
+
+
+T0 = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
+
+
+def test_the_first_generation_is_the_plain_token() -> None:
+    assert token_nonce("probe", 0, T0) is None
+    assert token_nonce("hold", 0, T0) is None
+
+
+def test_a_holds_later_generations_are_fixed() -> None:
+    # duplicates of one reserve request must meet on the same tokens, whenever they run
+    assert token_nonce("hold", 1, T0) == token_nonce("hold", 1, T0 + timedelta(hours=1)) == "1"
+    assert token_nonce("hold", 2, T0) != token_nonce("hold", 1, T0)
+
+
+def test_a_probes_later_generations_change_every_second() -> None:
+    # a fresh answer for a reused request id: new tokens each second, never used up
+    later = T0 + timedelta(seconds=1)
+    assert token_nonce("probe", 1, T0) != token_nonce("probe", 1, later)
+    assert token_nonce("probe", 1, T0) != token_nonce("probe", 2, T0)
+    # within one second, the same (EC2 answers a reused token with the same reservation)
+    assert token_nonce("probe", 1, T0) == token_nonce("probe", 1, T0 + timedelta(microseconds=5))
+    # the same instant in another zone is the same second
+    assert token_nonce("probe", 1, T0) == token_nonce(
+        "probe", 1, T0.astimezone(timezone(timedelta(hours=5, minutes=30)))
+    )
