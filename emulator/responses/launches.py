@@ -97,6 +97,25 @@ def launch_request(
     )
 
 
+def _check_capacity_block_fleet(target: dict[str, Any], options: dict[str, Any]) -> None:
+    """EC2 User Guide, "Configure your EC2 Fleet to launch instances into Capacity Blocks":
+    with DefaultTargetCapacityType capacity-block, OnDemandTargetCapacity and
+    SpotTargetCapacity are not supported, and OnDemandOptions.CapacityReservationOptions
+    "will cause an exception"."""
+    for name in ("OnDemandTargetCapacity", "SpotTargetCapacity"):
+        if target.get(name) is not None:
+            raise client_error(
+                "InvalidParameterCombination",
+                f"{name} is not supported with DefaultTargetCapacityType capacity-block.",
+            )
+    if options.get("CapacityReservationOptions"):
+        raise client_error(
+            "InvalidParameterCombination",
+            "OnDemandOptions.CapacityReservationOptions cannot be used with "
+            "DefaultTargetCapacityType capacity-block.",
+        )
+
+
 class Launches(CapacityResponse):
     # -- RunInstances -------------------------------------------------------------------
     def run_instances(self) -> ActionResult:
@@ -184,6 +203,8 @@ class Launches(CapacityResponse):
                 "InvalidParameterValue",
                 "MinTargetCapacity cannot be greater than TotalTargetCapacity.",
             )
+        if target.get("DefaultTargetCapacityType") == "capacity-block":
+            _check_capacity_block_fleet(target, options)
         if (target.get("DefaultTargetCapacityType") or "on-demand") == "spot" or int(
             target.get("SpotTargetCapacity") or 0
         ):

@@ -562,6 +562,47 @@ def test_fleet_into_a_capacity_block(api, ec2, block):
     assert api.get(block)["AvailableInstanceCount"] == 2
 
 
+@pytest.mark.parametrize(
+    ("capacity", "options"),
+    [
+        ({"OnDemandTargetCapacity": 2}, {}),
+        ({"SpotTargetCapacity": 0}, {}),
+        ({}, {"CapacityReservationOptions": {"UsageStrategy": "use-capacity-reservations-first"}}),
+    ],
+)
+def test_a_capacity_block_fleet_refuses_on_demand_settings(api, ec2, block, capacity, options):
+    ec2.create_launch_template(
+        LaunchTemplateName="gpu-block",
+        LaunchTemplateData={
+            "ImageId": AMI,
+            "InstanceType": "p5.48xlarge",
+            "InstanceMarketOptions": {"MarketType": "capacity-block"},
+            "CapacityReservationSpecification": target(block),
+        },
+    )
+    with pytest.raises(ClientError) as exc:
+        ec2.create_fleet(
+            Type="instant",
+            LaunchTemplateConfigs=[
+                {
+                    "LaunchTemplateSpecification": {
+                        "LaunchTemplateName": "gpu-block",
+                        "Version": "$Latest",
+                    },
+                    "Overrides": [{"SubnetId": SUBNET_B}],
+                }
+            ],
+            TargetCapacitySpecification={
+                "TotalTargetCapacity": 2,
+                "DefaultTargetCapacityType": "capacity-block",
+                **capacity,
+            },
+            OnDemandOptions={"SingleAvailabilityZone": True, "MinTargetCapacity": 2, **options},
+        )
+    assert error_of(exc) == ("InvalidParameterCombination", 400)
+    assert api.get(block)["AvailableInstanceCount"] == 2
+
+
 def test_fleet_tags_instances_and_can_be_described(api, ec2):
     response = ec2.create_fleet(
         Type="instant",

@@ -93,6 +93,24 @@ def test_two_types_three_subnets_only_the_last_pair_has_capacity(hpc: Any, conte
     assert data["ImageId"] == "ami-0ccccccccccccccc1"  # built on the job's own version
 
 
+def test_a_hold_in_a_placement_group_gives_a_version_that_launches_into_the_group(
+    hpc: Any, context: Any
+) -> None:
+    arn = "arn:aws:ec2:us-east-1:123456789012:placement-group/job-1234-pg"
+    answer = reserve(
+        job(request_id="job-pg", launch_template={"id": TEMPLATE}, placement_group_arn=arn),
+        context,
+    )
+    assert answer["status"] == "reserved", answer
+    (held,) = active(holds("job-pg"))
+    assert held["PlacementGroupArn"] == arn
+    data = template_data(answer["launch_template"]["version"])
+    assert data["Placement"] == {"GroupName": "job-1234-pg", "Tenancy": "default"}
+    assert data["CapacityReservationSpecification"]["CapacityReservationTarget"] == {
+        "CapacityReservationId": held["CapacityReservationId"]
+    }
+
+
 def test_the_best_preferred_pair_wins_and_the_others_are_cancelled(hpc: Any, context: Any) -> None:
     # the two user ODCRs in us-east-1b already hold 10 of its hpc7a capacity
     hpc.set_pool("us-east-1", "us-east-1b", "hpc7a.96xlarge", 18)

@@ -134,3 +134,31 @@ def validate_existing(
         wait = max(1, math.ceil(seconds))
         return WaitForStart(wait, f"Capacity Block {rid} starts in {wait} s")
     return None
+
+
+def template_version_data(
+    reservation_id: str,
+    capacity_block: bool,
+    tenancy: str,
+    placement_group_arn: str | None = None,
+) -> dict[str, object]:
+    """What the job's new launch template version changes (the rest comes from its source).
+
+    Only this reservation, never On-Demand beside it: EC2 accepts a target together with a
+    preference only when the preference is ``capacity-reservations-only``. A Capacity Block
+    also needs the ``capacity-block`` market type. A reservation made in a cluster placement
+    group serves only launches into that group, so the version names it (with the tenancy,
+    as ``Placement`` replaces the source's as a whole).
+    """
+    data: dict[str, object] = {
+        "CapacityReservationSpecification": {
+            "CapacityReservationPreference": "capacity-reservations-only",
+            "CapacityReservationTarget": {"CapacityReservationId": reservation_id},
+        }
+    }
+    if capacity_block:
+        data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+    if placement_group_arn:
+        group = placement_group_arn.split(":placement-group/", 1)[-1]
+        data["Placement"] = {"GroupName": group, "Tenancy": tenancy}
+    return data

@@ -30,6 +30,7 @@ from ..domain.reserve import (
     ReserveStatus,
     WaitForStart,
     Wanted,
+    template_version_data,
     validate_existing,
     verdict,
 )
@@ -503,20 +504,15 @@ class Reserver:
     ) -> TemplateVersion:
         assert request.launch_template is not None
         assert source is not None
-        # Only this reservation, never On-Demand beside it: EC2 accepts a target together with a
-        # preference only when the preference is capacity-reservations-only.
-        data: dict[str, object] = {
-            "CapacityReservationSpecification": {
-                "CapacityReservationPreference": "capacity-reservations-only",
-                "CapacityReservationTarget": {"CapacityReservationId": reservation.id},
-            }
-        }
-        if reservation.reservation_type == "capacity-block":
-            data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
         return self.ec2.create_template_version(
             request.launch_template.id,
             source,
-            data,
+            template_version_data(
+                reservation.id,
+                reservation.reservation_type == "capacity-block",
+                reservation.tenancy,
+                reservation.placement_group_arn,
+            ),
             f"capacity-broker: job {request.job_id} in {reservation.id} (request {request_id})",
             # One version per hold: its data names the reservation, so a retry with a new hold
             # needs a new token (EC2 answers a reused one with IdempotentParameterMismatch).

@@ -12,6 +12,7 @@ from capacity_broker.domain.reserve import (
     ReserveStatus,
     WaitForStart,
     Wanted,
+    template_version_data,
     validate_existing,
     verdict,
 )
@@ -144,3 +145,26 @@ def test_blocks_in_other_states_are_rejected(state: str) -> None:
 def test_naive_now_is_refused() -> None:
     with pytest.raises(ValueError, match="now"):
         validate_existing(ODCR, WANTED, NOW.replace(tzinfo=None))
+
+
+ONLY_HERE = {
+    "CapacityReservationPreference": "capacity-reservations-only",
+    "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"},
+}
+
+
+def test_a_template_version_launches_only_into_the_reservation() -> None:
+    data = template_version_data("cr-0123456789abcdef0", False, "default")
+    assert data == {"CapacityReservationSpecification": ONLY_HERE}
+
+
+def test_a_block_adds_its_market_type() -> None:
+    data = template_version_data("cr-0123456789abcdef0", True, "default")
+    assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    assert data["CapacityReservationSpecification"] == ONLY_HERE
+
+
+def test_a_reservation_in_a_placement_group_names_the_group() -> None:
+    arn = "arn:aws:ec2:us-east-1:111122223333:placement-group/hpc-cluster"
+    data = template_version_data("cr-0123456789abcdef0", False, "dedicated", arn)
+    assert data["Placement"] == {"GroupName": "hpc-cluster", "Tenancy": "dedicated"}

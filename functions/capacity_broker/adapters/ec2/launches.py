@@ -98,6 +98,22 @@ class LaunchesMixin(Ec2Base):
     ) -> FleetResult:
         """All or nothing: one type, one AZ, ``MinTargetCapacity`` = ``count``."""
         tag_list = [{"Key": k, "Value": v} for k, v in tags.items()]
+        target: dict[str, Any] = {
+            "TotalTargetCapacity": count,
+            "DefaultTargetCapacityType": capacity_type,
+        }
+        options: dict[str, Any] = {
+            "SingleInstanceType": True,
+            "SingleAvailabilityZone": True,
+            "MinTargetCapacity": count,
+        }
+        if capacity_type == "on-demand":
+            target["OnDemandTargetCapacity"] = count
+            options["CapacityReservationOptions"] = {
+                "UsageStrategy": "use-capacity-reservations-first"
+            }
+        # else a Capacity Block: EC2 refuses both of those with capacity-block (EC2 User Guide,
+        # "Configure your EC2 Fleet to launch instances into Capacity Blocks").
         answer = self._call(
             "CreateFleet",
             deadline,
@@ -112,17 +128,8 @@ class LaunchesMixin(Ec2Base):
                     "Overrides": [{"InstanceType": instance_type, "SubnetId": subnet_id}],
                 }
             ],
-            TargetCapacitySpecification={
-                "TotalTargetCapacity": count,
-                "OnDemandTargetCapacity": count if capacity_type == "on-demand" else 0,
-                "DefaultTargetCapacityType": capacity_type,
-            },
-            OnDemandOptions={
-                "SingleInstanceType": True,
-                "SingleAvailabilityZone": True,
-                "MinTargetCapacity": count,
-                "CapacityReservationOptions": {"UsageStrategy": "use-capacity-reservations-first"},
-            },
+            TargetCapacitySpecification=target,
+            OnDemandOptions=options,
             TagSpecifications=[
                 {"ResourceType": "instance", "Tags": tag_list},
                 {"ResourceType": "fleet", "Tags": tag_list},
