@@ -142,6 +142,18 @@ def test_no_capacity_anywhere_follows_the_strict_flag(
         assert "retry_after_seconds" not in answer
 
 
+def test_a_pair_the_az_does_not_offer_is_not_a_place_to_try(hpc: Any, context: Any) -> None:
+    """Two subnets, but us-east-1a does not offer the type: only one pair was possible, so
+    the job waits (``no_capacity``) even when not strict, as with a single pair."""
+    hpc.capacity("us-east-1").unsupported.add(("us-east-1a", "hpc7a.96xlarge"))
+    hpc.set_pool("us-east-1", "us-east-1b", "hpc7a.96xlarge", 0)
+    set_flag("EnforceStrictCapacityReservation", "false")
+    answer = reserve(job(instance_types=["hpc7a.96xlarge"], subnet_ids=SUBNETS[:2]), context)
+    assert [a["outcome"] for a in answer["attempts"]] == ["unsupported", "insufficient_capacity"]
+    assert answer["status"] == "no_capacity", answer
+    assert active(holds()) == []
+
+
 def test_the_request_overrides_the_strict_flag(hpc: Any, context: Any) -> None:
     hpc.set_pool("us-east-1", "us-east-1c", "hpc7a.96xlarge", 0)
     set_flag("EnforceStrictCapacityReservation", "false")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
 from .clock import utc
+from .errors import Outcome
 
 CAPACITY_BLOCK = "capacity-block"
 
@@ -36,6 +37,13 @@ def verdict(won: bool, strict: bool, pair_count: int) -> ReserveStatus:
     if strict or pair_count == 1:
         return ReserveStatus.NO_CAPACITY
     return ReserveStatus.UNRESERVED
+
+
+def possible_pairs(outcomes: Iterable[str]) -> int:
+    """How many places could have held the job, for ``verdict``: a pair whose type the AZ does
+    not offer (``unsupported``) never could. At least 1, so a request whose every pair is
+    unsupported waits (``no_capacity``) rather than proceeding unreserved into nothing."""
+    return max(1, sum(1 for outcome in outcomes if outcome != Outcome.UNSUPPORTED))
 
 
 @dataclass(frozen=True)

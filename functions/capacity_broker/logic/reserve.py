@@ -30,6 +30,7 @@ from ..domain.reserve import (
     ReserveStatus,
     WaitForStart,
     Wanted,
+    possible_pairs,
     template_version_data,
     validate_existing,
     verdict,
@@ -367,7 +368,7 @@ class Reserver:
             )
             response.attempts = attempts
             return response
-        pair_count = len(attempts)
+        pair_count = possible_pairs(a.outcome for a in attempts)
         status = verdict(False, strict, pair_count)
         if status is ReserveStatus.NO_CAPACITY:
             response = answer.unchanged(

@@ -12,6 +12,7 @@ from capacity_broker.domain.reserve import (
     ReserveStatus,
     WaitForStart,
     Wanted,
+    possible_pairs,
     template_version_data,
     validate_existing,
     verdict,
@@ -168,3 +169,18 @@ def test_a_reservation_in_a_placement_group_names_the_group() -> None:
     arn = "arn:aws:ec2:us-east-1:111122223333:placement-group/hpc-cluster"
     data = template_version_data("cr-0123456789abcdef0", False, "dedicated", arn)
     assert data["Placement"] == {"GroupName": "hpc-cluster", "Tenancy": "dedicated"}
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "expected"),
+    [
+        (["insufficient_capacity", "insufficient_capacity"], 2),
+        (["unsupported", "insufficient_capacity"], 1),  # only one place could ever hold it
+        (["unsupported", "unsupported"], 1),
+        (["insufficient_capacity", "not_tried", "throttled"], 3),
+    ],
+)
+def test_possible_pairs_leave_out_types_the_az_does_not_offer(
+    outcomes: list[str], expected: int
+) -> None:
+    assert possible_pairs(outcomes) == expected
