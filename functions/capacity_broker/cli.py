@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from botocore.exceptions import BotoCoreError, ProfileNotFound
+from botocore.exceptions import BotoCoreError, ClientError, ProfileNotFound
 from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
@@ -351,6 +351,13 @@ def guard() -> Iterator[None]:
         raise fail(str(error), EXIT_USAGE) from None
     except BotoCoreError as error:
         raise fail(f"{type(error).__name__}: {error}", EXIT_FAILED) from None
+    except ClientError as error:
+        # Not a BotoCoreError: an AWS answer the code above did not turn into its own error.
+        details = error.response.get("Error", {})
+        raise fail(
+            f"{details.get('Code', 'ClientError')}: {details.get('Message') or error}",
+            EXIT_FAILED,
+        ) from None
     except KeyboardInterrupt:
         raise fail("interrupted", EXIT_INTERRUPTED) from None
 
@@ -1062,10 +1069,15 @@ def _merge(event: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
     return merged
 
 
-def run_action(state: State, entry: str, event: dict[str, Any]) -> None:
+def run_action(
+    state: State,
+    entry: str,
+    event: dict[str, Any] | Callable[[CapacityBroker], dict[str, Any]],
+) -> None:
+    """Invoke ``entry`` with ``event`` (or the event the broker builds: ``clean``'s)."""
     with guard():
         broker = make_broker(state)
-        answer = broker.invoke(entry, event)
+        answer = broker.invoke(entry, event(broker) if callable(event) else event)
         if answer.get("status") == "invalid_request":
             if state.output is not Output.table:
                 write_data(answer, state.output)
@@ -1280,13 +1292,13 @@ def clean(
     profile: ProfileOpt = None,
 ) -> None:
     """Run a cleaner sweep over the broker's own reservations."""
+    # The command's --regions, else the global one; 'all' expanded as every command does.
     state = _state(ctx, output, regions, profile)
-    event: dict[str, Any] = {"action": "sweep", "dry_run": dry_run}
-    if request_id:
-        event["request_id"] = request_id
-    if _split(regions):
-        event["regions"] = _split(regions)
-    run_action(state, "cleaner", event)
+    run_action(
+        state,
+        "cleaner",
+        lambda broker: broker.clean_event(dry_run, state.regions, request_id=request_id),
+    )
 
 
 # -- local -----------------------------------------------------------------------------------

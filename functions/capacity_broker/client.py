@@ -10,6 +10,9 @@ Two modes, one interface:
   with boto3's Lambda client. The read-only look-ups the functions do not serve
   (``offerings``, ``search``, ``az``, ``spot``, ``plan``) call EC2 with the same session.
 
+Every broker calls AWS with its own ``session`` (without one, the process's default session),
+whatever other brokers in the process were given.
+
 Listings come back as :class:`Results`: a ``list`` of typed rows (pydantic models with the
 contract's field names and the seed documents' names, e.g. ``instance_count``), with
 ``.errors`` for the regions that could not be asked and, for ``capacity``, ``.summary``.
@@ -34,9 +37,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
 from .adapters import aws
+from .adapters.ec2 import Ec2, Pricing
 from .logic import InvalidInput
 from .logic.capacity import Listing, Progress
 from .logic.discovery import Discovery
@@ -114,6 +119,16 @@ class EntryPointUnavailable(BrokerError):
 
 class FunctionError(BrokerError):
     """The function raised instead of answering (``X-Amz-Function-Error``)."""
+
+
+class InvokeFailed(BrokerError):
+    """Lambda's ``Invoke`` itself failed, so the function gave no answer: refused
+    (``AccessDeniedException``), throttled (``TooManyRequestsException``), unreachable.
+    ``code`` is Lambda's error code (``None`` when there was no answer at all)."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class Results(list[T]):
@@ -269,9 +284,8 @@ class CapacityBroker:
         cluster_id: str | None = None,
         max_workers: int = 32,
     ) -> None:
+        # Each broker calls AWS with its own session (``None``: the process's default one).
         self.session = session
-        if session is not None:
-            aws.use_session(session)
         self._regions = _region_list(regions)
         self.cluster_id = cluster_id or os.environ.get("BROKER_CLUSTER_ID") or None
         self.max_workers = max_workers
@@ -328,9 +342,8 @@ class CapacityBroker:
         if not wanted:
             return self.regions
         if "all" in wanted:
-            from .adapters.aws import call, client
-
-            answer = call("DescribeRegions", client("ec2", self.home_region).describe_regions)
+            ec2 = aws.client("ec2", self.home_region, self._aws_session())
+            answer = aws.call("DescribeRegions", ec2.describe_regions)
             return sorted(r["RegionName"] for r in answer.get("Regions", []))
         return wanted
 
@@ -338,9 +351,18 @@ class CapacityBroker:
     def discovery(self) -> Discovery:
         if self._discovery is None:
             self._discovery = Discovery(
-                self.regions, cluster_id=self.cluster_id, max_workers=self.max_workers
+                self.regions,
+                cluster_id=self.cluster_id,
+                max_workers=self.max_workers,
+                ec2_for=lambda region: Ec2(region, session=self._aws_session),
+                pricing=Pricing(session=self._aws_session),
             )
         return self._discovery
+
+    def _aws_session(self) -> Any:
+        """This broker's session: its own, else the process's default one (named, so that
+        another broker's in-process handler run cannot redirect this one's calls)."""
+        return self.session if self.session is not None else aws.default_session()
 
     def _lambda_client(self) -> Any:
         if self._lambda is None:
@@ -376,8 +398,19 @@ class CapacityBroker:
                 InvocationType="RequestResponse",
                 Payload=json.dumps(event).encode(),
             )
-        except lam.exceptions.ResourceNotFoundException as error:
-            raise EntryPointUnavailable(f"function {name} does not exist: {error}") from None
+        except ClientError as error:
+            details = error.response.get("Error", {})
+            code = details.get("Code")
+            if code == "ResourceNotFoundException":
+                raise EntryPointUnavailable(f"function {name} does not exist: {error}") from None
+            message = details.get("Message") or str(error)
+            raise InvokeFailed(f"could not invoke {name}: {code}: {message}", code) from error
+        except BotoCoreError as error:
+            # No answer (unreachable, timed out, no credentials): after a timeout the function
+            # may still have run, which the same request id again finds.
+            raise InvokeFailed(
+                f"could not invoke {name}: {type(error).__name__}: {error}"
+            ) from error
         body = response["Payload"].read()
         if response.get("FunctionError"):
             raise FunctionError(f"{name} failed: {body.decode(errors='replace')[:1000]}")
@@ -406,7 +439,7 @@ class CapacityBroker:
             "AWS_REGION": region,
             "BROKER_REGIONS": ",".join(regions),
         }
-        with _env_lock, _environment(wanted), _quiet(module):
+        with _env_lock, _environment(wanted), _handlers_using(self.session), _quiet(module):
             answer = invoke_in_process(
                 entry, dict(event), f"capacity-broker-{entry}", region, IN_PROCESS_TIMEOUT_MS
             )
@@ -719,14 +752,46 @@ class CapacityBroker:
         request_id: str | None = None,
     ) -> CleanerResponse:
         """A cleaner sweep; ``dry_run`` (default) reports what would be cancelled."""
-        explicit = _region_list(regions)
-        event = _event(
+        event = self.clean_event(dry_run, regions, request_id=request_id)
+        return self._typed(CleanerResponse, self.invoke("cleaner", event))
+
+    def clean_event(
+        self,
+        dry_run: bool = True,
+        regions: Sequence[str] | str | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> dict[str, Any]:
+        """The cleaner's sweep request: ``regions`` (else the client's own; ``all`` = every
+        enabled region) expanded to names, none meaning the function's BROKER_REGIONS."""
+        explicit = _region_list(regions) or self._regions
+        return _event(
             action="sweep",
             dry_run=dry_run,
             regions=self.resolve_regions(explicit) if explicit else None,
             request_id=request_id or f"clean-{uuid.uuid4().hex[:20]}",
         )
-        return self._typed(CleanerResponse, self.invoke("cleaner", event))
+
+
+# -- sessions --------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _handlers_using(session: Any) -> Iterator[None]:
+    """The handlers make their clients without a session: for a broker with its own, they run
+    on it, and start cold before and after (nothing made with one session is kept for the
+    other). The caller holds ``_env_lock``."""
+    if session is None:
+        yield
+        return
+    from .handlers._runtime import reset_container
+
+    with aws.container_session(session):
+        reset_container()
+        try:
+            yield
+        finally:
+            reset_container()
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -775,6 +840,7 @@ __all__ = [
     "FunctionError",
     "InProcessContext",
     "InvalidArguments",
+    "InvokeFailed",
     "RegionsFailed",
     "ReservationType",
     "Results",

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from capacity_broker.handlers._runtime import reset_container
 from capacity_broker.handlers.capacity import handler
+from capacity_broker.models.capacity import CAPACITY_ROW_FIELDS
 
 pytestmark = pytest.mark.integration
 
@@ -54,11 +55,14 @@ def test_default_lists_active_odcrs_of_every_configured_region(world: Any, conte
     assert summary["available_capacity"] == 103 == sum(r["available_capacity"] for r in rows)
     assert summary["used_capacity"] == 139
     assert summary["free_percent"] == round(100 * 103 / 242, 1)
-    assert "block_duration_hours" not in summary
+    # no blocks listed: the contract's "duration range of blocks" is there, as null
+    assert summary["block_duration_hours"] is None
     for row in rows:
         assert row["used_capacity"] == row["total_capacity"] - row["available_capacity"]
         assert row["availability_zone_id"]
-        assert "capacity_block_id" not in row
+        # every contract field is in every row (null when unknown); the placement details
+        # beyond the contract only when EC2 gave them
+        assert row["capacity_block_id"] is None
         assert "ultra_cluster_placement" not in row
 
 
@@ -93,6 +97,30 @@ def test_capacity_blocks_are_kept_apart_with_durations_and_placement(
     assert summary["ultra_cluster_placement"] is True
     assert summary["instance_types"] == ["p5.48xlarge", "trn1.32xlarge"]
     assert summary["total_capacity"] == 32 + 32 + 64 + 16 + 16
+
+
+@pytest.mark.parametrize("reservation_type", ["odcr", "capacity-block", "all"])
+def test_every_row_carries_every_contract_field(
+    world: Any, context: Any, reservation_type: str
+) -> None:
+    answer = listing(context, reservation_type=reservation_type, include_inactive=True)
+    rows = answer["reservations"]
+    assert rows
+    for row in rows:
+        assert list(row)[: len(CAPACITY_ROW_FIELDS)] == list(CAPACITY_ROW_FIELDS), row
+        assert set(row) - set(CAPACITY_ROW_FIELDS) <= {"ultra_cluster_placement", "network_nodes"}
+    for row in rows:
+        if row["reservation_type"] == "odcr":
+            assert row["capacity_block_id"] is None
+    assert "block_duration_hours" in answer["summary"]
+
+
+def test_an_unlimited_odcr_says_end_date_null(world: Any, context: Any) -> None:
+    answer = listing(context, instance_types=["m7i.large"], regions=["us-east-1"])
+    (row,) = answer["reservations"]
+    assert row["end_date"] is None
+    assert row["end_date_type"] == "unlimited"
+    assert row["capacity_block_id"] is None
 
 
 def test_all_lists_both_and_include_inactive_adds_the_rest(world: Any, context: Any) -> None:

@@ -9,11 +9,18 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from importlib import import_module
 from typing import Any
 
+import boto3
 import pytest
+import typer
 import yaml
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from botocore.response import StreamingBody
+from botocore.stub import ANY, Stubber
 from capacity_broker.cli import (
     EXIT_FAILED,
     EXIT_NO_CAPACITY,
@@ -21,9 +28,11 @@ from capacity_broker.cli import (
     EXIT_PARTIAL,
     EXIT_USAGE,
     app,
+    guard,
     parse_when,
 )
-from capacity_broker.client import ENTRY_POINTS
+from capacity_broker.client import ENTRY_POINTS, CapacityBroker
+from capacity_broker.models.capacity import CAPACITY_ROW_FIELDS
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.integration
@@ -171,6 +180,23 @@ def test_yaml_and_csv_rows(world: Any, cli: Any) -> None:
     assert len(as_csv) == 15
     assert {r["reservation_type"] for r in as_csv} == {"odcr", "capacity-block"}
     assert all(int(r["total_capacity"]) >= int(r["available_capacity"]) for r in as_csv)
+
+
+def test_json_and_yaml_rows_carry_every_contract_field(world: Any, cli: Any) -> None:
+    for args in (("capacity", "--all", "--include-inactive"), ("capacity", "--odcr")):
+        as_json = rows(cli(*args, "-o", "json"))
+        as_yaml = yaml.safe_load(cli(*args, "-o", "yaml").stdout)
+        assert as_json == as_yaml
+        for row in as_json:
+            assert set(CAPACITY_ROW_FIELDS) <= set(row), row
+        odcrs = [r for r in as_json if r["reservation_type"] == "odcr"]
+        assert odcrs
+        assert all(r["capacity_block_id"] is None for r in odcrs)
+    unlimited = rows(cli("capacity", "-t", "m7i.large", "-r", "us-east-1", "-o", "json"))
+    assert [(r["end_date"], r["end_date_type"]) for r in unlimited] == [(None, "unlimited")]
+    full = json.loads(cli("capacity", "--odcr", "--full", "-o", "json").stdout)
+    assert all(r["capacity_block_id"] is None for r in full["reservations"])
+    assert full["summary"]["block_duration_hours"] is None
 
 
 def test_full_json_carries_the_summary(world: Any, cli: Any) -> None:
@@ -367,6 +393,135 @@ def test_clean_dry_run(world: Any, cli: Any) -> None:
         pytest.skip("no cleaner entry point in this tree yet")
     assert result.exit_code in (EXIT_OK, EXIT_PARTIAL), result.stderr
     assert json.loads(result.stdout)["dry_run"] is True
+
+
+def test_clean_direct_expands_all(world: Any, cli: Any) -> None:
+    everywhere = sorted(
+        r["RegionName"]
+        for r in boto3.client("ec2", region_name="us-east-1").describe_regions()["Regions"]
+    )
+    result = cli("clean", "-r", "all", "-o", "json")
+    assert result.exit_code in (EXIT_OK, EXIT_PARTIAL), result.stderr
+    assert json.loads(result.stdout)["regions"] == everywhere
+    only = cli("-r", "us-west-2", "clean", "-o", "json")
+    assert only.exit_code == EXIT_OK, only.stderr
+    assert json.loads(only.stdout)["regions"] == ["us-west-2"]
+
+
+# -- deployed mode (--function-prefix), against a stubbed Lambda client ------------------------
+
+PREFIX = "cb-test"
+
+
+def _payload(data: Any) -> StreamingBody:
+    raw = json.dumps(data).encode()
+    return StreamingBody(io.BytesIO(raw), len(raw))
+
+
+@pytest.fixture
+def lam(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Stubber, list[dict[str, Any]]]]:
+    """Every deployed broker's Lambda client: a stubbed one; yields it and the events sent."""
+    client = boto3.client(
+        "lambda", region_name="us-east-1", config=Config(retries={"total_max_attempts": 1})
+    )
+    sent: list[dict[str, Any]] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        sent.append({"function": params["FunctionName"], **json.loads(params["Payload"])})
+
+    client.meta.events.register("before-parameter-build.lambda.Invoke", record)
+    monkeypatch.setattr(CapacityBroker, "_lambda_client", lambda self: client)
+    with Stubber(client) as stub:
+        yield stub, sent
+
+
+def _sweep_answer(stub: Stubber) -> None:
+    answer = {
+        "status": "ok",
+        "request_id": "clean-1",
+        "dry_run": True,
+        "regions": ["us-east-1"],
+        "examined": 0,
+        "message": "nothing to do",
+    }
+    stub.add_response(
+        "invoke",
+        {"StatusCode": 200, "Payload": _payload(answer)},
+        {"FunctionName": f"{PREFIX}-cleaner", "InvocationType": "RequestResponse", "Payload": ANY},
+    )
+
+
+def test_clean_deployed_takes_the_global_regions_and_expands_all(
+    world: Any, cli: Any, lam: tuple[Stubber, list[dict[str, Any]]]
+) -> None:
+    stub, sent = lam
+    everywhere = sorted(
+        r["RegionName"]
+        for r in boto3.client("ec2", region_name="us-east-1").describe_regions()["Regions"]
+    )
+    cases = [
+        (("-r", "us-west-2", "clean"), ["us-west-2"]),
+        (("--regions", "us-west-2,eu-west-1", "clean"), ["us-west-2", "eu-west-1"]),
+        (("-r", "us-west-2", "clean", "-r", "eu-west-1"), ["eu-west-1"]),  # the command's wins
+        (("clean", "-r", "all"), everywhere),
+        (("-r", "all", "clean"), everywhere),
+        (("clean",), None),  # none given: the function's BROKER_REGIONS
+    ]
+    for args, regions in cases:
+        _sweep_answer(stub)
+        result = cli("--function-prefix", PREFIX, *args, "-o", "json")
+        assert result.exit_code == EXIT_OK, (args, result.stderr)
+        event = sent[-1]
+        assert event["function"] == f"{PREFIX}-cleaner"
+        assert (event["action"], event["dry_run"]) == ("sweep", True)
+        assert event.get("regions") == regions, args
+    stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        ("AccessDeniedException", 403),
+        ("TooManyRequestsException", 429),
+        ("ServiceException", 500),
+    ],
+)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("probe", "-t", "g6.xlarge", "-s", SUBNET_A),
+        ("capacity", "--all"),
+        ("clean", "-r", "us-east-1"),
+    ],
+)
+def test_lambda_refusing_the_invoke_exits_3_with_one_line(
+    world: Any,
+    cli: Any,
+    lam: tuple[Stubber, list[dict[str, Any]]],
+    code: str,
+    status: int,
+    args: tuple[str, ...],
+) -> None:
+    stub, _ = lam
+    stub.add_client_error("invoke", code, "not today", status)
+    result = cli("--function-prefix", PREFIX, *args, "-o", "json")
+    assert result.exit_code == EXIT_FAILED, (result.exception, result.stderr)
+    assert isinstance(result.exception, SystemExit)
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error:")
+    assert code in line
+    assert f"{PREFIX}-" in line
+
+
+def test_a_raw_client_error_is_a_failure_not_a_traceback() -> None:
+    error = ClientError(
+        {"Error": {"Code": "AccessDenied", "Message": "no"}, "ResponseMetadata": {}}, "Anything"
+    )
+    with pytest.raises(typer.Exit) as raised, guard():
+        raise error
+    assert raised.value.exit_code == EXIT_FAILED
 
 
 def test_unknown_profile_is_a_usage_error(world: Any, cli: Any) -> None:

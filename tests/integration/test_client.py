@@ -11,12 +11,16 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.config import Config
+from botocore.exceptions import EndpointConnectionError
 from botocore.stub import ANY, Stubber
 from capacity_broker import CapacityBroker, ReservationType
 from capacity_broker.client import (
+    BrokerError,
     EntryPointUnavailable,
     FunctionError,
     InvalidArguments,
+    InvokeFailed,
     RegionsFailed,
     Results,
 )
@@ -119,6 +123,75 @@ def test_default_regions(world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     assert {r.region for r in CapacityBroker(session=session).capacity()} == {"eu-west-1"}
     everywhere = CapacityBroker(regions=["all"]).regions
     assert {"us-east-1", "us-west-2", "eu-west-1"} <= set(everywhere)
+
+
+def _calls(session: boto3.session.Session) -> list[str]:
+    """The operations called through clients of ``session`` (made after this)."""
+    seen: list[str] = []
+    session.events.register("before-call", lambda model, **_: seen.append(model.name))
+    return seen
+
+
+def _session(name: str, region: str) -> boto3.session.Session:
+    return boto3.session.Session(
+        aws_access_key_id=f"AKIA{name.upper():0<16}",
+        aws_secret_access_key=f"{name}-secret",
+        region_name=region,
+    )
+
+
+def test_each_broker_calls_aws_with_its_own_session(world: Any) -> None:
+    east, west = _session("east", "us-east-1"), _session("west", "us-west-2")
+    on_east, on_west = _calls(east), _calls(west)
+    first = CapacityBroker(session=east, cluster_id=OWNER)
+    second = CapacityBroker(session=west, cluster_id=OWNER)  # must not take the first's calls
+    assert {r.region for r in first.capacity()} == {"us-east-1"}
+    assert "DescribeCapacityReservations" in on_east
+    assert on_west == []
+    assert {r.region for r in second.capacity()} == {"us-west-2"}
+    assert "DescribeCapacityReservations" in on_west
+    on_east.clear()
+    on_west.clear()
+    # discovery, the Price List, 'all', and the actions run in process: all on its session
+    assert first.az("p5.48xlarge", regions=["us-east-1"])
+    first.spot("m7i.large", regions=["us-east-1"], show_savings=True)
+    assert len(first.resolve_regions("all")) > 3
+    answer = first.probe("g6.xlarge", ["subnet-0d1a0000000000e1a"])
+    assert answer.status == "available"
+    assert {
+        "DescribeInstanceTypeOfferings",
+        "DescribeSpotPriceHistory",
+        "GetProducts",
+        "DescribeRegions",
+        "CreateCapacityReservation",
+        "CancelCapacityReservation",
+    } <= set(on_east)
+    assert on_west == []
+    # after the first's in-process run the second is still on its own, and a broker without a
+    # session (and the handlers) on the default one
+    on_east.clear()
+    assert second.offerings("p5.48xlarge", regions=["us-west-2"]) is not None
+    with pytest.raises(InvalidArguments, match="us-west-2"):  # its session's region
+        second.probe("g6.xlarge", ["subnet-0d1a0000000000e1a"])
+    assert {"DescribeCapacityBlockOfferings", "DescribeSubnets"} <= set(on_west)
+    assert on_east == []
+    on_west.clear()
+    default = CapacityBroker(regions=["us-east-1"], cluster_id=OWNER)
+    assert default.capacity()
+    assert default.probe("g6.xlarge", ["subnet-0d1a0000000000e1a"]).status == "available"
+    assert on_east == on_west == []
+
+
+def test_brokers_with_their_own_sessions_at_the_same_time(world: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    sessions = [_session(f"s{i}", region) for i, region in enumerate(REGIONS)]
+    seen = [_calls(s) for s in sessions]
+    brokers = [CapacityBroker(session=s) for s in sessions]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        found = list(pool.map(lambda b: {r.region for r in b.capacity()}, brokers * 3))
+    assert found == [{region} for region in REGIONS] * 3
+    assert all(calls.count("DescribeCapacityReservations") == 3 for calls in seen)
 
 
 def test_partial_results_carry_the_errors(tf: CapacityBroker, world: Any) -> None:
@@ -472,6 +545,38 @@ def test_deployed_invokes_prefix_entry_functions() -> None:
             tf.clean()
         with pytest.raises(EntryPointUnavailable):
             tf.probe("g6.xlarge", ["subnet-0d1a0000000000e1a"])
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [("AccessDeniedException", 403), ("TooManyRequestsException", 429)],
+)
+def test_deployed_invoke_refused_raises_invoke_failed(code: str, status: int) -> None:
+    lam = boto3.client(
+        "lambda", region_name="us-east-1", config=Config(retries={"total_max_attempts": 1})
+    )
+    stub = Stubber(lam)
+    stub.add_client_error("invoke", code, "not now", status)
+    stub.add_client_error("invoke", code, "not now", status)
+    with stub:
+        tf = CapacityBroker.deployed("cb-prod", lambda_client=lam)
+        with pytest.raises(InvokeFailed) as raised:
+            tf.probe("g6.xlarge", ["subnet-0d1a0000000000e1a"])
+        assert raised.value.code == code
+        assert "cb-prod-probe" in str(raised.value)
+        with pytest.raises(BrokerError):  # the client's documented base error
+            tf.capacity()
+
+
+def test_deployed_lambda_unreachable_raises_invoke_failed() -> None:
+    class Unreachable:
+        def invoke(self, **_: Any) -> Any:
+            raise EndpointConnectionError(endpoint_url="https://lambda.example")
+
+    tf = CapacityBroker.deployed("cb-prod", lambda_client=Unreachable())
+    with pytest.raises(InvokeFailed, match="EndpointConnectionError") as raised:
+        tf.clean()
+    assert raised.value.code is None
 
 
 def test_deployed_needs_a_prefix(monkeypatch: pytest.MonkeyPatch) -> None:

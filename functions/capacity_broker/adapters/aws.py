@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -30,32 +32,65 @@ CLIENT_CONFIG = Config(
     user_agent_extra="capacity-broker",
 )
 
+# The container's clients: what every handler uses, and a client made without a session.
 _clients: dict[tuple[str, str], Any] = {}
+# Clients of other sessions (a CapacityBroker's ``session=``), per session, made on first use.
+_bound: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], Any]] = weakref.WeakKeyDictionary()
 _clients_lock = threading.Lock()
-# One session: its loader caches the parsed service models (EC2's alone is megabytes of
-# JSON), so a second client costs microseconds instead of a fresh parse.
+# One session per container: its loader caches the parsed service models (EC2's alone is
+# megabytes of JSON), so a second client costs microseconds instead of a fresh parse.
 _session: boto3.session.Session | None = None
+# What a call without a session of its own uses instead of the container's: the handlers run
+# in process for a client with its own session (``container_session``).
+_override: Any = None
 
 
-def client(service: str, region: str) -> Any:
-    """One client per service and region per container (clients are thread-safe)."""
-    key = (service, region)
-    found = _clients.get(key)
+def client(service: str, region: str, session: Any = None) -> Any:
+    """One client per service, region and session, made on first use and kept (clients are
+    thread-safe). Without ``session``: the container's session, shared by every handler."""
+    if session is None:
+        session = _override
+    if session is None or session is _session:
+        key = (service, region)
+        found = _clients.get(key)
+        if found is None:
+            with _clients_lock:
+                found = _clients.get(key)
+                if found is None:
+                    found = _clients[key] = _make(_container_session(), service, region)
+        return found
+    made = _bound.get(session)
+    found = made.get((service, region)) if made is not None else None
     if found is None:
         with _clients_lock:
-            found = _clients.get(key)
+            made = _bound.setdefault(session, {})
+            found = made.get((service, region))
             if found is None:
-                global _session
-                if _session is None:
-                    _session = boto3.session.Session()
-                _fast_timestamps(_session)
-                found = _session.client(
-                    service,  # type: ignore[call-overload]
-                    region_name=region,
-                    config=CLIENT_CONFIG,
-                )
-                _clients[key] = found
+                found = made[(service, region)] = _make(session, service, region)
     return found
+
+
+def _container_session() -> boto3.session.Session:
+    global _session
+    if _session is None:
+        _session = boto3.session.Session()
+    return _session
+
+
+def default_session() -> boto3.session.Session:
+    """The container's own session (never an override): what a CapacityBroker made without
+    ``session=`` uses, so that another broker's override cannot redirect it."""
+    with _clients_lock:
+        return _container_session()
+
+
+def _make(session: Any, service: str, region: str) -> Any:
+    _fast_timestamps(session)
+    return session.client(
+        service,
+        region_name=region,
+        config=CLIENT_CONFIG,
+    )
 
 
 def _parse_timestamp(value: Any) -> datetime:
@@ -79,15 +114,23 @@ def reset_clients() -> None:
     """Forget cached clients (tests switch endpoints between runs)."""
     with _clients_lock:
         _clients.clear()
+        _bound.clear()
 
 
-def use_session(session: boto3.session.Session | None) -> None:
-    """Make every adapter use ``session`` (the Python client's ``session=``, a ``--profile``);
-    ``None`` goes back to the default session. Cached clients are dropped."""
-    global _session
-    with _clients_lock:
-        _session = session
-        _clients.clear()
+@contextlib.contextmanager
+def container_session(session: Any) -> Iterator[None]:
+    """Inside, calls made without a session of their own (every handler's) use ``session``
+    instead of the container's: the Python client runs the handlers in process this way for a
+    broker made with ``session=``. Process-wide, not per thread (the handlers' own worker
+    threads must see it too): the caller runs one such block at a time, and nothing else
+    should call the handlers in this process meanwhile."""
+    global _override
+    saved = _override
+    _override = session
+    try:
+        yield
+    finally:
+        _override = saved
 
 
 class AwsError(Exception):

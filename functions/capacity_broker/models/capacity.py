@@ -2,14 +2,23 @@
 the answers of the discovery commands around it (offerings, search, az, spot, plan, purchase).
 
 Rows carry the contract's field names; where the seed documents name a field differently
-(``instance_count``) a read-only property gives that name too.
+(``instance_count``) a read-only property gives that name too. Answers leave out what is
+unknown (``exclude_none``), except the fields the contract lists for a capacity row and the
+summary's block duration range: those are always there, ``null`` when unknown.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    model_serializer,
+)
 
 from .common import (
     INSTANCE_TYPE_FILTER_PATTERN,
@@ -50,7 +59,75 @@ class CapacityRequest(RequestModel):
     request_id: RequestId | None = None
 
 
-class CapacityRow(ResponseModel):
+class _KeepsContractFields(ResponseModel):
+    """An answer part whose contract fields are always in its JSON: ``exclude_none`` (the
+    answers' rule) leaves out only the fields beyond ``CONTRACT_FIELDS`` (a client reading
+    ``row["capacity_block_id"]`` gets ``None``, not a ``KeyError``)."""
+
+    CONTRACT_FIELDS: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _keep_contract_fields(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not info.exclude_none:
+            return data
+        restore = self.CONTRACT_FIELDS
+        if info.exclude or info.exclude_unset or info.exclude_defaults:
+            # Something besides exclude_none may have left a field out: put back only what
+            # exclude_none dropped.
+            restore = frozenset(
+                name
+                for name in restore
+                if name not in data and getattr(self, name) is None and not _excluded(info, name)
+            )
+        return {
+            name: data.get(name)
+            for name in type(self).model_fields
+            if name in data or name in restore
+        }
+
+
+def _excluded(info: SerializationInfo, name: str) -> bool:
+    """Left out on purpose (``exclude=``), not for being ``None``."""
+    exclude = info.exclude
+    return exclude is not None and name in exclude
+
+
+# The contract's capacity row, in its order ("capacity: what reserved capacity exists").
+CAPACITY_ROW_FIELDS = (
+    "reservation_id",
+    "reservation_type",
+    "capacity_block_id",
+    "instance_type",
+    "region",
+    "availability_zone",
+    "availability_zone_id",
+    "total_capacity",
+    "available_capacity",
+    "used_capacity",
+    "state",
+    "start_date",
+    "end_date",
+    "end_date_type",
+    "duration_hours",
+    "instance_match_criteria",
+    "platform",
+    "tenancy",
+    "owner_id",
+    "owned_by_broker",
+    "tags",
+)
+
+
+class CapacityRow(_KeepsContractFields):
+    """One ODCR or Capacity Block. Every contract field is in the answer (``null`` when
+    unknown: an ODCR's ``capacity_block_id``, an unlimited ODCR's ``end_date``); the
+    placement details beyond the contract only when EC2 gave them."""
+
+    CONTRACT_FIELDS: ClassVar[frozenset[str]] = frozenset(CAPACITY_ROW_FIELDS)
+
     reservation_id: str
     reservation_type: Literal["odcr", "capacity-block"]
     capacity_block_id: str | None = None
@@ -94,8 +171,12 @@ class DurationRange(ResponseModel):
     max_hours: float
 
 
-class CapacitySummary(ResponseModel):
-    """Counts per type, capacity totals with the free share, and the blocks' durations."""
+class CapacitySummary(_KeepsContractFields):
+    """Counts per type, capacity totals with the free share, and the blocks' durations
+    (``block_duration_hours`` is ``null`` when no block is listed; the UltraCluster placement,
+    beyond the contract, is left out when unknown)."""
+
+    CONTRACT_FIELDS: ClassVar[frozenset[str]] = frozenset({"block_duration_hours"})
 
     reservations: int = 0
     # per reservation type ("odcr", "capacity-block") and per instance type

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import throttle
@@ -10,13 +10,21 @@ from ..aws import RetryPolicy, call, client
 
 
 class Ec2Base:
-    def __init__(self, region: str, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        region: str,
+        retry: RetryPolicy | None = None,
+        session: Callable[[], Any] | None = None,
+    ) -> None:
         self.region = region
         self.retry = retry or RetryPolicy()
+        # Which boto3 session to call with (the Python client's ``session=``); without one,
+        # the container's, which every handler shares.
+        self._session = session
 
     @property
     def _client(self) -> Any:
-        return client("ec2", self.region)
+        return client("ec2", self.region, self._session() if self._session else None)
 
     def _call(self, action: str, deadline: float | None = None, **params: Any) -> Any:
         method = getattr(self._client, _snake(action))
