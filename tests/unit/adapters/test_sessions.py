@@ -14,7 +14,10 @@ from capacity_broker.adapters import aws
 
 
 @pytest.fixture(autouse=True)
-def fresh() -> Iterator[None]:
+def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # The container session these tests make has no emulator behind it: it must not outlive
+    # them, or later tests in the process would reach for the real AWS endpoints through it.
+    monkeypatch.setattr(aws, "_session", None)
     aws.reset_clients()
     yield
     aws.reset_clients()
