@@ -32,10 +32,9 @@ CLIENT_CONFIG = Config(
     user_agent_extra="capacity-broker",
 )
 
-# The container's clients: what every handler uses, and a client made without a session.
-_clients: dict[tuple[str, str], Any] = {}
-# Clients of other sessions (a CapacityBroker's ``session=``), per session, made on first use.
-_bound: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], Any]] = weakref.WeakKeyDictionary()
+# Clients per session (the container's, shared by every handler, or a CapacityBroker's own
+# ``session=``), per service and region, made on first use.
+_clients: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], Any]] = weakref.WeakKeyDictionary()
 _clients_lock = threading.Lock()
 # One session per container: its loader caches the parsed service models (EC2's alone is
 # megabytes of JSON), so a second client costs microseconds instead of a fresh parse.
@@ -49,24 +48,16 @@ def client(service: str, region: str, session: Any = None) -> Any:
     """One client per service, region and session, made on first use and kept (clients are
     thread-safe). Without ``session``: the container's session, shared by every handler."""
     if session is None:
-        session = _override
-    if session is None or session is _session:
-        key = (service, region)
-        found = _clients.get(key)
-        if found is None:
-            with _clients_lock:
-                found = _clients.get(key)
-                if found is None:
-                    found = _clients[key] = _make(_container_session(), service, region)
-        return found
-    made = _bound.get(session)
-    found = made.get((service, region)) if made is not None else None
+        session = _override if _override is not None else (_session or default_session())
+    key = (service, region)
+    made = _clients.get(session)
+    found = made.get(key) if made is not None else None
     if found is None:
         with _clients_lock:
-            made = _bound.setdefault(session, {})
-            found = made.get((service, region))
+            made = _clients.setdefault(session, {})
+            found = made.get(key)
             if found is None:
-                found = made[(service, region)] = _make(session, service, region)
+                found = made[key] = _make(session, service, region)
     return found
 
 
@@ -114,7 +105,6 @@ def reset_clients() -> None:
     """Forget cached clients (tests switch endpoints between runs)."""
     with _clients_lock:
         _clients.clear()
-        _bound.clear()
 
 
 @contextlib.contextmanager
