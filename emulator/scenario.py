@@ -16,7 +16,9 @@ regions:
     reservations: [{instance_type: g6.xlarge, availability_zone: us-east-1a, count: 4,
                     used: 1, match: open, tags: {team: ml}}]
     capacity_blocks: [{instance_type: p5.48xlarge, availability_zone: us-east-1b, count: 2,
-                       start: "-1d", duration_hours: 168}]
+                       start: "-1d", duration_hours: 168},
+                      {instance_type: p5.48xlarge, availability_zone: us-east-1b, count: 4,
+                       start: "+2d", payment: pending, paid: "+1h"}]
     offerings:    [{instance_type: p5.48xlarge, availability_zone: us-east-1b,
                     max_instance_count: 16, price_per_instance_hour: "31.46",
                     earliest_start: "+1d", latest_start: "+56d"}]
@@ -191,7 +193,12 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
             platform=item.get("platform", "Linux/UNIX"),
             ultraserver_type=item.get("ultraserver_type"),
             network_nodes=item.get("network_nodes"),
+            # "payment: pending" seeds a block whose upfront fee is not paid yet, until "paid".
+            payment_pending=item.get("payment") == "pending",
+            paid_at=when(item["paid"], now) if item.get("paid") else None,
         )
+        if item.get("payment") == "failed":
+            block.state = "payment-failed"
         if item.get("id"):
             block.id = item["id"]
         capacity.add_existing(block, item.get("tags") or {})

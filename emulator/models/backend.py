@@ -305,8 +305,13 @@ class CapacityBackend:
                     reservation.total_instance_count
                 )
             self.reservations[reservation.id] = reservation
-            if tags:
-                self.ec2.create_tags([reservation.id], tags)
+            self._tag(reservation, tags)
+
+    def _tag(self, reservation: CapacityReservation, tags: dict[str, str]) -> None:
+        """The caller's tags plus those EC2 sets itself (a block's size and type)."""
+        everything = {**tags, **reservation.system_tags()}
+        if everything:
+            self.ec2.create_tags([reservation.id], everything)
 
     def describe_capacity_reservations(
         self, ids: list[str], filters: dict[str, list[str]]
@@ -432,8 +437,7 @@ class CapacityBackend:
                 ultraserver_type=supply.ultraserver_type,
             )
             self.reservations[reservation.id] = reservation
-            if tags:
-                self.ec2.create_tags([reservation.id], tags)
+            self._tag(reservation, tags)
             return reservation
 
     def new_block(
@@ -448,7 +452,11 @@ class CapacityBackend:
         tenancy: str = "default",
         ultraserver_type: str | None = None,
         network_nodes: list[str] | None = None,
+        payment_pending: bool = False,
+        paid_at: datetime | None = None,
     ) -> CapacityReservation:
+        """A bought block: ``scheduled`` until its start (``payment-pending`` first when asked,
+        until ``paid_at``), then ``active`` until its end."""
         now = world.clock.now()
         reservation = CapacityReservation(
             id=new_reservation_id(),
@@ -469,7 +477,8 @@ class CapacityBackend:
             capacity_block_id=new_block_id(),
             ultraserver_type=ultraserver_type,
             network_nodes=list(network_nodes or []),
-            state="scheduled",
+            state="payment-pending" if payment_pending else "scheduled",
+            paid_at=paid_at,
         )
         reservation.advance(now)
         return reservation
@@ -542,7 +551,7 @@ class CapacityBackend:
                 "Launches into a Capacity Block need MarketType capacity-block, and only they "
                 "may use it.",
             )
-        if reservation.is_capacity_block and reservation.state == "scheduled":
+        if reservation.waiting_to_start:
             # AWS: launching into a Capacity Block that has not started yet answers
             # "Insufficient Capacity" (EC2 Fleet and Capacity Blocks tutorial).
             raise insufficient_capacity(request.instance_type, request.availability_zone)

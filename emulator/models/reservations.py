@@ -7,8 +7,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 # States in which a reservation holds capacity and can be launched into (or will be).
-HOLDING_STATES = frozenset({"active", "pending", "scheduled"})
-FINAL_STATES = frozenset({"cancelled", "expired", "failed"})
+HOLDING_STATES = frozenset({"active", "pending", "scheduled", "payment-pending"})
+FINAL_STATES = frozenset({"cancelled", "expired", "failed", "payment-failed"})
+# A Capacity Block before its start: bought (or being paid for) but not usable yet.
+BLOCK_WAITING_STATES = frozenset({"payment-pending", "scheduled"})
+# Tags EC2 itself puts on a Capacity Block (EC2 User Guide, "View Capacity Blocks": "Before a
+# Capacity Block reservation begins, the available capacity appears as zero. You can see how
+# many instances will be available in your Capacity Block by the tag value for the tag key
+# aws:ec2capacityreservation:incrementalRequestedQuantity").
+BLOCK_SIZE_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
+BLOCK_TYPE_TAG = "aws:ec2capacityreservation:capacityReservationType"
 
 
 @dataclass
@@ -44,6 +52,8 @@ class CapacityReservation:
     # Seconds EC2 may keep a limited reservation alive past its EndDate (None: the
     # emulator's current expiry_lag_seconds setting).
     expiry_lag: float | None = None
+    # A Capacity Block in payment-pending: when its payment clears (None: it does not).
+    paid_at: datetime | None = None
 
     @property
     def arn(self) -> str:
@@ -58,8 +68,19 @@ class CapacityReservation:
         return len(self.instances) + self.seeded_used
 
     @property
+    def waiting_to_start(self) -> bool:
+        """A Capacity Block that has not started: EC2 shows it with no capacity yet."""
+        return self.is_capacity_block and self.state in BLOCK_WAITING_STATES
+
+    @property
+    def reported_total(self) -> int:
+        """TotalInstanceCount as EC2 reports it: 0 for a block that has not started (its size
+        is in the BLOCK_SIZE_TAG tag until then), the reserved count otherwise."""
+        return 0 if self.waiting_to_start else self.total_instance_count
+
+    @property
     def available_instance_count(self) -> int:
-        if self.state not in HOLDING_STATES:
+        if self.state not in HOLDING_STATES or self.waiting_to_start:
             return 0
         return max(self.total_instance_count - self.used_instance_count, 0)
 
@@ -74,8 +95,13 @@ class CapacityReservation:
         if self.state in FINAL_STATES:
             return None
         if self.is_capacity_block:
+            unpaid = self.state == "payment-pending" and (
+                self.paid_at is None or now < self.paid_at
+            )
             if self.end_date is not None and now >= self.end_date:
                 self.state = "expired"
+            elif unpaid:
+                pass  # EC2 shows the block payment-pending until its upfront fee is paid
             elif now >= self.start_date:
                 self.state = "active"
             else:
@@ -102,7 +128,7 @@ class CapacityReservation:
             "InstancePlatform": self.instance_platform,
             "AvailabilityZone": self.availability_zone,
             "Tenancy": self.tenancy,
-            "TotalInstanceCount": self.total_instance_count,
+            "TotalInstanceCount": self.reported_total,
             "AvailableInstanceCount": self.available_instance_count,
             "EbsOptimized": self.ebs_optimized,
             "EphemeralStorage": self.ephemeral_storage,
@@ -113,9 +139,10 @@ class CapacityReservation:
             "CreateDate": self.create_date,
             "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
             "ReservationType": self.reservation_type,
-            "CapacityAllocations": [
-                {"AllocationType": "used", "Count": self.used_instance_count},
-            ],
+            # A block that has not started has no allocations yet (as EC2 describes one).
+            "CapacityAllocations": []
+            if self.waiting_to_start
+            else [{"AllocationType": "used", "Count": self.used_instance_count}],
         }
         if self.end_date is not None:
             data["EndDate"] = self.end_date
@@ -124,6 +151,15 @@ class CapacityReservation:
         if self.capacity_block_id:
             data["CapacityBlockId"] = self.capacity_block_id
         return data
+
+    def system_tags(self) -> dict[str, str]:
+        """The ``aws:`` tags EC2 puts on a Capacity Block when it is bought (none on ODCRs)."""
+        if not self.is_capacity_block:
+            return {}
+        return {
+            BLOCK_SIZE_TAG: str(self.total_instance_count),
+            BLOCK_TYPE_TAG: "capacity-block",
+        }
 
     def fingerprint(self) -> tuple[Any, ...]:
         return (self.instance_type, self.availability_zone, self.total_instance_count)

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import base64
+import re
+from collections.abc import Callable
 from typing import Any
 
 from moto.ec2.responses._base_response import EC2BaseResponse
+from moto.ec2.utils import simple_aws_filter_to_re
 
 from ..exceptions import client_error
 from ..models import CapacityBackend, capacity_backend
+from ..models import tags as tag_rules
+
+
+def wildcard_matcher(values: list[str]) -> Callable[[Any], bool]:
+    """EC2's filter values: ``*`` and ``?`` wildcards, any value may match."""
+    compiled = [re.compile(simple_aws_filter_to_re(str(v))) for v in values]
+    return lambda text: any(p.match(str(text)) for p in compiled)
 
 
 class CapacityResponse(EC2BaseResponse):
@@ -41,6 +51,17 @@ class CapacityResponse(EC2BaseResponse):
         if following < len(items):
             next_token = base64.urlsafe_b64encode(f"offset:{following}".encode()).decode()
         return page, next_token
+
+    def _check_tag_specifications(self) -> None:
+        """Every TagSpecification of this request under EC2's tag rules (models.tags): tags
+        for a new resource, so the 50-tag count is theirs alone."""
+        specs = self._get_param("TagSpecifications") or self._get_param("TagSpecification") or []
+        for spec in specs if isinstance(specs, list) else [specs]:
+            if not isinstance(spec, dict):
+                continue
+            new = {t.get("Key", ""): t.get("Value") for t in spec.get("Tags") or []}
+            tag_rules.check_new(new)
+            tag_rules.check_count({}, new)
 
     def _tags_for(self, resource_type: str) -> dict[str, str]:
         return self._parse_tag_specification(expected_type=resource_type).get(resource_type, {})

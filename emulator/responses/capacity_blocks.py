@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from moto.core.responses import ActionResult
 
 from ..exceptions import client_error
 from ..models.backend import utc
+from ..models.reservations import CapacityReservation
 from ..state import world
-from ._base import CapacityResponse
+from ._base import CapacityResponse, wildcard_matcher
 
 
 class CapacityBlocks(CapacityResponse):
@@ -54,26 +57,59 @@ class CapacityBlocks(CapacityResponse):
         )
 
     def describe_capacity_reservation_topology(self) -> ActionResult:
-        ids = self._get_param("CapacityReservationIds", [])
+        """botocore's model (DescribeCapacityReservationTopology): at most 10 ids, MaxResults
+        1-10 and "You can't specify this parameter and the Capacity Reservation IDs parameter
+        in the same request"; filters availability-zone and instance-type. NetworkNodes "is
+        null or empty if the instance type is not supported [or] the Capacity Reservation is
+        in a state other than active or pending"."""
+        ids = self._get_param("CapacityReservationIds", []) or []
+        if ids and self._get_param("MaxResults") is not None:
+            raise client_error(
+                "InvalidParameterCombination",
+                "The parameters CapacityReservationIds and MaxResults cannot be used together.",
+            )
+        if len(ids) > TOPOLOGY_MAX_IDS:
+            raise client_error(
+                "InvalidParameterValue",
+                f"You can specify up to {TOPOLOGY_MAX_IDS} Capacity Reservation IDs.",
+            )
+        filters = self._filters_from_querystring()
+        for name in filters:
+            if name not in _TOPOLOGY_FILTERS:
+                raise client_error("InvalidParameterValue", f"The filter '{name}' is invalid")
         self.error_on_dryrun()
         found = [
-            r for r in self.capacity.describe_capacity_reservations(ids, {}) if r.network_nodes
+            r
+            for r in self.capacity.describe_capacity_reservations(ids, {})
+            if all(wildcard_matcher(v)(_TOPOLOGY_FILTERS[n](r)) for n, v in filters.items())
         ]
-        page, next_token = self._page(found, default=10, maximum=10)
-        result: dict[str, object] = {
-            "CapacityReservations": [
-                {
-                    "CapacityReservationId": r.id,
-                    "CapacityBlockId": r.capacity_block_id,
-                    "State": r.state,
-                    "InstanceType": r.instance_type,
-                    "NetworkNodes": r.network_nodes,
-                    "AvailabilityZoneId": r.availability_zone_id,
-                    "AvailabilityZone": r.availability_zone,
-                }
-                for r in page
-            ]
-        }
+        page, next_token = self._page(found, default=TOPOLOGY_MAX_IDS, maximum=TOPOLOGY_MAX_IDS)
+        result: dict[str, object] = {"CapacityReservations": [_topology(r) for r in page]}
         if next_token:
             result["NextToken"] = next_token
         return ActionResult(result)
+
+
+TOPOLOGY_MAX_IDS = 10
+_TOPOLOGY_FILTERS: dict[str, Callable[[CapacityReservation], str]] = {
+    "availability-zone": lambda r: r.availability_zone,
+    "instance-type": lambda r: r.instance_type,
+}
+
+
+def _topology(reservation: CapacityReservation) -> dict[str, object]:
+    item: dict[str, object] = {
+        "CapacityReservationId": reservation.id,
+        "State": reservation.state,
+        "InstanceType": reservation.instance_type,
+        "AvailabilityZoneId": reservation.availability_zone_id,
+        "AvailabilityZone": reservation.availability_zone,
+    }
+    # "only supported for UltraServer instances" (botocore: CapacityReservationTopology)
+    if reservation.capacity_block_id and reservation.ultraserver_type:
+        item["CapacityBlockId"] = reservation.capacity_block_id
+    if reservation.placement_group_arn:
+        item["GroupName"] = reservation.placement_group_arn.split(":placement-group/", 1)[-1]
+    if reservation.network_nodes and reservation.state in ("active", "pending"):
+        item["NetworkNodes"] = list(reservation.network_nodes)
+    return item

@@ -9,25 +9,16 @@
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 from moto.core.responses import ActionResult
 from moto.ec2.models.instance_types import INSTANCE_TYPES
-from moto.ec2.utils import simple_aws_filter_to_re
 
 from ..exceptions import client_error
 from ..models.backend import utc
 from ..models.spot import spot_market
 from ..state import world
-from ._base import CapacityResponse
+from ._base import CapacityResponse, wildcard_matcher
 
 _LOCATION_TYPES = ("region", "availability-zone", "availability-zone-id")
-
-
-def _matcher(values: list[str]) -> Any:
-    compiled = [re.compile(simple_aws_filter_to_re(str(v))) for v in values]
-    return lambda text: any(p.match(str(text)) for p in compiled)
 
 
 class Discovery(CapacityResponse):
@@ -68,7 +59,7 @@ class Discovery(CapacityResponse):
         self.error_on_dryrun()
         offers = self._offerings(location_type)
         for name, values in filters.items():
-            match = _matcher(values)
+            match = wildcard_matcher(values)
             key = "InstanceType" if name == "instance-type" else "Location"
             offers = [o for o in offers if match(o[key])]
         page, next_token = self._page(offers)

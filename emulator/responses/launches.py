@@ -174,6 +174,7 @@ class Launches(CapacityResponse):
 
     # -- CreateFleet (instant) ----------------------------------------------------------
     def create_fleet(self) -> ActionResult:
+        self._check_tag_specifications()  # read directly below, not through moto's parser
         if (self._get_param("Type") or "maintain") != "instant":
             return MotoFleets.create_fleet(self)
         # A retry after a lost answer (same ClientToken) gets the first fleet: no second launch.

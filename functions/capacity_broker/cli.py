@@ -488,6 +488,8 @@ def render_capacity(kind: str, results: Results[CapacityRow]) -> None:
                 [
                     "Instance Type",
                     "Count",
+                    # 0 until the block starts (EC2 shows no capacity before then)
+                    "Available",
                     "Region",
                     "AZ",
                     "Start",
@@ -501,6 +503,7 @@ def render_capacity(kind: str, results: Results[CapacityRow]) -> None:
                     [
                         r.instance_type,
                         r.total_capacity,
+                        r.available_capacity,
                         r.region,
                         r.availability_zone,
                         _when(r.start_date),

@@ -11,6 +11,8 @@ from emu_helpers import NOW, SUBNET_B, error_of
 pytestmark = pytest.mark.emulator
 
 FIRST_START = datetime(2026, 11, 21, 11, 30, tzinfo=UTC)  # today's 11:30 UTC block start
+SIZE_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
+TYPE_TAG = "aws:ec2capacityreservation:capacityReservationType"
 
 
 @pytest.fixture
@@ -202,18 +204,27 @@ def test_purchase_creates_a_scheduled_capacity_block(catalogue, ec2, api):
     assert block["State"] == "scheduled"
     assert block["CapacityBlockId"].startswith("cb-")
     assert (block["InstanceType"], block["AvailabilityZone"]) == ("p5.48xlarge", "us-east-1b")
-    assert (block["TotalInstanceCount"], block["AvailableInstanceCount"]) == (2, 2)
+    # EC2: "Before a Capacity Block reservation begins, the available capacity appears as
+    # zero"; the size is in an aws: tag (the emulator used to report 2 of 2 here)
+    assert (block["TotalInstanceCount"], block["AvailableInstanceCount"]) == (0, 0)
+    assert block["CapacityAllocations"] == []
     assert (block["StartDate"], block["EndDate"]) == (offering["StartDate"], offering["EndDate"])
     assert (block["EndDateType"], block["InstanceMatchCriteria"]) == ("limited", "targeted")
     assert block["InstancePlatform"] == "Linux/UNIX"
-    assert block["Tags"] == [{"Key": "team", "Value": "ml"}]
+    assert sorted((t["Key"], t["Value"]) for t in block["Tags"]) == sorted(
+        [("team", "ml"), (SIZE_TAG, "2"), (TYPE_TAG, "capacity-block")]
+    )
     assert api.get(block["CapacityReservationId"]) == block
     described = ec2.describe_tags(
         Filters=[{"Name": "resource-id", "Values": [block["CapacityReservationId"]]}]
     )["Tags"]
-    assert [(t["ResourceType"], t["Key"], t["Value"]) for t in described] == [
-        ("capacity-reservation", "team", "ml")
-    ]
+    assert sorted((t["ResourceType"], t["Key"], t["Value"]) for t in described) == sorted(
+        [
+            ("capacity-reservation", "team", "ml"),
+            ("capacity-reservation", SIZE_TAG, "2"),
+            ("capacity-reservation", TYPE_TAG, "capacity-block"),
+        ]
+    )
     # a block does not take On-Demand capacity
     assert api.pool("us-east-1b", "p5.48xlarge")["used"] == 0
 
@@ -282,7 +293,11 @@ def test_a_purchased_block_from_purchase_to_expiry(catalogue, ec2, api, emu):
     offering = offers(ec2, 2, 48)[0]
     block_id = buy(ec2, offering)["CapacityReservationId"]
     emu.set_time(offering["StartDate"])
-    assert api.get(block_id)["State"] == "active"
+    started = api.get(block_id)
+    assert started["State"] == "active"
+    # from its start the block reports its size; the size tag stays
+    assert (started["TotalInstanceCount"], started["AvailableInstanceCount"]) == (2, 2)
+    assert {"Key": SIZE_TAG, "Value": "2"} in started["Tags"]
     ids = api.run(
         SUBNET_B,
         "p5.48xlarge",
@@ -299,50 +314,139 @@ def test_a_purchased_block_from_purchase_to_expiry(catalogue, ec2, api, emu):
     assert (r["State"], r["AvailableInstanceCount"]) == ("expired", 0)
 
 
+# -- blocks before their start ---------------------------------------------------------------
+def _seed_blocks(emu, *blocks: dict) -> dict[str, str]:
+    ids = emu.load_scenario({"regions": {"us-east-1": {"capacity_blocks": list(blocks)}}})
+    return ids.reservations
+
+
+def _block(name: str, count: int, start: str, **more) -> dict:
+    """A scenario Capacity Block of p5.48xlarge (us-east-1b unless ``more`` says otherwise)."""
+    return {
+        "name": name,
+        "instance_type": "p5.48xlarge",
+        "availability_zone": "us-east-1b",
+        "count": count,
+        "start": start,
+        **more,
+    }
+
+
+def test_a_scheduled_block_shows_no_capacity_until_it_starts(emu, api, world):
+    ids = _seed_blocks(
+        emu,
+        _block("next", 4, "+2h", duration_hours=24),
+    )
+    before = api.get(ids["next"])
+    assert before["State"] == "scheduled"
+    assert (before["TotalInstanceCount"], before["AvailableInstanceCount"]) == (0, 0)
+    assert {"Key": SIZE_TAG, "Value": "4"} in before["Tags"]
+    assert {"Key": TYPE_TAG, "Value": "capacity-block"} in before["Tags"]
+    # found by its size tag, as EC2 lets a caller filter on any tag
+    tagged = api.ids(Filters=[{"Name": f"tag:{SIZE_TAG}", "Values": ["4"]}])
+    assert tagged == {ids["next"]}
+    emu.advance(2 * 3600)
+    after = api.get(ids["next"])
+    assert after["State"] == "active"
+    assert (after["TotalInstanceCount"], after["AvailableInstanceCount"]) == (4, 4)
+    assert after["CapacityAllocations"] == [{"AllocationType": "used", "Count": 0}]
+
+
+def test_a_payment_pending_block_shows_no_capacity_until_paid_and_started(emu, api, world):
+    ids = _seed_blocks(
+        emu,
+        _block("unpaid", 2, "+2h", payment="pending", paid="+1h"),
+        _block("never-paid", 2, "+2h", payment="pending"),
+    )
+    block = api.get(ids["unpaid"])
+    assert block["State"] == "payment-pending"
+    assert (block["TotalInstanceCount"], block["AvailableInstanceCount"]) == (0, 0)
+    assert {"Key": SIZE_TAG, "Value": "2"} in block["Tags"]
+    emu.advance(3600)
+    assert api.get(ids["unpaid"])["State"] == "scheduled"
+    emu.advance(3600)
+    assert api.get(ids["unpaid"])["State"] == "active"
+    assert api.get(ids["unpaid"])["AvailableInstanceCount"] == 2
+    assert api.get(ids["never-paid"])["State"] == "payment-pending"
+    assert api.get(ids["never-paid"])["AvailableInstanceCount"] == 0
+
+
+def test_a_block_that_has_not_started_cannot_be_launched_into(emu, api, world):
+    ids = _seed_blocks(
+        emu,
+        _block("next", 2, "+1h", payment="pending"),
+    )
+    with pytest.raises(ClientError) as exc:
+        api.run(
+            SUBNET_B,
+            "p5.48xlarge",
+            1,
+            InstanceMarketOptions={"MarketType": "capacity-block"},
+            CapacityReservationSpecification={
+                "CapacityReservationTarget": {"CapacityReservationId": ids["next"]}
+            },
+        )
+    assert error_of(exc) == ("InsufficientInstanceCapacity", 500)
+
+
+def test_callers_cannot_set_or_remove_the_block_size_tag(emu, api, ec2, world):
+    ids = _seed_blocks(
+        emu,
+        _block("next", 2, "+1h"),
+    )
+    for call in (ec2.create_tags, ec2.delete_tags):
+        with pytest.raises(ClientError) as exc:
+            call(Resources=[ids["next"]], Tags=[{"Key": SIZE_TAG, "Value": "64"}])
+        assert error_of(exc) == ("InvalidParameterValue", 400)
+    assert {"Key": SIZE_TAG, "Value": "2"} in api.get(ids["next"])["Tags"]
+
+
 # -- topology ------------------------------------------------------------------------------
-def test_capacity_reservation_topology(emu, ec2, world):
-    # reservations without a topology come first: pages must be filled after filtering
+def _topology_world(emu, ec2):
     ec2.create_capacity_reservation(
         InstanceType="c5.large",
         InstancePlatform="Linux/UNIX",
         AvailabilityZone="us-east-1b",
         InstanceCount=1,
     )
-    ids = emu.load_scenario(
-        {
-            "regions": {
-                "us-east-1": {
-                    "capacity_blocks": [
-                        {
-                            "name": "no-topology",
-                            "instance_type": "p5.48xlarge",
-                            "availability_zone": "us-east-1b",
-                            "count": 1,
-                            "start": "-1h",
-                        }
-                    ]
-                    + [
-                        {
-                            "name": f"block-{n}",
-                            "instance_type": "p5.48xlarge",
-                            "availability_zone": "us-east-1b",
-                            "count": 1,
-                            "start": "-1h",
-                            "network_nodes": [f"nn-{n}a", f"nn-{n}b"],
-                        }
-                        for n in range(12)
-                    ]
-                }
-            }
-        }
+    return _seed_blocks(
+        emu,
+        _block("no-topology", 1, "-1h"),
+        _block(
+            "not-started",
+            1,
+            "+1d",
+            availability_zone="us-east-1a",
+            network_nodes=["nn-xa", "nn-xb"],
+        ),
+        *[
+            _block(f"block-{n}", 1, "-1h", network_nodes=[f"nn-{n}a", f"nn-{n}b"])
+            for n in range(12)
+        ],
     )
-    one = ec2.describe_capacity_reservation_topology(
-        CapacityReservationIds=[ids.reservations["block-3"]]
-    )["CapacityReservations"]
+
+
+def topology_pages(ec2, **kwargs) -> tuple[list[dict], list[int]]:
+    seen, sizes, token = [], [], None
+    while True:
+        page = ec2.describe_capacity_reservation_topology(
+            **kwargs, **({"NextToken": token} if token else {})
+        )
+        sizes.append(len(page["CapacityReservations"]))
+        seen += page["CapacityReservations"]
+        token = page.get("NextToken")
+        if not token:
+            return seen, sizes
+
+
+def test_capacity_reservation_topology(emu, ec2, world):
+    ids = _topology_world(emu, ec2)
+    one = ec2.describe_capacity_reservation_topology(CapacityReservationIds=[ids["block-3"]])[
+        "CapacityReservations"
+    ]
     assert one == [
         {
-            "CapacityReservationId": ids.reservations["block-3"],
-            "CapacityBlockId": one[0]["CapacityBlockId"],
+            "CapacityReservationId": ids["block-3"],
             "State": "active",
             "InstanceType": "p5.48xlarge",
             "NetworkNodes": ["nn-3a", "nn-3b"],
@@ -350,20 +454,50 @@ def test_capacity_reservation_topology(emu, ec2, world):
             "AvailabilityZone": "us-east-1b",
         }
     ]
-    # every page is full (up to 10) and only reservations with a topology are listed
-    seen, token, sizes = [], None, []
-    while True:
-        kwargs = {"NextToken": token} if token else {}
-        page = ec2.describe_capacity_reservation_topology(**kwargs)
-        sizes.append(len(page["CapacityReservations"]))
-        seen += [r["CapacityReservationId"] for r in page["CapacityReservations"]]
-        token = page.get("NextToken")
-        if not token:
-            break
-    assert sizes == [10, 2]
-    assert set(seen) == {ids.reservations[f"block-{n}"] for n in range(12)}
+    # every reservation is described, in pages of up to 10; NetworkNodes only where EC2 has a
+    # topology for an active or pending reservation (botocore: "null or empty if ... a state
+    # other than active or pending")
+    seen, sizes = topology_pages(ec2)
+    assert sizes == [10, 5]
+    nodes = {r["CapacityReservationId"]: r.get("NetworkNodes") for r in seen}
+    assert nodes[ids["no-topology"]] is None
+    assert nodes[ids["not-started"]] is None
+    assert all(nodes[ids[f"block-{n}"]] == [f"nn-{n}a", f"nn-{n}b"] for n in range(12))
     with pytest.raises(ClientError) as exc:
         ec2.describe_capacity_reservation_topology(MaxResults=11)
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+
+
+def test_topology_refuses_ids_with_max_results(emu, ec2, world):
+    """botocore's model, MaxResults: "You can't specify this parameter and the Capacity
+    Reservation IDs parameter in the same request" (the emulator used to answer it)."""
+    ids = _topology_world(emu, ec2)
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_capacity_reservation_topology(
+            CapacityReservationIds=[ids["block-1"]], MaxResults=10
+        )
+    assert error_of(exc) == ("InvalidParameterCombination", 400)
+
+
+def test_topology_takes_at_most_ten_ids(emu, ec2, world):
+    ids = _topology_world(emu, ec2)
+    eleven = [ids[f"block-{n}"] for n in range(11)]
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_capacity_reservation_topology(CapacityReservationIds=eleven)
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+    ten = ec2.describe_capacity_reservation_topology(CapacityReservationIds=eleven[:10])
+    assert len(ten["CapacityReservations"]) == 10
+    assert "NextToken" not in ten
+
+
+def test_topology_filters(emu, ec2, world):
+    ids = _topology_world(emu, ec2)
+    seen, _ = topology_pages(ec2, Filters=[{"Name": "availability-zone", "Values": ["us-east-1a"]}])
+    assert [r["CapacityReservationId"] for r in seen] == [ids["not-started"]]
+    seen, _ = topology_pages(ec2, Filters=[{"Name": "instance-type", "Values": ["c5.*"]}])
+    assert [r["InstanceType"] for r in seen] == ["c5.large"]
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_capacity_reservation_topology(Filters=[{"Name": "state", "Values": ["x"]}])
     assert error_of(exc) == ("InvalidParameterValue", 400)
 
 

@@ -168,7 +168,14 @@ def test_capacity_blocks_active_and_scheduled(full, ec2, emu):
     assert active["EndDate"] == NOW - timedelta(days=1) + timedelta(hours=168)
     assert active["CapacityBlockId"].startswith("cb-")
     assert active["InstanceMatchCriteria"] == "targeted"
-    assert active["Tags"] == [{"Key": "team", "Value": "research"}]
+    # the scenario's tags, plus the size and type EC2 tags every Capacity Block with
+    assert {t["Key"]: t["Value"] for t in active["Tags"]} == {
+        "team": "research",
+        "aws:ec2capacityreservation:incrementalRequestedQuantity": str(
+            active["TotalInstanceCount"]
+        ),
+        "aws:ec2capacityreservation:capacityReservationType": "capacity-block",
+    }
     scheduled = blocks[full.reservations["block-scheduled"]]
     assert scheduled["State"] == "scheduled"
     assert scheduled["StartDate"] == datetime(2026, 11, 25, 11, 30, tzinfo=UTC)

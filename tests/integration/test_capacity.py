@@ -84,19 +84,31 @@ def test_capacity_blocks_are_kept_apart_with_durations_and_placement(
         assert row["end_date"] > row["start_date"]
         assert row["duration_hours"] in (168, 336)
         assert row["instance_match_criteria"] == "targeted"
-    east_p5 = [
-        r for r in rows if r["region"] == "us-east-1" and r["instance_type"] == "p5.48xlarge"
-    ]
-    assert all(r["ultra_cluster_placement"] is True for r in east_p5)
-    assert all(len(r["network_nodes"]) == 3 for r in east_p5)
-    others = [r for r in rows if r not in east_p5]
-    assert all(r["ultra_cluster_placement"] is False for r in others)
+    # Placement: EC2 gives network nodes for active (or pending) reservations only (botocore:
+    # NetworkNodes "null or empty if ... a state other than active or pending"); a scheduled
+    # block's placement is unknown, not "no" (the old listing said True or False for them).
+    placed = [r for r in rows if r["state"] == "active"]
+    by_id = {(r["region"], r["instance_type"]): r for r in placed}
+    assert by_id[("us-east-1", "p5.48xlarge")]["ultra_cluster_placement"] is True
+    assert len(by_id[("us-east-1", "p5.48xlarge")]["network_nodes"]) == 3
+    assert by_id[("us-west-2", "trn1.32xlarge")]["ultra_cluster_placement"] is False
+    scheduled = [r for r in rows if r["state"] == "scheduled"]
+    assert len(scheduled) == 3
+    for row in scheduled:
+        assert "ultra_cluster_placement" not in row and "network_nodes" not in row
+        # EC2 shows nothing available before the start; the size is the block's tag
+        assert (row["available_capacity"], row["used_capacity"]) == (0, 0)
+        assert row["total_capacity"] == int(
+            row["tags"]["aws:ec2capacityreservation:incrementalRequestedQuantity"]
+        )
     summary = answer["summary"]
     assert summary["by_type"] == {"capacity-block": 5}
     assert summary["block_duration_hours"] == {"min_hours": 168, "max_hours": 336}
     assert summary["ultra_cluster_placement"] is True
     assert summary["instance_types"] == ["p5.48xlarge", "trn1.32xlarge"]
     assert summary["total_capacity"] == 32 + 32 + 64 + 16 + 16
+    # only the two active blocks (32 + 16) can be launched into now; nothing is in use
+    assert (summary["available_capacity"], summary["used_capacity"]) == (32 + 16, 0)
 
 
 @pytest.mark.parametrize("reservation_type", ["odcr", "capacity-block", "all"])
@@ -193,9 +205,10 @@ def test_all_lists_both_and_include_inactive_adds_the_rest(world: Any, context: 
             },
             {("us-east-1", "p5.48xlarge")},
         ),
+        # us-east-1's trn1 block (64) is scheduled: nothing available before its start
         (
-            {"reservation_type": "all", "instance_types": ["trn1.*"], "min_capacity": 20},
-            {("us-east-1", "trn1.32xlarge")},
+            {"reservation_type": "all", "instance_types": ["trn1.*"], "min_capacity": 10},
+            {("us-west-2", "trn1.32xlarge")},
         ),
         ({"instance_types": ["x2idn.metal"]}, set()),
     ],
@@ -269,20 +282,73 @@ def test_throttling_is_retried_not_reported(world: Any, context: Any) -> None:
     assert Counter(r["region"] for r in answer["reservations"])["us-west-2"] == 2
 
 
-def test_topology_failure_leaves_placement_unknown(world: Any, context: Any) -> None:
+def test_topology_failure_leaves_placement_unknown(
+    world: Any, context: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     world.fail("DescribeCapacityReservationTopology", "UnauthorizedOperation", times=99)
     answer = listing(context, reservation_type="capacity-block")
     assert answer["status"] == "ok"
     assert len(answer["reservations"]) == 5
     assert all("ultra_cluster_placement" not in r for r in answer["reservations"])
     assert "ultra_cluster_placement" not in answer["summary"]
+    assert "UnauthorizedOperation" in caplog.text  # said, not swallowed
 
 
-def test_only_blocks_are_asked_for_their_topology(world: Any, context: Any) -> None:
+def test_only_started_blocks_are_asked_for_their_topology(world: Any, context: Any) -> None:
     world.clear_calls()
     listing(context, reservation_type="all", regions=["us-east-1"])
     (call,) = world.calls("DescribeCapacityReservationTopology")
-    assert len(call.params["CapacityReservationIds"]) == 3
+    assert len(call.params["CapacityReservationIds"]) == 1  # llm-now; the others are scheduled
+
+
+def test_topology_is_asked_the_way_ec2_accepts_and_shown(world: Any, context: Any) -> None:
+    """EC2 refuses CapacityReservationIds together with MaxResults (botocore's model); the
+    broker used to send both, lose the error and never show an UltraCluster placement."""
+    world.clear_calls()
+    answer = listing(context, reservation_type="capacity-block", regions=["us-east-1"])
+    (call,) = world.calls("DescribeCapacityReservationTopology")
+    assert "MaxResults" not in call.params
+    assert call.outcome == "ok"
+    (now,) = [r for r in answer["reservations"] if r["state"] == "active"]
+    assert now["ultra_cluster_placement"] is True
+    assert now["network_nodes"] == ["nn-1a2b3c4d", "nn-5e6f7a8b", "nn-9c0d1e2f"]
+    assert answer["summary"]["ultra_cluster_placement"] is True
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"CapacityReservations": [{"CapacityReservationId": "cr-1", "NetworkNodes": 5}]},
+        {"CapacityReservations": ["cr-1"]},
+        {"CapacityReservations": [{"NetworkNodes": ["nn-1"]}]},
+        {"CapacityReservations": 7},
+    ],
+)
+def test_an_unreadable_topology_answer_loses_only_the_topology(
+    world: Any,
+    context: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    answer: dict[str, Any],
+) -> None:
+    """A topology answer of another shape took the whole region's listing down (status
+    "error", no rows); now the rows stand, their placement null, and the log says why."""
+    from capacity_broker.adapters.ec2 import Ec2
+
+    real = Ec2._call
+
+    def garbled(self: Any, action: str, deadline: float | None = None, **params: Any) -> Any:
+        if action == "DescribeCapacityReservationTopology":
+            return answer
+        return real(self, action, deadline, **params)
+
+    monkeypatch.setattr(Ec2, "_call", garbled)
+    result = listing(context, reservation_type="capacity-block", regions=["us-east-1"])
+    assert result["status"] == "ok", result
+    assert len(result["reservations"]) == 3
+    assert all("ultra_cluster_placement" not in r for r in result["reservations"])
+    assert all("network_nodes" not in r for r in result["reservations"])
+    assert "TopologyUnreadable" in caplog.text
 
 
 def test_invalid_requests_change_nothing(world: Any, context: Any) -> None:
@@ -331,11 +397,11 @@ def test_regions_are_listed_at_the_same_time(broker: Any, context: Any) -> None:
                     {"instance_type": "g6.xlarge", "availability_zone": f"{region}a", "count": 2}
                 ],
                 "capacity_blocks": [
-                    {
+                    {  # active: its topology is asked too (two calls a region)
                         "instance_type": "p5.48xlarge",
                         "availability_zone": f"{region}a",
                         "count": 2,
-                        "start": "+1d",
+                        "start": "-1h",
                         "duration_hours": 24,
                     }
                 ],

@@ -124,7 +124,8 @@ def test_block_table_with_durations_and_placement(world: Any, cli: Any) -> None:
         (("--odcr", "--gpu-only", "--available-only"), 6),
         (("--odcr", "--gpu-only", "--min-capacity", "10"), 3),
         (("--blocks", "--instance-types", "p5.48xlarge", "--regions", "us-east-1"), 2),
-        (("--blocks", "--gpu-only", "--min-capacity", "20"), 3),
+        # only the active p5 block: a scheduled block has 0 available until its start
+        (("--blocks", "--gpu-only", "--min-capacity", "20"), 1),
         (("--all", "--gpu-only", "--regions", "us-west-2"), 4),
         (("--instance-types", "x2idn.metal"), 0),
     ],

@@ -72,7 +72,8 @@ def test_capacity_blocks_have_the_seed_documents_names(tf: CapacityBroker) -> No
         assert block.duration_hours // 24 in (7, 14)
         assert block.start_date is not None
         assert block.end_date is not None
-        assert block.ultra_cluster_placement is True
+        # EC2 gives a topology for active blocks only: a scheduled one's placement is unknown
+        assert block.ultra_cluster_placement is (True if block.state == "active" else None)
         assert block.state in ("active", "scheduled")
         assert block.reservation_id.startswith("cr-")
         assert block.availability_zone is not None

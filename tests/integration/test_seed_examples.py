@@ -280,7 +280,9 @@ def test_guide_capacity_blocks(broker: Any, capsys: pytest.CaptureFixture[str]) 
     assert "  Instances: 32x p5.48xlarge" in out
     assert "  Duration: 168 hours (7 days)" in out
     assert "  Duration: 336 hours (14 days)" in out
-    assert out.count("  UltraCluster: True") == 2
+    # the active block's placement; the scheduled one has no topology before its start
+    assert out.count("  UltraCluster: True") == 1
+    assert out.count("  UltraCluster: None") == 1
     assert re.search(r"  Period: 2026-\S+ \S+\+00:00 to 2026-", out) or "Period:" in out
 
 
@@ -338,7 +340,8 @@ def test_bindings_examples(seeds: dict[str, Any], capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert "Capacity Block: cb-" in out
     assert "   32x H100 GPUs" in out
-    assert "   UltraCluster: True" in out
+    # the one block of 32 for 240 h or more is scheduled: EC2 reports no topology for it yet
+    assert "   UltraCluster: None" in out
     run(BINDINGS_EXAMPLE_2, seeds)
     assert seeds["capacity"] == []  # nobody holds 100 free inf2.xlarge
     assert capsys.readouterr().out == ""

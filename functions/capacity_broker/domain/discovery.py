@@ -43,8 +43,29 @@ USABLE_STATES: Mapping[ReservationKind, frozenset[str]] = {
     ReservationKind.ODCR: frozenset({"active"}),
     ReservationKind.CAPACITY_BLOCK: frozenset({"active", "scheduled"}),
 }
-# States in which EC2 can place a reservation in its network topology.
-TOPOLOGY_STATES = frozenset({"active", "pending", "scheduled"})
+# States in which EC2 places a reservation in its network topology (botocore's model,
+# CapacityReservationTopology.NetworkNodes: "null or empty if ... the Capacity Reservation is
+# in a state other than active or pending"): a block that has not started has none yet.
+TOPOLOGY_STATES = frozenset({"active", "pending"})
+
+# A Capacity Block before its start. EC2 User Guide, "View Capacity Blocks": "Before a Capacity
+# Block reservation begins, the available capacity appears as zero. You can see how many
+# instances will be available in your Capacity Block by the tag value for the tag key
+# aws:ec2capacityreservation:incrementalRequestedQuantity" (TotalInstanceCount is 0 too).
+BLOCK_NOT_STARTED = frozenset({"payment-pending", "scheduled"})
+BLOCK_SIZE_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
+
+
+def reserved_size(reservation_type: str | None, total_count: int, tags: Mapping[str, str]) -> int:
+    """How many instances a reservation is for: EC2's TotalInstanceCount, and for a Capacity
+    Block the size tag when that says more (a block that has not started reports 0)."""
+    if kind_of(reservation_type) is not ReservationKind.CAPACITY_BLOCK:
+        return total_count
+    try:
+        tagged = int(tags.get(BLOCK_SIZE_TAG, ""))
+    except ValueError:
+        tagged = 0
+    return max(total_count, tagged, 0)
 
 
 def is_usable(kind: ReservationKind, state: str) -> bool:
@@ -305,6 +326,8 @@ class SummaryItem(Protocol):
     @property
     def available_capacity(self) -> int: ...
     @property
+    def used_capacity(self) -> int: ...
+    @property
     def duration_hours(self) -> float | None: ...
     @property
     def ultra_cluster_placement(self) -> bool | None: ...
@@ -335,7 +358,7 @@ def summarize(items: Sequence[SummaryItem]) -> Summary:
     topology said: ``None`` when it said nothing about any of them)."""
     by_type: dict[str, int] = {}
     by_instance: dict[str, int] = {}
-    total = available = 0
+    total = available = used = 0
     block_hours: list[float] = []
     placements: list[bool] = []
     for item in items:
@@ -343,6 +366,8 @@ def summarize(items: Sequence[SummaryItem]) -> Summary:
         by_instance[item.instance_type] = by_instance.get(item.instance_type, 0) + 1
         total += item.total_capacity
         available += item.available_capacity
+        # Not total - available: a block that has not started is neither free nor in use.
+        used += item.used_capacity
         if item.reservation_type == ReservationKind.CAPACITY_BLOCK:
             if item.duration_hours is not None:
                 block_hours.append(item.duration_hours)
@@ -356,7 +381,7 @@ def summarize(items: Sequence[SummaryItem]) -> Summary:
         regions=tuple(sorted({item.region for item in items})),
         total_capacity=total,
         available_capacity=available,
-        used_capacity=total - available,
+        used_capacity=used,
         free_percent=free_percent(total, available),
         block_hours=(min(block_hours), max(block_hours)) if block_hours else None,
         ultra_cluster_placement=any(placements) if placements else None,

@@ -9,6 +9,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from .clock import utc
+from .discovery import BLOCK_NOT_STARTED
 from .errors import Outcome
 
 CAPACITY_BLOCK = "capacity-block"
@@ -62,6 +63,9 @@ class ExistingReservation:
     owner: str | None = None
     # Carries this broker's ownership tags (a probe, or another job's hold).
     owned_by_broker: bool = False
+    # How many instances it is for. A Capacity Block that has not started shows none
+    # available (and a TotalInstanceCount of 0) but carries its size in a tag.
+    size: int = 0
 
     @property
     def is_capacity_block(self) -> bool:
@@ -99,9 +103,13 @@ def validate_existing(
 ) -> Rejected | WaitForStart | None:
     """``None`` when the reservation can take the job now; otherwise why not.
 
-    Usable states are ``active`` for both kinds; a Capacity Block still ``scheduled`` is worth
-    waiting for (when it matches), anything else is rejected. Attributes are checked before
-    the wait so a job is never told to wait for a block it could not use.
+    Usable states are ``active`` for both kinds. A Capacity Block that has not started
+    (``scheduled``, or ``payment-pending`` before that) is worth waiting for when it matches:
+    EC2 shows it with 0 available until its start (EC2 User Guide, "View Capacity Blocks"),
+    so its size (the ``aws:ec2capacityreservation:incrementalRequestedQuantity`` tag) is what
+    must fit, and the answer is to ask again at its start. Anything else is rejected.
+    Attributes are checked before the wait so a job is never told to wait for a block it could
+    not use.
     """
     now = utc(now)
     rid = existing.id
@@ -111,7 +119,7 @@ def validate_existing(
             f"{rid} is one of this broker's own reservations (a probe or another job's hold), "
             "which the cleaner may cancel at any time; pass a reservation you manage"
         )
-    waiting = existing.is_capacity_block and existing.state == "scheduled"
+    waiting = existing.is_capacity_block and existing.state in BLOCK_NOT_STARTED
     if existing.state != "active" and not waiting:
         kind = "Capacity Block" if existing.is_capacity_block else "Capacity Reservation"
         return Rejected(f"{kind} {rid} is {existing.state}, not active")
@@ -129,18 +137,24 @@ def validate_existing(
         return Rejected(
             f"{rid} has {existing.tenancy} tenancy, the job needs {wanted.tenancy} tenancy"
         )
-    if existing.available_count < wanted.instance_count:
+    if waiting and existing.size < wanted.instance_count:
+        return Rejected(
+            f"Capacity Block {rid} is for {existing.size} instances, "
+            f"the job needs {wanted.instance_count}"
+        )
+    if not waiting and existing.available_count < wanted.instance_count:
         return Rejected(
             f"{rid} has {existing.available_count} instances available, "
             f"the job needs {wanted.instance_count}"
         )
     if waiting:
         if existing.start_date is None:
-            return Rejected(f"Capacity Block {rid} is scheduled but has no start date")
+            return Rejected(f"Capacity Block {rid} is {existing.state} but has no start date")
         seconds = (utc(existing.start_date, "start_date") - now).total_seconds()
-        # Still "scheduled" after its start: EC2 is activating it; ask again shortly.
+        # Still waiting after its start (payment or activation not through yet): ask again
+        # shortly.
         wait = max(1, math.ceil(seconds))
-        return WaitForStart(wait, f"Capacity Block {rid} starts in {wait} s")
+        return WaitForStart(wait, f"Capacity Block {rid} ({existing.state}) starts in {wait} s")
     return None
 
 

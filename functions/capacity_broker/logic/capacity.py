@@ -7,6 +7,7 @@ still answered. ODCRs and Capacity Blocks are told apart by EC2's own ``Reservat
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from ..adapters.aws import AwsError
-from ..adapters.ec2 import Ec2, Reservation
+from ..adapters.ec2 import Ec2, Reservation, TopologyUnreadable
 from ..domain import discovery as rules
 from ..domain.tags import is_owned
 from ..models.capacity import (
@@ -31,6 +32,7 @@ T = TypeVar("T")
 Progress = Callable[[str, bool], None]
 Ec2Factory = Callable[[str], Ec2]
 Status = Literal["ok", "partial", "error"]
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -173,8 +175,9 @@ def to_row(
         network_nodes is not None
         and kind is rules.ReservationKind.CAPACITY_BLOCK
         and reservation.state in rules.TOPOLOGY_STATES
+        and reservation.id in network_nodes  # EC2 said nothing of it: unknown, not "no"
     ):
-        nodes = network_nodes.get(reservation.id) or None
+        nodes = network_nodes[reservation.id] or None
         placement = bool(nodes)
     return CapacityRow(
         reservation_id=reservation.id,
@@ -184,7 +187,8 @@ def to_row(
         region=reservation.region,
         availability_zone=reservation.availability_zone or None,
         availability_zone_id=reservation.availability_zone_id or None,
-        total_capacity=reservation.total_count,
+        # A block that has not started: its size (EC2 tags it so), none of it available or used.
+        total_capacity=reservation.size,
         available_capacity=reservation.available_count,
         used_capacity=used_count(raw, reservation.total_count, reservation.available_count),
         state=reservation.state,
@@ -337,7 +341,15 @@ class CapacityLister:
             return {}
         try:
             return ec2.topology(ids, deadline)
-        except AwsError:
+        except (AwsError, TopologyUnreadable) as error:
+            # The listing stands without it: these blocks' placement is unknown (null).
+            log.warning(
+                "no topology for %d Capacity Block(s) in %s: %s: %s",
+                len(ids),
+                ec2.region,
+                type(error).__name__,
+                error,
+            )
             return None
 
 

@@ -242,6 +242,7 @@ class Reserver:
             start_date=found.start_date,
             owner=found.owner_id,
             owned_by_broker=self.core.owns(found),
+            size=found.size,
         )
         wanted = Wanted(
             instance_types=request.instance_types,

@@ -204,6 +204,11 @@ class Row:
     available_capacity: int
     duration_hours: float | None = None
     ultra_cluster_placement: bool | None = None
+    used: int | None = None
+
+    @property
+    def used_capacity(self) -> int:
+        return self.total_capacity - self.available_capacity if self.used is None else self.used
 
 
 def test_summary_adds_up() -> None:
@@ -238,6 +243,32 @@ def test_block_summary() -> None:
     assert summary.by_instance_type == {"g6.xlarge": 1, "p5.48xlarge": 2, "trn1.32xlarge": 1}
     assert summary.block_hours == (168, 336)  # the ODCR's 2.5 h is not a block duration
     assert summary.ultra_cluster_placement is True
+
+
+def test_a_block_that_has_not_started_is_neither_free_nor_used() -> None:
+    """Its size counts in the total (EC2 tags a scheduled block with it), its capacity is not
+    available yet (EC2: "the available capacity appears as zero") and nothing uses it."""
+    rows = [
+        Row("capacity-block", "p5.48xlarge", "us-east-1", 4, 0, 24, None, used=0),
+        Row("odcr", "g6.xlarge", "us-east-1", 4, 1, None, None),
+    ]
+    summary = rules.summarize(rows)
+    assert (summary.total_capacity, summary.available_capacity) == (8, 1)
+    assert summary.used_capacity == 3
+
+
+@pytest.mark.parametrize(
+    ("reservation_type", "total", "tags", "size"),
+    [
+        ("capacity-block", 0, {rules.BLOCK_SIZE_TAG: "4"}, 4),
+        ("capacity-block", 4, {rules.BLOCK_SIZE_TAG: "4"}, 4),
+        ("capacity-block", 2, {}, 2),
+        ("capacity-block", 0, {rules.BLOCK_SIZE_TAG: "four"}, 0),
+        ("default", 3, {rules.BLOCK_SIZE_TAG: "9"}, 3),
+    ],
+)
+def test_reserved_size(reservation_type: str, total: int, tags: dict[str, str], size: int) -> None:
+    assert rules.reserved_size(reservation_type, total, tags) == size
 
 
 def test_empty_summary() -> None:

@@ -65,6 +65,7 @@ ODCR = ExistingReservation(
     start_date=NOW - timedelta(days=1),
     owner="111122223333",
 )
+# A scheduled block as EC2 describes it: nothing available yet, its size in a tag.
 BLOCK = replace(
     ODCR,
     id="cr-0fedcba9876543210",
@@ -72,6 +73,8 @@ BLOCK = replace(
     instance_type="p5.48xlarge",
     state="scheduled",
     start_date=NOW + timedelta(hours=2, seconds=0.5),
+    available_count=0,
+    size=8,
 )
 WANTED = Wanted(
     instance_types=("c7i.48xlarge", "p5.48xlarge"),
@@ -87,7 +90,7 @@ def test_a_fitting_odcr_is_usable() -> None:
 
 
 def test_an_active_block_is_usable() -> None:
-    assert validate_existing(replace(BLOCK, state="active"), WANTED, NOW) is None
+    assert validate_existing(replace(BLOCK, state="active", available_count=8), WANTED, NOW) is None
 
 
 @pytest.mark.parametrize(
@@ -117,8 +120,32 @@ def test_more_available_than_needed_is_fine() -> None:
 
 
 def test_a_scheduled_block_answers_wait_until_its_start() -> None:
+    """EC2 shows 0 available before the start: the size (its tag) is what must fit. The old
+    rule compared the 0 available and rejected the job's own block as too small."""
     result = validate_existing(BLOCK, WANTED, NOW)
-    assert result == WaitForStart(7201, "Capacity Block cr-0fedcba9876543210 starts in 7201 s")
+    assert result == WaitForStart(
+        7201, "Capacity Block cr-0fedcba9876543210 (scheduled) starts in 7201 s"
+    )
+
+
+def test_a_payment_pending_block_is_awaited_too() -> None:
+    result = validate_existing(replace(BLOCK, state="payment-pending"), WANTED, NOW)
+    assert isinstance(result, WaitForStart)
+    assert result.retry_after_seconds == 7201
+    assert "payment-pending" in result.reason
+
+
+def test_a_scheduled_block_smaller_than_the_job_is_rejected() -> None:
+    result = validate_existing(replace(BLOCK, size=7), WANTED, NOW)
+    assert result == Rejected(
+        "Capacity Block cr-0fedcba9876543210 is for 7 instances, the job needs 8"
+    )
+
+
+def test_an_active_block_with_too_few_free_is_rejected_whatever_its_size() -> None:
+    result = validate_existing(replace(BLOCK, state="active", available_count=3), WANTED, NOW)
+    assert isinstance(result, Rejected)
+    assert "has 3 instances available" in result.reason
 
 
 def test_a_scheduled_block_past_its_start_asks_again_soon() -> None:
@@ -136,7 +163,7 @@ def test_a_scheduled_block_that_cannot_serve_is_rejected_not_awaited() -> None:
     assert "no start date" in result.reason
 
 
-@pytest.mark.parametrize("state", ["payment-pending", "payment-failed", "expired", "cancelled"])
+@pytest.mark.parametrize("state", ["payment-failed", "expired", "cancelled"])
 def test_blocks_in_other_states_are_rejected(state: str) -> None:
     result = validate_existing(replace(BLOCK, state=state), WANTED, NOW)
     assert isinstance(result, Rejected)

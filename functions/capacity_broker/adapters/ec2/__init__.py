@@ -9,7 +9,7 @@ facts that do not change (a subnet's AZ, an AMI's platform).
 from __future__ import annotations
 
 from .base import Ec2Base
-from .discovery import DiscoveryMixin, Pricing, Zone
+from .discovery import DiscoveryMixin, Pricing, TopologyUnreadable, Zone
 from .launches import FleetError, FleetResult, LaunchesMixin, TemplateVersion
 from .network import Image, NetworkMixin, Subnet, clear_caches
 from .reservations import NewReservation, Reservation, ReservationsMixin
@@ -31,6 +31,7 @@ __all__ = [
     "Reservation",
     "Subnet",
     "TemplateVersion",
+    "TopologyUnreadable",
     "Zone",
     "clear_caches",
 ]

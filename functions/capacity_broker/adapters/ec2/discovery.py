@@ -35,6 +35,21 @@ class Zone:
     state: str
 
 
+class TopologyUnreadable(ValueError):
+    """DescribeCapacityReservationTopology answered in a shape the broker cannot read."""
+
+
+def _topology_item(item: Any) -> tuple[str, list[str]]:
+    """(reservation id, network nodes) of one CapacityReservationTopology; NetworkNodes is
+    absent or empty when EC2 has no placement for it (botocore's model)."""
+    if not isinstance(item, Mapping) or not isinstance(item.get("CapacityReservationId"), str):
+        raise TopologyUnreadable(f"a topology item without a reservation id: {item!r:.200}")
+    nodes = item.get("NetworkNodes") or []
+    if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
+        raise TopologyUnreadable(f"NetworkNodes of {item['CapacityReservationId']}: {nodes!r:.200}")
+    return item["CapacityReservationId"], list(nodes)
+
+
 def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield list(items[start : start + size])
@@ -56,21 +71,25 @@ class DiscoveryMixin(Ec2Base):
     def topology(
         self, reservation_ids: Iterable[str], deadline: float | None = None
     ) -> dict[str, list[str]]:
-        """Reservation id → its network nodes, for the reservations EC2 places in a topology
-        (reservations it says nothing about are absent)."""
+        """Reservation id → its network nodes (empty when EC2 places it on none), for the
+        reservations EC2 answered about. Ids go ten a call, EC2's limit, and without
+        MaxResults: botocore's model, DescribeCapacityReservationTopology.MaxResults, "You
+        can't specify this parameter and the Capacity Reservation IDs parameter in the same
+        request". An answer of another shape raises ``TopologyUnreadable``."""
         ids = list(dict.fromkeys(reservation_ids))
         nodes: dict[str, list[str]] = {}
         for chunk in _chunks(ids, TOPOLOGY_IDS_PER_CALL):
-            for item in self._pages(
-                "DescribeCapacityReservationTopology",
-                "CapacityReservations",
-                deadline,
-                CapacityReservationIds=chunk,
-                MaxResults=TOPOLOGY_IDS_PER_CALL,
-            ):
-                found = [str(n) for n in item.get("NetworkNodes") or []]
-                if item.get("CapacityReservationId"):
-                    nodes[item["CapacityReservationId"]] = found
+            try:
+                for item in self._pages(
+                    "DescribeCapacityReservationTopology",
+                    "CapacityReservations",
+                    deadline,
+                    CapacityReservationIds=chunk,
+                ):
+                    reservation_id, found = _topology_item(item)
+                    nodes[reservation_id] = found
+            except (AttributeError, TypeError) as error:  # a page that is not a mapping
+                raise TopologyUnreadable(f"unexpected topology answer: {error}") from error
         return nodes
 
     def instance_types(
@@ -306,4 +325,4 @@ def _hourly_usd(item: object) -> list[float]:
     return found
 
 
-__all__ = ["AwsError", "DiscoveryMixin", "Pricing", "Zone"]
+__all__ = ["AwsError", "DiscoveryMixin", "Pricing", "TopologyUnreadable", "Zone"]

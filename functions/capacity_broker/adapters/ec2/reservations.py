@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ...domain.discovery import reserved_size
 from ..aws import AwsError
 from .base import Ec2Base
 
@@ -41,6 +42,12 @@ class Reservation:
     @property
     def used_count(self) -> int:
         return self.total_count - self.available_count
+
+    @property
+    def size(self) -> int:
+        """The instances it is for, also while a Capacity Block has not started (EC2 then
+        reports TotalInstanceCount 0 and tags the block with its size)."""
+        return reserved_size(self.reservation_type, self.total_count, self.tags)
 
     @classmethod
     def from_api(cls, region: str, data: Mapping[str, Any]) -> Reservation:
