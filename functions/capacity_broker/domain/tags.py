@@ -30,9 +30,12 @@ OWNERSHIP_KEYS = frozenset(
     }
 )
 
-# EC2's tag limits (per resource: 50 tags; key 128, value 256 characters).
-MAX_KEY_LENGTH = 128
-MAX_VALUE_LENGTH = 256
+# EC2's tag limits (EC2 User Guide, "Tag your Amazon EC2 resources", tag restrictions): 50
+# tags per resource (aws: ones not counted), keys up to 127 and values up to 255 Unicode
+# characters. (AWS's general tagging pages, and the EC2 page between 2018 and 2022, say 128
+# and 256; the stricter limits are the ones that hold for EC2 either way.)
+MAX_KEY_LENGTH = 127
+MAX_VALUE_LENGTH = 255
 MAX_TAGS_PER_RESOURCE = 50
 
 
@@ -52,7 +55,8 @@ def is_reserved_key(key: str) -> bool:
 
 
 def name_tag(purpose: Purpose | str, request_id: str) -> str:
-    """The ``Name`` tag: ``capacity-broker-<purpose>-<request id>``, cut to EC2's 256 chars."""
+    """The ``Name`` tag: ``capacity-broker-<purpose>-<request id>``, cut to EC2's value limit
+    (a request id of at most 128 characters never reaches it)."""
     return f"capacity-broker-{Purpose(purpose).value}-{request_id}"[:MAX_VALUE_LENGTH]
 
 

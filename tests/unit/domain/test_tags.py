@@ -51,12 +51,40 @@ def test_probe_tags_leave_out_job_and_stack() -> None:
     assert tags["Name"] == "capacity-broker-probe-vdi-42"
 
 
-def test_name_is_cut_to_256() -> None:
+def test_name_is_cut_to_ec2s_value_limit() -> None:
     tags = t.ownership_tags(CLUSTER, "hold", "r" * 128, "subnet-0a00000000000001")
-    assert tags["Name"] == ("capacity-broker-hold-" + "r" * 128)[:256]
+    assert tags["Name"] == "capacity-broker-hold-" + "r" * 128
     long_name = t.name_tag("probe", "x" * 300)
-    assert len(long_name) == 256
+    assert len(long_name) == 255
     assert long_name.startswith("capacity-broker-probe-x")
+
+
+def test_ec2s_tag_limits() -> None:
+    """EC2 User Guide, tag restrictions: keys up to 127, values up to 255 characters (the
+    broker used to allow 128 and 256, which EC2 refuses)."""
+    assert (t.MAX_KEY_LENGTH, t.MAX_VALUE_LENGTH, t.MAX_TAGS_PER_RESOURCE) == (127, 255, 50)
+    fine = {"k" * 127: "v" * 255}
+    assert t.ownership_tags(CLUSTER, "hold", "r1", "subnet-0a00000000000001", extra=fine)
+    for extra in ({"k" * 128: "v"}, {"k": "v" * 256}):
+        with pytest.raises(ValueError, match="tag"):
+            t.ownership_tags(CLUSTER, "hold", "r1", "subnet-0a00000000000001", extra=extra)
+
+
+def test_the_request_limit_leaves_room_for_the_broker_s_own_tags() -> None:
+    """20 request tags (the contract's limit) plus every ownership tag stay within EC2's 50."""
+    extra = {f"team-{i}": "x" for i in range(20)}
+    tags = t.ownership_tags(
+        CLUSTER, "hold", "r1", "subnet-0a00000000000001", "job", "stack", extra=extra
+    )
+    assert len(tags) == 20 + len(t.OWNERSHIP_KEYS) <= t.MAX_TAGS_PER_RESOURCE
+    with pytest.raises(ValueError, match="50 per resource"):
+        t.ownership_tags(
+            CLUSTER,
+            "hold",
+            "r1",
+            "subnet-0a00000000000001",
+            extra={f"k{i}": "x" for i in range(46)},  # + 5 of its own: 51
+        )
 
 
 def test_extra_tags_never_override_ownership() -> None:
@@ -91,8 +119,8 @@ def test_unknown_purpose_is_refused() -> None:
 
 
 def test_too_long_value_is_refused() -> None:
-    with pytest.raises(ValueError, match="longer than 256"):
-        t.ownership_tags(CLUSTER, "hold", "r1", "subnet-0a00000000000001", job_id="j" * 257)
+    with pytest.raises(ValueError, match="longer than 255"):
+        t.ownership_tags(CLUSTER, "hold", "r1", "subnet-0a00000000000001", job_id="j" * 256)
 
 
 @pytest.mark.parametrize(
@@ -166,7 +194,7 @@ def test_never_owned_without_both_tags(tags: dict[str, str], cluster: str) -> No
 @given(
     st.sampled_from(list(t.Purpose)),
     st.from_regex(r"[A-Za-z0-9._:-]{1,128}", fullmatch=True),
-    st.dictionaries(keys.filter(lambda key: 0 < len(key) <= 128), values, max_size=20),
+    st.dictionaries(keys.filter(lambda key: 0 < len(key) <= 127), values, max_size=20),
 )
 def test_created_tags_are_always_owned(
     purpose: t.Purpose, request_id: str, extra: dict[str, str]
@@ -175,4 +203,4 @@ def test_created_tags_are_always_owned(
     assert t.is_owned(tags, CLUSTER)
     assert not t.is_owned(tags, "another-cluster")
     assert t.purpose_of(tags) is purpose
-    assert len(tags["Name"]) <= 256
+    assert len(tags["Name"]) <= 255

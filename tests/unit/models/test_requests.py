@@ -155,10 +155,19 @@ def test_platform_and_image_are_exclusive() -> None:
 
 
 def test_tags_at_the_limits_are_fine() -> None:
-    tags = {f"k{i}": "v" * 256 for i in range(19)} | {"k" * 128: ""}
+    # EC2's limits: keys of 127 and values of 255 characters (EC2 User Guide, tag restrictions)
+    tags = {f"k{i}": "v" * 255 for i in range(19)} | {"k" * 127: ""}
     assert ProbeRequest.model_validate({**PROBE, "tags": tags}).tags == tags
     unicode = {"équipe": "données 🚀"}
     assert ProbeRequest.model_validate({**PROBE, "tags": unicode}).tags == unicode
+
+
+@pytest.mark.parametrize("tags", [{"k" * 128: "v"}, {"team": "v" * 256}])
+def test_tags_past_ec2s_limits_are_refused(tags: dict[str, str]) -> None:
+    """EC2 refuses a 128-character key and a 256-character value; the request models used to
+    accept them, and the hold's create failed at EC2 instead of the request being refused."""
+    assert refused(ProbeRequest, {**PROBE, "tags": tags})
+    assert refused(ReserveRequest, {**RESERVE, "tags": tags})
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
