@@ -23,6 +23,7 @@ CONTEXT_KEYS = (
     "enableCapacityReservation",
     "enforceStrictCapacityReservation",
     "instanceRoleArns",
+    "imageParameters",
     "alarmEmail",
     "powertoolsLayerArn",
     "probeGraceSeconds",

@@ -31,6 +31,12 @@ _STACK_NAME_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,100}$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
 _PARAMETER_PREFIX = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+# An SSM parameter a launch template's image may resolve (resolve:ssm:<name>): a name (or a
+# path ending in "*") in this account, or the ARN of one shared from another account.
+_PARAMETER_NAME = re.compile(r"^/?[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*(/\*)?$")
+_PARAMETER_ARN = re.compile(
+    r"^arn:aws[a-z-]*:ssm:[a-z]{2}(-[a-z]+)+-\d{1,2}:\d{12}:parameter(/[A-Za-z0-9_.-]+)+(/\*)?$"
+)
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _LAYER_ARN = re.compile(
     r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:AWSLambdaPowertoolsPythonV3-"
@@ -68,6 +74,8 @@ class BrokerConfig:
     stack_grace_seconds: int
     idle_grace_seconds: int
     hold_limit_seconds: int
+    # SSM parameters the job templates' images resolve from, beyond AWS's public ones.
+    image_parameters: tuple[str, ...] = ()
 
     @property
     def stack_name(self) -> str:
@@ -138,6 +146,15 @@ class BrokerConfig:
                     "(arn:aws:iam::123456789012:role/name)"
                 )
 
+        image_parameters = _str_list(context, "imageParameters")
+        for parameter in image_parameters:
+            if not (_PARAMETER_NAME.fullmatch(parameter) or _PARAMETER_ARN.fullmatch(parameter)):
+                raise ConfigError(
+                    f"context imageParameters: {parameter!r} is not an SSM parameter name "
+                    "(/golden-ami/hpc, or a path ending in /*) or parameter ARN "
+                    "(arn:aws:ssm:us-east-1:123456789012:parameter/shared/ami)"
+                )
+
         alarm_email = _optional_str(context, "alarmEmail")
         if alarm_email is not None and not _EMAIL.fullmatch(alarm_email):
             raise ConfigError(f"context alarmEmail={alarm_email!r} is not an e-mail address")
@@ -171,6 +188,7 @@ class BrokerConfig:
             stack_grace_seconds=graces["stackGraceSeconds"],
             idle_grace_seconds=graces["idleGraceSeconds"],
             hold_limit_seconds=graces["holdLimitSeconds"],
+            image_parameters=tuple(image_parameters),
         )
 
 

@@ -33,11 +33,6 @@ _OWNED_RESERVATIONS = (
     "(aws:RequestTag) and cancels only match reservations tagged with this cluster id "
     "(aws:ResourceTag), so EC2 itself refuses anything the broker does not own."
 )
-_PLACEMENT_GROUPS = (
-    "A hold may be placed in the caller's cluster placement group (placement_group_arn), which "
-    "is chosen per job; the same ownership-tag conditions on the request apply, and the "
-    "placement group itself is only referenced, never changed."
-)
 _TAG_ON_CREATE = (
     "ec2:CreateTags is only allowed while EC2 creates the resource (ec2:CreateAction "
     "condition), never on existing resources; the new resource id is unknown beforehand, "
@@ -50,10 +45,19 @@ _LAUNCH_TEMPLATES = (
 )
 _FLEET_RESOURCES = (
     "An instant EC2 Fleet creates instances, volumes and network interfaces whose ids do not "
-    "exist yet and uses the subnets, security groups and AMIs named in the job's launch "
-    "template. RunInstances is only allowed through a launch template (ec2:LaunchTemplate "
-    "condition) and every fleet needs a cluster-tagged template (separate statement), so the "
-    "function can only launch what the operator's tagged templates describe."
+    "exist yet and uses the subnets, security groups, placement groups, reservations and AMIs "
+    "named in the job's launch template, which may be shared from another account (RAM), "
+    "whose id is then in their ARN. RunInstances is only allowed through a launch template "
+    "(ec2:LaunchTemplate condition) and every fleet needs a cluster-tagged template (separate "
+    "statement), so the function can only launch what the operator's tagged templates "
+    "describe."
+)
+_IMAGE_PARAMETERS = (
+    "A launch template may name its AMI as resolve:ssm:<parameter>; EC2 then reads the "
+    "parameter with the caller's ssm:GetParameters (EC2 User Guide, launch templates: 'Anyone "
+    "who uses the launch template also needs the ssm:GetParameters permission'). Granted on "
+    "AWS's public /aws/service/ parameters and on the parameters listed in the imageParameters "
+    "context only."
 )
 _STACKS = (
     "The cleaner reads the status of the cluster's job stacks, whose names are only known at "
@@ -64,25 +68,24 @@ _LOG_STREAMS = (
     "the ARN is that one group (':*' addresses its streams)."
 )
 
+# What the functions call, and nothing more (tests/infra/test_grants_cover_calls.py checks
+# both directions against the calls their code makes).
 DESCRIBE_PLACEMENT = (
-    "ec2:DescribeAvailabilityZones",
+    # An earlier hold of the request, found by its tags after IdempotentParameterMismatch.
     "ec2:DescribeCapacityReservations",
+    # The platform of image_id.
     "ec2:DescribeImages",
-    "ec2:DescribeInstanceTypeOfferings",
-    "ec2:DescribeInstanceTypes",
     "ec2:DescribeSubnets",
     # Dedicated-tenancy VPCs decide the reservation's tenancy.
     "ec2:DescribeVpcs",
 )
-DESCRIBE_DISCOVERY = (
-    "ec2:DescribeAvailabilityZones",
-    "ec2:DescribeCapacityBlockOfferings",
+# The capacity function lists reservations; the discovery commands (offerings, search, az,
+# spot, plan) run in the client with the caller's own credentials, not through it.
+DESCRIBE_CAPACITY = (
     "ec2:DescribeCapacityReservationTopology",
     "ec2:DescribeCapacityReservations",
-    "ec2:DescribeInstanceTypeOfferings",
+    # gpu_only: whether a type carries accelerators.
     "ec2:DescribeInstanceTypes",
-    "ec2:DescribeRegions",
-    "ec2:DescribeSpotPriceHistory",
 )
 
 
@@ -145,20 +148,24 @@ class BrokerPermissions(Construct):
             "cleaner": self._cleaner,
             "capacity": self._capacity,
         }
+        self._state_table_arn = state_table.table_arn
+        self._flags_path_arn = flags.path_arn
         for broker_function in functions:
             draft = _PolicyDraft()
-            self._common(draft, broker_function, state_table, flags)
+            self._common(draft, broker_function)
             builders[broker_function.name](draft)
             self._attach(broker_function, draft)
 
     # -- per function ---------------------------------------------------------------------
 
     def _probe(self, draft: _PolicyDraft) -> None:
+        self._flags(draft)
         self._describe(draft, DESCRIBE_PLACEMENT, region_scoped=True)
         self._create_reservations(draft, purposes=("probe",))
         self._cancel_reservations(draft, purposes=("probe",))
 
     def _reserve(self, draft: _PolicyDraft) -> None:
+        self._flags(draft)
         self._describe(
             draft,
             (
@@ -169,29 +176,22 @@ class BrokerPermissions(Construct):
             ),
             region_scoped=True,
         )
-        # A hold may be created in a caller's cluster placement group (placement_group_arn).
-        self._create_reservations(draft, purposes=("hold",), with_placement_groups=True)
+        # A hold in a caller's placement group needs no grant on the group: the Service
+        # Authorization Reference lists only capacity-reservation as CreateCapacityReservation's
+        # resource (the group is its ec2:PlacementGroup condition key).
+        self._create_reservations(draft, purposes=("hold",))
         self._cancel_reservations(draft, purposes=("hold",))
         self._launch(draft)
+        self._state_table(draft)
 
     def _release(self, draft: _PolicyDraft) -> None:
         self._describe(draft, ("ec2:DescribeCapacityReservations",), region_scoped=True)
         self._cancel_reservations(draft, purposes=("hold",))
 
     def _cleaner(self, draft: _PolicyDraft) -> None:
-        self._describe(
-            draft,
-            ("ec2:DescribeCapacityReservations", "ec2:DescribeInstances"),
-            region_scoped=True,
-        )
+        # "Consumed" is read from the reservation's own counts, not from DescribeInstances.
+        self._describe(draft, ("ec2:DescribeCapacityReservations",), region_scoped=True)
         self._cancel_reservations(draft, purposes=("probe", "hold"))
-        draft.allow(
-            "ReadOwnedReservationUsage",
-            ["ec2:GetCapacityReservationUsage"],
-            self._ec2_arns("capacity-reservation"),
-            conditions=self._owned_condition(("probe", "hold")),
-            wildcard_reason=_OWNED_RESERVATIONS,
-        )
         draft.allow(
             "ReadJobStackStatus",
             ["cloudformation:DescribeStacks"],
@@ -205,17 +205,11 @@ class BrokerPermissions(Construct):
 
     def _capacity(self, draft: _PolicyDraft) -> None:
         # Discovery only, never a mutation: callers may ask about any region.
-        self._describe(draft, DESCRIBE_DISCOVERY, region_scoped=False)
+        self._describe(draft, DESCRIBE_CAPACITY, region_scoped=False)
 
     # -- building blocks ------------------------------------------------------------------
 
-    def _common(
-        self,
-        draft: _PolicyDraft,
-        broker_function: BrokerFunction,
-        state_table: dynamodb.ITable,
-        flags: FeatureFlags,
-    ) -> None:
+    def _common(self, draft: _PolicyDraft, broker_function: BrokerFunction) -> None:
         # What AWSLambdaBasicExecutionRole would grant, for this function's group only.
         draft.allow(
             "WriteOwnLogs",
@@ -223,11 +217,14 @@ class BrokerPermissions(Construct):
             [broker_function.log_group.log_group_arn],
             wildcard_reason=_LOG_STREAMS,
         )
-        draft.allow(
-            "ReadFeatureFlags",
-            ["ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath"],
-            [*(parameter.parameter_arn for parameter in flags.parameters), flags.path_arn],
-        )
+
+    def _flags(self, draft: _PolicyDraft) -> None:
+        """probe and reserve read both flags in one GetParametersByPath of their folder."""
+        draft.allow("ReadFeatureFlags", ["ssm:GetParametersByPath"], [self._flags_path_arn])
+
+    def _state_table(self, draft: _PolicyDraft) -> None:
+        """reserve's request records (Powertools Idempotency; its documentation asks for these
+        four actions). The other functions keep no records."""
         draft.allow(
             "UseStateTable",
             [
@@ -236,7 +233,7 @@ class BrokerPermissions(Construct):
                 "dynamodb:PutItem",
                 "dynamodb:UpdateItem",
             ],
-            [state_table.table_arn],
+            [self._state_table_arn],
         )
 
     def _describe(
@@ -255,13 +252,7 @@ class BrokerPermissions(Construct):
             wildcard_reason=_DESCRIBE_NEEDS_STAR,
         )
 
-    def _create_reservations(
-        self,
-        draft: _PolicyDraft,
-        *,
-        purposes: Sequence[str],
-        with_placement_groups: bool = False,
-    ) -> None:
+    def _create_reservations(self, draft: _PolicyDraft, *, purposes: Sequence[str]) -> None:
         # The request must tag the new reservation as this cluster's, with our purpose.
         owned_request = {
             "StringEquals": {
@@ -276,14 +267,6 @@ class BrokerPermissions(Construct):
             conditions=owned_request,
             wildcard_reason=_OWNED_RESERVATIONS,
         )
-        if with_placement_groups:
-            draft.allow(
-                "CreateOwnedReservationsInPlacementGroups",
-                ["ec2:CreateCapacityReservation"],
-                self._ec2_arns("placement-group"),
-                conditions=owned_request,
-                wildcard_reason=_PLACEMENT_GROUPS,
-            )
         draft.allow(
             "TagReservationsOnCreate",
             ["ec2:CreateTags"],
@@ -316,11 +299,12 @@ class BrokerPermissions(Construct):
             *self._ec2_arns("instance"),
             *self._ec2_arns("volume"),
             *self._ec2_arns("network-interface"),
-            *self._ec2_arns("capacity-reservation"),
-            *self._ec2_arns("placement-group"),
-            *self._ec2_arns("security-group"),
             *self._ec2_arns("key-pair"),
-            # Shared VPC subnets belong to the VPC owner's account.
+            # Reservations, placement groups, security groups and subnets may be shared from
+            # another account (AWS RAM, VPC sharing): their ARN names the owner's account.
+            *self._ec2_arns("capacity-reservation", account="*"),
+            *self._ec2_arns("placement-group", account="*"),
+            *self._ec2_arns("security-group", account="*"),
             *self._ec2_arns("subnet", account="*"),
             # AMIs and their snapshots carry no account in their ARN.
             *self._ec2_arns("image", account=""),
@@ -351,15 +335,13 @@ class BrokerPermissions(Construct):
             conditions={"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}},
             wildcard_reason=_TAG_ON_CREATE,
         )
-        # EC2 Fleet needs its service-linked role; allow creating exactly that one if absent.
+        # No iam:CreateServiceLinkedRole: "An instant EC2 Fleet does not require this role"
+        # (EC2 User Guide, EC2 Fleet prerequisites, service-linked role for EC2 Fleet).
         draft.allow(
-            "CreateEc2FleetServiceLinkedRole",
-            ["iam:CreateServiceLinkedRole"],
-            [
-                f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/aws-service-role/"
-                "ec2fleet.amazonaws.com/AWSServiceRoleForEC2Fleet"
-            ],
-            conditions={"StringEquals": {"iam:AWSServiceName": "ec2fleet.amazonaws.com"}},
+            "ResolveImageParameters",
+            ["ssm:GetParameters"],
+            self._image_parameter_arns(),
+            wildcard_reason=_IMAGE_PARAMETERS,
         )
         if self._config.instance_role_arns:
             draft.allow(
@@ -379,6 +361,24 @@ class BrokerPermissions(Construct):
                 f"aws:ResourceTag/{TAG_PURPOSE}": list(purposes),
             }
         }
+
+    def _image_parameter_arns(self) -> list[str]:
+        """AWS's public parameters (owned by no account: an empty account in their ARN) and
+        the operator's own (a name: this account in every broker region; an ARN: as given,
+        e.g. a parameter shared from another account)."""
+        arns = [
+            f"arn:{Aws.PARTITION}:ssm:{region}::parameter/aws/service/*" for region in self._regions
+        ]
+        for parameter in self._config.image_parameters:
+            if parameter.startswith("arn:"):
+                arns.append(parameter)
+            else:
+                arns.extend(
+                    f"arn:{Aws.PARTITION}:ssm:{region}:{Aws.ACCOUNT_ID}:parameter/"
+                    + parameter.lstrip("/")
+                    for region in self._regions
+                )
+        return arns
 
     def _ec2_arns(self, resource_type: str, *, account: str | None = None) -> list[str]:
         owner = Aws.ACCOUNT_ID if account is None else account

@@ -28,6 +28,7 @@ CUSTOM_CONTEXT: dict[str, Any] = {
     "enforceStrictCapacityReservation": "TRUE",
     "instanceRoleArns": "arn:aws:iam::123456789012:role/compute-node,"
     "arn:aws:iam::123456789012:role/vdi-node",
+    "imageParameters": "/golden-ami/*,arn:aws:ssm:us-east-1:210987654321:parameter/shared/ami",
     "alarmEmail": "hpc-ops@example.com",
     "holdLimitSeconds": "2400",
     "powertoolsLayerArn": CUSTOM_LAYER_ARN,

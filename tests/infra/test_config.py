@@ -119,6 +119,9 @@ def test_overrides() -> None:
         ("stackNamePrefix", "1job-", "stackNamePrefix"),
         ("instanceRoleArns", "arn:aws:iam::123456789012:user/bob", "instanceRoleArns"),
         ("instanceRoleArns", "*", "instanceRoleArns"),
+        ("imageParameters", "*", "imageParameters"),
+        ("imageParameters", "/golden ami", "imageParameters"),
+        ("imageParameters", "arn:aws:ssm:us-east-1:1:parameter/x", "imageParameters"),
         ("alarmEmail", "ops", "alarmEmail"),
         ("powertoolsLayerArn", "arn:aws:lambda:us-east-1:1:layer:x:1", "powertoolsLayerArn"),
         ("holdLimitSeconds", "0", "holdLimitSeconds"),
@@ -129,6 +132,20 @@ def test_overrides() -> None:
 def test_malformed_optional_values_are_refused(key: str, value: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         config(**{key: value})
+
+
+def test_image_parameters() -> None:
+    assert config().image_parameters == ()
+    cfg = config(
+        imageParameters="/golden-ami/hpc, golden,/images/*,"
+        "arn:aws:ssm:us-east-1:210987654321:parameter/shared/ami"
+    )
+    assert cfg.image_parameters == (
+        "/golden-ami/hpc",
+        "golden",
+        "/images/*",
+        "arn:aws:ssm:us-east-1:210987654321:parameter/shared/ami",
+    )
 
 
 def test_empty_cli_values_mean_default() -> None:

@@ -56,3 +56,162 @@ def test_every_call_is_granted(
     assert calls, f"{name}'s sample events made no AWS call"
     missing = sorted(action for action in calls if not broker.allowed(name, action))
     assert missing == [], f"{name} calls {missing} but its role does not allow them"
+
+
+# -- and nothing is granted that is never used ------------------------------------------------
+
+# Used by the Lambda service or the AWS SDK's tracing with the function's role, not by its code.
+RUNTIME = {
+    "logs:CreateLogStream": "Lambda writes the function's own log group",
+    "logs:PutLogEvents": "Lambda writes the function's own log group",
+    "xray:PutTraceSegments": "active tracing",
+    "xray:PutTelemetryRecords": "active tracing",
+    "sqs:SendMessage": "the cleaner's failure destination (CDK's SqsDestination grant)",
+    "sqs:GetQueueAttributes": "the cleaner's failure destination (CDK's SqsDestination grant)",
+    "sqs:GetQueueUrl": "the cleaner's failure destination (CDK's SqsDestination grant)",
+}
+# Authorized by AWS inside a call the function does make (that call must be among its calls).
+AUTHORIZED_INSIDE: dict[str, tuple[frozenset[str], str]] = {
+    "ec2:CreateTags": (
+        frozenset({"ec2:CreateCapacityReservation", "ec2:CreateFleet"}),
+        "tags on create (EC2 User Guide, grant permission to tag resources during creation)",
+    ),
+    "ec2:RunInstances": (
+        frozenset({"ec2:CreateFleet"}),
+        "an EC2 Fleet's launches (Service Authorization Reference, CreateFleet)",
+    ),
+    "ssm:GetParameters": (
+        frozenset({"ec2:CreateFleet", "ec2:CreateLaunchTemplateVersion"}),
+        "a template image given as resolve:ssm:... (EC2 User Guide, launch templates)",
+    ),
+    "dynamodb:GetItem": (
+        frozenset({"dynamodb:PutItem"}),
+        "Powertools Idempotency reads a record it could not write (its IAM permissions list)",
+    ),
+}
+DEMO_TEMPLATE = "lt-0f000000000000001"
+DEMO_IMAGE = "ami-0de00000000000001"
+
+
+def _sample(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((EVENTS / f"{name}.json").read_text())
+    return data
+
+
+def _invoke(name: str, event: dict[str, Any]) -> dict[str, Any]:
+    handler = importlib.import_module(f"capacity_broker.handlers.{name}").handler
+    answer: dict[str, Any] = handler(event, InProcessContext(f"grants-{name}"))
+    return answer
+
+
+def _probe_paths(emu: Any) -> None:
+    # A retry that meets an earlier invocation's ClientToken looks for that reservation.
+    emu.fail("CreateCapacityReservation", "IdempotentParameterMismatch", times=1)
+    _invoke("probe", {**_sample("probe"), "request_id": "grants-probe-retry"})
+
+
+def _reserve_paths(emu: Any) -> None:
+    event = {k: v for k, v in _sample("reserve").items() if k != "stack_name"}
+    # The platform from an image, and a numbered template version.
+    _invoke(
+        "reserve",
+        {
+            **event,
+            "request_id": "grants-reserve-image",
+            "image_id": DEMO_IMAGE,
+            "launch_template": {"id": DEMO_TEMPLATE, "version": "1"},
+        },
+    )
+    # An error answer is not remembered: its request record is deleted.
+    emu.fail("CreateCapacityReservation", "UnauthorizedOperation", times=99)
+    _invoke("reserve", {**event, "request_id": "grants-reserve-refused"})
+    emu.clear_faults()
+
+
+def _release_paths(emu: Any) -> None:
+    # Something to release: the job's hold (the setup's calls are not release's).
+    _invoke("reserve", {**_sample("reserve"), "launch_template": None})
+    emu.clear_calls()
+    for path in sorted(EVENTS.glob("release*.json")):
+        _invoke("release", json.loads(path.read_text()))
+
+
+def _cleaner_paths(emu: Any) -> None:
+    owned = {"capacity-broker:cluster-id": "demo", "capacity-broker:subnet-id": "subnet-x"}
+    emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "reservations": [
+                        {  # a probe nobody cancelled
+                            "instance_type": "g6.xlarge",
+                            "availability_zone": "us-east-1b",
+                            "count": 1,
+                            "created": "-10m",
+                            "end_date": "+1h",
+                            "match": "targeted",
+                            "tags": {**owned, "capacity-broker:purpose": "probe"},
+                        },
+                        {  # a hold for a job stack (whose status is asked)
+                            "instance_type": "g6.xlarge",
+                            "availability_zone": "us-east-1c",
+                            "count": 1,
+                            "created": "-1m",
+                            "end_date": "+1h",
+                            "match": "targeted",
+                            "tags": {
+                                **owned,
+                                "capacity-broker:purpose": "hold",
+                                "capacity-broker:stack-name": "soca-demo-job-9",
+                            },
+                        },
+                    ]
+                }
+            }
+        }
+    )
+    _invoke("cleaner", {"action": "sweep", "dry_run": False, "request_id": "grants-sweep"})
+
+
+EXERCISES = {
+    "probe": _probe_paths,
+    "reserve": _reserve_paths,
+    "release": _release_paths,
+    "cleaner": _cleaner_paths,
+    "capacity": lambda emu: None,
+}
+
+
+def _granted(synth: Synth, name: str) -> set[str]:
+    return {
+        action
+        for statement in synth.statements_of(name)
+        if statement["Effect"] == "Allow"
+        for action in (
+            statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        )
+    }
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_nothing_is_granted_that_is_never_used(
+    name: str, broker: Synth, emu: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every action a role allows is called by the function (its sample events, plus the
+    paths those do not reach), authorized by AWS inside a call it makes, or used by Lambda
+    itself. A grant past that is privilege nobody needs (the reserve role could create the
+    EC2 Fleet service-linked role; every role could read the state table and use discovery
+    calls only the client makes)."""
+    calls = called_actions(name, emu, monkeypatch)
+    EXERCISES[name](emu)
+    for service in SERVICES:
+        calls |= {f"{service}:{c.action}" for c in emu.calls(service=service)}
+    unused = []
+    for action in sorted(_granted(broker, name)):
+        if action in calls or action in RUNTIME:
+            continue
+        parents, _ = AUTHORIZED_INSIDE.get(action, (frozenset(), ""))
+        if parents & calls:
+            continue
+        unused.append(action)
+    assert unused == [], f"{name}'s role allows {unused}, which it never uses"

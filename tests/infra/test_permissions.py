@@ -255,19 +255,35 @@ def test_reservation_grants_cover_each_configured_region(custom: Synth) -> None:
 
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_flags_table_and_logs(broker: Synth, name: str) -> None:
-    (flags,) = broker.allowed(name, "ssm:GetParameter")
-    resources = [flat(r) for r in as_list(flags["Resource"])]
-    parameter_ids = sorted(broker.resources("AWS::SSM::Parameter"))
-    assert sorted(resources[:2]) == sorted(
-        f"arn:<AWS::Partition>:ssm:<AWS::Region>:<AWS::AccountId>:parameter<{pid}>"
-        for pid in parameter_ids
-    )
-    assert resources[2].endswith(":parameter/capacity-broker/demo/configuration/FeatureFlags")
+    # probe and reserve read the flags, with one GetParametersByPath of their folder
+    flags = broker.allowed(name, "ssm:GetParametersByPath")
+    if name in ("probe", "reserve"):
+        (statement,) = flags
+        (resource,) = [flat(r) for r in as_list(statement["Resource"])]
+        assert resource.endswith(":parameter/capacity-broker/demo/configuration/FeatureFlags")
+    else:
+        assert flags == []
+    assert broker.allowed(name, "ssm:GetParameter") == []
 
-    (table,) = broker.allowed(name, "dynamodb:PutItem")
-    (table_id,) = broker.resources("AWS::DynamoDB::Table")
-    assert table["Resource"] == {"Fn::GetAtt": [table_id, "Arn"]}
-    assert all(action.endswith("Item") for action in as_list(table["Action"]))
+    # Only reserve keeps request records (Powertools Idempotency's four actions).
+    tables = broker.allowed(name, "dynamodb:PutItem")
+    if name == "reserve":
+        (table,) = tables
+        (table_id,) = broker.resources("AWS::DynamoDB::Table")
+        assert table["Resource"] == {"Fn::GetAtt": [table_id, "Arn"]}
+        assert sorted(as_list(table["Action"])) == [
+            "dynamodb:DeleteItem",
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+        ]
+    else:
+        assert tables == []
+        assert not any(
+            a.startswith("dynamodb:")
+            for s in broker.statements_of(name)
+            for a in as_list(s["Action"])
+        )
 
     (logs,) = broker.allowed(name, "logs:PutLogEvents")
     _, function = broker.function(name)
@@ -277,3 +293,67 @@ def test_flags_table_and_logs(broker: Synth, name: str) -> None:
 
     (xray,) = broker.allowed(name, "xray:PutTraceSegments")
     assert xray["Resource"] == "*"
+
+
+# -- issue 12: what AWS asks for, and nothing else -------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["broker", "custom"])
+def test_no_service_linked_role_for_instant_fleets(
+    variant: str, request: pytest.FixtureRequest
+) -> None:
+    """EC2 User Guide, EC2 Fleet prerequisites: "An instant EC2 Fleet does not require this
+    role" (AWSServiceRoleForEC2Fleet); the reserve role used to be allowed to create it."""
+    synth: Synth = request.getfixturevalue(variant)
+    for name, statement in identity_statements(synth):
+        assert not grants(statement, "iam:CreateServiceLinkedRole"), name
+
+
+def test_create_capacity_reservation_names_only_reservations(custom: Synth) -> None:
+    """The Service Authorization Reference lists capacity-reservation as the only resource of
+    CreateCapacityReservation (a placement group is its ec2:PlacementGroup condition key); a
+    second statement on placement-group/* used to be granted."""
+    for name, statement in identity_statements(custom):
+        if grants(statement, "ec2:CreateCapacityReservation"):
+            resources = [flat(r) for r in as_list(statement["Resource"])]
+            assert all(":capacity-reservation/" in r for r in resources), (name, resources)
+
+
+@pytest.mark.parametrize("action", ["ec2:RunInstances", "ec2:CreateFleet"])
+@pytest.mark.parametrize("shared", ["capacity-reservation", "security-group", "subnet"])
+def test_launches_may_use_resources_shared_from_another_account(
+    custom: Synth, action: str, shared: str
+) -> None:
+    """A reservation or security group shared through AWS RAM (or a shared VPC's subnet) has
+    the owner's account in its ARN; grants pinned to this account refused them."""
+    # the statement for what the launch uses (the other one names the cluster's templates)
+    (statement,) = [
+        s
+        for s in custom.allowed("reserve", action)
+        if any(":instance/" in flat(r) for r in as_list(s["Resource"]))
+    ]
+    resources = [flat(r) for r in as_list(statement["Resource"])]
+    for region in ("us-east-1", "eu-west-1"):
+        assert f"arn:<AWS::Partition>:ec2:{region}:*:{shared}/*" in resources
+
+
+def test_images_from_ssm_parameters_can_be_resolved(broker: Synth, custom: Synth) -> None:
+    """EC2 User Guide (launch templates, "Use a Systems Manager parameter instead of an AMI
+    ID"): "Anyone who uses the launch template also needs the ssm:GetParameters permission";
+    reserve had none, so a template whose image is resolve:ssm:... could not be launched."""
+    (default,) = broker.allowed("reserve", "ssm:GetParameters")
+    assert [flat(r) for r in as_list(default["Resource"])] == [
+        "arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/*"
+    ]
+    (configured,) = custom.allowed("reserve", "ssm:GetParameters")
+    assert sorted(flat(r) for r in as_list(configured["Resource"])) == sorted(
+        [
+            "arn:<AWS::Partition>:ssm:us-east-1::parameter/aws/service/*",
+            "arn:<AWS::Partition>:ssm:eu-west-1::parameter/aws/service/*",
+            "arn:<AWS::Partition>:ssm:us-east-1:<AWS::AccountId>:parameter/golden-ami/*",
+            "arn:<AWS::Partition>:ssm:eu-west-1:<AWS::AccountId>:parameter/golden-ami/*",
+            "arn:aws:ssm:us-east-1:210987654321:parameter/shared/ami",
+        ]
+    )
+    for name in ("probe", "release", "cleaner", "capacity"):
+        assert broker.allowed(name, "ssm:GetParameters") == []
