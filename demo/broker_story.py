@@ -81,6 +81,23 @@ def hold(console: Console, emu: RemoteEmulator) -> None:
         f"{answer['subnet_ids']}; launch template {template['id']} version {template['version']}"
         " targets the hold"
     )
+    waiting = invoke(
+        "reserve",
+        {
+            "request_id": "job-1237-a1",
+            "job_id": "1237",
+            "instance_types": ["p5.48xlarge"],
+            "subnet_ids": ["subnet-01b0000000000000b"],
+            "instance_count": 4,
+            "capacity_reservation_id": "cr-0b10c000000000002",
+        },
+    )
+    console.print(
+        f"  scheduler → reserve job 1237 in its own Capacity Block (bought, not started): "
+        f"[bold]{waiting['status']}[/], ask again in {waiting.get('retry_after_seconds')} s "
+        "(EC2 shows the block with 0 available until its start)"
+    )
+    assert waiting["status"] == "no_capacity", waiting
     released = invoke("release", event("release"))
     console.print(
         f"  scheduler → release job {request['job_id']}: [bold]{released['status']}[/], "

@@ -1,7 +1,7 @@
 """Scenario files: the world a test or demo starts from (YAML or JSON).
 
 ```yaml
-settings: {expiry_lag_seconds: 1800, pending_seconds: 0, default_capacity: null}
+settings: {expiry_lag_seconds: 0, pending_seconds: 0, default_capacity: null}
 regions:
   us-east-1:
     vpcs:
