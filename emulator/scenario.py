@@ -275,6 +275,7 @@ def _load_spot_prices(ec2: Any, items: list[dict[str, Any]], now: datetime) -> N
     from .models.spot import DEFAULT_PRODUCT, spot_market
 
     market = spot_market(ec2)
+    zone_ids = capacity_backend(ec2).zones
     for item in items:
         product = item.get("product_description", DEFAULT_PRODUCT)
         points = [
@@ -288,4 +289,5 @@ def _load_spot_prices(ec2: Any, items: list[dict[str, Any]], now: datetime) -> N
                 price=Decimal(str(point["price"])),
                 timestamp=when(point.get("at", "-1h"), now),
                 product_description=product,
+                availability_zone_id=zone_ids.get(item["availability_zone"], ""),
             )

@@ -155,6 +155,8 @@ class CapacityBackend:
                 old = reservation.advance(now, world.settings.expiry_lag_seconds)
                 if old in HOLDING_STATES and reservation.state not in HOLDING_STATES:
                     self._release_hold(reservation)
+                elif reservation.instances and reservation.reclaiming(now):
+                    self._terminate_block_instances(reservation)
 
     def _release_hold(self, reservation: CapacityReservation) -> None:
         """A reservation stopped holding: free slots go back, running instances stay."""
@@ -165,13 +167,17 @@ class CapacityBackend:
                 self.instance_sources[instance_id] = None
                 self.pool_instances[(reservation.availability_zone, reservation.instance_type)] += 1
         else:
-            # A Capacity Block has ended: EC2 terminates the instances still running in it.
-            for instance_id in reservation.instances:
-                self.instance_sources.pop(instance_id, None)
-            if reservation.instances:
-                self.ec2.terminate_instances(sorted(reservation.instances))
+            self._terminate_block_instances(reservation)
         reservation.instances = set()
         reservation.seeded_used = 0
+
+    def _terminate_block_instances(self, reservation: CapacityReservation) -> None:
+        """EC2 terminates what still runs in a Capacity Block from 30 minutes before its end."""
+        for instance_id in reservation.instances:
+            self.instance_sources.pop(instance_id, None)
+        if reservation.instances:
+            self.ec2.terminate_instances(sorted(reservation.instances))
+        reservation.instances = set()
 
     def usage(self) -> dict[str, int]:
         """On-Demand instances held per type, as EC2 counts them against quotas."""

@@ -17,6 +17,7 @@ BLOCK_WAITING_STATES = frozenset({"payment-pending", "scheduled"})
 # aws:ec2capacityreservation:incrementalRequestedQuantity").
 BLOCK_SIZE_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
 BLOCK_TYPE_TAG = "aws:ec2capacityreservation:capacityReservationType"
+BLOCK_RECLAIM_BEFORE_END = timedelta(minutes=30)
 
 
 @dataclass
@@ -83,6 +84,17 @@ class CapacityReservation:
         if self.state not in HOLDING_STATES or self.waiting_to_start:
             return 0
         return max(self.total_instance_count - self.used_instance_count, 0)
+
+    def reclaiming(self, now: datetime) -> bool:
+        """An active Capacity Block in its last 30 minutes: "Thirty minutes before the
+        reservation expires, we begin to terminate any instances that are still running in
+        the Capacity Block" (EC2 User Guide, "Work with Capacity Blocks")."""
+        return (
+            self.is_capacity_block
+            and self.state == "active"
+            and self.end_date is not None
+            and now >= self.end_date - BLOCK_RECLAIM_BEFORE_END
+        )
 
     @property
     def holds_pool_capacity(self) -> bool:

@@ -22,7 +22,15 @@ from moto.ec2.utils import simple_aws_filter_to_re
 from ..exceptions import client_error
 
 DEFAULT_PRODUCT = "Linux/UNIX"
-_FILTERS = {"availability-zone", "instance-type", "product-description", "spot-price", "timestamp"}
+# botocore's model (DescribeSpotPriceHistory.Filters).
+_FILTERS = {
+    "availability-zone",
+    "availability-zone-id",
+    "instance-type",
+    "product-description",
+    "spot-price",
+    "timestamp",
+}
 _lock = threading.Lock()
 
 
@@ -33,10 +41,12 @@ class SpotPrice:
     product_description: str
     price: Decimal
     timestamp: datetime
+    availability_zone_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "AvailabilityZone": self.availability_zone,
+            "AvailabilityZoneId": self.availability_zone_id,
             "InstanceType": self.instance_type,
             "ProductDescription": self.product_description,
             "SpotPrice": f"{self.price:f}",
@@ -46,6 +56,7 @@ class SpotPrice:
     def filter_value(self, name: str) -> str:
         return {
             "availability-zone": self.availability_zone,
+            "availability-zone-id": self.availability_zone_id,
             "instance-type": self.instance_type,
             "product-description": self.product_description,
             "spot-price": f"{self.price:f}",
@@ -65,8 +76,16 @@ class SpotMarket:
         price: Decimal,
         timestamp: datetime,
         product_description: str = DEFAULT_PRODUCT,
+        availability_zone_id: str = "",
     ) -> SpotPrice:
-        point = SpotPrice(instance_type, availability_zone, product_description, price, timestamp)
+        point = SpotPrice(
+            instance_type,
+            availability_zone,
+            product_description,
+            price,
+            timestamp,
+            availability_zone_id,
+        )
         with _lock:
             self.prices.append(point)
         return point

@@ -18,7 +18,8 @@ from ..models.spot import spot_market
 from ..state import world
 from ._base import CapacityResponse, wildcard_matcher
 
-_LOCATION_TYPES = ("region", "availability-zone", "availability-zone-id")
+# botocore's model (DescribeInstanceTypeOfferings.LocationType); the emulator has no Outposts.
+_LOCATION_TYPES = ("region", "availability-zone", "availability-zone-id", "outpost")
 
 
 class Discovery(CapacityResponse):
@@ -69,6 +70,8 @@ class Discovery(CapacityResponse):
         return ActionResult(result)
 
     def _offerings(self, location_type: str) -> list[dict[str, str]]:
+        if location_type == "outpost":
+            return []  # no Outposts here: nothing is offered on one
         capacity = self.capacity
         zones = capacity.zones
         # AZ-level truth: moto's offerings, less what the scenario says is not offered there,

@@ -314,6 +314,37 @@ def test_a_purchased_block_from_purchase_to_expiry(catalogue, ec2, api, emu):
     assert (r["State"], r["AvailableInstanceCount"]) == ("expired", 0)
 
 
+def test_instances_in_a_block_are_terminated_from_30_minutes_before_its_end(
+    catalogue, ec2, api, emu
+):
+    """EC2 User Guide, "Work with Capacity Blocks": "Thirty minutes before the reservation
+    expires, we begin to terminate any instances that are still running in the Capacity
+    Block" (the emulator used to leave them running until the end)."""
+    offering = offers(ec2, 2)[0]
+    block_id = buy(ec2, offering)["CapacityReservationId"]
+    emu.set_time(offering["StartDate"])
+    ids = api.run(
+        SUBNET_B,
+        "p5.48xlarge",
+        2,
+        InstanceMarketOptions={"MarketType": "capacity-block"},
+        CapacityReservationSpecification={
+            "CapacityReservationTarget": {"CapacityReservationId": block_id}
+        },
+    )
+    emu.set_time(offering["EndDate"] - timedelta(minutes=31))
+    assert api.get(block_id)["AvailableInstanceCount"] == 0
+    emu.set_time(offering["EndDate"] - timedelta(minutes=30))
+    block = api.get(block_id)
+    assert (block["State"], block["AvailableInstanceCount"]) == ("active", 2)
+    states = {
+        i["InstanceId"]: i["State"]["Name"]
+        for r in ec2.describe_instances(InstanceIds=ids)["Reservations"]
+        for i in r["Instances"]
+    }
+    assert set(states.values()) <= {"shutting-down", "terminated"}, states
+
+
 # -- blocks before their start ---------------------------------------------------------------
 def _seed_blocks(emu, *blocks: dict) -> dict[str, str]:
     ids = emu.load_scenario({"regions": {"us-east-1": {"capacity_blocks": list(blocks)}}})

@@ -107,6 +107,20 @@ def test_spot_history_pages(market, ec2):
     )
 
 
+def test_spot_history_by_zone_id(market, ec2):
+    """botocore's model: SpotPrice has an AvailabilityZoneId, and availability-zone-id is a
+    filter (the emulator left the field out and refused the filter)."""
+    found = ec2.describe_spot_price_history(
+        Filters=[{"Name": "availability-zone-id", "Values": ["use1-az1"]}]
+    )["SpotPriceHistory"]
+    assert {(p["AvailabilityZone"], p["AvailabilityZoneId"]) for p in found} == {
+        ("us-east-1b", "use1-az1")
+    }
+    everything = ec2.describe_spot_price_history()["SpotPriceHistory"]
+    zone_ids = {"us-east-1a": "use1-az6", "us-east-1b": "use1-az1"}
+    assert all(p["AvailabilityZoneId"] == zone_ids[p["AvailabilityZone"]] for p in everything)
+
+
 # -- DescribeInstanceTypeOfferings ---------------------------------------------------------
 def offered(ec2, location_type: str = "availability-zone", **filters: list[str]) -> set:
     paginator = ec2.get_paginator("describe_instance_type_offerings")
@@ -135,6 +149,9 @@ def test_offering_location_types_and_filters(world, ec2):
     zones = {z for _, z in offered(ec2, instance_type=["c5.large"], location=["us-east-1?"])}
     assert {"us-east-1a", "us-east-1b"} <= zones
     assert all(len(z) == len("us-east-1a") for z in zones)
+    # an Outpost is a location type EC2 knows (botocore's enum); the emulator has none
+    outposts = ec2.describe_instance_type_offerings(LocationType="outpost")
+    assert outposts["InstanceTypeOfferings"] == []
     with pytest.raises(ClientError) as exc:
         ec2.describe_instance_type_offerings(LocationType="planet")
     assert error_of(exc) == ("InvalidParameterValue", 400)
