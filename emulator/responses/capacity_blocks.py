@@ -1,4 +1,5 @@
-"""DescribeCapacityBlockOfferings and PurchaseCapacityBlock from the scenario's catalogue."""
+"""DescribeCapacityBlockOfferings and PurchaseCapacityBlock from the scenario's catalogue, and
+DescribeCapacityReservationTopology."""
 
 from __future__ import annotations
 
