@@ -489,7 +489,8 @@ SHAPES = {
 request_ids = st.sampled_from(["vdi-42", "job-1234-a1", "r.1:2_3-4", "x" * 128])
 small_tags = st.dictionaries(
     st.sampled_from(["team", "project", "Name", "cost-center", "awsome", "capacity-broker"]),
-    st.sampled_from(["ml", "", "\u00e9t\u00e9", "\U0001f600", "x" * 256]),
+    # up to EC2's 255-character tag value (EC2 User Guide, tag restrictions)
+    st.sampled_from(["ml", "", "\u00e9t\u00e9", "\U0001f600", "x" * 255]),
     max_size=3,
 )
 subnet_lists = st.lists(
@@ -941,7 +942,7 @@ STATUSES = {
 
 
 def _long_strings(value: Any, found: list[str]) -> list[str]:
-    """Input strings longer than any field the answer may carry back (a tag value: 256)."""
+    """Input strings longer than any field the answer may carry back (a tag value: 255)."""
     if isinstance(value, str) and len(value) > 1_000:
         found.append(value)
     elif isinstance(value, Mapping):
