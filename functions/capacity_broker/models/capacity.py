@@ -124,7 +124,9 @@ CAPACITY_ROW_FIELDS = (
 class CapacityRow(_KeepsContractFields):
     """One ODCR or Capacity Block. Every contract field is in the answer (``null`` when
     unknown: an ODCR's ``capacity_block_id``, an unlimited ODCR's ``end_date``); the
-    placement details beyond the contract only when EC2 gave them."""
+    placement details beyond the contract only when EC2 gave them. A Capacity Block that has
+    not started shows its size as ``total_capacity`` (from the tag EC2 puts on it) with none of
+    it available or used yet, as EC2 does."""
 
     CONTRACT_FIELDS: ClassVar[frozenset[str]] = frozenset(CAPACITY_ROW_FIELDS)
 
@@ -152,7 +154,8 @@ class CapacityRow(_KeepsContractFields):
     tags: dict[str, str] = Field(default_factory=dict)
     # Capacity Blocks, from DescribeCapacityReservationTopology: True when EC2 places the
     # block on network nodes (EC2 UltraCluster placement), False when it answered without
-    # them, None when not asked (ODCRs, inactive blocks) or EC2 would not answer.
+    # them, None when not asked (ODCRs, blocks that are not active), when EC2 would not answer
+    # or answered in a shape the broker cannot read.
     ultra_cluster_placement: bool | None = None
     network_nodes: list[str] | None = None
 
