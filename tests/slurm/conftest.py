@@ -40,13 +40,13 @@ from slurm_helpers import (
 def slurm_tools() -> dict[str, str]:
     missing = missing_tools()
     if missing:
-        why = (
-            f"{SKIP_PREFIX} {', '.join(missing)} not found (Debian: apt-get install slurm-wlm "
-            "munge; the programs: make venv)"
+        what = (
+            f"{', '.join(missing)} not found (Debian: apt-get install slurm-wlm munge; "
+            "the programs: make venv)"
         )
         if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{why} — under CI this is a failure: .ci/run installs them")
-        pytest.skip(why)
+            pytest.fail(f"Slurm tests cannot run under CI: {what}; .ci/run installs them")
+        pytest.skip(f"{SKIP_PREFIX} {what}")
     return {name: str(_tool(name)) for name in TOOLS}
 
 
