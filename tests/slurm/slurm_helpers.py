@@ -239,7 +239,25 @@ class Cluster:
         )
         return done.returncode
 
+    def programs_running(self) -> set[str]:
+        """Pids of programs that logged their start and not yet their end."""
+        started = set(
+            re.findall(r"\[(\d+)\] INFO capacity-broker-slurm-\S+ \S+ \(", self.log_text())
+        )
+        ended = set(
+            re.findall(
+                r"\[(\d+)\] (?:INFO|ERROR) capacity-broker-slurm-\S+ \S+ (?:done|failed)",
+                self.log_text(),
+            )
+        )
+        return started - ended
+
     def stop(self) -> None:
+        # A program slurmctld started (a suspend after a power-down) ends before slurmctld
+        # does: it would otherwise keep asking a controller that is going away.
+        deadline = time.monotonic() + 60
+        while self.programs_running() and time.monotonic() < deadline:
+            time.sleep(0.2)
         for process in reversed(self.processes):
             _stop(process)
 

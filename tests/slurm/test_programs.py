@@ -223,6 +223,7 @@ def test_a_job_across_two_node_sets_is_all_or_nothing(
     assert aws.active_holds() == []
     assert cluster.job(job)["JobState"] == "PENDING"
     assert f"job {job}: terminated i-" in cluster.log_text()
+    cluster.wait_log(r"suspend hpc-c5-\[1-2\],hpc-m5-1: no instance to terminate")
 
 
 def test_deployed_mode_through_capacity_broker_local(local_broker: Any, make_cluster: Any) -> None:

@@ -13,6 +13,7 @@ standard error when there is one, else to syslog.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import logging.handlers
 import os
@@ -173,7 +174,9 @@ def _logging(program: str, destination: Path | None, level: str, stderr_closed: 
         if not stderr_closed:
             handlers.append(logging.StreamHandler(sys.stderr))
         elif _SYSLOG.exists():
-            handlers.append(logging.handlers.SysLogHandler(address=str(_SYSLOG)))
+            # No syslog daemon listening: nowhere left to log.
+            with contextlib.suppress(OSError):
+                handlers.append(logging.handlers.SysLogHandler(address=str(_SYSLOG)))
     formatter = logging.Formatter(_FORMAT.format(program=program))
     for handler in handlers:
         handler.setFormatter(formatter)

@@ -73,8 +73,10 @@ class InstancesMixin(Ec2Base):
         states: Sequence[str] = LIVE_STATES,
         deadline: float | None = None,
     ) -> list[Instance]:
-        """Instances carrying each tag key with one of its values (EC2 filter values may use
-        ``*`` and ``?`` wildcards), in one of ``states``."""
+        """Instances carrying each tag key with one of its values, in one of ``states``.
+        Values may use EC2's filter wildcards, ``*`` and ``?`` (EC2 User Guide, "List and
+        filter using the CLI and API": docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+        Using_Filtering.html)."""
         keyed = [(key, list(values)) for key, values in tags.items()]
         # One key may list more values than a filter takes: ask per slice of the longest.
         longest = max(range(len(keyed)), key=lambda i: len(keyed[i][1])) if keyed else None
