@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import giveback, launch, plan
-from .config import DEFAULT_SCONTROL, ConfigError, load
+from .config import DEFAULT_SCONTROL, ENV_LOG, ConfigError, load
 from .hostlist import HostlistError, expand, fold
 from .runtime import Runtime, aws_environment, log
 from .scontrol import Scontrol, ScontrolError
@@ -52,20 +52,22 @@ def main(program: str, argv: Sequence[str]) -> int:
     # seconds").
     resume_text, resume_error = _resume_file() if program == "resume" else (None, None)
     name = f"capacity-broker-slurm-{program}"
+    # Until the configuration names the log: the shell's $CAPACITY_BROKER_SLURM_LOG, if any.
+    early_log = Path(os.environ[ENV_LOG]) if os.environ.get(ENV_LOG, "").strip() else None
     if len(argv) != 2 or not argv[1].strip():
-        _logging(name, None, "INFO", closed)
+        _logging(name, early_log, "INFO", closed)
         log.error("usage: %s HOSTLIST (slurmctld passes the nodes' hostlist)", name)
         return EXIT_USAGE
     try:
         nodes = expand(argv[1])
     except HostlistError as error:
-        _logging(name, None, "INFO", closed)
+        _logging(name, early_log, "INFO", closed)
         log.error("%s", error)
         return EXIT_USAGE
     try:
         config = load()
     except ConfigError as error:
-        _logging(name, None, "INFO", closed)
+        _logging(name, early_log, "INFO", closed)
         log.error("%s", error)
         if program == "resume":
             # The job must not wait ResumeTimeout for nodes nobody is launching.
