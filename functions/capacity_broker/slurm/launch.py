@@ -207,24 +207,29 @@ def _give_back(runtime: Runtime, attempt: Attempt, failure: Failed) -> bool:
     log.warning("%s: %s: %s", unit.label, failure.status, failure.detail)
     done = True
     deadline = time.monotonic() + BIND_SECONDS
-    try:
+    doomed = list(attempt.instances)
+    if attempt.request_ids:
         # Also what a lost answer launched: the fleet tags its instances with the request id.
-        tagged = (
-            runtime.ec2.tagged_instances({TAG_REQUEST_ID: attempt.request_ids}, deadline=deadline)
-            if attempt.request_ids
-            else []
-        )
-        doomed = list(dict.fromkeys(attempt.instances + [i.instance_id for i in tagged]))
-        if doomed:
+        try:
+            tagged = runtime.ec2.tagged_instances(
+                {TAG_REQUEST_ID: attempt.request_ids}, deadline=deadline
+            )
+            doomed += [i.instance_id for i in tagged]
+        except AwsError as error:
+            done = False
+            log.error("%s: could not look up what its requests launched: %s", unit.label, error)
+    doomed = list(dict.fromkeys(doomed))
+    if doomed:
+        try:
             ended = runtime.ec2.terminate_instances(doomed, deadline)
-            log.info("%s: terminated %s", unit.label, ", ".join(ended) or "nothing")
-            left = sorted(set(doomed) - set(ended))
-            if left:
-                done = False
-                log.error("%s: could not confirm termination of %s", unit.label, ", ".join(left))
-    except AwsError as error:
-        done = False
-        log.error("%s: could not terminate its instances: %s", unit.label, error)
+        except AwsError as error:
+            ended, done = [], False
+            log.error("%s: could not terminate %s: %s", unit.label, ", ".join(doomed), error)
+        log.info("%s: terminated %s", unit.label, ", ".join(ended) or "nothing")
+        left = sorted(set(doomed) - set(ended))
+        if left:
+            done = False
+            log.error("%s: could not confirm termination of %s", unit.label, ", ".join(left))
     try:
         answer = runtime.broker.release(job_id=plan.job_tag(unit))
         if answer.cancelled:
