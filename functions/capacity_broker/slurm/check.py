@@ -180,20 +180,21 @@ def _print(report: Report) -> None:
         f"({escape(report.broker)})"
     )
     table = Table(show_lines=True)
-    for column in ("node set", "nodes", "instance types", "subnets (AZ)", "launch template"):
-        table.add_column(column, overflow="fold")
+    table.add_column("node set", overflow="fold")
+    table.add_column("nodes", no_wrap=True)
+    table.add_column("types (AZs offering)", overflow="fold")
+    # Ids stay whole at 80 columns; the other columns give way.
+    table.add_column("subnets (AZ)", no_wrap=True)
     for found in report.nodesets:
-        subnets = "\n".join(f"{s} ({az or 'MISSING'})" for s, az in found.subnets.items())
+        subnets = "\n".join(f"{s} {az or 'MISSING'}" for s, az in found.subnets.items())
         types = "\n".join(
             f"{t} ({', '.join(z) or 'not offered'})" for t, z in found.offered.items()
         ) or ", ".join(found.request["instance_types"])
-        template = found.launch_template
         table.add_row(
             escape(found.nodeset),
             f"{escape(found.nodes)}\n{found.node_count} nodes",
             escape(types),
-            escape(subnets or ", ".join(found.request["subnet_ids"])),
-            escape(f"{template['id']} {template['version']} → {template['is'] or 'MISSING'}"),
+            escape(subnets or "\n".join(found.request["subnet_ids"])),
         )
     console.print(table)
     for found in report.nodesets:
@@ -203,7 +204,11 @@ def _print(report: Report) -> None:
             console.print(f"[yellow]! {escape(found.nodeset)}: {escape(warning)}[/]")
     for warning in report.warnings:
         console.print(f"[yellow]! {escape(warning)}[/]")
-    console.print("Each job asks, per node set:")
     for found in report.nodesets:
-        console.print(f"  {escape(found.nodeset)}: reserve {escape(json.dumps(found.request))}")
+        template = found.launch_template
+        console.print(
+            f"{escape(found.nodeset)}: launch template {template['id']} "
+            f"{escape(template['version'])} is version {template['is'] or 'MISSING'}; "
+            f"each job asks reserve {escape(json.dumps(found.request))}"
+        )
     console.print("[green]ok[/]" if report.ok else "[red]the configuration would fail jobs[/]")
