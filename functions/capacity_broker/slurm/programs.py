@@ -54,7 +54,9 @@ def main(program: str, argv: Sequence[str]) -> int:
     name = f"capacity-broker-slurm-{program}"
     # Until the configuration names the log: the shell's $CAPACITY_BROKER_SLURM_LOG, if any.
     early_log = Path(os.environ[ENV_LOG]) if os.environ.get(ENV_LOG, "").strip() else None
-    if len(argv) != 2 or not argv[1].strip():
+    # slurmctld adds a second argument, the features, when a job's features need a node
+    # rebooted (power_save.c, power_job_reboot); a launch from a template has none to apply.
+    if len(argv) not in (2, 3) or not argv[1].strip():
         _logging(name, early_log, "INFO", closed)
         log.error("usage: %s HOSTLIST (slurmctld passes the nodes' hostlist)", name)
         return EXIT_USAGE
@@ -75,6 +77,8 @@ def main(program: str, argv: Sequence[str]) -> int:
         return EXIT_FAILED
     _logging(name, config.log_destination(os.environ), config.log_level, closed)
     log.info("%s %s (%s mode)", name, fold(nodes), config.mode)
+    if len(argv) == 3:
+        log.warning("features %r are not applied: each node set's template decides", argv[2])
     try:
         with aws_environment(config):
             runtime = Runtime.build(config)
