@@ -31,3 +31,15 @@ def emu() -> Iterator[object]:
 
     with emulator.mock() as instance:
         yield instance
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The Slurm tests skip without Slurm (tests/slurm/conftest.py): say so, and why, where
+    `make test` ends, not only in the skip list."""
+    reasons: set[str] = set()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        if isinstance(longrepr, tuple) and "Slurm tests skipped:" in str(longrepr[2]):
+            reasons.add(str(longrepr[2]).removeprefix("Skipped: "))
+    for reason in sorted(reasons):
+        terminalreporter.write_line(reason, yellow=True, bold=True)

@@ -44,6 +44,7 @@ from .client import (
 )
 from .models.capacity import CapacityRow, CapacitySummary
 from .models.common import ItemError
+from .slurm.check import app as slurm_app
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1
@@ -93,6 +94,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+app.add_typer(slurm_app, name="slurm")
 
 # -- shared options --------------------------------------------------------------------------
 

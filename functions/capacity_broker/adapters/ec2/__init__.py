@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from .base import Ec2Base
 from .discovery import DiscoveryMixin, Pricing, TopologyUnreadable, Zone
+from .instances import Instance, InstancesMixin
 from .launches import FleetError, FleetResult, LaunchesMixin, TemplateVersion
 from .network import Image, NetworkMixin, Subnet, clear_caches
 from .reservations import NewReservation, Reservation, ReservationsMixin
 
 
-class Ec2(DiscoveryMixin, ReservationsMixin, LaunchesMixin, NetworkMixin, Ec2Base):
+class Ec2(DiscoveryMixin, ReservationsMixin, LaunchesMixin, InstancesMixin, NetworkMixin, Ec2Base):
     """Everything the broker asks of EC2 in one region."""
 
 
@@ -26,6 +27,7 @@ __all__ = [
     "FleetError",
     "FleetResult",
     "Image",
+    "Instance",
     "NewReservation",
     "Pricing",
     "Reservation",

@@ -1,0 +1,229 @@
+"""The Slurm programs' configuration: one YAML file (contract, "Slurm integration").
+
+slurmctld runs the programs with nothing but ``SLURM_CONF`` and ``SLURM_RESUME_FILE`` in the
+environment (no ``PATH``, no ``HOME``), so everything they need is here: the region, direct
+or deployed mode, the node sets, the absolute path of ``scontrol``, the log file, and how to
+reach AWS when the head node's instance profile is not the way (credentials files of a site
+outside AWS, a VPC endpoint, a local broker for tests).
+
+Where the file is: ``$CAPACITY_BROKER_SLURM_CONFIG`` when set (a shell, a wrapper script);
+else ``capacity-broker.yaml`` beside the ``slurm.conf`` slurmctld names in ``SLURM_CONF`` when
+that file exists (Slurm keeps its other files there too: cgroup.conf, gres.conf, …); else
+``/etc/capacity-broker/slurm.yaml``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..models.common import (
+    LAUNCH_TEMPLATE_VERSION_PATTERN,
+    InstanceTypes,
+    LaunchTemplateId,
+    Region,
+    SubnetIds,
+)
+from . import hostlist
+
+ENV_CONFIG = "CAPACITY_BROKER_SLURM_CONFIG"
+ENV_LOG = "CAPACITY_BROKER_SLURM_LOG"
+DEFAULT_PATH = Path("/etc/capacity-broker/slurm.yaml")
+BESIDE_SLURM_CONF = "capacity-broker.yaml"
+DEFAULT_SCONTROL = Path("/usr/bin/scontrol")
+_SERVICE = re.compile(r"^[a-z0-9_-]+$")
+
+
+class ConfigError(Exception):
+    """The file is missing, unreadable or wrong; the message names the file and the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LaunchTemplate(_Strict):
+    id: LaunchTemplateId
+    version: Annotated[str, Field(pattern=LAUNCH_TEMPLATE_VERSION_PATTERN)] = "$Default"
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _number_as_text(cls, value: Any) -> Any:
+        # YAML reads `version: 7` as an int; EC2 and the reserve request take text.
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class NodeSet(_Strict):
+    """Nodes that launch alike: one ``reserve`` per job and node set."""
+
+    nodes: str
+    instance_types: InstanceTypes
+    subnet_ids: SubnetIds
+    launch_template: LaunchTemplate
+    strict: bool | None = None
+    name: Annotated[str | None, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")] = None
+
+    @field_validator("nodes")
+    @classmethod
+    def _hostlist(cls, value: str) -> str:
+        hostlist.validate(value)
+        return value.strip()
+
+    @property
+    def label(self) -> str:
+        return self.name or self.nodes
+
+    def members(self) -> list[str]:
+        return hostlist.expand(self.nodes)
+
+
+class AwsAccess(_Strict):
+    """How the programs reach AWS. Nothing set: the AWS SDK's defaults, which on a head node
+    in EC2 means its instance profile. Each field is the SDK setting of the same name, applied
+    to the program's own process."""
+
+    profile: str | None = None
+    config_file: Path | None = None
+    credentials_file: Path | None = None
+    # Every service (a local broker, a proxy), and/or per service by botocore's service id
+    # (`ec2`, `lambda`, `ssm`, ...): e.g. interface VPC endpoints without private DNS.
+    endpoint_url: Annotated[str | None, Field(pattern=r"^https?://\S+$")] = None
+    endpoint_urls: dict[str, Annotated[str, Field(pattern=r"^https?://\S+$")]] = Field(
+        default_factory=dict
+    )
+
+    @field_validator("config_file", "credentials_file")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_absolute():
+            raise ValueError("must be an absolute path (slurmctld gives the programs no HOME)")
+        return value
+
+    @field_validator("endpoint_urls")
+    @classmethod
+    def _services(cls, value: dict[str, str]) -> dict[str, str]:
+        for service in value:
+            if not _SERVICE.match(service):
+                raise ValueError(f"{service!r} is not a service id such as ec2 or lambda")
+        return value
+
+    def environment(self) -> dict[str, str]:
+        """The SDK's own environment settings these fields stand for."""
+        env: dict[str, str] = {}
+        if self.profile:
+            env["AWS_PROFILE"] = self.profile
+        if self.config_file:
+            env["AWS_CONFIG_FILE"] = str(self.config_file)
+        if self.credentials_file:
+            env["AWS_SHARED_CREDENTIALS_FILE"] = str(self.credentials_file)
+        if self.endpoint_url:
+            env["AWS_ENDPOINT_URL"] = self.endpoint_url
+        for service, url in self.endpoint_urls.items():
+            env[f"AWS_ENDPOINT_URL_{service.upper().replace('-', '_')}"] = url
+        return env
+
+
+class SlurmConfig(_Strict):
+    region: Region
+    cluster_id: Annotated[str | None, Field(min_length=1, max_length=128)] = None
+    function_prefix: Annotated[str | None, Field(pattern=r"^[A-Za-z0-9_-]{1,56}$")] = None
+    nodesets: Annotated[list[NodeSet], Field(min_length=1)]
+    # Slurm's ClusterName, which scopes the instances' tags; asked of slurmctld when absent.
+    slurm_cluster: Annotated[str | None, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")] = None
+    scontrol: Path = DEFAULT_SCONTROL
+    log_file: Path | None = None
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    aws: AwsAccess = Field(default_factory=AwsAccess)
+
+    @field_validator("scontrol", "log_file")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_absolute():
+            raise ValueError("must be an absolute path (slurmctld gives the programs no PATH)")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SlurmConfig:
+        if not self.cluster_id and not self.function_prefix:
+            raise ValueError(
+                "set cluster_id (direct mode: the broker runs in the program) or "
+                "function_prefix (deployed mode: the program invokes the broker's Lambdas)"
+            )
+        seen: dict[str, str] = {}
+        for nodeset in self.nodesets:
+            for node in nodeset.members():
+                if node in seen:
+                    raise ValueError(
+                        f"node {node} is in two node sets ({seen[node]} and {nodeset.label}): "
+                        "each node launches one way"
+                    )
+                seen[node] = nodeset.label
+        labels = [n.label for n in self.nodesets]
+        if len(set(labels)) != len(labels):
+            raise ValueError("node set names must be unique")
+        return self
+
+    @property
+    def mode(self) -> str:
+        return "deployed" if self.function_prefix else "direct"
+
+    @cached_property
+    def _index(self) -> dict[str, NodeSet]:
+        return {node: nodeset for nodeset in self.nodesets for node in nodeset.members()}
+
+    def nodeset_of(self, node: str) -> NodeSet | None:
+        return self._index.get(node)
+
+    def log_destination(self, env: Mapping[str, str]) -> Path | None:
+        """``$CAPACITY_BROKER_SLURM_LOG`` (a shell), else ``log_file``, else none."""
+        from_env = (env.get(ENV_LOG) or "").strip()
+        return Path(from_env) if from_env else self.log_file
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    """Which file configures this run (see the module's docstring)."""
+    env = os.environ if env is None else env
+    explicit = (env.get(ENV_CONFIG) or "").strip()
+    if explicit:
+        return Path(explicit)
+    slurm_conf = (env.get("SLURM_CONF") or "").strip()
+    if slurm_conf:
+        beside = Path(slurm_conf).parent / BESIDE_SLURM_CONF
+        if beside.is_file():
+            return beside
+    return DEFAULT_PATH
+
+
+def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> SlurmConfig:
+    """Read and check the file; ``ConfigError`` says what is wrong, field by field."""
+    path = path or config_path(env)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the configuration: {error.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the configuration is a mapping (region, nodesets, ...)")
+    try:
+        return SlurmConfig.model_validate(data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {_message(e)}"
+            for e in error.errors(include_url=False)
+        )
+        raise ConfigError(f"{path}: {problems}") from None
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    message = str(error.get("msg", ""))
+    return message.removeprefix("Value error, ")

@@ -1,0 +1,138 @@
+"""The Slurm integration's rules, as plain functions: which nodes launch together, under which
+request id, which instance becomes which node, and what Slurm is told when it fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import hostlist
+
+# Tags the programs put on the instances they bind (on top of the fleet's job and request id).
+TAG_SLURM_NODE = "capacity-broker:slurm-node"
+TAG_SLURM_CLUSTER = "capacity-broker:slurm-cluster"
+# Every reason the programs give Slurm starts so (contract); operators grep for it.
+REASON_PREFIX = "capacity-broker:"
+# Slurm keeps reasons whole, but sinfo and scontrol lines should stay readable.
+MAX_REASON = 200
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class ResumeFileError(ValueError):
+    """SLURM_RESUME_FILE is not the JSON Slurm writes."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Nodes Slurm resumes together: a job's (``job_id``), or one node with no job."""
+
+    job_id: int | None
+    nodes: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return f"job {self.job_id}" if self.job_id is not None else f"node {self.nodes[0]}"
+
+
+def read_resume_file(text: str) -> tuple[list[tuple[int, list[str]]], list[str]]:
+    """Slurm's resume file → ``[(job id, nodes)]`` and ``all_nodes``.
+
+    Slurm 22.05 writes ``{"jobs": [{"job_id": 12, "nodes": "n[1-2]"}], "all_nodes": "…"}``;
+    later releases name the same things ``nodes_resume`` and ``all_nodes_resume`` (and add
+    ``nodes_alloc``, the job's nodes already up included): both are read.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise ResumeFileError(f"not JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise ResumeFileError("not a JSON object")
+    jobs: list[tuple[int, list[str]]] = []
+    for entry in data.get("jobs") or []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("job_id"), int):
+            raise ResumeFileError(f"a job entry without a numeric job_id: {entry!r:.200}")
+        nodes = entry.get("nodes_resume", entry.get("nodes")) or ""
+        jobs.append((int(entry["job_id"]), hostlist.expand(str(nodes))))
+    all_nodes = data.get("all_nodes_resume", data.get("all_nodes")) or ""
+    return jobs, hostlist.expand(str(all_nodes))
+
+
+def units(resumed: Sequence[str], jobs: Iterable[tuple[int, Sequence[str]]]) -> list[Unit]:
+    """What launches together: each job's nodes among those being resumed, then every
+    resumed node no job claimed, alone. A node two jobs share (Slurm lists it for both)
+    launches once, with the first job."""
+    wanted = set(resumed)
+    claimed: set[str] = set()
+    found: list[Unit] = []
+    for job_id, nodes in jobs:
+        mine = [n for n in dict.fromkeys(nodes) if n in wanted and n not in claimed]
+        if mine:
+            claimed.update(mine)
+            found.append(Unit(job_id, tuple(mine)))
+    found += [Unit(None, (node,)) for node in resumed if node not in claimed]
+    return found
+
+
+def request_id(cluster: str, job_id: int, restarts: int, nodeset: str, nodes: Sequence[str]) -> str:
+    """The reserve request id of a job's nodes of one node set.
+
+    The same job, run, node set and nodes give the same id, so a re-run of the resume program
+    (slurmctld restarted, an operator) finds the launch already made instead of launching
+    twice. A requeued job's next try (Slurm raised its restart count) gets a new id, so it
+    launches afresh rather than being handed the failed try's answer. The digest keeps the
+    id within the broker's 128 characters whatever the node names.
+    """
+    digest = _digest(cluster, str(job_id), str(restarts), nodeset, *sorted(nodes))
+    return f"{_prefix(cluster)}.job-{job_id}.r{restarts}.{digest}"
+
+
+def node_request_id(cluster: str, node: str, moment: str) -> str:
+    """The reserve request id of a node resumed with no job (``scontrol update
+    State=POWER_UP``). Nothing in Slurm tells one such power-up from the next, so the id is
+    unique per try (``moment``), and ``node_request_prefix`` finds an earlier try's
+    instance before a re-run launches another."""
+    return f"{node_request_prefix(cluster, node)}{moment}"
+
+
+def node_request_prefix(cluster: str, node: str) -> str:
+    return f"{_prefix(cluster)}.node.{_digest(cluster, node)}."
+
+
+def job_tag(unit: Unit) -> str:
+    """The broker's ``job_id`` for a unit: the Slurm job id, or the node's own name."""
+    return str(unit.job_id) if unit.job_id is not None else f"slurm-node-{unit.nodes[0]}"[:128]
+
+
+def _prefix(cluster: str) -> str:
+    return f"slurm.{_UNSAFE.sub('-', cluster)[:40]}"
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def pair(nodes: Sequence[str], instances: Mapping[str, str | None]) -> list[tuple[str, str]]:
+    """Node ↔ instance. ``instances`` maps each instance id to the node it is already tagged
+    with (a re-run keeps the binding it made); the others are matched in order. Requires as
+    many instances as nodes."""
+    if len(nodes) != len(instances):
+        raise ValueError(f"{len(instances)} instances for {len(nodes)} nodes")
+    bound = {node: iid for iid, node in sorted(instances.items()) if node in set(nodes)}
+    free_instances = iter(sorted(i for i in instances if i not in bound.values()))
+    return [(node, bound.get(node) or next(free_instances)) for node in nodes]
+
+
+def reason(status: str, detail: str = "") -> str:
+    """``capacity-broker: no_capacity: …``: the status first, then why, on one line."""
+    text = f"{REASON_PREFIX} {status}" + (f": {detail}" if detail else "")
+    return " ".join(text.split())[:MAX_REASON]
+
+
+def answer_summary(answer: Mapping[str, Any]) -> str:
+    """One line for the log and the reason: the broker's own message."""
+    return str(answer.get("message") or answer.get("status") or "")

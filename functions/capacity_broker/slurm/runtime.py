@@ -1,0 +1,66 @@
+"""What a Slurm program works with: the broker (direct or deployed), EC2 for the instances it
+binds and gives back, scontrol, and Slurm's cluster name that scopes the instances' tags."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from ..adapters.ec2 import Ec2
+from ..client import CapacityBroker, _environment
+from .config import SlurmConfig
+from .scontrol import Scontrol
+
+log = logging.getLogger("capacity_broker.slurm")
+
+
+@contextlib.contextmanager
+def aws_environment(config: SlurmConfig) -> Iterator[None]:
+    """The configuration's ``aws`` settings as the AWS SDK's own environment of this process
+    (profile, shared files, endpoints), for as long as the block runs."""
+    with _environment(config.aws.environment()):
+        yield
+
+
+def aws_session(config: SlurmConfig) -> Any:
+    """A boto3 session for the configured region; made inside ``aws_environment``."""
+    import boto3
+
+    return boto3.session.Session(region_name=config.region)
+
+
+@dataclass
+class Runtime:
+    config: SlurmConfig
+    session: Any
+    scontrol: Scontrol
+    broker: CapacityBroker
+    ec2: Ec2
+
+    @classmethod
+    def build(cls, config: SlurmConfig, environ: Mapping[str, str] | None = None) -> Runtime:
+        session = aws_session(config)
+        if config.function_prefix:
+            broker = CapacityBroker.deployed(
+                function_prefix=config.function_prefix, session=session, regions=[config.region]
+            )
+        else:
+            broker = CapacityBroker(
+                regions=[config.region], session=session, cluster_id=config.cluster_id
+            )
+        return cls(
+            config=config,
+            session=session,
+            scontrol=Scontrol(config.scontrol, environ),
+            broker=broker,
+            ec2=Ec2(config.region, session=lambda: session),
+        )
+
+    @cached_property
+    def cluster(self) -> str:
+        """Slurm's ClusterName (configured, else asked of slurmctld)."""
+        return self.config.slurm_cluster or self.scontrol.cluster_name()

@@ -1,0 +1,150 @@
+"""Slurm, through ``scontrol`` (by absolute path: slurmctld gives the programs no ``PATH``).
+
+Slurm 22.05's scontrol has no ``--json``; ``show job -o`` prints one line of ``Key=Value``
+fields, of which only a few are read here, each by a pattern anchored on its key (free-text
+fields such as ``Command=`` may contain spaces).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from . import hostlist
+
+# Enough for a busy slurmctld; a hung call must not hold a node half-configured forever.
+TIMEOUT_SECONDS = 60
+# Names per `scontrol update`: Slurm parses long hostlists fine, but NodeAddr/NodeHostname
+# are comma lists of the same length, and one call's argv must stay well inside ARG_MAX.
+_BATCH = 500
+_FIELD = r"(?:^|\s){key}=(\S*)"
+
+
+class ScontrolError(RuntimeError):
+    """scontrol failed or could not be run; the message has its stderr."""
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: int
+    state: str
+    restarts: int
+    nodes: list[str]
+    # Slurm prints times in slurmctld's local time, without a zone.
+    eligible: datetime | None
+
+    @classmethod
+    def parse(cls, line: str) -> Job:
+        def field(key: str) -> str | None:
+            found = re.search(_FIELD.format(key=key), line)
+            return found.group(1) if found else None
+
+        eligible = field("EligibleTime")
+        try:
+            when = datetime.fromisoformat(eligible) if eligible else None
+        except ValueError:  # "Unknown", "None"
+            when = None
+        node_list = field("NodeList")
+        return cls(
+            job_id=int(field("JobId") or 0),
+            state=field("JobState") or "UNKNOWN",
+            restarts=int(field("Restarts") or 0),
+            nodes=hostlist.expand(node_list) if node_list and node_list != "(null)" else [],
+            eligible=when,
+        )
+
+
+class Scontrol:
+    def __init__(self, path: Path, environ: Mapping[str, str] | None = None) -> None:
+        self.path = path
+        environ = os.environ if environ is None else environ
+        # scontrol finds slurmctld through SLURM_CONF, the one variable slurmctld passes on.
+        self.env = {k: environ[k] for k in ("SLURM_CONF",) if environ.get(k)}
+
+    def run(self, *args: str) -> str:
+        try:
+            done = subprocess.run(  # noqa: S603 - an absolute path and an argument list
+                [str(self.path), *args],
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_SECONDS,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise ScontrolError(f"{self.path} {' '.join(args)}: {error}") from None
+        if done.returncode != 0:
+            detail = (done.stderr or done.stdout).strip().replace("\n", "; ")
+            raise ScontrolError(
+                f"{self.path} {' '.join(args)} exited {done.returncode}: {detail[:500]}"
+            )
+        return done.stdout
+
+    # -- jobs ---------------------------------------------------------------------------
+    def job(self, job_id: int) -> Job | None:
+        """The job, or ``None`` when slurmctld no longer knows it."""
+        try:
+            out = self.run("show", "job", "-o", str(job_id))
+        except ScontrolError as error:
+            if "Invalid job id" in str(error):
+                return None
+            raise
+        lines = [line for line in out.splitlines() if line.strip()]
+        return Job.parse(lines[0]) if lines else None
+
+    def jobs(self) -> list[Job]:
+        out = self.run("show", "job", "-o")
+        return [Job.parse(line) for line in out.splitlines() if line.startswith("JobId=")]
+
+    def delay_job(self, job_id: int, seconds: int) -> None:
+        """Not eligible for ``seconds`` from now (the pending job's BeginTime; Slurm reads
+        ``now+N`` on its own clock)."""
+        self.run("update", f"JobId={job_id}", f"StartTime=now+{int(seconds)}")
+
+    # -- nodes --------------------------------------------------------------------------
+    def set_addresses(
+        self, nodes: Sequence[str], addrs: Sequence[str], hosts: Sequence[str]
+    ) -> None:
+        """``NodeAddr``/``NodeHostname`` per node (one call per batch). The names go as a
+        comma list, not a folded expression: Slurm pairs the three lists in the given order."""
+        for start in range(0, len(nodes), _BATCH):
+            part = slice(start, start + _BATCH)
+            self.run(
+                "update",
+                f"NodeName={','.join(nodes[part])}",
+                f"NodeAddr={','.join(addrs[part])}",
+                f"NodeHostname={','.join(hosts[part])}",
+            )
+
+    def power_down(self, nodes: Sequence[str], reason: str) -> None:
+        """Give the nodes back now: Slurm requeues their jobs (a batch job that may be),
+        runs SuspendProgram on them, and shows ``reason`` in sinfo/scontrol.
+
+        Their NodeAddr is left as it is: set back to a node name that does not resolve (the
+        usual case for cloud nodes), Slurm 22.05 looks the name up in the update itself,
+        ten tries a second apart, holding its node lock: 10 s per node during which
+        slurmctld answers nobody (measured). A powered-down node's address is never used,
+        and the next resume sets it; ``SlurmctldParameters=cloud_reg_addrs`` makes Slurm
+        reset it at power-off without a look-up.
+        """
+        for start in range(0, len(nodes), _BATCH):
+            part = list(nodes[start : start + _BATCH])
+            self.run(
+                "update",
+                f"NodeName={','.join(part)}",
+                "State=POWER_DOWN_FORCE",
+                f"Reason={reason}",
+            )
+
+    def cluster_name(self) -> str:
+        out = self.run("show", "config")
+        found = re.search(r"^ClusterName\s*=\s*(\S+)", out, re.MULTILINE)
+        if not found:
+            raise ScontrolError("scontrol show config names no ClusterName")
+        return found.group(1)

@@ -1,0 +1,145 @@
+"""The Slurm programs' YAML: what it accepts, how it says what is wrong, where it is found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from capacity_broker.slurm.config import (
+    BESIDE_SLURM_CONF,
+    DEFAULT_PATH,
+    ConfigError,
+    config_path,
+    load,
+)
+
+NODESET = {
+    "nodes": "hpc-c5-[1-64]",
+    "instance_types": ["c5.large", "c5a.large"],
+    "subnet_ids": ["subnet-0a000000000000001", "subnet-0b000000000000002"],
+    "launch_template": {"id": "lt-0f000000000000001", "version": "$Latest"},
+    "strict": True,
+}
+CONTRACT_EXAMPLE = {
+    "region": "us-east-1",
+    "cluster_id": "hpc-prod",
+    "function_prefix": "capacity-broker-hpc-prod",
+    "nodesets": [NODESET],
+}
+
+
+def write(tmp_path: Path, data: Any) -> Path:
+    path = tmp_path / "slurm.yaml"
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+def test_the_contracts_example_loads(tmp_path: Path) -> None:
+    config = load(write(tmp_path, CONTRACT_EXAMPLE))
+    assert config.mode == "deployed"
+    nodeset = config.nodesets[0]
+    assert len(nodeset.members()) == 64
+    assert config.nodeset_of("hpc-c5-17") is nodeset
+    assert config.nodeset_of("hpc-c5-65") is None
+    assert str(config.scontrol) == "/usr/bin/scontrol"
+
+
+def test_a_numeric_template_version_is_text(tmp_path: Path) -> None:
+    data = CONTRACT_EXAMPLE | {
+        "nodesets": [NODESET | {"launch_template": {"id": "lt-0f000000000000001", "version": 7}}]
+    }
+    assert load(write(tmp_path, data)).nodesets[0].launch_template.version == "7"
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"region": "us-east"}, "region"),
+        ({"cluster_id": None, "function_prefix": None}, "set cluster_id (direct mode"),
+        ({"scontrol": "scontrol"}, "scontrol: must be an absolute path"),
+        ({"log_file": "broker.log"}, "log_file: must be an absolute path"),
+        ({"surprise": 1}, "surprise: Extra inputs are not permitted"),
+        ({"nodesets": []}, "nodesets: List should have at least 1 item"),
+        ({"nodesets": [NODESET | {"nodes": "hpc-[1-"}]}, "nodesets.0.nodes"),
+        ({"nodesets": [NODESET | {"nodes": "@compute"}]}, "not a Slurm hostlist expression"),
+        ({"nodesets": [NODESET | {"subnet_ids": ["subnet-x"]}]}, "nodesets.0.subnet_ids.0"),
+        (
+            {
+                "nodesets": [
+                    NODESET
+                    | {"launch_template": {"id": "lt-0f000000000000001", "version": "latest"}}
+                ]
+            },
+            "nodesets.0.launch_template.version",
+        ),
+        (
+            {"nodesets": [NODESET, NODESET | {"nodes": "hpc-c5-[64-70]"}]},
+            "node hpc-c5-64 is in two node sets",
+        ),
+        ({"aws": {"config_file": "aws/config"}}, "aws.config_file: must be an absolute path"),
+        ({"aws": {"endpoint_url": "localhost:5055"}}, "aws.endpoint_url"),
+        ({"aws": {"endpoint_urls": {"EC2!": "http://x"}}}, "is not a service id"),
+    ],
+)
+def test_mistakes_are_named_with_the_file_and_the_field(
+    tmp_path: Path, change: dict[str, Any], expected: str
+) -> None:
+    path = write(tmp_path, CONTRACT_EXAMPLE | change)
+    with pytest.raises(ConfigError) as error:
+        load(path)
+    assert str(path) in str(error.value)
+    assert expected in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("region: [unclosed", "not valid YAML"),
+        ("- a list", "the configuration is a mapping"),
+    ],
+)
+def test_a_file_that_is_not_a_mapping(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        load(write(tmp_path, text))
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"missing\.yaml: cannot read"):
+        load(tmp_path / "missing.yaml")
+
+
+def test_where_the_file_is_found(tmp_path: Path) -> None:
+    slurm_conf = tmp_path / "slurm.conf"
+    # slurmctld passes SLURM_CONF only: the file beside slurm.conf, when there is one.
+    assert config_path({"SLURM_CONF": str(slurm_conf)}) == DEFAULT_PATH
+    (tmp_path / BESIDE_SLURM_CONF).write_text("{}")
+    assert config_path({"SLURM_CONF": str(slurm_conf)}) == tmp_path / BESIDE_SLURM_CONF
+    explicit = {"SLURM_CONF": str(slurm_conf), "CAPACITY_BROKER_SLURM_CONFIG": "/srv/x.yaml"}
+    assert config_path(explicit) == Path("/srv/x.yaml")
+    assert config_path({}) == DEFAULT_PATH
+
+
+def test_the_aws_section_is_the_sdks_own_settings(tmp_path: Path) -> None:
+    data = CONTRACT_EXAMPLE | {
+        "aws": {
+            "profile": "broker",
+            "credentials_file": "/etc/capacity-broker/credentials",
+            "endpoint_url": "http://127.0.0.1:5055",
+            "endpoint_urls": {"ec2": "https://vpce-1.ec2.us-east-1.vpce.amazonaws.com"},
+        }
+    }
+    assert load(write(tmp_path, data)).aws.environment() == {
+        "AWS_PROFILE": "broker",
+        "AWS_SHARED_CREDENTIALS_FILE": "/etc/capacity-broker/credentials",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:5055",
+        "AWS_ENDPOINT_URL_EC2": "https://vpce-1.ec2.us-east-1.vpce.amazonaws.com",
+    }
+
+
+def test_the_log_destination(tmp_path: Path) -> None:
+    config = load(write(tmp_path, CONTRACT_EXAMPLE | {"log_file": "/var/log/cb.log"}))
+    assert config.log_destination({}) == Path("/var/log/cb.log")
+    assert config.log_destination({"CAPACITY_BROKER_SLURM_LOG": "/tmp/x.log"}) == Path("/tmp/x.log")
+    assert load(write(tmp_path, CONTRACT_EXAMPLE)).log_destination({}) is None
