@@ -112,6 +112,8 @@ class FanoutResult(Generic[H]):
     max_busy: int  # most creates in flight + holds not confirmed given back at once
     stalled: bool = False  # a bug guard: the plan waited on nothing (see ``run``)
     starts: list[tuple[int, int, int]] = field(default_factory=list)
+    # How many of ``observations`` ``on_decided`` was given; the rest came after.
+    decided_observations: int = 0
 
     @property
     def cleanup_pending(self) -> bool:
@@ -142,12 +144,15 @@ class Fanout(Generic[C, H]):
         deadline: float,
         memory: MemoryView | None = None,
         earlier: tuple[int, H, str | None] | None = None,
+        on_decided: Callable[[list[Observation]], None] | None = None,
     ) -> FanoutResult[H]:
         """Try ``candidates`` (in preference order) until the answer is known and every hold
         not kept is given back. ``deadline`` (the runtime's clock): no create starts after it.
         ``memory``: what decides the width, the hedge delay and the quota cap. ``earlier``:
         (index, hold, reservation id) of a live hold an earlier invocation of the request
-        made, which enters as answered."""
+        made, which enters as answered. ``on_decided``: called once, in this thread, with the
+        observations so far, as soon as the answer is known and while the last give-backs run
+        (e.g. to start the memory's write so it overlaps them)."""
         keys = [c.key for c in candidates]
         view = memory or MemoryView()
         rt = self.runtime(self.max_concurrency)
@@ -166,12 +171,17 @@ class Fanout(Generic[C, H]):
         observations: list[Observation] = []
         in_flight = creates = give_backs = 0
         stalled = False
+        decided_at: int | None = None
         try:
             while True:
                 moment = rt.now()
                 if moment >= deadline and not plan.expired:
                     plan.expire()
                 step = plan.step(moment)
+                if decided_at is None and plan.decision().final:
+                    decided_at = len(observations)
+                    if on_decided is not None:
+                        on_decided(list(observations))
                 for index in step.give_back:
                     rt.submit(Task("give_back", index), self._giving(holds.pop(index)))
                     in_flight += 1
@@ -246,6 +256,7 @@ class Fanout(Generic[C, H]):
             max_busy=plan.max_busy,
             stalled=stalled,
             starts=list(plan.starts),
+            decided_observations=len(observations) if decided_at is None else decided_at,
         )
 
     def _trying(self, item: C, round_: int) -> Callable[[], object]:

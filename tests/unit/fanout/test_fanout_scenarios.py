@@ -289,3 +289,29 @@ def test_after_a_quota_error_starts_go_one_at_a_time() -> None:
     assert [r.outcome for r in done.result.reports] == [Outcome.INSUFFICIENT_CAPACITY] * 4 + [
         Outcome.AVAILABLE
     ]
+
+
+def test_the_decision_is_signalled_while_the_give_backs_still_run() -> None:
+    ec2 = SimEc2([Spec("insufficient"), Spec("available")], give_back_latency=0.5)
+    seen: list[tuple[float, list[Seen | None]]] = []
+    runtimes: list = []
+
+    from capacity_broker.logic.fanout import Fanout
+    from fanout_sim import SimRuntime, candidates
+
+    def runtime(workers: int) -> SimRuntime:
+        runtimes.append(SimRuntime(ec2, workers))
+        return runtimes[-1]
+
+    engine = Fanout(ec2.try_one, ec2.give_back, keep=False, max_concurrency=4, runtime=runtime)
+    result = engine.run(
+        candidates(2),
+        1e9,
+        on_decided=lambda observations: seen.append(
+            (runtimes[0].clock, [o.seen for o in observations])
+        ),
+    )
+    # Decided when the second answered (t=0.2); its cancel confirms half a second later.
+    assert seen == [(0.2, [Seen.INSUFFICIENT, Seen.AVAILABLE])]
+    assert result.decided_observations == 2
+    assert [round(o.reservation_seconds, 9) for o in result.observations[2:]] == [0.5]
