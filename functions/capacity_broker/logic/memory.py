@@ -25,7 +25,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
-from ..adapters.aws import AwsError
 from ..adapters.dynamodb_memory import MemoryTable
 from ..domain import memory as rules
 from ..domain.memory import HOUR, MemoryView, Observation, Tally
@@ -61,8 +60,8 @@ class Recall:
                 arrived = self.table.result(timeout=wait)
             except FutureTimeout:
                 arrived = None
-            except AwsError as error:
-                log.warning("capacity memory not read from the state table: %s", error)
+            except Exception:  # advice only: nothing about the memory may fail a request
+                log.warning("capacity memory not read from the state table", exc_info=True)
                 arrived = None
             if arrived is not None:
                 tallies.extend(arrived)
@@ -145,9 +144,9 @@ class CapacityMemory:
             expiration = tally.hour + HOUR + self.keep_seconds
             try:
                 self.table.add(tally, expiration, deadline)
-            except AwsError as error:
+            except Exception:
                 # The memory is advice: a lost write costs a wider fan-out later, not an answer.
-                log.warning("capacity memory not written to the state table: %s", error)
+                log.warning("capacity memory not written to the state table", exc_info=True)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait for the background writes; False if some are still running at ``timeout``."""
