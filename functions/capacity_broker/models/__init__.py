@@ -1,6 +1,7 @@
 """Typed requests and answers of the five entry points (contract).
 
-One module per entry point (``probe``, ``reserve``, ``release``, ``cleaner``, ``capacity``);
+One module per entry point (``probe``, ``reserve``, ``release``, ``cleaner``, ``capacity``)
+and for the capacity memory's ``history``;
 shared field types in ``common``; the ``invalid_request`` answer in ``invalid``.
 
 Importing the package builds no model: each name is imported from its module on first use, so a
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
         request_id_from,
         request_id_of,
     )
+    from .history import HistoryRow
     from .invalid import ErrorResponse, FieldError, InvalidRequestResponse, invalid_request
     from .probe import Attempt, ProbeAttempt, ProbeRequest, ProbeResponse
     from .release import ReleaseRequest, ReleaseResponse, SkippedReservation
@@ -54,6 +56,7 @@ _HOME = {
     "DurationRange": "capacity",
     "ErrorResponse": "invalid",
     "FieldError": "invalid",
+    "HistoryRow": "history",
     "InvalidRequestResponse": "invalid",
     "ItemError": "common",
     "LaunchTemplateInfo": "reserve",
@@ -99,6 +102,7 @@ __all__ = [
     "DurationRange",
     "ErrorResponse",
     "FieldError",
+    "HistoryRow",
     "InvalidRequestResponse",
     "ItemError",
     "LaunchTemplateInfo",

@@ -1,0 +1,468 @@
+"""The fan-out policy: when each attempt of a probe or reserve starts and when each hold is
+given back; never what the answer is.
+
+The answer is the **sequential oracle**'s: try the candidates in order, one at a time, giving
+each hold back before the next; the first that holds wins; a quota error (with nothing else of
+the request held or in flight) or a permission-type error stops, and later candidates are
+``not_tried``; any other answer moves on. ``Plan`` reaches that answer with concurrency:
+
+- **Decided in order.** The answer is the first candidate whose answer is decisive (held,
+  stop) with every candidate before it answered non-decisively. Candidates after a decisive
+  one are never started; candidates before it always are (memory never skips one).
+- **Quota.** EC2 counts the request's own unused holds (and creates it is processing) toward
+  the account's limits, so a quota error while anything else of the request is held or in
+  flight is not an answer: the candidate is *parked* and retried once that has drained. Only a
+  quota error on an attempt that ran *solo* (nothing else of the request occupying the quota
+  from its start to its answer) counts: the request alone exceeds the limit. A parked
+  candidate also lowers the cap on holds and creates at once to what the quota was seen to
+  carry; with a hold kept (reserve) of a worse candidate blocking a better one, that hold is
+  given back to make room, and its candidate is tried again later if it still matters.
+- **Width.** ``bound``: only candidates before it may start. It starts from the memory's hints
+  (``first_bound``) and widens (``widen``) at the first non-decisive answer or when the hedge
+  delay passes without an answer.
+
+Concurrency bounds: ``busy`` (creates in flight + holds not yet confirmed given back) stays
+below ``cap`` = min(max concurrency, the quota cap from memory, the cap learned in this
+request) at every start, and creates in flight below max concurrency.
+
+Everything here is pure bookkeeping on times passed in; ``logic.fanout`` runs it with threads
+(or a test with a simulated clock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Generic, TypeVar
+
+from .errors import ErrorClass, Outcome, attempt_outcome, stops_everything
+from .memory import Hint, Seen
+
+H = TypeVar("H")
+
+
+class Kind(StrEnum):
+    """What one create's answer means to the fan-out."""
+
+    HELD = "held"  # capacity: decisive
+    INSUFFICIENT = "insufficient"  # move on
+    UNSUPPORTED = "unsupported"  # move on
+    QUOTA = "quota"  # decisive only when the attempt ran solo; otherwise retried
+    STOP = "stop"  # permission-type: decisive
+    ERROR = "error"  # anything else (throttled past the budget, 5xx, invalid...): move on
+
+
+def kind_of(error_class: ErrorClass | None) -> Kind:
+    """Built on the contract's outcome of the same error (one table of codes, in ``errors``)."""
+    if error_class is None:
+        return Kind.HELD
+    outcome = attempt_outcome(error_class)
+    if outcome is Outcome.INSUFFICIENT_CAPACITY:
+        return Kind.INSUFFICIENT
+    if outcome is Outcome.UNSUPPORTED:
+        return Kind.UNSUPPORTED
+    if outcome is Outcome.LIMIT_EXCEEDED:
+        return Kind.QUOTA
+    return Kind.STOP if stops_everything(error_class) else Kind.ERROR
+
+
+SEEN = {
+    Kind.HELD: Seen.AVAILABLE,
+    Kind.INSUFFICIENT: Seen.INSUFFICIENT,
+    Kind.UNSUPPORTED: Seen.UNSUPPORTED,
+    Kind.QUOTA: Seen.QUOTA,
+    Kind.STOP: Seen.ERROR,
+    Kind.ERROR: Seen.ERROR,
+}
+_MOVE_ON = frozenset({Kind.INSUFFICIENT, Kind.UNSUPPORTED, Kind.ERROR})
+
+
+@dataclass(frozen=True)
+class Tried(Generic[H]):
+    """What one create answered: a live hold, or an error with its class and code."""
+
+    hold: H | None = None
+    reservation_id: str | None = None
+    error_class: ErrorClass | None = None
+    error_code: str | None = None
+    message: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.hold is None) == (self.error_class is None):
+            raise ValueError("a try answers either a hold or an error class")
+
+    @property
+    def kind(self) -> Kind:
+        return kind_of(self.error_class)
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.error_class is None:
+            return Outcome.AVAILABLE
+        return attempt_outcome(self.error_class)
+
+
+def first_bound(hints: Sequence[Hint]) -> int:
+    """How many candidates may start at first. Up to and including the first promising one
+    (not just out of capacity): it alone if memory says it had capacity a moment ago (with the
+    ones before it, which must still be tried now); the first alone if nothing is known of it;
+    and, when the first ones have just been out of capacity and the next is unknown, as far as
+    ``widen`` goes."""
+    promising = next((i for i, hint in enumerate(hints) if hint is not Hint.OUT), len(hints))
+    if promising == len(hints):
+        return len(hints)
+    if hints[promising] is Hint.AVAILABLE:
+        return promising + 1
+    if promising == 0:
+        return 1
+    return widen(hints, promising)
+
+
+def widen(hints: Sequence[Hint], bound: int) -> int:
+    """The next width: through the next candidate memory says had capacity, else all."""
+    for index in range(bound, len(hints)):
+        if hints[index] is Hint.AVAILABLE:
+            return index + 1
+    return len(hints)
+
+
+class Phase(StrEnum):
+    WAITING = "waiting"  # to be tried (again)
+    RUNNING = "running"  # its create is in flight
+    PARKED = "parked"  # quota error while the request occupied the quota: retried later
+    DONE = "done"  # answered
+
+
+class HoldState(StrEnum):
+    NONE = "none"
+    LIVE = "live"
+    RETURNING = "returning"  # its give-back is in flight
+
+
+class DecisionKind(StrEnum):
+    WON = "won"  # ``index`` holds capacity, every candidate before it was tried now
+    STOPPED = "stopped"  # ``index`` answered quota (alone) or a permission-type error
+    NONE = "none"  # every candidate answered, none decisively
+    TIMED_OUT = "timed_out"  # the deadline came first; ``index``: the best hold, if any
+    UNDECIDED = "undecided"  # still running
+
+
+@dataclass(frozen=True)
+class Decision:
+    kind: DecisionKind
+    index: int | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.kind is not DecisionKind.UNDECIDED
+
+
+@dataclass(frozen=True)
+class HoldRecord:
+    """One hold given back: ``seconds`` from the create's answer to the give-back's end."""
+
+    reservation_id: str | None
+    cancelled: bool
+    seconds: float
+
+
+@dataclass
+class Slot:
+    """One candidate's bookkeeping."""
+
+    index: int
+    phase: Phase = Phase.WAITING
+    kind: Kind | None = None
+    outcome: Outcome = Outcome.NOT_TRIED
+    error_code: str | None = None
+    message: str | None = None
+    reservation_id: str | None = None
+    tries: int = 0
+    started_at: float = 0.0
+    solo: bool = False
+    parked_with: int = 0
+    hold: HoldState = HoldState.NONE
+    held_since: float = 0.0
+    reused: bool = False
+    requeue: bool = False  # its hold goes back to make room: try it again if still needed
+    holds: list[HoldRecord] = field(default_factory=list)
+
+    @property
+    def decisive(self) -> bool:
+        return self.phase is Phase.DONE and self.kind in (Kind.HELD, Kind.STOP, Kind.QUOTA)
+
+
+@dataclass(frozen=True)
+class Step:
+    start: tuple[int, ...] = ()
+    give_back: tuple[int, ...] = ()
+    wake_at: float | None = None  # call ``step`` again by then even without news
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class Report:
+    """One candidate in the answer (contract ``attempts``)."""
+
+    index: int
+    outcome: Outcome
+    error_code: str | None
+    message: str | None
+    reservation_id: str | None
+    cancelled: bool | None  # of its last hold; None when it has none, or it is kept
+    reservation_seconds: float  # of its holds given back
+    tries: int
+    holds: tuple[HoldRecord, ...]
+    kept: bool
+
+    @property
+    def cleanup_pending(self) -> bool:
+        """A hold of this candidate EC2 did not confirm as cancelled (contract: the answer
+        says ``"cleanup": "pending"``)."""
+        return any(not hold.cancelled for hold in self.holds)
+
+
+class Plan:
+    """The fan-out's state: ``step`` says what to start and give back; ``answered`` and
+    ``returned`` report what happened; ``expire`` stops new starts (the deadline)."""
+
+    def __init__(
+        self,
+        hints: Sequence[Hint],
+        *,
+        keep: bool,
+        max_concurrency: int,
+        hedge: float,
+        moment: float,
+        quota_cap: int | None = None,
+        held: Sequence[tuple[int, str | None]] = (),
+    ) -> None:
+        if not hints:
+            raise ValueError("a fan-out has at least one candidate")
+        self.hints = list(hints)
+        self.keep = keep
+        self.max_concurrency = max(1, max_concurrency)
+        self.cap = (
+            self.max_concurrency
+            if quota_cap is None
+            else min(self.max_concurrency, max(1, quota_cap))
+        )
+        self.hedge = max(0.0, hedge)
+        self.slots = [Slot(i) for i in range(len(hints))]
+        self.bound = first_bound(self.hints)
+        self.widened_at = moment
+        self.expired = False
+        self.stuck = 0  # holds whose give-back failed: EC2 may still count them
+        self.max_busy = 0
+        self.starts: list[tuple[int, int, int]] = []  # (index, busy before, cap) per start
+        for index, reservation_id in held:
+            # An earlier invocation's hold enters as answered: only better candidates are
+            # tried, and it is given back if one of them wins (or if it must make room).
+            slot = self.slots[index]
+            slot.phase, slot.kind, slot.outcome = Phase.DONE, Kind.HELD, Outcome.AVAILABLE
+            slot.hold, slot.held_since, slot.reused = HoldState.LIVE, moment, True
+            slot.reservation_id = reservation_id
+
+    # -- facts ----------------------------------------------------------------------------
+    @property
+    def running(self) -> int:
+        return sum(1 for s in self.slots if s.phase is Phase.RUNNING)
+
+    @property
+    def live(self) -> int:
+        """Holds EC2 still counts that the request can give back (live or being given)."""
+        return sum(1 for s in self.slots if s.hold is not HoldState.NONE)
+
+    @property
+    def busy(self) -> int:
+        return self.running + self.live
+
+    def cut(self) -> int | None:
+        """The first decisive candidate: nothing after it can change the answer."""
+        return next((s.index for s in self.slots if s.decisive), None)
+
+    def decision(self) -> Decision:
+        for slot in self.slots:
+            if slot.phase is Phase.DONE:
+                if slot.decisive:
+                    won = slot.kind is Kind.HELD
+                    return Decision(DecisionKind.WON if won else DecisionKind.STOPPED, slot.index)
+                continue
+            if self.expired:
+                cut = self.cut()
+                best = cut if cut is not None and self.slots[cut].kind is Kind.HELD else None
+                return Decision(DecisionKind.TIMED_OUT, best)
+            return Decision(DecisionKind.UNDECIDED)
+        return Decision(DecisionKind.NONE)
+
+    # -- events ---------------------------------------------------------------------------
+    def answered(
+        self,
+        index: int,
+        kind: Kind,
+        outcome: Outcome,
+        moment: float,
+        error_code: str | None = None,
+        message: str | None = None,
+        reservation_id: str | None = None,
+    ) -> None:
+        slot = self.slots[index]
+        if slot.phase is not Phase.RUNNING:
+            raise ValueError(f"candidate {index} answered without running")
+        slot.kind, slot.outcome = kind, outcome
+        slot.error_code, slot.message = error_code, message
+        # The id and truth of the latest answer; earlier holds stay in ``holds``.
+        slot.reservation_id = reservation_id if kind is Kind.HELD else None
+        if kind is Kind.HELD:
+            slot.phase, slot.hold, slot.held_since = Phase.DONE, HoldState.LIVE, moment
+        elif kind is Kind.QUOTA and not slot.solo:
+            # Possibly our own doing: retry when what occupied the quota has drained, and
+            # never again start more at once than the quota was seen to carry.
+            slot.phase = Phase.PARKED
+            slot.parked_with = self.busy
+            self.cap = min(self.cap, max(1, self.live))
+        else:
+            slot.phase = Phase.DONE
+        if kind in _MOVE_ON and self.bound < len(self.slots):
+            self.bound = widen(self.hints, self.bound)
+            self.widened_at = moment
+
+    def returned(self, index: int, cancelled: bool, moment: float) -> None:
+        slot = self.slots[index]
+        if slot.hold is not HoldState.RETURNING:
+            raise ValueError(f"candidate {index} gave back a hold it was not giving back")
+        slot.holds.append(
+            HoldRecord(slot.reservation_id, cancelled, max(0.0, moment - slot.held_since))
+        )
+        slot.hold = HoldState.NONE
+        if not cancelled:
+            self.stuck += 1
+
+    def expire(self) -> None:
+        self.expired = True
+
+    # -- the policy -----------------------------------------------------------------------
+    def step(self, moment: float) -> Step:
+        n = len(self.slots)
+        undecided = not self.decision().final
+        if (
+            undecided
+            and not self.expired
+            and self.bound < n
+            and moment >= self.widened_at + self.hedge
+        ):
+            self.bound = widen(self.hints, self.bound)
+            self.widened_at = moment
+        cut = self.cut()
+
+        give_back: list[int] = []
+        for slot in self.slots:
+            if slot.hold is not HoldState.LIVE:
+                continue
+            if self.keep and slot.index == cut and slot.kind is Kind.HELD:
+                continue  # the best hold so far: kept
+            give_back.append(slot.index)
+        for slot in self.slots:
+            # Parked after the answer was cut: no retry can matter any more.
+            if slot.phase is Phase.PARKED and cut is not None and slot.index > cut:
+                slot.phase = Phase.DONE
+                slot.outcome = Outcome.NOT_TRIED
+                slot.message = (
+                    f"EC2 answered {slot.error_code} while this request's own reservations "
+                    "occupied the quota; not retried: an earlier candidate decided the answer"
+                )
+
+        start: list[int] = []
+        if not self.expired:
+            limit = min(self.bound, n if cut is None else cut)
+            for slot in self.slots[:limit]:
+                if self.running >= self.max_concurrency or self.busy >= self.cap:
+                    break
+                ready = (slot.phase is Phase.WAITING and slot.hold is HoldState.NONE) or (
+                    slot.phase is Phase.PARKED and (self.busy == 0 or self.busy < slot.parked_with)
+                )
+                if not ready:
+                    continue
+                for other in self.slots:
+                    if other.phase is Phase.RUNNING:
+                        other.solo = False  # this start may take the quota it needs
+                self.starts.append((slot.index, self.busy, self.cap))
+                # Solo: nothing else of the request occupies the quota (a hold whose give-back
+                # failed is beyond our reach and does not count: see docs/fanout.md).
+                slot.solo = self.busy == 0
+                slot.phase, slot.started_at = Phase.RUNNING, moment
+                slot.tries += 1
+                start.append(slot.index)
+            self._make_room(cut, start, give_back)
+        self.max_busy = max(self.max_busy, self.busy)
+
+        for index in give_back:
+            self.slots[index].hold = HoldState.RETURNING
+        decided = self.decision().final
+        done = (
+            decided
+            and self.running == 0
+            and all(
+                s.hold is HoldState.NONE
+                or (s.hold is HoldState.LIVE and self.keep and s.index == self.cut())
+                for s in self.slots
+            )
+        )
+        wake_at = None
+        if not decided and not self.expired and self.bound < n:
+            wake_at = self.widened_at + self.hedge
+        return Step(tuple(start), tuple(give_back), wake_at, done)
+
+    def _make_room(self, cut: int | None, start: list[int], give_back: list[int]) -> None:
+        """Reserve keeps its best hold; if that hold is all that stops a better candidate from
+        being tried (parked on quota, or over the cap), give it back and try again later."""
+        if not self.keep or cut is None or self.slots[cut].hold is not HoldState.LIVE:
+            return
+        if self.running or any(s.hold is HoldState.RETURNING for s in self.slots) or start:
+            return  # something else will drain first
+        blocked = next(
+            (s for s in self.slots[:cut] if s.phase in (Phase.WAITING, Phase.PARKED)), None
+        )
+        if blocked is None:
+            return
+        kept = self.slots[cut]
+        kept.phase = Phase.WAITING
+        kept.requeue = True
+        give_back.append(kept.index)
+
+    # -- the answer -----------------------------------------------------------------------
+    def reports(self) -> list[Report]:
+        cut = self.cut()
+        out = []
+        for slot in self.slots:
+            outcome, message = slot.outcome, slot.message
+            if slot.phase is Phase.PARKED:
+                # Only left parked when the deadline came first.
+                outcome = Outcome.LIMIT_EXCEEDED
+                message = (
+                    f"EC2 answered {slot.error_code} while this request's own reservations "
+                    "occupied the quota; the time budget ran out before it could be retried alone"
+                )
+            elif slot.phase is Phase.WAITING and slot.tries == 0 and not slot.holds:
+                outcome = Outcome.NOT_TRIED
+            kept = slot.hold is HoldState.LIVE and self.keep and slot.index == cut
+            out.append(
+                Report(
+                    index=slot.index,
+                    outcome=outcome,
+                    error_code=slot.error_code,
+                    message=message,
+                    reservation_id=slot.reservation_id,
+                    cancelled=(
+                        slot.holds[-1].cancelled
+                        if slot.holds and not kept and slot.kind is Kind.HELD
+                        else None
+                    ),
+                    reservation_seconds=sum(h.seconds for h in slot.holds),
+                    tries=slot.tries,
+                    holds=tuple(slot.holds),
+                    kept=kept,
+                )
+            )
+        return out

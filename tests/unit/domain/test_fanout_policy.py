@@ -1,0 +1,162 @@
+"""The fan-out's pure rules: what an error means to it, how wide it starts and widens, and what
+fresh memory says."""
+
+from __future__ import annotations
+
+import pytest
+from capacity_broker.domain.errors import ErrorClass, Outcome
+from capacity_broker.domain.fanout import Kind, Tried, first_bound, kind_of, widen
+from capacity_broker.domain.memory import (
+    DECISION_WINDOW,
+    HEDGE_CEILING,
+    HEDGE_FLOOR,
+    Hint,
+    MemoryKey,
+    MemoryView,
+    Observation,
+    Seen,
+    Tally,
+    fold,
+    hedge_delay,
+    history,
+    hour_of,
+    latency_bucket,
+)
+
+A, X, U = Hint.AVAILABLE, Hint.OUT, Hint.UNKNOWN  # X: out
+KEY = MemoryKey("us-east-1", "use1-az1", "g6.xlarge")
+T = 1_763_719_200.0  # an hour boundary
+
+
+@pytest.mark.parametrize(
+    ("error_class", "kind"),
+    [
+        (None, Kind.HELD),
+        (ErrorClass.CAPACITY, Kind.INSUFFICIENT),
+        (ErrorClass.UNSUPPORTED, Kind.UNSUPPORTED),
+        (ErrorClass.QUOTA, Kind.QUOTA),
+        (ErrorClass.PERMISSION, Kind.STOP),
+        (ErrorClass.THROTTLE, Kind.ERROR),
+        (ErrorClass.TRANSIENT, Kind.ERROR),
+        (ErrorClass.INVALID, Kind.ERROR),
+        (ErrorClass.OTHER, Kind.ERROR),
+    ],
+)
+def test_what_an_answer_means_to_the_fanout(error_class: ErrorClass | None, kind: Kind) -> None:
+    assert kind_of(error_class) is kind
+
+
+def test_a_try_is_a_hold_or_an_error_never_both() -> None:
+    assert Tried(hold="h").outcome is Outcome.AVAILABLE
+    assert Tried(error_class=ErrorClass.THROTTLE).outcome is Outcome.THROTTLED
+    with pytest.raises(ValueError, match="either"):
+        Tried()
+    with pytest.raises(ValueError, match="either"):
+        Tried(hold="h", error_class=ErrorClass.CAPACITY)
+
+
+@pytest.mark.parametrize(
+    ("hints", "bound"),
+    [
+        ([U, U, U], 1),  # no memory: the first alone
+        ([A, U, U], 1),  # it had capacity a moment ago: alone
+        ([X, X, A, U], 3),  # the ones before the good one are tried with it
+        ([X, U, U, U], 4),  # the first ones are out and nothing is known after: all
+        ([X, U, U, A, U], 4),  # ... as far as the next one known to be good
+        ([X, X, X], 3),
+        ([U], 1),
+    ],
+)
+def test_how_wide_a_fanout_starts(hints: list[Hint], bound: int) -> None:
+    assert first_bound(hints) == bound
+
+
+def test_widening_goes_through_the_next_known_good_candidate_else_everywhere() -> None:
+    assert widen([A, U, A, U], 1) == 3
+    assert widen([A, U, U, U], 1) == 4
+    assert widen([U, A], 1) == 2
+
+
+def test_hedge_delay_follows_the_measured_tail_within_bounds() -> None:
+    assert hedge_delay({}) == HEDGE_CEILING
+    assert hedge_delay({latency_bucket(0.05): 100}) == HEDGE_FLOOR
+    # 95th percentile: 94 fast answers and 6 slow ones put it among the slow.
+    assert hedge_delay({latency_bucket(0.1): 94, latency_bucket(0.7): 6}) == 0.75
+    assert hedge_delay({latency_bucket(0.1): 96, latency_bucket(0.7): 4}) == HEDGE_FLOOR
+    assert hedge_delay({latency_bucket(60.0): 3}) == HEDGE_CEILING
+
+
+def test_memory_hints_follow_the_latest_fresh_capacity_answer() -> None:
+    now = T + 1000
+    tally = Tally("us-east-1", "g6.xlarge", hour_of(now))
+    tally.last[("use1-az1", Seen.INSUFFICIENT)] = now - 100
+    tally.last[("use1-az1", Seen.AVAILABLE)] = now - 10
+    tally.last[("use1-az2", Seen.AVAILABLE)] = now - 100
+    tally.last[("use1-az2", Seen.UNSUPPORTED)] = now - 10
+    tally.last[("use1-az3", Seen.AVAILABLE)] = now - DECISION_WINDOW - 1
+    tally.last[("use1-az4", Seen.QUOTA)] = now - 1  # quota says nothing about capacity
+    view = MemoryView([tally], moment=now)
+    keys = [MemoryKey("us-east-1", f"use1-az{i}", "g6.xlarge") for i in range(1, 6)]
+    assert view.hints(keys) == [A, X, U, U, U]
+    assert view.hint(MemoryKey("us-east-1", "use1-az1", "g6.2xlarge")) is U
+
+
+def test_the_quota_cap_is_remembered_per_region_and_type_while_fresh() -> None:
+    tally = Tally("us-east-1", "p5.48xlarge", hour_of(T))
+    tally.quota_at, tally.quota_carried = T, 0
+    keys = [MemoryKey("us-east-1", "use1-az1", "p5.48xlarge")]
+    assert MemoryView([tally], moment=T + 10).quota_cap(keys) == 1  # one at a time at least
+    assert MemoryView([tally], moment=T + DECISION_WINDOW + 1).quota_cap(keys) is None
+    tally.quota_carried = 3
+    assert MemoryView([tally], moment=T + 10).quota_cap(keys) == 3
+    other = [MemoryKey("us-east-1", "use1-az1", "g6.xlarge")]
+    assert MemoryView([tally], moment=T + 10).quota_cap(other) is None
+
+
+def test_tallies_fold_observations_and_merge_without_losing_any() -> None:
+    observations = [
+        Observation(KEY, T + 5, Seen.AVAILABLE, latency=0.12),
+        Observation(KEY, T + 7, Seen.INSUFFICIENT, latency=0.09),
+        Observation(KEY, T + 8, reservation_seconds=0.25),
+        Observation(KEY, T + 3600 + 1, Seen.QUOTA, latency=0.1, carried=2),
+    ]
+    first, second = sorted(fold(observations), key=lambda t: t.hour)
+    assert first.hour == hour_of(T) and second.hour == hour_of(T) + 3600
+    assert first.counts == {("use1-az1", Seen.AVAILABLE): 1, ("use1-az1", Seen.INSUFFICIENT): 1}
+    assert first.reservation_seconds == {"use1-az1": 0.25}
+    assert sum(first.latency.values()) == 2
+    assert (second.quota_at, second.quota_carried) == (T + 3601, 2)
+    again = first.copy()
+    again.add(first)
+    assert again.counts[("use1-az1", Seen.AVAILABLE)] == 2
+    assert again.last[("use1-az1", Seen.AVAILABLE)] == T + 5
+    assert again.reservation_seconds == {"use1-az1": 0.5}
+    with pytest.raises(ValueError, match="cannot merge"):
+        again.add(second)
+
+
+def test_history_sums_per_place_and_filters() -> None:
+    observations = [
+        Observation(KEY, T + 10, Seen.AVAILABLE),
+        Observation(KEY, T + 20, Seen.INSUFFICIENT),
+        Observation(KEY, T + 30, Seen.QUOTA),
+        Observation(KEY, T + 40, reservation_seconds=1.5),
+        Observation(MemoryKey("us-east-1", "use1-az2", "g6.xlarge"), T + 50, Seen.UNSUPPORTED),
+        Observation(MemoryKey("us-west-2", "usw2-az1", "p5.48xlarge"), T - 7200, Seen.AVAILABLE),
+    ]
+    rows = history(fold(observations))
+    assert [(r.region, r.availability_zone_id, r.instance_type) for r in rows] == [
+        ("us-east-1", "use1-az1", "g6.xlarge"),
+        ("us-east-1", "use1-az2", "g6.xlarge"),
+        ("us-west-2", "usw2-az1", "p5.48xlarge"),
+    ]
+    first = rows[0]
+    assert first.attempts == 3
+    assert first.success_rate == 0.5  # a quota error says nothing about capacity
+    assert (first.last_available, first.last_insufficient) == (T + 10, T + 20)
+    assert first.reservation_seconds == 1.5
+    assert rows[1].success_rate == 0.0
+    assert [r.instance_type for r in history(fold(observations), since=T)] == ["g6.xlarge"] * 2
+    assert history(fold(observations), since=T + 15)[0].last_available is None
+    assert len(history(fold(observations), instance_types=["p5.48xlarge"])) == 1
+    assert len(history(fold(observations), regions=["us-east-1"])) == 2
