@@ -17,6 +17,7 @@ from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from moto.backends import get_backend
 from moto.core.base_backend import BackendDict
 from moto.core.responses import ActionResult, BaseResponse
+from moto.dynamodb.models import DynamoDBBackend
 from moto.ec2.models import EC2Backend
 from moto.ec2.responses import EC2Response
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX, get_prefix
@@ -51,6 +52,8 @@ def install() -> None:
         _replace(
             EC2Backend, "do_resources_exist", _wrap_resources_exist(EC2Backend.do_resources_exist)
         )
+        for name in _DYNAMODB_WRITES:
+            _replace(DynamoDBBackend, name, _atomic(getattr(DynamoDBBackend, name)))
         _installed = True
 
 
@@ -72,6 +75,29 @@ def _replace(klass: type, name: str, value: Any) -> None:
     if (klass, name) not in _saved:
         _saved[(klass, name)] = klass.__dict__.get(name)
     setattr(klass, name, value)
+
+
+# DynamoDB applies each item write atomically, conditions included ("Condition expressions",
+# "Atomic counters" in the DynamoDB Developer Guide); moto 5.2.5 reads and writes an item
+# without a lock, so concurrent ADDs to one item lose updates and two conditional puts can both
+# succeed. One lock around moto's writes gives DynamoDB's guarantee (and no more: reads stay
+# unlocked). Re-entrant: a batch or transaction calls the single-item writes.
+_DYNAMODB_WRITES = (
+    "put_item",
+    "update_item",
+    "delete_item",
+    "batch_write_item",
+    "transact_write_items",
+)
+_dynamodb_lock = threading.RLock()
+
+
+def _atomic(original: Callable[..., Any]) -> Callable[..., Any]:
+    def write(self: DynamoDBBackend, *args: Any, **kwargs: Any) -> Any:
+        with _dynamodb_lock:
+            return original(self, *args, **kwargs)
+
+    return write
 
 
 def _wrap_resources_exist(original: Callable[..., bool]) -> Callable[..., bool]:

@@ -111,3 +111,35 @@ def test_cloudformation_timeout(cfn, emu):
     with pytest.raises(ReadTimeoutError):
         cfn.describe_stacks(StackName="hpc-job-1")
     assert cfn.describe_stacks(StackName="hpc-job-1")["Stacks"]
+
+
+def test_dynamodb_item_writes_are_atomic(emu, client):
+    """DynamoDB applies each UpdateItem atomically ("atomic counters"); moto alone loses some of
+    many concurrent ADDs to one item."""
+    import threading
+
+    dynamodb = client("dynamodb")
+    dynamodb.create_table(
+        TableName="state",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    threads, adds = 16, 100
+
+    def add() -> None:
+        for _ in range(adds):
+            dynamodb.update_item(
+                TableName="state",
+                Key={"id": {"S": "counter"}},
+                UpdateExpression="ADD n :one",
+                ExpressionAttributeValues={":one": {"N": "1"}},
+            )
+
+    workers = [threading.Thread(target=add) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    item = dynamodb.get_item(TableName="state", Key={"id": {"S": "counter"}})["Item"]
+    assert int(item["n"]["N"]) == threads * adds

@@ -213,26 +213,6 @@ def test_items_round_trip_through_their_encoding() -> None:
     assert decode({"id": {"S": "capacity-broker.reserve#abc"}, "status": {"S": "x"}}) is None
 
 
-@pytest.fixture
-def atomic_update_item(monkeypatch: pytest.MonkeyPatch) -> None:
-    """DynamoDB applies each UpdateItem atomically ("atomic counters", Developer Guide:
-    https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/WorkingWithItems.html#WorkingWithItems.AtomicCounters);
-    moto 5.2.5 does not (concurrent ADDs to one item lose some). Lock moto's update_item so
-    the test measures the broker's design, not the emulator's gap: a read-modify-write design
-    would still lose updates under this lock, one UpdateItem with ADD does not."""
-    from moto.dynamodb.models import DynamoDBBackend
-
-    lock = threading.Lock()
-    original = DynamoDBBackend.update_item
-
-    def update_item(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with lock:
-            return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(DynamoDBBackend, "update_item", update_item)
-
-
-@pytest.mark.usefixtures("atomic_update_item")
 def test_concurrent_containers_lose_no_update(table: str) -> None:
     clock = Clock()
     containers, rounds = 6, 15
