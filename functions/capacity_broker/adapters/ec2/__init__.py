@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from .base import Ec2Base
 from .discovery import DiscoveryMixin, Pricing, Zone
-from .launches import FleetError, FleetResult, LaunchesMixin, TemplateVersion
+from .launches import (
+    FleetError,
+    FleetResult,
+    LaunchesMixin,
+    LaunchTemplate,
+    Refused,
+    TemplateVersion,
+)
 from .network import Image, NetworkMixin, Subnet, clear_caches
 from .reservations import NewReservation, Reservation, ReservationsMixin
 
@@ -26,8 +33,10 @@ __all__ = [
     "FleetError",
     "FleetResult",
     "Image",
+    "LaunchTemplate",
     "NewReservation",
     "Pricing",
+    "Refused",
     "Reservation",
     "Subnet",
     "TemplateVersion",
