@@ -16,6 +16,7 @@ from moto.ec2.responses.launch_templates import LaunchTemplates as MotoLaunchTem
 
 from ..exceptions import client_error
 from ..models import launch_templates as versions
+from ..state import world
 from ._base import CapacityResponse
 
 # DescribeLaunchTemplateVersions: "This value can be between 1 and 200."
@@ -62,6 +63,8 @@ class LaunchTemplateVersions(CapacityResponse):
             self.params["LaunchTemplateData"] = base
         made = MotoLaunchTemplates.create_launch_template_version(self).result
         version = made["LaunchTemplateVersion"]  # type: ignore[index]
+        # Created at the emulator's time (moto stamps the wall clock), like everything else.
+        template.versions[int(version["VersionNumber"]) - 1].create_time = world.clock.now()
         return version["LaunchTemplateId"], int(version["VersionNumber"])
 
     def _version_item(self, template_id: str, number: int) -> dict[str, Any]:
