@@ -12,7 +12,8 @@ regions:
     unsupported:  [{availability_zone: us-east-1e, instance_type: p5.48xlarge}]
     quotas:       {instances: {p5.48xlarge: 8}, vcpus: {G: 512}}
     images:       [{id: ami-0rhel0000000001, name: rhel9, platform_details: Red Hat BYOL Linux}]
-    launch_templates: [{name: hpc-nodes, data: {ImageId: ami-..., InstanceType: c7i.large}}]
+    launch_templates: [{name: hpc-nodes, data: {ImageId: ami-..., InstanceType: c7i.large},
+                        tags: {capacity-broker:cluster-id: hpc}}]
     reservations: [{instance_type: g6.xlarge, availability_zone: us-east-1a, count: 4,
                     used: 1, match: open, tags: {team: ml}}]
     capacity_blocks: [{instance_type: p5.48xlarge, availability_zone: us-east-1b, count: 2,
@@ -175,7 +176,10 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
             "moto.ec2.models.launch_templates.random_launch_template_id", template.get("id")
         ):
             created = ec2.create_launch_template(
-                template["name"], template.get("description", ""), template.get("data") or {}, {}
+                template["name"],
+                template.get("description", ""),
+                template.get("data") or {},
+                {"launch-template": dict(template.get("tags") or {})},
             )
         ids.launch_templates[template["name"]] = created.id
     for item in spec.get("reservations") or []:

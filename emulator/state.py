@@ -22,6 +22,12 @@ class Settings:
     pending_seconds: float = 0.0
     # Capacity of a (AZ, type) pool that no scenario declared; None is unlimited.
     default_capacity: int | None = None
+    # EC2's versions per launch template (quota); None lifts the limit.
+    launch_template_version_limit: int | None = 10_000
+    # An instant fleet with use-capacity-reservations-first does not use a launch template that
+    # targets a Capacity Reservation (EC2 User Guide; Karpenter's designs/odcr.md). False: it
+    # launches from such a template as if the strategy were not set.
+    fleet_skips_reservation_targets: bool = True
 
 
 class World:

@@ -185,13 +185,31 @@ class BrokerPermissions(Construct):
         self._state_table(draft)
 
     def _release(self, draft: _PolicyDraft) -> None:
-        self._describe(draft, ("ec2:DescribeCapacityReservations",), region_scoped=True)
+        self._describe(
+            draft,
+            (
+                "ec2:DescribeCapacityReservations",
+                "ec2:DescribeLaunchTemplates",
+                "ec2:DescribeLaunchTemplateVersions",
+            ),
+            region_scoped=True,
+        )
         self._cancel_reservations(draft, purposes=("hold",))
+        self._delete_template_versions(draft)
 
     def _cleaner(self, draft: _PolicyDraft) -> None:
         # "Consumed" is read from the reservation's own counts, not from DescribeInstances.
-        self._describe(draft, ("ec2:DescribeCapacityReservations",), region_scoped=True)
+        self._describe(
+            draft,
+            (
+                "ec2:DescribeCapacityReservations",
+                "ec2:DescribeLaunchTemplates",
+                "ec2:DescribeLaunchTemplateVersions",
+            ),
+            region_scoped=True,
+        )
         self._cancel_reservations(draft, purposes=("probe", "hold"))
+        self._delete_template_versions(draft)
         draft.allow(
             "ReadJobStackStatus",
             ["cloudformation:DescribeStacks"],
@@ -282,6 +300,20 @@ class BrokerPermissions(Construct):
             self._ec2_arns("capacity-reservation"),
             conditions=self._owned_condition(purposes),
             wildcard_reason=_OWNED_RESERVATIONS,
+        )
+
+    def _delete_template_versions(self, draft: _PolicyDraft) -> None:
+        """The versions reserve made, once nothing launches from them; in the cluster's
+        tagged templates only (the function itself never deletes the default version, nor a
+        version whose description does not carry its ownership marker)."""
+        draft.allow(
+            "DeleteClusterLaunchTemplateVersions",
+            ["ec2:DeleteLaunchTemplateVersions"],
+            self._ec2_arns("launch-template"),
+            conditions={
+                "StringEquals": {f"aws:ResourceTag/{TAG_CLUSTER_ID}": self._config.cluster_id}
+            },
+            wildcard_reason=_LAUNCH_TEMPLATES,
         )
 
     def _launch(self, draft: _PolicyDraft) -> None:

@@ -551,11 +551,15 @@ class CapacityBackend:
 
     def _plan_targeted(self, request: LaunchRequest, count: int) -> Allocation:
         reservation = self.get(str(request.target_id))
-        if reservation.is_capacity_block != (request.market_type == "capacity-block"):
+        if reservation.is_capacity_block != (request.market_type == "capacity-block") or (
+            request.market_type not in (None, "on-demand", "capacity-block")
+        ):
+            # A Capacity Block takes capacity-block launches only; an On-Demand Capacity
+            # Reservation On-Demand ones only (a spot market type cannot use it).
             raise client_error(
                 "InvalidParameterCombination",
                 "Launches into a Capacity Block need MarketType capacity-block, and only they "
-                "may use it.",
+                "may use it; a Capacity Reservation takes On-Demand launches only.",
             )
         if reservation.waiting_to_start:
             # AWS: launching into a Capacity Block that has not started yet answers

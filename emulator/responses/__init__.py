@@ -7,16 +7,25 @@ actions up by snake_case name on that class).
 from .capacity_blocks import CapacityBlocks
 from .capacity_reservations import CapacityReservations
 from .discovery import Discovery
+from .launch_templates import LaunchTemplateVersions
 from .launches import Launches
 from .tags import Tags
 
-RESPONSE_CLASSES = (CapacityReservations, CapacityBlocks, Launches, Discovery, Tags)
+RESPONSE_CLASSES = (
+    CapacityReservations,
+    CapacityBlocks,
+    LaunchTemplateVersions,
+    Launches,
+    Discovery,
+    Tags,
+)
 
 __all__ = [
     "RESPONSE_CLASSES",
     "CapacityBlocks",
     "CapacityReservations",
     "Discovery",
+    "LaunchTemplateVersions",
     "Launches",
     "Tags",
 ]

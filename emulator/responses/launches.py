@@ -12,13 +12,13 @@ import copy
 from typing import Any
 
 from moto.core.responses import ActionResult
-from moto.ec2.exceptions import EC2ClientError, InvalidLaunchTemplateVersionNotFound
+from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.responses.fleets import Fleets as MotoFleets
 from moto.ec2.responses.instances import InstanceResponse
-from moto.ec2.responses.launch_templates import LaunchTemplates as MotoLaunchTemplates
 
 from ..exceptions import EC2ServerError, client_error
 from ..models import Allocation, LaunchRequest
+from ..models import launch_templates as versions
 from ..state import world
 from ._base import CapacityResponse
 
@@ -43,26 +43,23 @@ def _platform_of_image(ec2: Any, image_id: str | None) -> str:
     return "Linux/UNIX"
 
 
-def _version(template: Any, version: Any) -> Any:
-    """moto's ``get_version``, strict: "abc", "0" and "-1" name no version (moto would
-    raise a ValueError or index from the end)."""
-    text = str(version)
-    if text.lower() not in ("$latest", "$default") and not (text.isdigit() and int(text) >= 1):
-        raise InvalidLaunchTemplateVersionNotFound(text, template.id)
-    return template.get_version(text)
-
-
-def _template_data(ec2: Any, spec: dict[str, Any] | None) -> dict[str, Any]:
+def _template_version(ec2: Any, spec: dict[str, Any] | None) -> Any:
+    """The launch template version a launch names (None without a template)."""
     if not spec:
-        return {}
+        return None
     template_id = spec.get("LaunchTemplateId")
     template = (
         ec2.get_launch_template(template_id)
         if template_id
         else ec2.get_launch_template_by_name(spec.get("LaunchTemplateName"))
     )
-    version = spec.get("Version") or str(template.default_version_number)
-    return dict(_version(template, version).data)
+    return versions.version(template, spec.get("Version") or "$Default")
+
+
+def _pinned(version: Any) -> dict[str, str]:
+    """The template and version by number, for moto, which would read "$Latest" as the last
+    version in its list even when that version was deleted."""
+    return {"LaunchTemplateId": version.template.id, "Version": str(version.number)}
 
 
 def launch_request(
@@ -119,7 +116,10 @@ def _check_capacity_block_fleet(target: dict[str, Any], options: dict[str, Any])
 class Launches(CapacityResponse):
     # -- RunInstances -------------------------------------------------------------------
     def run_instances(self) -> ActionResult:
-        template = _template_data(self.ec2_backend, self._get_param("LaunchTemplate"))
+        version = _template_version(self.ec2_backend, self._get_param("LaunchTemplate"))
+        if version is not None:
+            self.params["LaunchTemplate"] = _pinned(version)
+        template = dict(version.data) if version is not None else {}
         data = {**template, **{k: v for k, v in self.params.items() if v is not None}}
         nics = data.get("NetworkInterfaces") or []
         subnet_id = data.get("SubnetId") or (nics[0].get("SubnetId") if nics else None)
@@ -212,9 +212,10 @@ class Launches(CapacityResponse):
             raise client_error(
                 "Unsupported", "The capacity emulator's instant fleets launch On-Demand only."
             )
-        candidates = self._fleet_candidates(options)
+        candidates, unused = self._fleet_candidates(options)
         with world.lock:
             placed, errors = self._place_fleet(candidates, total, single_az, single_type)
+            errors = unused + errors
             if minimum and _units(placed) < minimum:
                 placed = []  # all or nothing
             fleet = self._fleet_record(total)
@@ -230,19 +231,28 @@ class Launches(CapacityResponse):
             ]
         return ActionResult(result)
 
-    def _fleet_candidates(self, options: dict[str, Any]) -> list[dict[str, Any]]:
-        """One entry per (template config, override), in the order EC2 would try them."""
+    def _fleet_candidates(
+        self, options: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """One entry per (template config, override), in the order EC2 would try them; and an
+        error entry for each one the fleet does not use."""
         candidates = []
+        unused = []
+        reservations_first = (
+            (options.get("CapacityReservationOptions") or {}).get("UsageStrategy")
+            == "use-capacity-reservations-first"
+        ) and world.settings.fleet_skips_reservation_targets
         for config in self._get_param("LaunchTemplateConfigs", []) or []:
             spec = dict(config.get("LaunchTemplateSpecification") or {})
-            data = _template_data(self.ec2_backend, spec)
-            template_id = (
-                spec.get("LaunchTemplateId")
-                or self.ec2_backend.get_launch_template_by_name(spec.get("LaunchTemplateName")).id
-            )
+            found = _template_version(self.ec2_backend, spec)
+            data = dict(found.data)
+            template_id = found.template.id
             version = spec.get("Version") or "$Default"
             for position, override in enumerate(config.get("Overrides") or [{}]):
                 merged = {**data, **{k: v for k, v in override.items() if k != "Priority"}}
+                if reservations_first and _targets_a_reservation(merged):
+                    unused.append(_unused_config(template_id, version, override))
+                    continue
                 subnet_id = override.get("SubnetId") or data.get("SubnetId")
                 if not subnet_id:
                     nics = data.get("NetworkInterfaces") or []
@@ -258,6 +268,7 @@ class Launches(CapacityResponse):
                         "weight": float(override.get("WeightedCapacity") or 1),
                         "priority": float(override.get("Priority", position)),
                         "spec": {"LaunchTemplateId": template_id, "Version": version},
+                        "pinned": _pinned(found),
                         "override": {
                             k: v
                             for k, v in {
@@ -271,7 +282,7 @@ class Launches(CapacityResponse):
                 )
         if (options.get("AllocationStrategy") or "lowest-price") == "prioritized":
             candidates.sort(key=lambda c: c["priority"])
-        return candidates
+        return candidates, unused
 
     def _place_fleet(
         self,
@@ -399,7 +410,7 @@ class Launches(CapacityResponse):
                 subnet_id=candidate["subnet_id"],
                 fleet_id=fleet.id,
                 tags=tag_spec,
-                launch_template=candidate["spec"],
+                launch_template=candidate["pinned"],
             )
             ids = [i.id for i in reservation.instances]
             self.capacity.commit(plan, ids)
@@ -430,54 +441,30 @@ class Launches(CapacityResponse):
                 )
         return tags
 
-    # -- CreateLaunchTemplateVersion ----------------------------------------------------
-    def create_launch_template_version(self) -> ActionResult:
-        # A retry (same ClientToken) gets the version the first call made.
-        made, _ = self.capacity.client_tokens.once(
-            "CreateLaunchTemplateVersion",
-            self._get_param("ClientToken"),
-            self.params,
-            self._new_template_version,
-        )
-        return self._template_version_result(*made)
 
-    def _new_template_version(self) -> tuple[str, int]:
-        version = self._create_template_version().result["LaunchTemplateVersion"]  # type: ignore[index]
-        return version["LaunchTemplateId"], int(version["VersionNumber"])
+def _targets_a_reservation(data: dict[str, Any]) -> bool:
+    spec = data.get("CapacityReservationSpecification") or {}
+    return bool((spec.get("CapacityReservationTarget") or {}).get("CapacityReservationId"))
 
-    def _template_version_result(self, template_id: str, number: int) -> ActionResult:
-        template = self.ec2_backend.get_launch_template(template_id)
-        version = template.get_version(number)
-        return ActionResult(
-            {
-                "LaunchTemplateVersion": {
-                    "CreateTime": version.create_time,
-                    "CreatedBy": f"arn:{self.partition}:iam::{self.current_account}:root",
-                    "DefaultVersion": template.is_default(version),
-                    "LaunchTemplateData": version.data,
-                    "LaunchTemplateId": template.id,
-                    "LaunchTemplateName": template.name,
-                    "VersionDescription": version.description,
-                    "VersionNumber": version.number,
-                }
-            }
-        )
 
-    def _create_template_version(self) -> ActionResult:
-        source = self._get_param("SourceVersion")
-        if source:
-            name = self._get_param("LaunchTemplateName")
-            template_id = self._get_param("LaunchTemplateId")
-            template = (
-                self.ec2_backend.get_launch_template(template_id)
-                if template_id
-                else self.ec2_backend.get_launch_template_by_name(name)
-            )
-            base = copy.deepcopy(_version(template, source).data)
-            # EC2: parameters in LaunchTemplateData replace the source's; the rest is inherited.
-            base.update(self._get_param("LaunchTemplateData", {}) or {})
-            self.params["LaunchTemplateData"] = base
-        return MotoLaunchTemplates.create_launch_template_version(self)
+def _unused_config(template_id: str, version: str, override: dict[str, Any]) -> dict[str, Any]:
+    """EC2 Fleet "will not use any launch templates that target capacity reservations when
+    using usageStrategy: use-capacity-reservations-first" (Karpenter, designs/odcr.md, measured
+    against EC2); the EC2 User Guide asks for an "Open" or "Target by group" template with that
+    strategy. What EC2 reports for the unused template is not documented: an error entry per
+    override, InvalidParameterCombination (EC2's code for an incorrect combination of
+    parameters), so the caller sees why nothing launched."""
+    return {
+        "LaunchTemplateAndOverrides": {
+            "LaunchTemplateSpecification": {"LaunchTemplateId": template_id, "Version": version},
+            "Overrides": {k: v for k, v in override.items() if k != "Priority"},
+        },
+        "Lifecycle": "on-demand",
+        "ErrorCode": "InvalidParameterCombination",
+        "ErrorMessage": "A launch template that targets a Capacity Reservation is not used with "
+        "UsageStrategy use-capacity-reservations-first; target it without the strategy, or "
+        "use an open or resource-group target.",
+    }
 
 
 def _units(placed: list[tuple[dict[str, Any], list[Allocation]]]) -> float:

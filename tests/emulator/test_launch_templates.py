@@ -150,3 +150,149 @@ def test_launching_an_unknown_template_version(api, ec2, template):
             )
         assert error_of(exc) == ("InvalidLaunchTemplateId.VersionNotFound", 400)
     assert api.free("us-east-1a", "c5.large") == 4
+
+
+# -- ClientToken (EC2 "Ensuring idempotency": CreateLaunchTemplateVersion takes one) ----------
+def test_a_client_token_makes_one_version_and_refuses_other_parameters(ec2, template):
+    def create(**data):
+        return ec2.create_launch_template_version(
+            LaunchTemplateId=template,
+            SourceVersion="1",
+            ClientToken="job-42-hold-1",
+            LaunchTemplateData=data or {"InstanceType": "c5.xlarge"},
+        )["LaunchTemplateVersion"]["VersionNumber"]
+
+    assert create() == create() == 2
+    with pytest.raises(ClientError) as exc:
+        create(InstanceType="m5.large")
+    assert error_of(exc) == ("IdempotentParameterMismatch", 400)
+    versions = ec2.describe_launch_template_versions(LaunchTemplateId=template)
+    assert [v["VersionNumber"] for v in versions["LaunchTemplateVersions"]] == [1, 2]
+
+
+# -- DeleteLaunchTemplateVersions -------------------------------------------------------------
+def add_versions(ec2, template: str, count: int) -> list[int]:
+    return [
+        ec2.create_launch_template_version(
+            LaunchTemplateId=template,
+            SourceVersion="1",
+            VersionDescription=f"v{n}",
+            LaunchTemplateData={"KeyName": f"k{n}"},
+        )["LaunchTemplateVersion"]["VersionNumber"]
+        for n in range(count)
+    ]
+
+
+def numbers(ec2, template: str, **params) -> list[int]:
+    found = ec2.describe_launch_template_versions(LaunchTemplateId=template, **params)
+    return [v["VersionNumber"] for v in found["LaunchTemplateVersions"]]
+
+
+def test_deleted_versions_are_gone_and_numbers_are_never_reused(ec2, template):
+    assert add_versions(ec2, template, 3) == [2, 3, 4]
+    answer = ec2.delete_launch_template_versions(LaunchTemplateId=template, Versions=["2", "4"])
+    assert [v["VersionNumber"] for v in answer["SuccessfullyDeletedLaunchTemplateVersions"]] == [
+        2,
+        4,
+    ]
+    assert answer["UnsuccessfullyDeletedLaunchTemplateVersions"] == []
+    assert numbers(ec2, template) == [1, 3]
+    # $Latest is the newest version that still exists
+    [latest] = ec2.describe_launch_templates(LaunchTemplateIds=[template])["LaunchTemplates"]
+    assert latest["LatestVersionNumber"] == 3
+    assert version_data(ec2, template, "$Latest")["KeyName"] == "k1"
+    # "Launch template versions are numbered in the order in which they are created"
+    assert add_versions(ec2, template, 1) == [5]
+    for gone in ("2", "4"):
+        with pytest.raises(ClientError) as exc:
+            version_data(ec2, template, gone)
+        assert error_of(exc) == ("InvalidLaunchTemplateId.VersionNotFound", 400)
+
+
+def test_the_default_version_and_unknown_versions_are_refused_one_by_one(ec2, template):
+    add_versions(ec2, template, 1)
+    answer = ec2.delete_launch_template_versions(
+        LaunchTemplateId=template, Versions=["1", "2", "9"]
+    )
+    assert [v["VersionNumber"] for v in answer["SuccessfullyDeletedLaunchTemplateVersions"]] == [2]
+    refused = {
+        v["VersionNumber"]: v["ResponseError"]["Code"]
+        for v in answer["UnsuccessfullyDeletedLaunchTemplateVersions"]
+    }
+    assert refused == {1: "unexpectedError", 9: "launchTemplateVersionDoesNotExist"}
+    assert numbers(ec2, template) == [1]
+    again = ec2.delete_launch_template_versions(LaunchTemplateId=template, Versions=["2"])
+    assert [
+        v["ResponseError"]["Code"] for v in again["UnsuccessfullyDeletedLaunchTemplateVersions"]
+    ] == ["launchTemplateVersionDoesNotExist"]
+
+
+def test_deleting_from_an_unknown_template_or_too_many_at_once(ec2, template):
+    answer = ec2.delete_launch_template_versions(
+        LaunchTemplateId="lt-0123456789abcdef0", Versions=["2"]
+    )
+    [refused] = answer["UnsuccessfullyDeletedLaunchTemplateVersions"]
+    assert refused["ResponseError"]["Code"] == "launchTemplateIdDoesNotExist"
+    with pytest.raises(ClientError) as exc:
+        ec2.delete_launch_template_versions(
+            LaunchTemplateId=template, Versions=[str(n) for n in range(2, 203)]
+        )
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+
+
+def test_a_deleted_version_cannot_launch_or_become_the_default(api, ec2, template):
+    add_versions(ec2, template, 1)
+    ec2.delete_launch_template_versions(LaunchTemplateId=template, Versions=["2"])
+    with pytest.raises(ClientError) as exc:
+        ec2.run_instances(
+            MinCount=1,
+            MaxCount=1,
+            SubnetId=SUBNET_A,
+            LaunchTemplate={"LaunchTemplateId": template, "Version": "2"},
+        )
+    assert error_of(exc) == ("InvalidLaunchTemplateId.VersionNotFound", 400)
+    with pytest.raises(ClientError) as exc:
+        ec2.modify_launch_template(LaunchTemplateId=template, DefaultVersion="2")
+    assert error_of(exc) == ("InvalidLaunchTemplateId.VersionNotFound", 400)
+    # $Latest launches the newest live version (1), not the deleted one
+    [instance] = ec2.run_instances(
+        MinCount=1,
+        MaxCount=1,
+        SubnetId=SUBNET_A,
+        LaunchTemplate={"LaunchTemplateId": template, "Version": "$Latest"},
+    )["Instances"]
+    assert instance["KeyName"] == "hpc"
+    assert api.free("us-east-1a", "c5.large") == 3
+
+
+def test_the_version_limit_counts_the_versions_that_exist(emu, ec2, template):
+    # EC2 quota: 10,000 versions per launch template (a knob makes it small for the test)
+    emu.configure(launch_template_version_limit=3)
+    add_versions(ec2, template, 2)
+    with pytest.raises(ClientError) as exc:
+        add_versions(ec2, template, 1)
+    assert error_of(exc) == ("ResourceLimitExceeded", 400)
+    assert numbers(ec2, template) == [1, 2, 3]
+    ec2.delete_launch_template_versions(LaunchTemplateId=template, Versions=["2"])
+    assert add_versions(ec2, template, 1) == [4]
+
+
+def test_the_default_limit_is_ec2s_quota(world):
+    from emulator.state import world as state
+
+    assert state.settings.launch_template_version_limit == 10_000
+
+
+def test_versions_are_described_in_pages_and_windows(ec2, template):
+    add_versions(ec2, template, 6)  # versions 1..7
+    assert numbers(ec2, template, MinVersion="3", MaxVersion="5") == [4, 5]  # after 3, up to 5
+    first = ec2.describe_launch_template_versions(LaunchTemplateId=template, MaxResults=4)
+    assert [v["VersionNumber"] for v in first["LaunchTemplateVersions"]] == [1, 2, 3, 4]
+    rest = ec2.describe_launch_template_versions(
+        LaunchTemplateId=template, MaxResults=4, NextToken=first["NextToken"]
+    )
+    assert [v["VersionNumber"] for v in rest["LaunchTemplateVersions"]] == [5, 6, 7]
+    assert "NextToken" not in rest
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_launch_template_versions(LaunchTemplateId=template, MaxResults=201)
+    assert error_of(exc) == ("InvalidParameterValue", 400)

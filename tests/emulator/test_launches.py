@@ -639,3 +639,142 @@ def test_spot_instant_fleets_are_not_emulated(api, ec2):
             },
         )
     assert error_of(exc) == ("Unsupported", 400)
+
+
+# -- Capacity Reservations and the fleet's usage strategy -------------------------------------
+def targeting_template(ec2, name: str, reservation_id: str, **data) -> None:
+    ec2.create_launch_template(
+        LaunchTemplateName=name,
+        LaunchTemplateData={
+            "ImageId": AMI,
+            "InstanceType": "c5.large",
+            "CapacityReservationSpecification": {
+                "CapacityReservationPreference": "capacity-reservations-only",
+                **target(reservation_id),
+            },
+            **data,
+        },
+    )
+
+
+FIRST = {"UsageStrategy": "use-capacity-reservations-first"}
+
+
+def test_reservations_first_does_not_use_a_template_that_targets_a_reservation(api, ec2):
+    """EC2 User Guide ("Use Capacity Reservations ... in EC2 Fleet"): with the strategy, the
+    template's reservation setting is "Open" or "Target by group"; Karpenter measured that
+    CreateFleet does not use templates targeting a reservation under it."""
+    rid = api.reserve("c5.large", "us-east-1b", 3, InstanceMatchCriteria="targeted")[
+        "CapacityReservationId"
+    ]
+    targeting_template(ec2, "held", rid)
+    response = fleet(
+        ec2,
+        [{"SubnetId": SUBNET_B}],
+        3,
+        template="held",
+        SingleAvailabilityZone=True,
+        SingleInstanceType=True,
+        MinTargetCapacity=3,
+        CapacityReservationOptions=FIRST,
+    )
+    assert response["Instances"] == []
+    [error] = response["Errors"]
+    assert error["ErrorCode"] == "InvalidParameterCombination"
+    assert error["LaunchTemplateAndOverrides"]["Overrides"]["SubnetId"] == SUBNET_B
+    assert api.get(rid)["AvailableInstanceCount"] == 3
+    assert ec2.describe_instances()["Reservations"] == []
+
+
+def test_the_same_template_launches_into_its_reservation_without_the_strategy(api, ec2):
+    rid = api.reserve("c5.large", "us-east-1b", 3, InstanceMatchCriteria="targeted")[
+        "CapacityReservationId"
+    ]
+    targeting_template(ec2, "held", rid)
+    response = fleet(
+        ec2,
+        [{"SubnetId": SUBNET_B}],
+        3,
+        template="held",
+        SingleAvailabilityZone=True,
+        SingleInstanceType=True,
+        MinTargetCapacity=3,
+    )
+    assert len(launched(response)) == 3
+    assert api.get(rid)["AvailableInstanceCount"] == 0
+
+
+def test_the_strategy_rule_is_a_knob(api, ec2, emu):
+    emu.configure(fleet_skips_reservation_targets=False)
+    rid = api.reserve("c5.large", "us-east-1b", 2, InstanceMatchCriteria="targeted")[
+        "CapacityReservationId"
+    ]
+    targeting_template(ec2, "held", rid)
+    response = fleet(
+        ec2,
+        [{"SubnetId": SUBNET_B}],
+        2,
+        template="held",
+        SingleAvailabilityZone=True,
+        MinTargetCapacity=2,
+        CapacityReservationOptions=FIRST,
+    )
+    assert len(launched(response)) == 2
+
+
+def test_reservations_first_with_an_open_template_uses_open_reservations_first(api, ec2):
+    rid = api.reserve("c5.large", "us-east-1a", 2)["CapacityReservationId"]  # open
+    response = fleet(ec2, [{"SubnetId": SUBNET_A}], 3, CapacityReservationOptions=FIRST)
+    assert len(launched(response)) == 3
+    assert api.get(rid)["AvailableInstanceCount"] == 0
+    assert api.pool("us-east-1a", "c5.large")["used"] == 3  # 2 held + 1 from the pool
+
+
+def test_a_spot_market_type_cannot_use_an_on_demand_reservation(api, ec2):
+    rid = api.reserve("c5.large", "us-east-1b", 2, InstanceMatchCriteria="targeted")[
+        "CapacityReservationId"
+    ]
+    targeting_template(ec2, "spot-held", rid, InstanceMarketOptions={"MarketType": "spot"})
+    with pytest.raises(ClientError) as exc:
+        ec2.run_instances(
+            MinCount=1,
+            MaxCount=1,
+            SubnetId=SUBNET_B,
+            LaunchTemplate={"LaunchTemplateName": "spot-held", "Version": "1"},
+        )
+    assert error_of(exc) == ("InvalidParameterCombination", 400)
+    assert api.get(rid)["AvailableInstanceCount"] == 2
+
+
+def test_a_fleet_client_token_launches_once_and_refuses_other_parameters(api, ec2):
+    """EC2 "Ensuring idempotency": CreateFleet takes a client token; the same token with other
+    parameters is IdempotentParameterMismatch."""
+
+    def create(total: int) -> dict:
+        return ec2.create_fleet(
+            ClientToken="job-42-fleet",
+            Type="instant",
+            LaunchTemplateConfigs=[
+                {
+                    "LaunchTemplateSpecification": {
+                        "LaunchTemplateName": "hpc-nodes",
+                        "Version": "1",
+                    },
+                    "Overrides": [{"SubnetId": SUBNET_A}],
+                }
+            ],
+            TargetCapacitySpecification={
+                "TotalTargetCapacity": total,
+                "DefaultTargetCapacityType": "on-demand",
+            },
+        )
+
+    first = create(2)
+    again = create(2)
+    assert again["FleetId"] == first["FleetId"]
+    assert launched(again) == launched(first)
+    assert api.pool("us-east-1a", "c5.large")["used"] == 2
+    with pytest.raises(ClientError) as exc:
+        create(3)
+    assert error_of(exc) == ("IdempotentParameterMismatch", 400)
+    assert api.pool("us-east-1a", "c5.large")["used"] == 2

@@ -129,14 +129,18 @@ def _reserve_paths(emu: Any) -> None:
 
 
 def _release_paths(emu: Any) -> None:
-    # Something to release: the job's hold (the setup's calls are not release's).
-    _invoke("reserve", {**_sample("reserve"), "launch_template": None})
+    # Something to release: the job's hold and, with no stack to launch from it, the template
+    # version pointed at it, which release deletes (the setup's calls are not release's).
+    _invoke("reserve", {k: v for k, v in _sample("reserve").items() if k != "stack_name"})
     emu.clear_calls()
     for path in sorted(EVENTS.glob("release*.json")):
         _invoke("release", json.loads(path.read_text()))
 
 
 def _cleaner_paths(emu: Any) -> None:
+    # A job's hold and template version (the setup's calls are not the cleaner's).
+    _invoke("reserve", _sample("reserve"))
+    emu.clear_calls()
     owned = {"capacity-broker:cluster-id": "demo", "capacity-broker:subnet-id": "subnet-x"}
     emu.load_scenario(
         {
@@ -171,6 +175,8 @@ def _cleaner_paths(emu: Any) -> None:
         }
     )
     _invoke("cleaner", {"action": "sweep", "dry_run": False, "request_id": "grants-sweep"})
+    # Its stack deleted, a job's template version goes with it.
+    _invoke("cleaner", _sample("cleaner_stack_delete_complete"))
 
 
 EXERCISES = {

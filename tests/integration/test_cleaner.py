@@ -924,3 +924,95 @@ def test_metrics_and_a_log_line_per_decision(
     assert decisions[ids["probe"]].action == "failed"
     assert decisions[ids["probe"]].error_code == "UnauthorizedOperation"
     assert decisions[ids["young"]].action == "keep"
+
+
+# -- launch template versions -----------------------------------------------------------------
+
+HPC = Path(__file__).parent / "scenarios" / "hpc.yaml"
+LT = "lt-0ddddddddddddddd1"
+
+
+def hpc_job(job_id: str, context: Any, **fields: Any) -> dict[str, Any]:
+    from capacity_broker.handlers.reserve import handler as reserve
+
+    answer = reserve(
+        {
+            "job_id": job_id,
+            "request_id": f"req-{job_id}",
+            "instance_types": ["c7i.48xlarge"],
+            "subnet_ids": ["subnet-0aaaaaaaaaaaaaaa1"],
+            "instance_count": 2,
+            "launch_template": {"id": LT, "version": "$Latest"},
+            **fields,
+        },
+        context,
+    )
+    assert answer["status"] in ("reserved", "provisioned"), answer
+    return answer
+
+
+def lt_versions() -> set[int]:
+    found = boto3.client("ec2", region_name=EAST).describe_launch_template_versions(
+        LaunchTemplateId=LT
+    )
+    return {v["VersionNumber"] for v in found["LaunchTemplateVersions"]}
+
+
+def ref(answer: dict[str, Any]) -> str:
+    return f"{LT}:{answer['launch_template']['version']}"
+
+
+@pytest.fixture
+def hpc_sweeper(sweeper: Any) -> Any:
+    sweeper.load_scenario(HPC)
+    sweeper.set_pool(EAST, "us-east-1a", "c7i.48xlarge", 16)
+    return sweeper
+
+
+def test_a_sweep_deletes_the_versions_nothing_can_launch_from(
+    hpc_sweeper: Any, context: Any
+) -> None:
+    done = hpc_job("done", context, provision=True)  # launched; its hold is cancelled
+    held = hpc_job("held", context)  # its hold waits for the job's nodes
+    staged = hpc_job("staged", context, stack_name=PREFIX + "staged")  # no stack yet
+    sweep = {"action": "sweep", "dry_run": True, "regions": [EAST]}
+    dry = handler(sweep, context)
+    assert by_id(dry["template_versions_deleted"]) == {ref(done): "reservation cancelled"}
+    assert lt_versions() == {1, 2, 3, 4}
+    answer = handler({**sweep, "dry_run": False}, context)
+    assert answer["status"] == "ok", answer
+    assert by_id(answer["template_versions_deleted"]) == {ref(done): "reservation cancelled"}
+    assert lt_versions() == {1, held["launch_template"]["version"], 3 + 1}
+    # The staged job's stack never comes: past the stack grace its hold is orphaned and its
+    # version goes; the other job's hold is still young and keeps its version.
+    hpc_sweeper.advance(4 * 60)
+    later = handler({**sweep, "dry_run": False}, context)
+    assert by_id(later["cancelled"]) == {staged["reservation"]["id"]: "orphaned"}
+    assert by_id(later["template_versions_deleted"]) == {ref(staged): "stack deleted"}
+    assert lt_versions() == {1, held["launch_template"]["version"]}
+
+
+def test_a_stack_deleted_event_deletes_that_stacks_versions(hpc_sweeper: Any, context: Any) -> None:
+    job = hpc_job("1234", context, stack_name=PREFIX + "1234")
+    other = hpc_job("5678", context, stack_name=PREFIX + "5678")
+    stack_id = make_stack(EAST, "1234", "CREATE_COMPLETE")
+    created = handler(stack_event(stack_id, "CREATE_COMPLETE", hpc_sweeper.now()), context)
+    assert by_id(created["cancelled"]) == {job["reservation"]["id"]: "consumed"}
+    assert "template_versions_deleted" not in created  # the stack may still launch from it
+    boto3.client("cloudformation", region_name=EAST).delete_stack(StackName=PREFIX + "1234")
+    deleted = handler(stack_event(stack_id, "DELETE_COMPLETE", hpc_sweeper.now()), context)
+    assert deleted["status"] == "ok", deleted
+    assert by_id(deleted["template_versions_deleted"]) == {ref(job): "stack deleted"}
+    assert lt_versions() == {1, other["launch_template"]["version"]}
+
+
+def test_a_late_delete_event_spares_the_versions_of_a_new_stack_of_that_name(
+    hpc_sweeper: Any, context: Any
+) -> None:
+    old = make_stack(EAST, "1234", "CREATE_COMPLETE")
+    boto3.client("cloudformation", region_name=EAST).delete_stack(StackName=PREFIX + "1234")
+    job = hpc_job("1234", context, stack_name=PREFIX + "1234")  # the job runs again
+    make_stack(EAST, "1234", "CREATE_IN_PROGRESS")
+    answer = handler(stack_event(old, "DELETE_COMPLETE", hpc_sweeper.now()), context)
+    assert "template_versions_deleted" not in answer
+    assert job["launch_template"]["version"] in lt_versions()

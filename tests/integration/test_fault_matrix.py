@@ -530,8 +530,10 @@ def _placement_unknown(run: Run, answer: dict[str, Any], action: str) -> bool:
 
 
 def _hold_for_release(run: Run) -> None:
+    # With a launch template, so that the release deletes the job's version (a call site).
     answer = reserve_handler.handler(
-        job_event(request_id="rel-hold", job_id="fm-rel"), LambdaContext()
+        job_event(request_id="rel-hold", job_id="fm-rel", launch_template={"id": TEMPLATE}),
+        LambdaContext(),
     )
     assert answer["status"] == "reserved", answer
     run.ids["hold"] = answer["reservation"]["id"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -158,29 +158,51 @@ def validate_existing(
     return None
 
 
+@dataclass(frozen=True)
+class VersionData:
+    """A new launch template version: ``data`` on top of the source version (``inherit``),
+    or ``data`` alone, complete, when an inherited parameter had to go."""
+
+    data: dict[str, object]
+    inherit: bool
+
+
 def template_version_data(
     reservation_id: str,
     capacity_block: bool,
     tenancy: str,
     placement_group_arn: str | None = None,
-) -> dict[str, object]:
-    """What the job's new launch template version changes (the rest comes from its source).
+    source: Mapping[str, object] | None = None,
+) -> VersionData:
+    """What the job's new launch template version says, given its source version's data.
 
     Only this reservation, never On-Demand beside it: EC2 accepts a target together with a
-    preference only when the preference is ``capacity-reservations-only``. A Capacity Block
-    also needs the ``capacity-block`` market type. A reservation made in a cluster placement
-    group serves only launches into that group, so the version names it (with the tenancy,
-    as ``Placement`` replaces the source's as a whole).
+    preference only when the preference is ``capacity-reservations-only``. The market type is
+    explicit (contract step 4): ``capacity-block`` for a Capacity Block, and none at all for an
+    On-Demand Capacity Reservation, whatever the source said: a ``spot`` or ``capacity-block``
+    market type would make every launch into the ODCR fail. A reservation made in a cluster
+    placement group serves only launches into that group, so the version names it (with the
+    tenancy, as ``Placement`` replaces the source's as a whole).
+
+    A version built with SourceVersion inherits every parameter it does not set, and EC2 has
+    no way to unset one ("If you specify additional launch parameters for the new version,
+    they overwrite any corresponding launch parameters inherited from the source version"; an
+    empty structure never reaches EC2). So when the source has a market type an ODCR cannot
+    take, the version is built without SourceVersion, from the source's own data minus
+    ``InstanceMarketOptions``.
     """
-    data: dict[str, object] = {
+    changes: dict[str, object] = {
         "CapacityReservationSpecification": {
             "CapacityReservationPreference": "capacity-reservations-only",
             "CapacityReservationTarget": {"CapacityReservationId": reservation_id},
         }
     }
     if capacity_block:
-        data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+        changes["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
     if placement_group_arn:
         group = placement_group_arn.split(":placement-group/", 1)[-1]
-        data["Placement"] = {"GroupName": group, "Tenancy": tenancy}
-    return data
+        changes["Placement"] = {"GroupName": group, "Tenancy": tenancy}
+    if capacity_block or not source or "InstanceMarketOptions" not in source:
+        return VersionData(changes, inherit=True)
+    whole = {k: v for k, v in source.items() if k != "InstanceMarketOptions"}
+    return VersionData({**whole, **changes}, inherit=False)

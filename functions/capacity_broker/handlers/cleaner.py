@@ -236,8 +236,19 @@ def _observe(run: CleanerRun) -> None:
     count = MetricUnit.Count
     metrics.add_metric(name="ReservationsExamined", unit=count, value=run.examined)
     metrics.add_metric(
-        name="CleanerErrors", unit=count, value=run.error_count + run.lookup_failures
+        name="CleanerErrors",
+        unit=count,
+        value=run.error_count + run.lookup_failures + len(run.versions.errors),
     )
+    if run.versions.deleted and not run.dry_run:
+        metrics.add_metric(
+            name="TemplateVersionsDeleted", unit=count, value=len(run.versions.deleted)
+        )
+    for error in run.versions.errors:
+        logger.warning(
+            "launch template version not deleted",
+            extra={"id": error.id, "error_code": error.error_code, "error": error.message},
+        )
     if not run.dry_run:
         cancelled = run.of("cancel")
         metrics.add_metric(name="ReservationsCancelled", unit=count, value=len(cancelled))

@@ -8,6 +8,12 @@ looks up each distinct job stack once, asks ``decide`` about each reservation wi
 and cancels through ``ReservationCore.release`` (the one cancel path, which refuses anything
 not owned) in parallel under the adapters' pacing and retries. A failure is recorded and the
 sweep carries on: the next sweep, five minutes later, tries again.
+
+The same sweep deletes this cluster's launch template versions that nothing can launch from
+any more (``domain.templates``: a stack version once its stack is gone, a version without a
+stack once the reservation it targets has ended), after the cancels, so a hold cancelled now
+frees its version in this sweep or the next; a stack's DELETE_COMPLETE event deletes that
+stack's versions at once.
 """
 
 from __future__ import annotations
@@ -17,18 +23,28 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from ..adapters.aws import AwsError, RetryPolicy
 from ..adapters.cloudformation import CloudFormation, Stack
 from ..adapters.ec2 import Ec2, Reservation
 from ..domain import cleaner as rules
-from ..domain.cleaner import STACK_UNKNOWN, CancelReason, Decision, Graces, Held, StackState
+from ..domain import templates as version_rules
+from ..domain.cleaner import (
+    STACK_MISSING,
+    STACK_UNKNOWN,
+    CancelReason,
+    Decision,
+    Graces,
+    Held,
+    StackState,
+)
 from ..domain.clock import utc
 from ..domain.tags import TAG_CLUSTER_ID, TAG_STACK_NAME, Purpose, purpose_of
 from ..models import CleanerItem, CleanerResponse, ItemError
 from .reservations import NotOwnedError, ReservationCore
+from .templates import Deletion, Templates
 
 Action = Literal["cancel", "keep", "failed"]
 
@@ -68,6 +84,9 @@ class CleanerRun:
     # Stack lookups that failed (the holds concerned are kept; counted as CleanerErrors).
     lookup_failures: int = 0
     stack_name: str | None = None
+    # What was done to this cluster's launch template versions.
+    versions: Deletion = field(default_factory=Deletion)
+    version_regions: dict[str, str] = field(default_factory=dict)
 
     @property
     def examined(self) -> int:
@@ -113,6 +132,10 @@ class CleanerRun:
             )
             for r in self.of("failed")
         ] + self.region_errors
+        deleted = [
+            CleanerItem(id=own.ref, region=self.region_of(own), reason=reason)
+            for own, reason in self.versions.deleted
+        ]
         return CleanerResponse(
             status=self.status,
             request_id=request_id,
@@ -121,10 +144,15 @@ class CleanerRun:
             examined=self.examined,
             cancelled=cancelled,
             kept=kept,
+            template_versions_deleted=deleted or None,
             errors=errors,
+            template_version_errors=self.versions.errors or None,
             hours_saved=round(self.hours_saved, 4),
             message=self._message(len(cancelled), len(kept), len(errors)),
         )
+
+    def region_of(self, own: version_rules.OwnVersion) -> str:
+        return self.version_regions.get(own.ref, self.regions[0] if self.regions else "")
 
     def _message(self, cancelled: int, kept: int, errors: int) -> str:
         where = ", ".join(self.regions)
@@ -136,6 +164,9 @@ class CleanerRun:
             f"{'Dry run: ' if self.dry_run else ''}examined {self.examined} owned {scope} in "
             f"{where}; {verb} {cancelled}, kept {kept}"
         )
+        if self.versions.deleted:
+            verb = "would delete" if self.dry_run else "deleted"
+            text += f"; {verb} {len(self.versions.deleted)} launch template version(s)"
         if errors:
             text += f"; {errors} error{'s' if errors != 1 else ''} (the next sweep retries)"
         return text
@@ -145,11 +176,17 @@ class _Region:
     """The adapters and the reservation core for one region (built once per container)."""
 
     def __init__(
-        self, region: str, cluster_id: str, clock: Callable[[], datetime], retry: RetryPolicy
+        self,
+        region: str,
+        cluster_id: str,
+        clock: Callable[[], datetime],
+        retry: RetryPolicy,
+        grace: timedelta,
     ) -> None:
         self.ec2 = Ec2(region, retry)
         self.stacks = CloudFormation(region, retry)
         self.core = ReservationCore(self.ec2, cluster_id, clock=clock)
+        self.templates = Templates(self.ec2, cluster_id, clock=clock, grace=grace)
 
 
 class Cleaner:
@@ -175,7 +212,9 @@ class Cleaner:
         with self._lock:
             found = self._regions.get(name)
             if found is None:
-                found = self._regions[name] = _Region(name, self.cluster_id, self.clock, self.retry)
+                found = self._regions[name] = _Region(
+                    name, self.cluster_id, self.clock, self.retry, self.graces.stack
+                )
             return found
 
     # -- the sweep ------------------------------------------------------------------------
@@ -195,21 +234,24 @@ class Cleaner:
                     regions,
                 )
             )
-        for records, error, lookup_failures in results:
+        for name, (records, error, lookup_failures, deletion) in zip(regions, results, strict=True):
             run.records.extend(records)
             run.lookup_failures += lookup_failures
             if error is not None:
                 run.region_errors.append(error)
+            run.versions.extend(deletion)
+            for own, _ in deletion.deleted + deletion.kept:
+                run.version_regions[own.ref] = name
         return run
 
     def _sweep_region(
         self, name: str, dry_run: bool, deadline: float, hard_deadline: float
-    ) -> tuple[list[Record], ItemError | None, int]:
+    ) -> tuple[list[Record], ItemError | None, int, Deletion]:
         region = self.region(name)
         try:
             listed = region.ec2.reservations(filters=self._owned_filter(), deadline=deadline)
         except AwsError as error:
-            return [], _region_error(name, error), 0
+            return [], _region_error(name, error), 0, Deletion()
         owned = self._in_scope(listed)
         # Each region its own pool (max_concurrency calls in flight per region): EC2's budget,
         # and the pacer's buckets, are per region. One pool shared by every region queued the
@@ -228,7 +270,37 @@ class Cleaner:
                 for reservation, held in owned
             ]
             records = self._act(region, decided, now, dry_run, deadline, hard_deadline, io)
-        return records, None, failures
+            deletion = self._versions(region, dry_run, deadline, hard_deadline, io)
+        return records, None, failures, deletion
+
+    def _versions(
+        self, region: _Region, dry_run: bool, deadline: float, hard_deadline: float, io: Executor
+    ) -> Deletion:
+        """This cluster's launch template versions in the region, judged and (unless dry
+        run) deleted. A failure is one error of the sweep; the next sweep tries again."""
+
+        def stacks(names: Sequence[str]) -> dict[str, version_rules.StackFact]:
+            facts = io.map(lambda n: self._stack_fact(region, n, deadline), names)
+            return dict(zip(names, facts, strict=True))
+
+        if self.monotonic() >= deadline:
+            return Deletion()
+        try:
+            return region.templates.sweep(stacks, dry_run, deadline, hard_deadline)
+        except AwsError as error:
+            return Deletion(
+                errors=[
+                    ItemError(
+                        region=region.ec2.region,
+                        error_code=error.code or "RequestTimeout",
+                        message="could not look over the cluster's launch template versions: "
+                        f"{error.message}"[:500],
+                    )
+                ]
+            )
+
+    def _stack_fact(self, region: _Region, name: str, deadline: float) -> version_rules.StackFact:
+        return _as_fact(self._current_stack(region, name, deadline))
 
     def _owned_filter(self) -> dict[str, list[str]]:
         return {f"tag:{TAG_CLUSTER_ID}": [self.cluster_id], "state": sorted(rules.ACTIVE_STATES)}
@@ -377,6 +449,27 @@ class Cleaner:
                 hard_deadline,
                 io,
             )
+        if status.strip().upper() == "DELETE_COMPLETE":
+            # The stack's versions go with it, unless a stack of that name exists again (a
+            # late event about a predecessor): what CloudFormation shows now decides.
+            current = _as_fact(self._current_stack(region, stack_name, deadline))
+            # Gone by name, and the event says deleted: deleted (no grace for "not seen yet").
+            fact = "DELETE_COMPLETE" if current is version_rules.GONE else current
+            try:
+                run.versions = region.templates.stack_deleted(
+                    stack_name, fact, deadline, hard_deadline
+                )
+            except AwsError as error:
+                run.versions = Deletion(
+                    errors=[
+                        ItemError(
+                            region=region_name,
+                            error_code=error.code or "RequestTimeout",
+                            message="could not look over the stack's launch template versions: "
+                            f"{error.message}"[:500],
+                        )
+                    ]
+                )
         return run
 
     def _current_stack(
@@ -387,6 +480,13 @@ class Cleaner:
             return region.stacks.stack(stack_name, deadline)
         except AwsError:
             return STACK_UNKNOWN
+
+
+def _as_fact(found: Stack | rules.StackLookup) -> version_rules.StackFact:
+    """A stack lookup as the version rules read it: its status, gone, or unknown (None)."""
+    if isinstance(found, Stack):
+        return found.status
+    return version_rules.GONE if found is STACK_MISSING else None
 
 
 def _held(reservation: Reservation, now: datetime) -> Held:

@@ -2,6 +2,11 @@
 
 Only this cluster's holds are cancelled; anything else that matches is reported as skipped
 with the reason. Releasing what is already gone is still ``released`` (idempotent).
+
+The launch template versions made for a job without a stack are deleted with its release
+(by job id, or by the reservation they target): nothing launches from them any more. A job
+with a stack keeps its version until the stack is deleted (the cleaner's stack event and
+sweep), since the stack may still reference it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from ..models import ReleaseRequest, ReleaseResponse
 from ..models.common import ItemError
 from ..models.release import SkippedReservation
 from .reservations import NotOwnedError, ReservationCore
+from .templates import Templates
 
 HOLDING = ("active", "pending")
 
@@ -24,6 +30,7 @@ class Releaser:
         self.ec2 = ec2
         self.core = core
         self.max_concurrency = max_concurrency
+        self.templates = Templates(ec2, core.cluster_id)
 
     def release(
         self, request: ReleaseRequest, request_id: str, deadline: float, hard_deadline: float
@@ -68,7 +75,15 @@ class Releaser:
                 errors = [e for e in pool.map(cancel, live) if e is not None]
         failed = {e.id for e in errors}
         cancelled = [r.id for r in live if r.id not in failed]
+        versions, version_errors = self._versions(field, value, deadline, hard_deadline)
         what = f"{field.replace('_', ' ')} {value}"
+        gone = f"; deleted launch template version(s) {', '.join(versions)}" if versions else ""
+        if version_errors:
+            gone += "; some launch template versions could not be deleted (the cleaner will)"
+        extra = {
+            "template_versions_deleted": versions or None,
+            "template_version_errors": version_errors or None,
+        }
         if errors:
             return ReleaseResponse(
                 status="partial",
@@ -77,17 +92,38 @@ class Releaser:
                 skipped=skipped,
                 errors=errors,
                 message=f"Released {len(cancelled)} of {len(live)} holds for {what}; the rest "
-                "are left to their EndDate and the cleaner",
+                f"are left to their EndDate and the cleaner{gone}",
+                **extra,
             )
         return ReleaseResponse(
             status="released",
             request_id=request_id,
             cancelled=cancelled,
             skipped=skipped,
-            message=f"Released {len(cancelled)} hold(s) for {what}"
-            if cancelled
-            else f"Nothing to release for {what}",
+            message=(
+                f"Released {len(cancelled)} hold(s) for {what}"
+                if cancelled
+                else f"Nothing to release for {what}"
+            )
+            + gone,
+            **extra,
         )
+
+    def _versions(
+        self, field: str, value: str, deadline: float, hard_deadline: float
+    ) -> tuple[list[str], list[ItemError]]:
+        """Delete the job's versions that have no stack (what ``Templates.released`` says)."""
+        try:
+            done = self.templates.released(field, value, deadline, hard_deadline)
+        except AwsError as error:
+            return [], [
+                ItemError(
+                    error_code=error.code or "RequestTimeout",
+                    message=f"could not look for the job's launch template versions: "
+                    f"{error.message}"[:500],
+                )
+            ]
+        return [own.ref for own, _ in done.deleted], done.errors
 
     def _matching(self, field: str, value: str, deadline: float) -> list[Reservation]:
         if field == "reservation_id":

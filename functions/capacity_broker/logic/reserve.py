@@ -31,7 +31,6 @@ from ..domain.reserve import (
     WaitForStart,
     Wanted,
     possible_pairs,
-    template_version_data,
     validate_existing,
     verdict,
 )
@@ -43,10 +42,12 @@ from ..domain.tags import (
     TAG_SUBNET_ID,
     Purpose,
 )
+from ..domain.templates import Version
 from ..domain.tokens import client_token
 from ..models import Attempt, LaunchTemplateInfo, ReservationInfo, ReserveRequest, ReserveResponse
 from . import InvalidInput, placement
 from .reservations import Held, HoldSpec, NotOwnedError, ReservationCore, utcnow
+from .templates import Templates
 
 
 @dataclass
@@ -101,6 +102,7 @@ class Reserver:
         self.max_concurrency = max_concurrency
         self.monotonic = monotonic
         self.clock = clock
+        self.templates = Templates(ec2, core.cluster_id)
 
     # -- the flow -----------------------------------------------------------------------
     def reserve(
@@ -394,7 +396,7 @@ class Reserver:
         request: ReserveRequest,
         request_id: str,
         chosen: Chosen,
-        source: int | None,
+        source: Version | None,
         answer: _Answer,
         deadline: float,
         hard_deadline: float,
@@ -427,9 +429,33 @@ class Reserver:
             fleet = self._launch(
                 request, request_id, template, reservation, subnet_id, deadline, hard_deadline
             )
+        except _FleetUnknown as unknown:
+            return self._unknown_fleet(answer, chosen, unknown)
         except (AwsError, _OutOfTime) as error:
             return self._undo(answer, chosen, hard_deadline, stats, "fleet", error)
         return self._after_fleet(request, chosen, fleet, answer, hard_deadline, stats)
+
+    @staticmethod
+    def _unknown_fleet(answer: _Answer, chosen: Chosen, unknown: _FleetUnknown) -> ReserveResponse:
+        """Every answer to CreateFleet was lost: EC2 may have launched the nodes. The hold is
+        kept (cancelling it would let a retry make a new hold, a new version and a second
+        fleet); the retry of this request takes it over and asks EC2 with the same
+        ClientToken, which returns the fleet if there is one."""
+        error = unknown.error
+        response = answer.error(
+            error.code,
+            f"The fleet's answer was lost ({error.code or 'no answer'}: {error.message}"[:200]
+            + "); EC2 may have launched the nodes: ask again with the same request_id, which "
+            "gets the same fleet back instead of launching a second one",
+        )
+        response.instances = list(unknown.seen)
+        if chosen.owned:
+            response.cleanup = "pending"
+            response.message += (
+                f"; hold {chosen.reservation.id} is kept for that retry (its EndDate and the "
+                "cleaner end it otherwise)"
+            )
+        return response
 
     def _launch(
         self,
@@ -441,13 +467,30 @@ class Reserver:
         deadline: float,
         hard_deadline: float,
     ) -> FleetResult:
-        """One all-or-nothing fleet per request: nodes an earlier invocation launched (they
-        carry the request id) are never launched a second time."""
+        """One all-or-nothing fleet per hold, under a ClientToken: a retry of CreateFleet with
+        that token gets the first fleet back (EC2 "Ensuring idempotency"), never a second.
+
+        Nodes an earlier invocation launched and EC2 already shows (they carry the request
+        id) are not launched again. A fleet whose answer was lost is asked for again with the
+        same token until the time budget ends; what DescribeInstances shows then is taken as
+        a confirmation, and nothing shown proves nothing (EC2 is eventually consistent):
+        ``_FleetUnknown``, and the hold stays for the retry of the request to find.
+        """
         if request.request_id is not None:
             earlier = self.ec2.request_instances(request_id, deadline)
             if earlier:
                 return FleetResult(None, earlier)
-        try:
+        token = client_token(
+            Purpose.HOLD,
+            request_id,
+            reservation.instance_type,
+            subnet_id,
+            # One fleet per hold: a retry that had to make a new hold (the old one was given
+            # back) launches from a new version, which the old token would refuse.
+            nonce=f"fleet:{reservation.id}",
+        )
+
+        def create(until: float) -> FleetResult:
             return self.ec2.create_instant_fleet(
                 template,
                 reservation.instance_type,
@@ -456,35 +499,42 @@ class Reserver:
                 "capacity-block"
                 if reservation.reservation_type == "capacity-block"
                 else "on-demand",
-                # One fleet per hold: a retry that had to make a new hold (the old one was
-                # given back) launches from a new version, which the old token would refuse.
-                client_token(
-                    Purpose.HOLD,
-                    request_id,
-                    reservation.instance_type,
-                    subnet_id,
-                    nonce=f"fleet:{reservation.id}",
-                ),
+                token,
                 {TAG_JOB_ID: request.job_id, TAG_REQUEST_ID: request_id, **(request.tags or {})},
-                deadline,
+                until,
             )
+
+        try:
+            return create(deadline)
         except AwsError as error:
             if not is_retryable(error.error_class):
                 raise
-            # No answer (timeout, 5xx): EC2 may still have launched the fleet. Its nodes carry
-            # the request id, so look before calling it a failure and giving the hold back.
-            launched = self.ec2.request_instances(request_id, hard_deadline)
-            if launched:
-                return FleetResult(None, launched)
-            raise
+            lost = error
+        # No answer (timeouts, 5xx) after the adapter's retries: EC2 may have launched the
+        # fleet. The same token once more, within what is left for finishing the request.
+        if self.monotonic() < hard_deadline:
+            try:
+                return create(hard_deadline)
+            except AwsError as error:
+                if not is_retryable(error.error_class):
+                    raise
+                lost = error
+        try:
+            seen = self.ec2.request_instances(request_id, hard_deadline)
+        except AwsError:
+            seen = []
+        if len(seen) == request.instance_count:
+            return FleetResult(None, seen)
+        raise _FleetUnknown(lost, seen)
 
-    def _template_source(self, request: ReserveRequest, deadline: float) -> int | None:
-        """The version number the new template version builds on, or ``InvalidInput`` when
-        the job's template or version does not exist."""
+    def _template_source(self, request: ReserveRequest, deadline: float) -> Version | None:
+        """The version the new template version builds on (``$Latest`` and ``$Default``
+        resolved once per request id: see ``Templates.source``), or ``InvalidInput`` when the
+        job's template or version does not exist."""
         if request.launch_template is None:
             return None
         try:
-            return self.ec2.resolve_template_version(
+            return self.templates.source(
                 request.launch_template.id, request.launch_template.version, deadline
             )
         except AwsError as error:
@@ -501,21 +551,18 @@ class Reserver:
         request_id: str,
         reservation: Reservation,
         subnet_id: str,
-        source: int | None,
+        source: Version | None,
         deadline: float,
     ) -> TemplateVersion:
         assert request.launch_template is not None
         assert source is not None
-        return self.ec2.create_template_version(
+        return self.templates.make(
             request.launch_template.id,
             source,
-            template_version_data(
-                reservation.id,
-                reservation.reservation_type == "capacity-block",
-                reservation.tenancy,
-                reservation.placement_group_arn,
-            ),
-            f"capacity-broker: job {request.job_id} in {reservation.id} (request {request_id})",
+            reservation,
+            request_id,
+            request.job_id,
+            request.stack_name,
             # One version per hold: its data names the reservation, so a retry with a new hold
             # needs a new token (EC2 answers a reused one with IdempotentParameterMismatch).
             client_token(
@@ -608,8 +655,8 @@ class Reserver:
 class _Background:
     """One look-up running beside the flow; ``result()`` waits for it (and re-raises)."""
 
-    def __init__(self, fn: Callable[..., int | None], *args: object) -> None:
-        self._value: int | None = None
+    def __init__(self, fn: Callable[..., Version | None], *args: object) -> None:
+        self._value: Version | None = None
         self._error: BaseException | None = None
 
         def run() -> None:
@@ -621,11 +668,20 @@ class _Background:
         self._thread = threading.Thread(target=run, name="reserve-template", daemon=True)
         self._thread.start()
 
-    def result(self) -> int | None:
+    def result(self) -> Version | None:
         self._thread.join()
         if self._error is not None:
             raise self._error
         return self._value
+
+
+class _FleetUnknown(Exception):
+    """CreateFleet never answered: whether the fleet exists is not known."""
+
+    def __init__(self, error: AwsError, seen: list[str]) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.seen = seen
 
 
 class _OutOfTime(Exception):

@@ -35,6 +35,12 @@ class CleanerResponse(ResponseModel):
     examined: int = 0
     cancelled: list[CleanerItem] = Field(default_factory=list)
     kept: list[CleanerItem] = Field(default_factory=list)
+    # This cluster's launch template versions nothing can launch from any more
+    # (id "lt-…:<version>"), deleted (or, in a dry run, that would be); absent when none.
+    template_versions_deleted: list[CleanerItem] | None = None
     errors: list[ItemError] = Field(default_factory=list)
+    # Versions that could not be looked over or deleted (the next sweep tries again); they
+    # do not change ``status``, which the contract ties to the cancels.
+    template_version_errors: list[ItemError] | None = None
     hours_saved: float | None = None
     message: str

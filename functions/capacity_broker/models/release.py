@@ -57,6 +57,12 @@ class ReleaseResponse(ResponseModel):
     request_id: str
     cancelled: list[str] = Field(default_factory=list)
     skipped: list[SkippedReservation] = Field(default_factory=list)
+    # Launch template versions made for the job that nothing can launch from any more
+    # ("lt-…:<version>"), deleted with the hold; absent when none were.
+    template_versions_deleted: list[str] | None = None
     errors: list[ItemError] = Field(default_factory=list)
+    # Versions that could not be looked over or deleted (the cleaner's sweep tries again);
+    # they do not change ``status``, which is about the holds.
+    template_version_errors: list[ItemError] | None = None
     error_code: str | None = None
     message: str

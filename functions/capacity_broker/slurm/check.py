@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -23,12 +24,15 @@ from rich.table import Table
 
 from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2
+from ..logic.templates import Templates
 from .config import ENV_LOG, ConfigError, NodeSet, SlurmConfig, config_path, load
 from .runtime import aws_environment, aws_session
 
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_FAILED = 3
+# Time the look-ups of one node set's template may take (retries included).
+CHECK_SECONDS = 60.0
 
 app = typer.Typer(
     name="slurm",
@@ -147,8 +151,15 @@ def _nodeset(config: SlurmConfig, nodeset: NodeSet, ec2: Ec2) -> NodeSetReport:
             if subnet is None:
                 found.problems.append(f"subnet {subnet_id} does not exist in {config.region}")
     try:
-        version = ec2.resolve_template_version(template.id, template.version)
-        found.launch_template = {"id": template.id, "version": template.version, "is": version}
+        # The version the broker would build on ($Latest: the newest one no broker made).
+        source = Templates(ec2, config.cluster_id or "").source(
+            template.id, template.version, time.monotonic() + CHECK_SECONDS
+        )
+        found.launch_template = {
+            "id": template.id,
+            "version": template.version,
+            "is": source.number,
+        }
     except AwsError as error:
         found.launch_template = {"id": template.id, "version": template.version, "is": None}
         found.problems.append(f"launch template {template.id} version {template.version}: {error}")

@@ -10,6 +10,7 @@ from capacity_broker.domain.reserve import (
     ExistingReservation,
     Rejected,
     ReserveStatus,
+    VersionData,
     WaitForStart,
     Wanted,
     possible_pairs,
@@ -182,20 +183,49 @@ ONLY_HERE = {
 
 
 def test_a_template_version_launches_only_into_the_reservation() -> None:
-    data = template_version_data("cr-0123456789abcdef0", False, "default")
-    assert data == {"CapacityReservationSpecification": ONLY_HERE}
+    made = template_version_data("cr-0123456789abcdef0", False, "default")
+    assert made == VersionData({"CapacityReservationSpecification": ONLY_HERE}, inherit=True)
 
 
 def test_a_block_adds_its_market_type() -> None:
-    data = template_version_data("cr-0123456789abcdef0", True, "default")
+    data = template_version_data("cr-0123456789abcdef0", True, "default").data
     assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
     assert data["CapacityReservationSpecification"] == ONLY_HERE
 
 
 def test_a_reservation_in_a_placement_group_names_the_group() -> None:
     arn = "arn:aws:ec2:us-east-1:111122223333:placement-group/hpc-cluster"
-    data = template_version_data("cr-0123456789abcdef0", False, "dedicated", arn)
+    data = template_version_data("cr-0123456789abcdef0", False, "dedicated", arn).data
     assert data["Placement"] == {"GroupName": "hpc-cluster", "Tenancy": "dedicated"}
+
+
+SOURCE = {"ImageId": "ami-0123456789abcdef0", "InstanceType": "c7i.48xlarge", "KeyName": "hpc"}
+
+
+@pytest.mark.parametrize(
+    "market",
+    [{"MarketType": "spot", "SpotOptions": {"MaxPrice": "1.0"}}, {"MarketType": "capacity-block"}],
+)
+def test_an_odcr_version_drops_the_source_market_type(market: dict[str, object]) -> None:
+    """Contract step 4: no market type for an ODCR, whatever the source said. EC2 cannot
+    unset an inherited parameter, so the version is built whole, without SourceVersion."""
+    made = template_version_data(
+        "cr-0123456789abcdef0", False, "default", source={**SOURCE, "InstanceMarketOptions": market}
+    )
+    assert made.inherit is False
+    assert made.data == {**SOURCE, "CapacityReservationSpecification": ONLY_HERE}
+
+
+def test_a_block_version_replaces_the_source_market_type() -> None:
+    source = {**SOURCE, "InstanceMarketOptions": {"MarketType": "spot"}}
+    made = template_version_data("cr-0123456789abcdef0", True, "default", source=source)
+    assert made.inherit is True  # the whole parameter is replaced, SpotOptions included
+    assert made.data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+
+
+def test_a_source_without_a_market_type_is_built_on() -> None:
+    made = template_version_data("cr-0123456789abcdef0", False, "default", source=SOURCE)
+    assert made == VersionData({"CapacityReservationSpecification": ONLY_HERE}, inherit=True)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,14 @@ from __future__ import annotations
 from .base import Ec2Base
 from .discovery import DiscoveryMixin, Pricing, TopologyUnreadable, Zone
 from .instances import Instance, InstancesMixin
-from .launches import FleetError, FleetResult, LaunchesMixin, TemplateVersion
+from .launches import (
+    FleetError,
+    FleetResult,
+    LaunchesMixin,
+    LaunchTemplate,
+    Refused,
+    TemplateVersion,
+)
 from .network import Image, NetworkMixin, Subnet, clear_caches
 from .reservations import NewReservation, Reservation, ReservationsMixin
 
@@ -28,8 +35,10 @@ __all__ = [
     "FleetResult",
     "Image",
     "Instance",
+    "LaunchTemplate",
     "NewReservation",
     "Pricing",
+    "Refused",
     "Reservation",
     "Subnet",
     "TemplateVersion",

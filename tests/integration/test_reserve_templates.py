@@ -1,0 +1,316 @@
+"""reserve's launch template version and EC2 Fleet against the realistic emulator (issue 12):
+the fleet form EC2 honours, ``$Latest`` resolved once per request id, a fleet whose answer was
+lost, the market type, and versions deleted once nothing can launch from them."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from capacity_broker.adapters.aws import RetryPolicy
+from capacity_broker.adapters.ec2 import Ec2
+from capacity_broker.adapters.ssm import Flags
+from capacity_broker.config import settings
+from capacity_broker.handlers import reserve as reserve_handler
+from capacity_broker.handlers.reserve import handler as reserve
+from capacity_broker.logic.reservations import ReservationCore
+from capacity_broker.logic.reserve import Reserver
+
+pytestmark = pytest.mark.integration
+
+SCENARIO = Path(__file__).parent / "scenarios" / "hpc.yaml"
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+SUBNETS = ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2", "subnet-0aaaaaaaaaaaaaaa3"]
+TYPES = ["c7i.48xlarge", "hpc7a.96xlarge"]
+TEMPLATE = "lt-0ddddddddddddddd1"
+BLOCK_NOW = "cr-0fffffffffffffff1"
+# Milliseconds of backoff instead of seconds (as the fault matrix): a lost answer is retried
+# the same way, sooner.
+FAST = RetryPolicy(base=0.002, cap=0.01, max_attempts=4)
+
+
+@pytest.fixture
+def hpc(broker: Any) -> Any:
+    broker.load_scenario(SCENARIO)
+    return broker
+
+
+def job(**fields: Any) -> dict[str, Any]:
+    return {
+        "job_id": "1234",
+        "instance_types": TYPES,
+        "subnet_ids": SUBNETS,
+        "instance_count": 8,
+        **fields,
+    }
+
+
+def ec2() -> Any:
+    return boto3.client("ec2", region_name="us-east-1")
+
+
+def versions(template: str = TEMPLATE) -> dict[int, dict[str, Any]]:
+    found = ec2().describe_launch_template_versions(LaunchTemplateId=template)
+    return {v["VersionNumber"]: v for v in found["LaunchTemplateVersions"]}
+
+
+def state(reservation_id: str) -> str:
+    (found,) = ec2().describe_capacity_reservations(CapacityReservationIds=[reservation_id])[
+        "CapacityReservations"
+    ]
+    return str(found["State"])
+
+
+def running(request_id: str) -> set[str]:
+    found = ec2().describe_instances(
+        Filters=[
+            {"Name": "tag:capacity-broker:request-id", "Values": [request_id]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+        ]
+    )["Reservations"]
+    return {i["InstanceId"] for r in found for i in r["Instances"]}
+
+
+@pytest.fixture
+def fast(hpc: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """reserve built with the fast retry policy (everything else is the real handler's)."""
+    config = settings()
+    ec2_ = Ec2(config.region, FAST)
+    core = ReservationCore(ec2_, config.cluster_id)
+    flags = Flags(config.parameter_prefix, config.region, FAST)
+    monkeypatch.setattr(
+        reserve_handler, "reserver", functools.cache(lambda: Reserver(ec2_, flags, core))
+    )
+    return hpc
+
+
+@pytest.fixture
+def state_table(hpc: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    from capacity_broker.handlers._runtime import reset_container
+
+    boto3.client("dynamodb", region_name="us-east-1").create_table(
+        TableName="broker-state",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    monkeypatch.setenv("BROKER_STATE_TABLE", "broker-state")
+    reset_container()
+    return "broker-state"
+
+
+# -- 1. the fleet form -------------------------------------------------------------------------
+
+
+def test_the_fleet_targets_the_hold_without_a_usage_strategy(hpc: Any, context: Any) -> None:
+    """Contract step 5: single AZ, single type, MinTargetCapacity = instance_count, and no
+    use-capacity-reservations-first, under which EC2 Fleet does not use a template that
+    targets a reservation (the realistic emulator launched nothing with it)."""
+    answer = reserve(
+        job(request_id="job-form", launch_template={"id": TEMPLATE}, provision=True), context
+    )
+    assert answer["status"] == "provisioned", answer
+    (call,) = hpc.calls("CreateFleet")
+    options = call.params["OnDemandOptions"]
+    assert options == {
+        "SingleInstanceType": True,
+        "SingleAvailabilityZone": True,
+        "MinTargetCapacity": 8,
+    }
+    (config,) = call.params["LaunchTemplateConfigs"]
+    assert config["LaunchTemplateSpecification"] == {
+        "LaunchTemplateId": TEMPLATE,
+        "Version": str(answer["launch_template"]["version"]),
+    }
+    assert config["Overrides"] == [{"InstanceType": "hpc7a.96xlarge", "SubnetId": SUBNETS[2]}]
+    assert call.params["TargetCapacitySpecification"]["TotalTargetCapacity"] == 8
+    assert running("job-form") == set(answer["instances"])
+    assert state(answer["reservation"]["id"]) == "cancelled"
+
+
+# -- 2. $Latest resolved once per request id ---------------------------------------------------
+
+
+@pytest.fixture
+def demo(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from capacity_broker.handlers._runtime import reset_container
+
+    monkeypatch.setenv("BROKER_CLUSTER_ID", "demo")
+    reset_container()
+    broker.load_scenario("demo")
+    return broker
+
+
+def test_the_sample_event_sent_twice_answers_the_same_version(demo: Any, context: Any) -> None:
+    """events/reserve.json ($Latest, a request id, no state table) twice, as a scheduler
+    retries after a lost answer: the retry took the first version as its source and met its
+    ClientToken with other parameters (error, and the hold cancelled)."""
+    event = json.loads((EVENTS / "reserve.json").read_text())
+    template = event["launch_template"]["id"]
+    first = reserve(event, context)
+    assert first["status"] == "reserved", first
+    demo.advance(90)
+    second = reserve(event, context)
+    assert second["status"] == "reserved", second
+    assert second["launch_template"] == first["launch_template"]
+    assert second["reservation"]["id"] == first["reservation"]["id"]
+    assert state(first["reservation"]["id"]) == "active"
+    assert sorted(versions(template)) == [1, first["launch_template"]["version"]]
+
+
+def test_a_retry_after_latest_moved_answers_the_first_version(hpc: Any, context: Any) -> None:
+    """The user adds a version between the two invocations: the retry still answers (and
+    launches from) the version the first made, which EC2's ClientToken pins."""
+    event = job(request_id="job-moved", launch_template={"id": TEMPLATE, "version": "$Latest"})
+    first = reserve(event, context)
+    assert first["status"] == "reserved", first
+    ec2().create_launch_template_version(
+        LaunchTemplateId=TEMPLATE, SourceVersion="1", LaunchTemplateData={"KeyName": "new"}
+    )
+    second = reserve(event, context)
+    assert second["status"] == "reserved", second
+    assert second["launch_template"] == first["launch_template"]
+    assert state(first["reservation"]["id"]) == "active"
+    assert len(versions()) == 3  # the job's own, the user's, and no second one for the job
+
+
+def test_latest_never_builds_on_another_jobs_version(hpc: Any, context: Any) -> None:
+    """$Latest is the newest version no broker made: a version made for another job (its
+    reservation, its placement group) is not this job's configuration."""
+    hpc.set_pool("us-east-1", "us-east-1a", "c7i.48xlarge", 16)
+    arn = "arn:aws:ec2:us-east-1:123456789012:placement-group/other-job"
+    other = reserve(
+        job(
+            job_id="other",
+            request_id="job-other",
+            instance_types=["c7i.48xlarge"],
+            launch_template={"id": TEMPLATE, "version": "$Latest"},
+            placement_group_arn=arn,
+        ),
+        context,
+    )
+    assert other["status"] == "reserved", other
+    mine = reserve(
+        job(request_id="job-mine", launch_template={"id": TEMPLATE, "version": "$Latest"}),
+        context,
+    )
+    assert mine["status"] == "reserved", mine
+    data = versions()[mine["launch_template"]["version"]]["LaunchTemplateData"]
+    assert "Placement" not in data  # not inherited from the other job's version
+
+
+# -- 3. a fleet whose answer was lost ----------------------------------------------------------
+
+
+@pytest.fixture
+def nothing_shown_after_the_fleet(hpc: Any) -> Iterator[Any]:
+    """EC2's DescribeInstances is eventually consistent: right after the fleet it may show
+    nothing. Made with the fault hub: from the first CreateFleet on, DescribeInstances fails
+    (what the broker then sees is no instance at all). Calling the fixture's value ends it."""
+    from emulator.state import world
+
+    original = world.hub.before
+
+    def before(service: str, action: str, *args: Any) -> Any:
+        if action == "CreateFleet" and not world.hub.calls_of("CreateFleet"):
+            world.hub.inject("DescribeInstances", "InternalError", times=1000)
+        return original(service, action, *args)
+
+    def stop() -> None:
+        world.hub.before = original  # type: ignore[method-assign]
+        world.hub.clear_faults()
+
+    world.hub.before = before  # type: ignore[method-assign]
+    yield stop
+    stop()
+
+
+@pytest.mark.parametrize("table", [False, True], ids=["no-state-table", "state-table"])
+def test_a_fleet_whose_answer_was_lost_is_asked_for_again_with_its_token(
+    fast: Any, context: Any, nothing_shown_after_the_fleet: Any, request: Any, table: bool
+) -> None:
+    if table:
+        request.getfixturevalue("state_table")
+    fast.fail("CreateFleet", mode="timeout", times=1000)
+    event = job(
+        request_id="job-lost",
+        launch_template={"id": TEMPLATE, "version": "$Latest"},
+        provision=True,
+    )
+    first = reserve(event, context)
+    # EC2 launched the fleet; no answer said so, and nothing shown proves nothing.
+    assert first["status"] == "error", first
+    assert first["cleanup"] == "pending"
+    nothing_shown_after_the_fleet()  # EC2 answers again, and shows what it launched
+    hold = first["reservation"]["id"]
+    assert state(hold) == "active"  # kept for the retry
+    launched = running("job-lost")
+    assert len(launched) == 8
+    tokens = {c.params["ClientToken"] for c in fast.calls("CreateFleet")}
+    assert len(tokens) == 1
+
+    second = reserve(event, context)
+    assert second["status"] == "provisioned", second
+    assert set(second["instances"]) == launched == running("job-lost")  # no second fleet
+    assert second["launch_template"] == first["launch_template"]
+    assert {c.params["ClientToken"] for c in fast.calls("CreateFleet")} == tokens
+    assert state(hold) == "cancelled"
+
+
+# -- 4. the market type ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "market",
+    [{"MarketType": "spot", "SpotOptions": {"MaxPrice": "9.99"}}, {"MarketType": "capacity-block"}],
+    ids=["spot", "capacity-block"],
+)
+def test_an_odcr_version_has_no_market_type_whatever_the_source_said(
+    hpc: Any, context: Any, market: dict[str, Any]
+) -> None:
+    source = ec2().create_launch_template_version(
+        LaunchTemplateId=TEMPLATE,
+        SourceVersion="1",
+        LaunchTemplateData={"InstanceMarketOptions": market, "KeyName": "hpc"},
+    )["LaunchTemplateVersion"]["VersionNumber"]
+    answer = reserve(
+        job(
+            request_id="job-market",
+            launch_template={"id": TEMPLATE, "version": str(source)},
+            provision=True,
+        ),
+        context,
+    )
+    assert answer["status"] == "provisioned", answer
+    data = versions()[answer["launch_template"]["version"]]["LaunchTemplateData"]
+    assert "InstanceMarketOptions" not in data
+    assert data["KeyName"] == "hpc" and data["ImageId"] == "ami-0ccccccccccccccc1"
+    assert data["CapacityReservationSpecification"]["CapacityReservationTarget"] == {
+        "CapacityReservationId": answer["reservation"]["id"]
+    }
+
+
+def test_a_block_version_is_capacity_block_whatever_the_source_said(hpc: Any, context: Any) -> None:
+    source = ec2().create_launch_template_version(
+        LaunchTemplateId=TEMPLATE,
+        SourceVersion="1",
+        LaunchTemplateData={"InstanceMarketOptions": {"MarketType": "spot"}},
+    )["LaunchTemplateVersion"]["VersionNumber"]
+    answer = reserve(
+        job(
+            instance_types=["p5.48xlarge"],
+            instance_count=4,
+            capacity_reservation_id=BLOCK_NOW,
+            launch_template={"id": TEMPLATE, "version": str(source)},
+            provision=True,
+        ),
+        context,
+    )
+    assert answer["status"] == "provisioned", answer
+    data = versions()[answer["launch_template"]["version"]]["LaunchTemplateData"]
+    assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
