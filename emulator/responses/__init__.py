@@ -8,7 +8,15 @@ from .capacity_blocks import CapacityBlocks
 from .capacity_reservations import CapacityReservations
 from .discovery import Discovery
 from .launches import Launches
+from .regions import Regions
 
-RESPONSE_CLASSES = (CapacityReservations, CapacityBlocks, Launches, Discovery)
+RESPONSE_CLASSES = (CapacityReservations, CapacityBlocks, Launches, Discovery, Regions)
 
-__all__ = ["RESPONSE_CLASSES", "CapacityBlocks", "CapacityReservations", "Discovery", "Launches"]
+__all__ = [
+    "RESPONSE_CLASSES",
+    "CapacityBlocks",
+    "CapacityReservations",
+    "Discovery",
+    "Launches",
+    "Regions",
+]
