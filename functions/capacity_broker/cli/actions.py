@@ -35,11 +35,11 @@ LISTS = {
 
 ATTEMPT_COLUMNS = [
     Col("Subnet", ident=True),
-    Col("Type", priority=3),
+    Col("Type", priority=1),
     Col("AZ"),
     Col("Outcome"),
-    Col("Error", priority=2),
-    Col("Reservation", priority=1, ident=True),
+    Col("Error", priority=3),
+    Col("Reservation", priority=2, ident=True),
     Col("Cancelled"),
 ]
 
@@ -164,7 +164,8 @@ def show(entry: str, answer: Mapping[str, Any]) -> None:
         if key in lists or (isinstance(value, list) and value and isinstance(value[0], dict)):
             continue
         if value not in (None, [], ""):
-            render.say(out, f"{key}: {render.cell(value)}", indent=2, hang=4)
+            text = ", ".join(map(render.cell, value)) if isinstance(value, list) else value
+            render.say(out, f"{key}: {render.cell(text)}", indent=2, hang=4)
     for key in lists:
         items = answer.get(key) or []
         if not items:

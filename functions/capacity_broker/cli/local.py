@@ -237,6 +237,7 @@ def _stop(port: int | None) -> None:
         if _is_ours(pid):
             os.kill(pid, signal.SIGKILL)
     record.unlink(missing_ok=True)
+    Path(details.get("log") or record.with_suffix(".log")).unlink(missing_ok=True)
     err.print(f"capacity-broker local: stopped {details['endpoint']} (pid {pid})")
     sys.stdout.write(f"unset {' '.join(EXPORTED)}\n")
     sys.stdout.flush()
