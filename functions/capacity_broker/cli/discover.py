@@ -45,7 +45,9 @@ def spot_columns(show_savings: bool) -> list[Col]:
 @app.command()
 def search(
     ctx: typer.Context,
-    pattern: Annotated[str, typer.Argument(help="m7i.large, m8g.* or a family such as p5.")],
+    pattern: Annotated[
+        str, typer.Argument(metavar="PATTERN", help="m7i.large, m8g.* or a family such as p5.")
+    ],
     regions: RegionsOpt = None,
     architecture: Annotated[
         str | None,
@@ -109,7 +111,7 @@ def search(
 @app.command()
 def az(
     ctx: typer.Context,
-    pattern: Annotated[str, typer.Argument(help="Instance type or pattern.")],
+    pattern: Annotated[str, typer.Argument(metavar="PATTERN", help="Instance type or pattern.")],
     regions: RegionsOpt = None,
     min_az_count: Annotated[
         int | None,
@@ -160,7 +162,9 @@ def az(
 @app.command()
 def spot(
     ctx: typer.Context,
-    pattern: Annotated[str, typer.Argument(help="Instance type or pattern (m8g.*).")],
+    pattern: Annotated[
+        str, typer.Argument(metavar="PATTERN", help="Instance type or pattern (m8g.*).")
+    ],
     regions: RegionsOpt = None,
     max_price: Annotated[
         float | None,
