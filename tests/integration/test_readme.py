@@ -151,7 +151,9 @@ def test_the_deploy_line_runs_the_pinned_cdk_with_the_venv() -> None:
         timeout=60,
         check=False,
     )
-    assert "AWS_ACCESS_KEY_ID = testing" not in env.stdout.split("# Files")[0]
+    assert "AWS_ACCESS_KEY_ID = testing" not in env.stdout.split("# Files")[0]  # global
+    assert "deploy: AWS_ACCESS_KEY_ID" not in env.stdout
+    assert "test: AWS_ACCESS_KEY_ID = testing" in env.stdout  # the offline targets keep them
 
 
 def test_deploying_without_a_cluster_id_stops_with_a_clear_error() -> None:
