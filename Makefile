@@ -5,18 +5,25 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
-# Tests and the demo never reach AWS: fake credentials, a fixed region.
-export AWS_ACCESS_KEY_ID ?= testing
-export AWS_SECRET_ACCESS_KEY ?= testing
-export AWS_DEFAULT_REGION ?= us-east-1
+# Tests, the demo, benchmarks and synth never reach AWS: fake credentials, a fixed region.
+# Not for deploy, which runs with the caller's own credentials (a profile must not be
+# shadowed by fake keys).
+OFFLINE := run test lint typecheck pytest unit bench synth
+$(OFFLINE): export AWS_ACCESS_KEY_ID ?= testing
+$(OFFLINE): export AWS_SECRET_ACCESS_KEY ?= testing
+$(OFFLINE): export AWS_DEFAULT_REGION ?= us-east-1
+# `make deploy CDK_ARGS="-c clusterId=soca-prod ..."`; `make synth` shows a demo cluster.
+CDK_ARGS ?=
+SYNTH_ARGS ?= -c clusterId=demo
 
-.PHONY: run test lint typecheck unit pytest bench synth cfn-lint clean help
+.PHONY: run test lint typecheck unit pytest bench synth deploy cfn-lint clean help
 
 help:
 	@echo "make run    - start the capacity emulator with the demo scenario and run the broker end to end"
 	@echo "make test   - lint, type-check and run the whole test suite (unit, emulator, integration, infra)"
 	@echo "make bench  - benchmarks against the emulator; writes bench/results.json"
 	@echo "make synth  - synthesize the CDK app offline into cdk.out"
+	@echo 'make deploy CDK_ARGS="-c clusterId=<id> ..." - deploy one broker with your credentials'
 
 $(STAMP): pyproject.toml requirements-lock.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,8 +58,12 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+# cdk.json runs `python3 app.py`: the virtualenv first on PATH gives it aws-cdk-lib.
 synth: $(STAMP) node_modules/.installed
-	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --quiet
+	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --quiet $(SYNTH_ARGS)
+
+deploy: $(STAMP) node_modules/.installed
+	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk deploy $(CDK_ARGS)
 
 clean:
 	rm -rf cdk.out out .pytest_cache .mypy_cache .ruff_cache bench/results.json

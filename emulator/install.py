@@ -9,11 +9,14 @@ Everything here is idempotent and reversible (``uninstall``) so tests can rely o
 from __future__ import annotations
 
 import json
+import re
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+from moto import backend_index
 from moto.backends import get_backend
 from moto.core.base_backend import BackendDict
 from moto.core.responses import ActionResult, BaseResponse
@@ -54,6 +57,7 @@ def install() -> None:
         )
         for name in _DYNAMODB_WRITES:
             _replace(DynamoDBBackend, name, _atomic(getattr(DynamoDBBackend, name)))
+        _register_price_list()
         _installed = True
 
 
@@ -68,7 +72,23 @@ def uninstall() -> None:
         _saved.clear()
         EC2_RESOURCE_TO_PREFIX.pop("capacity-reservation", None)
         EC2_PREFIX_TO_RESOURCE.pop("cr", None)
+        sys.modules.pop("moto.pricing", None)
+        backend_index.backend_url_patterns[:] = [
+            item for item in backend_index.backend_url_patterns if item[0] != "pricing"
+        ]
         _installed = False
+
+
+def _register_price_list() -> None:
+    """The Price List (``pricing``) as one of moto's services: moto finds a service's backends
+    in the module ``moto.<service>`` and its URLs in ``backend_index`` (in process and in
+    server mode alike), so the emulator's module is registered under that name."""
+    from .models import pricing
+    from .responses import pricing as routes
+
+    sys.modules["moto.pricing"] = pricing
+    if not any(name == "pricing" for name, _ in backend_index.backend_url_patterns):
+        backend_index.backend_url_patterns.append(("pricing", re.compile(routes.url_bases[0])))
 
 
 def _replace(klass: type, name: str, value: Any) -> None:

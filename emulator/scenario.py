@@ -25,7 +25,12 @@ regions:
                     earliest_start: "+1d", latest_start: "+56d"}]
     spot_prices:  [{instance_type: g6.xlarge, availability_zone: us-east-1a, price: "0.3012",
                     at: "-2h", history: [{at: "-1d", price: "0.35"}]}]
+    on_demand_prices: [{instance_type: g6.xlarge, price: "0.8048", operating_system: Linux}]
 ```
+
+A region a scenario names is enabled for the account (an opt-in region is opted in), and
+``on_demand_prices`` are the Price List's (``pricing:GetProducts``) hourly On-Demand prices of
+the region.
 
 Times may be absolute (ISO 8601) or relative to the emulator clock ("+2h", "-30m", "+1d").
 Loading returns the ids of everything named, so tests can say ``ids.subnets["hpc-a"]``.
@@ -50,6 +55,7 @@ from moto.ec2.models.amis import Ami
 from .models import CapacityReservation, capacity_backend
 from .models.backend import new_block_id, new_reservation_id
 from .models.offerings import BlockSupply
+from .models.regions import opted_in
 from .state import world
 
 SCENARIOS = Path(__file__).parent / "scenarios"
@@ -118,6 +124,7 @@ def load(source: str | Path | dict[str, Any], account_id: str = DEFAULT_ACCOUNT_
         setattr(world.settings, key, value)
     ids = ScenarioIds()
     for region, spec in (data.get("regions") or {}).items():
+        opted_in(account_id).add(region)
         _load_region(account_id, region, spec or {}, ids)
     return ids
 
@@ -208,6 +215,7 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
         capacity.add_existing(block, item.get("tags") or {})
         ids.reservations[item.get("name") or block.id] = block.id
     _load_spot_prices(ec2, spec.get("spot_prices") or [], now)
+    _load_on_demand_prices(account_id, region, spec.get("on_demand_prices") or [])
     for item in spec.get("offerings") or []:
         capacity.catalogue.supply.append(
             BlockSupply(
@@ -295,3 +303,22 @@ def _load_spot_prices(ec2: Any, items: list[dict[str, Any]], now: datetime) -> N
                 product_description=product,
                 availability_zone_id=zone_ids.get(item["availability_zone"], ""),
             )
+
+
+# -- On-Demand prices (the Price List, pricing:GetProducts; emulator.models.pricing) --------
+
+
+def _load_on_demand_prices(account_id: str, region: str, items: list[dict[str, Any]]) -> None:
+    """``on_demand_prices``: a type's hourly On-Demand price in this region (``price``, USD),
+    for ``operating_system`` (default Linux) and ``tenancy`` (default Shared)."""
+    from .models.pricing import price_list
+
+    catalogue = price_list(account_id)
+    for item in items:
+        catalogue.add_on_demand(
+            instance_type=item["instance_type"],
+            region=region,
+            price=Decimal(str(item["price"])),
+            operating_system=item.get("operating_system", "Linux"),
+            tenancy=item.get("tenancy", "Shared"),
+        )

@@ -204,8 +204,9 @@ def _required_str(context: Mapping[str, Any], key: str) -> str:
     value = _raw(context, key)
     if value is None:
         raise ConfigError(
-            f"context {key} is required: deploy with `npx cdk deploy -c {key}=<your cluster id>` "
-            "(or set it in cdk.json)"
+            f"context {key} is required: deploy with "
+            f'`make deploy CDK_ARGS="-c {key}=<your cluster id>"` '
+            f"(or `npx cdk deploy -c {key}=<your cluster id>` with the virtualenv on PATH)"
         )
     if not isinstance(value, str):
         raise ConfigError(f"context {key} must be a string, got {value!r}")

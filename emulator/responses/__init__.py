@@ -9,6 +9,7 @@ from .capacity_reservations import CapacityReservations
 from .discovery import Discovery
 from .launch_templates import LaunchTemplateVersions
 from .launches import Launches
+from .regions import Regions
 from .tags import Tags
 
 RESPONSE_CLASSES = (
@@ -17,6 +18,7 @@ RESPONSE_CLASSES = (
     LaunchTemplateVersions,
     Launches,
     Discovery,
+    Regions,
     Tags,
 )
 
@@ -27,5 +29,6 @@ __all__ = [
     "Discovery",
     "LaunchTemplateVersions",
     "Launches",
+    "Regions",
     "Tags",
 ]

@@ -1,6 +1,7 @@
 """Synthesize the CDK app once per test process and share it (the first synth costs ~2 s).
 
-Two variants: cdk.json's defaults (what `cdk deploy -c clusterId=demo` deploys) and one with
+Two variants: cdk.json's defaults with the one required value (what `make deploy
+CDK_ARGS="-c clusterId=demo"` deploys) and one with
 every optional context key set, to prove the overrides reach the template.
 """
 
@@ -25,8 +26,8 @@ from infra_helpers import CUSTOM_CONTEXT, Synth, synthesize  # noqa: E402
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """cdk.json's context as is: clusterId=demo, every default."""
-    return synthesize({}, outdir=tmp_path_factory.mktemp("cdk-default"))
+    """cdk.json's context as is (every default) and clusterId=demo, which it leaves out."""
+    return synthesize({"clusterId": "demo"}, outdir=tmp_path_factory.mktemp("cdk-default"))
 
 
 @pytest.fixture(scope="session")

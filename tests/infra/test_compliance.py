@@ -110,7 +110,7 @@ def test_cfn_lint_reports_no_errors(variant: str, request: pytest.FixtureRequest
 
 @pytest.mark.slow
 def test_app_py_refuses_a_missing_cluster_id_with_a_clear_message() -> None:
-    # The CLI passes context in CDK_CONTEXT_JSON; it wins over cdk.json's demo value.
+    # The CLI passes context in CDK_CONTEXT_JSON (an empty value is "not set").
     env = offline_env() | {"CDK_CONTEXT_JSON": json.dumps({"clusterId": ""})}
     result = subprocess.run(
         [sys.executable, "app.py"],
@@ -147,8 +147,7 @@ def test_npx_cdk_synth_works_offline_with_the_pinned_cli(tmp_path: Path) -> None
     assert version.stdout.startswith(f"{pinned} "), version.stdout
 
     outdir = tmp_path / "cdk.out"
-    # `-c` must win over cdk.json's demo value (app.py gives cdk.json's context the lowest
-    # precedence), so a cluster id on the command line names the stack.
+    # A cluster id on the command line names the stack (cdk.json has none: it is required).
     result = subprocess.run(
         [
             *(npx, "--no-install", "cdk", "synth", "--quiet"),

@@ -114,16 +114,27 @@ def test_owned_by_broker_needs_the_cluster_id(world: Any, monkeypatch: pytest.Mo
     assert [r.instance_type for r in mine if r.owned_by_broker] == ["c7i.48xlarge"]
 
 
+def enabled_regions(region: str = "us-east-1") -> list[str]:
+    ec2 = boto3.client("ec2", region_name=region)
+    return sorted(r["RegionName"] for r in ec2.describe_regions()["Regions"])
+
+
 def test_default_regions(world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BROKER_REGIONS", "us-west-2,eu-west-1")
     assert CapacityBroker().regions == ["us-west-2", "eu-west-1"]
     monkeypatch.delenv("BROKER_REGIONS")
-    assert CapacityBroker().regions == ["us-east-1"]  # the session's (AWS_REGION)
+    # Contract v2: no regions given, every region enabled for the account (as truffle); v1
+    # looked in the session's region only.
+    enabled = enabled_regions()
+    assert set(REGIONS) < set(enabled)
+    assert CapacityBroker().regions == enabled
     session = boto3.session.Session(region_name="eu-west-1")
-    assert CapacityBroker(session=session).regions == ["eu-west-1"]
-    assert {r.region for r in CapacityBroker(session=session).capacity()} == {"eu-west-1"}
-    everywhere = CapacityBroker(regions=["all"]).regions
-    assert {"us-east-1", "us-west-2", "eu-west-1"} <= set(everywhere)
+    world.clear_calls()
+    assert CapacityBroker(session=session).regions == enabled_regions("eu-west-1")
+    # DescribeRegions is asked in the session's region
+    assert [c.region for c in world.calls("DescribeRegions")] == ["eu-west-1", "eu-west-1"]
+    assert {r.region for r in CapacityBroker(session=session).capacity()} == set(REGIONS)
+    assert CapacityBroker(regions=["all"]).regions == enabled
 
 
 def _calls(session: boto3.session.Session) -> list[str]:
@@ -146,24 +157,28 @@ def test_each_broker_calls_aws_with_its_own_session(world: Any) -> None:
     on_east, on_west = _calls(east), _calls(west)
     first = CapacityBroker(session=east, cluster_id=OWNER)
     second = CapacityBroker(session=west, cluster_id=OWNER)  # must not take the first's calls
-    assert {r.region for r in first.capacity()} == {"us-east-1"}
-    assert "DescribeCapacityReservations" in on_east
+    world.clear_calls()
+    # no regions given: every enabled region, found with the broker's own session in its region
+    assert {r.region for r in first.capacity()} == set(REGIONS)
+    assert {"DescribeRegions", "DescribeCapacityReservations"} <= set(on_east)
     assert on_west == []
-    assert {r.region for r in second.capacity()} == {"us-west-2"}
-    assert "DescribeCapacityReservations" in on_west
+    assert [c.region for c in world.calls("DescribeRegions")] == ["us-east-1"]
+    assert {r.region for r in second.capacity()} == set(REGIONS)
+    assert {"DescribeRegions", "DescribeCapacityReservations"} <= set(on_west)
+    assert [c.region for c in world.calls("DescribeRegions")] == ["us-east-1", "us-west-2"]
     on_east.clear()
     on_west.clear()
     # discovery, the Price List, 'all', and the actions run in process: all on its session
+    # ('all' is the enabled regions the broker asked for above, on its session, once)
     assert first.az("p5.48xlarge", regions=["us-east-1"])
     first.spot("m7i.large", regions=["us-east-1"], show_savings=True)
-    assert len(first.resolve_regions("all")) > 3
+    assert first.resolve_regions("all") == enabled_regions()
     answer = first.probe("g6.xlarge", ["subnet-0d1a0000000000e1a"])
     assert answer.status == "available"
     assert {
         "DescribeInstanceTypeOfferings",
         "DescribeSpotPriceHistory",
         "GetProducts",
-        "DescribeRegions",
         "CreateCapacityReservation",
         "CancelCapacityReservation",
     } <= set(on_east)
@@ -188,7 +203,7 @@ def test_brokers_with_their_own_sessions_at_the_same_time(world: Any) -> None:
 
     sessions = [_session(f"s{i}", region) for i, region in enumerate(REGIONS)]
     seen = [_calls(s) for s in sessions]
-    brokers = [CapacityBroker(session=s) for s in sessions]
+    brokers = [CapacityBroker(session=s, regions=[s.region_name]) for s in sessions]
     with ThreadPoolExecutor(max_workers=3) as pool:
         found = list(pool.map(lambda b: {r.region for r in b.capacity()}, brokers * 3))
     assert found == [{region} for region in REGIONS] * 3

@@ -361,4 +361,8 @@ def test_bindings_reference_and_get_started(broker: Any) -> None:
     run(BINDINGS_REFERENCE, namespace)
     assert namespace["blocks"]
     assert all(b.instance_type == "p5.48xlarge" for b in namespace["blocks"])
-    assert [c.instance_type for c in namespace["capacity"]] == ["inf2.xlarge"]
+    # No regions given: every enabled region (contract v2, as truffle), not the default one.
+    assert [(c.region, c.instance_type) for c in namespace["capacity"]] == [
+        ("us-east-1", "inf2.xlarge"),
+        ("us-west-2", "inf2.xlarge"),
+    ]

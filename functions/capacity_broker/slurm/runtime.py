@@ -11,7 +11,8 @@ from functools import cached_property
 from typing import Any
 
 from ..adapters.ec2 import Ec2
-from ..client import CapacityBroker, _environment
+from ..client import CapacityBroker
+from ..client.in_process import process_environment
 from .config import SlurmConfig
 from .scontrol import Scontrol
 
@@ -22,7 +23,7 @@ log = logging.getLogger("capacity_broker.slurm")
 def aws_environment(config: SlurmConfig) -> Iterator[None]:
     """The configuration's ``aws`` settings as the AWS SDK's own environment of this process
     (profile, shared files, endpoints), for as long as the block runs."""
-    with _environment(config.aws.environment()):
+    with process_environment(config.aws.environment()):
         yield
 
 

@@ -8,7 +8,7 @@ import json
 from datetime import UTC, datetime
 
 import yaml
-from capacity_broker.cli import _plain
+from capacity_broker.cli.render import plain as _plain
 from capacity_broker.models.capacity import (
     CAPACITY_ROW_FIELDS,
     CapacityResponse,
@@ -103,7 +103,15 @@ def test_rows_inside_a_plan_and_a_purchase() -> None:
 
 def test_the_clis_json_and_yaml_rows() -> None:
     rows = _plain([odcr()])
-    assert set(rows[0]) == set(CAPACITY_ROW_FIELDS)
+    # every field of the row, null when unknown (so every row has the same keys), and the
+    # seed documents' instance_count
+    assert set(rows[0]) == set(CAPACITY_ROW_FIELDS) | {
+        "ultra_cluster_placement",
+        "network_nodes",
+        "instance_count",
+    }
+    assert rows[0]["instance_count"] == rows[0]["total_capacity"]
+    assert rows[0]["ultra_cluster_placement"] is None
     assert json.loads(json.dumps(rows))[0]["end_date"] is None
     assert yaml.safe_load(yaml.safe_dump(rows))[0]["capacity_block_id"] is None
 

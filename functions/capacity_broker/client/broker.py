@@ -1,278 +1,56 @@
-"""The Python client: ``from capacity_broker import CapacityBroker, ReservationType``.
+"""``CapacityBroker``: one interface over the two transports (``in_process``, ``deployed``).
 
-Two modes, one interface:
-
-- ``CapacityBroker(regions=None, session=None)`` calls AWS directly with boto3. ``probe``,
-  ``reserve``, ``release`` and ``clean`` run the broker's own Lambda handlers in this process
-  (they need the cluster id: ``cluster_id=`` or ``BROKER_CLUSTER_ID``).
-- ``CapacityBroker.deployed(function_prefix=..., session=None)`` invokes the deployed
-  functions ``<prefix>-probe``, ``-reserve``, ``-release``, ``-cleaner`` and ``-capacity``
-  with boto3's Lambda client. The read-only look-ups the functions do not serve
-  (``offerings``, ``search``, ``az``, ``spot``, ``plan``) call EC2 with the same session.
-
-Every broker calls AWS with its own ``session`` (without one, the process's default session),
-whatever other brokers in the process were given.
-
-Listings come back as :class:`Results`: a ``list`` of typed rows (pydantic models with the
-contract's field names and the seed documents' names, e.g. ``instance_count``), with
-``.errors`` for the regions that could not be asked and, for ``capacity``, ``.summary``.
-When every region fails a :class:`RegionsFailed` is raised instead of an empty list that
-would read as "no capacity".
+Discovery (``capacity``, ``offerings``, ``search``, ``az``, ``spot``, ``plan``) reads AWS with
+this broker's session; a deployed broker's ``capacity`` asks the ``<prefix>-capacity``
+function instead. The actions (``probe``, ``reserve``, ``release``, ``clean``) go through the
+transport: the handlers in this process, or the deployed functions.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-import json
-import logging
 import os
-import sys
-import threading
-import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, TypeVar
 
-from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
-from .adapters import aws
-from .adapters.ec2 import Ec2, Pricing
-from .logic import InvalidInput
-from .logic.capacity import Listing, Progress
-from .logic.discovery import Discovery
-from .models.capacity import (
+from ..adapters import aws
+from ..adapters.ec2 import Ec2, Pricing
+from ..adapters.regions import enabled_regions
+from ..logic import InvalidInput
+from ..logic.capacity import Listing, Progress
+from ..logic.discovery import Discovery
+from ..models.capacity import (
     AzRow,
     BlockOffering,
     CapacityRequest,
     CapacityResponse,
     CapacityRow,
-    CapacitySummary,
     InstanceTypeRow,
     PlanAnswer,
     PurchaseAnswer,
     SpotPriceRow,
 )
-from .models.cleaner import CleanerResponse
-from .models.common import ItemError
-from .models.probe import ProbeResponse
-from .models.release import ReleaseResponse
-from .models.reserve import ReserveResponse
+from ..models.cleaner import CleanerResponse
+from ..models.probe import ProbeResponse
+from ..models.release import ReleaseResponse
+from ..models.reserve import ReserveResponse
+from . import regions as where
+from .deployed import invoke_function, lambda_client
+from .in_process import DEFAULT_REGION, run_function
+from .results import (
+    BrokerError,
+    InvalidArguments,
+    RegionsFailed,
+    ReservationType,
+    Results,
+)
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
-
-ENTRY_POINTS = ("probe", "reserve", "release", "cleaner", "capacity")
-DEFAULT_REGION = "us-east-1"
-# Lambda's longest timeout is 15 minutes; the client waits a little longer for an answer.
-INVOKE_READ_TIMEOUT = 910
-# In-process runs get the time budget of the longest deployed function (the cleaner).
-IN_PROCESS_TIMEOUT_MS = 300_000
-
-
-class ReservationType(StrEnum):
-    """Which reservations ``capacity`` lists (EC2's ``ReservationType``)."""
-
-    ODCR = "odcr"
-    CAPACITY_BLOCKS = "capacity-block"
-    ALL = "all"
-    # the singular, as the contract's request field spells it
-    CAPACITY_BLOCK = "capacity-block"
-
-
-class BrokerError(Exception):
-    """The broker could not answer (configuration, every region failing, a function error)."""
-
-    def __init__(self, message: str, answer: Mapping[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.answer = dict(answer) if answer is not None else None
-
-
-class InvalidArguments(BrokerError, ValueError):
-    """The request was refused before anything was done (``invalid_request``)."""
-
-    def __init__(
-        self, errors: Sequence[tuple[str, str]], answer: Mapping[str, Any] | None = None
-    ) -> None:
-        super().__init__("; ".join(f"{f}: {m}" for f, m in errors), answer)
-        self.errors = list(errors)
-
-
-class RegionsFailed(BrokerError):
-    """Every region asked for failed; ``errors`` says why, region by region."""
-
-    def __init__(self, errors: Sequence[ItemError]) -> None:
-        super().__init__(
-            "every region failed: "
-            + "; ".join(f"{e.region}: {e.error_code}: {e.message}" for e in errors)
-        )
-        self.errors = list(errors)
-
-
-class EntryPointUnavailable(BrokerError):
-    """The entry point is not part of this installation (or deployment)."""
-
-
-class FunctionError(BrokerError):
-    """The function raised instead of answering (``X-Amz-Function-Error``)."""
-
-
-class InvokeFailed(BrokerError):
-    """Lambda's ``Invoke`` itself failed, so the function gave no answer: refused
-    (``AccessDeniedException``), throttled (``TooManyRequestsException``), unreachable.
-    ``code`` is Lambda's error code (``None`` when there was no answer at all)."""
-
-    def __init__(self, message: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class Results(list[T]):
-    """A listing: the rows, plus what could not be listed.
-
-    ``status`` is ``ok``, or ``partial`` when some regions failed (``errors``).
-    """
-
-    def __init__(
-        self,
-        items: Iterable[T] = (),
-        errors: Iterable[ItemError] = (),
-        regions: Iterable[str] = (),
-        summary: CapacitySummary | None = None,
-        message: str = "",
-    ) -> None:
-        super().__init__(items)
-        self.errors = list(errors)
-        self.regions = list(regions)
-        self.summary = summary
-        self.message = message
-
-    @property
-    def status(self) -> str:
-        return "partial" if self.errors else "ok"
-
-
-# -- running the handlers in this process ----------------------------------------------------
-
-
-@dataclass
-class InProcessContext:
-    """The parts of Lambda's context object the handlers (and Powertools) read."""
-
-    function_name: str
-    timeout_ms: int = IN_PROCESS_TIMEOUT_MS
-    function_version: str = "$LATEST"
-    memory_limit_in_mb: int = 1024
-    region: str = DEFAULT_REGION
-    account_id: str = "000000000000"
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    started: float = field(default_factory=time.monotonic)
-
-    @property
-    def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:{self.region}:{self.account_id}:function:{self.function_name}"
-
-    @property
-    def log_group_name(self) -> str:
-        return f"/aws/lambda/{self.function_name}"
-
-    @property
-    def log_stream_name(self) -> str:
-        return f"in-process/{self.aws_request_id}"
-
-    def get_remaining_time_in_millis(self) -> int:
-        elapsed = int((time.monotonic() - self.started) * 1000)
-        return max(self.timeout_ms - elapsed, 0)
-
-
-def handler_module(entry: str) -> Any:
-    """``capacity_broker.handlers.<entry>``, or :class:`EntryPointUnavailable`."""
-    if entry not in ENTRY_POINTS:
-        raise EntryPointUnavailable(f"unknown entry point {entry!r}")
-    name = f"capacity_broker.handlers.{entry}"
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as error:
-        if error.name != name:
-            raise
-        raise EntryPointUnavailable(
-            f"the {entry} entry point is not part of this installation"
-        ) from None
-
-
-def invoke_in_process(
-    entry: str,
-    event: Any,
-    function_name: str,
-    region: str,
-    timeout_ms: int,
-    account_id: str = "000000000000",
-) -> Any:
-    """Call ``capacity_broker.handlers.<entry>.handler`` as Lambda would."""
-    module = handler_module(entry)
-    context = InProcessContext(
-        function_name=function_name, timeout_ms=timeout_ms, region=region, account_id=account_id
-    )
-    return module.handler(event, context)
-
-
-_env_lock = threading.RLock()
-
-
-@contextlib.contextmanager
-def _environment(wanted: Mapping[str, str]) -> Iterator[None]:
-    """The handlers read their configuration from the environment once per container: set
-    it for the call, and give the process its own back afterwards."""
-    from .handlers._runtime import reset_container
-
-    saved = {k: os.environ.get(k) for k in wanted}
-    changed = any(saved[k] != v for k, v in wanted.items())
-    if changed:
-        os.environ.update(wanted)
-        reset_container()
-    try:
-        yield
-    finally:
-        if changed:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-            reset_container()
-
-
-@contextlib.contextmanager
-def _quiet(module: Any) -> Iterator[None]:
-    """In a script or a terminal the handler's JSON log lines and EMF metrics would mix with
-    the answer on stdout: warnings and errors go to stderr, metrics are not printed."""
-    saved_flag = os.environ.get("POWERTOOLS_METRICS_DISABLED")
-    os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
-    logger = getattr(module, "logger", None)
-    handler = getattr(logger, "registered_handler", None)
-    saved: tuple[int, Any] | None = None
-    if logger is not None and isinstance(handler, logging.StreamHandler):
-        saved = (logger.log_level, handler.stream)
-        logger.setLevel(logging.WARNING)
-        # Not setStream(): it flushes the old stream, which a test runner may have closed.
-        handler.stream = sys.stderr
-    try:
-        yield
-    finally:
-        if saved is not None and logger is not None and isinstance(handler, logging.StreamHandler):
-            logger.setLevel(saved[0])
-            handler.stream = saved[1]
-        if saved_flag is None:
-            os.environ.pop("POWERTOOLS_METRICS_DISABLED", None)
-        else:
-            os.environ["POWERTOOLS_METRICS_DISABLED"] = saved_flag
-
-
-# -- the client ------------------------------------------------------------------------------
 
 
 class CapacityBroker:
@@ -286,12 +64,14 @@ class CapacityBroker:
     ) -> None:
         # Each broker calls AWS with its own session (``None``: the process's default one).
         self.session = session
-        self._regions = _region_list(regions)
+        # Refused here, before any call, when AWS has no such region.
+        self._regions = where.check(where.region_list(regions))
         self.cluster_id = cluster_id or os.environ.get("BROKER_CLUSTER_ID") or None
         self.max_workers = max_workers
         self.function_prefix: str | None = None
         self._lambda: Any = None
         self._discovery: Discovery | None = None
+        self._enabled: list[str] | None = None
 
     @classmethod
     def deployed(
@@ -312,7 +92,7 @@ class CapacityBroker:
         broker._lambda = lambda_client
         return broker
 
-    # -- plumbing -----------------------------------------------------------------------
+    # -- where ----------------------------------------------------------------------------
     @property
     def mode(self) -> str:
         return "deployed" if self.function_prefix else "direct"
@@ -329,29 +109,45 @@ class CapacityBroker:
 
     @property
     def regions(self) -> list[str]:
-        """The regions asked when a call names none: the client's, else BROKER_REGIONS,
-        else the session's region."""
-        if self._regions:
-            return self.resolve_regions(self._regions)
-        configured = _region_list(os.environ.get("BROKER_REGIONS"))
-        return configured or [self.home_region]
+        """The regions discovery looks at when a call names none: the client's, else
+        ``BROKER_REGIONS``, else every region enabled for the account."""
+        return self.resolve_regions(None)
 
     def resolve_regions(self, regions: Sequence[str] | str | None) -> list[str]:
-        """``["all"]`` means every region enabled for the account (DescribeRegions)."""
-        wanted = _region_list(regions)
-        if not wanted:
-            return self.regions
-        if "all" in wanted:
-            ec2 = aws.client("ec2", self.home_region, self._aws_session())
-            answer = aws.call("DescribeRegions", ec2.describe_regions)
-            return sorted(r["RegionName"] for r in answer.get("Regions", []))
-        return wanted
+        """The regions a discovery call looks at (see ``client.regions``): ``regions``, else
+        the client's, else ``BROKER_REGIONS``, else every enabled region; ``all`` is every
+        enabled region (DescribeRegions). Unknown names are refused before any call."""
+        wanted = where.check(where.region_list(regions)) or self._regions or where.configured()
+        if not wanted or where.EVERY_REGION in wanted:
+            return self.enabled_regions()
+        return where.check(wanted)
+
+    def enabled_regions(self) -> list[str]:
+        """Every region enabled for the account, asked once per broker."""
+        if self._enabled is None:
+            self._enabled = enabled_regions(self.home_region, self._aws_session())
+        return list(self._enabled)
+
+    @property
+    def function_regions(self) -> list[str]:
+        """``BROKER_REGIONS`` of a function run in this process: the client's regions, else
+        ``BROKER_REGIONS``, else the function's own region (the Lambdas' default)."""
+        if where.EVERY_REGION in self._regions:
+            return self.enabled_regions()
+        return self._regions or where.configured() or [self.home_region]
+
+    def _explicit(self, regions: Sequence[str] | str | None) -> list[str] | None:
+        """Regions a deployed function is asked for: those given (or the client's), expanded;
+        ``None`` leaves the choice to the function's ``BROKER_REGIONS``."""
+        given = where.check(where.region_list(regions)) or self._regions
+        return self.resolve_regions(given) if given else None
 
     @property
     def discovery(self) -> Discovery:
         if self._discovery is None:
             self._discovery = Discovery(
-                self.regions,
+                # Every call passes its regions; this default is never used for a look-up.
+                self._regions or [self.home_region],
                 cluster_id=self.cluster_id,
                 max_workers=self.max_workers,
                 ec2_for=lambda region: Ec2(region, session=self._aws_session),
@@ -364,62 +160,16 @@ class CapacityBroker:
         another broker's in-process handler run cannot redirect this one's calls)."""
         return self.session if self.session is not None else aws.default_session()
 
+    # -- transports -----------------------------------------------------------------------
     def _lambda_client(self) -> Any:
         if self._lambda is None:
-            import boto3
-            from botocore.config import Config
-
-            session = self.session or boto3.session.Session()
-            self._lambda = session.client(
-                "lambda",
-                region_name=getattr(session, "region_name", None) or self.home_region,
-                config=Config(
-                    read_timeout=INVOKE_READ_TIMEOUT,
-                    connect_timeout=10,
-                    # Safe to retry: every call carries a request id (idempotency key).
-                    retries={"mode": "standard", "total_max_attempts": 3},
-                    user_agent_extra="capacity-broker-client",
-                ),
-            )
+            self._lambda = lambda_client(self.session, self.home_region)
         return self._lambda
 
     def invoke(self, entry: str, event: Mapping[str, Any]) -> dict[str, Any]:
         """One entry point's raw answer: the deployed function, or the handler in process."""
         if self.function_prefix:
-            return self._invoke_deployed(entry, event)
-        return self._invoke_here(entry, event)
-
-    def _invoke_deployed(self, entry: str, event: Mapping[str, Any]) -> dict[str, Any]:
-        name = f"{self.function_prefix}-{entry}"
-        lam = self._lambda_client()
-        try:
-            response = lam.invoke(
-                FunctionName=name,
-                InvocationType="RequestResponse",
-                Payload=json.dumps(event).encode(),
-            )
-        except ClientError as error:
-            details = error.response.get("Error", {})
-            code = details.get("Code")
-            if code == "ResourceNotFoundException":
-                raise EntryPointUnavailable(f"function {name} does not exist: {error}") from None
-            message = details.get("Message") or str(error)
-            raise InvokeFailed(f"could not invoke {name}: {code}: {message}", code) from error
-        except BotoCoreError as error:
-            # No answer (unreachable, timed out, no credentials): after a timeout the function
-            # may still have run, which the same request id again finds.
-            raise InvokeFailed(
-                f"could not invoke {name}: {type(error).__name__}: {error}"
-            ) from error
-        body = response["Payload"].read()
-        if response.get("FunctionError"):
-            raise FunctionError(f"{name} failed: {body.decode(errors='replace')[:1000]}")
-        answer = json.loads(body or b"null")
-        if not isinstance(answer, dict):
-            raise FunctionError(f"{name} answered {str(answer)[:200]!r}, not a JSON object")
-        return answer
-
-    def _invoke_here(self, entry: str, event: Mapping[str, Any]) -> dict[str, Any]:
+            return invoke_function(self._lambda_client, self.function_prefix, entry, event)
         if not self.cluster_id:
             raise InvalidArguments(
                 [
@@ -430,20 +180,16 @@ class CapacityBroker:
                     )
                 ]
             )
-        module = handler_module(entry)
-        regions = self.regions
-        # The function's own region: the client's first region when it was given some.
-        region = regions[0] if self._regions else self.home_region
-        wanted = {
-            "BROKER_CLUSTER_ID": self.cluster_id,
-            "AWS_REGION": region,
-            "BROKER_REGIONS": ",".join(regions),
-        }
-        with _env_lock, _environment(wanted), _handlers_using(self.session), _quiet(module):
-            answer = invoke_in_process(
-                entry, dict(event), f"capacity-broker-{entry}", region, IN_PROCESS_TIMEOUT_MS
-            )
-        return dict(answer)
+        regions = self.function_regions
+        return run_function(
+            entry,
+            event,
+            cluster_id=self.cluster_id,
+            # The function's own region: the client's first region when it was given some.
+            region=regions[0] if self._regions else self.home_region,
+            regions=regions,
+            session=self.session,
+        )
 
     def _typed(self, model: type[M], answer: Mapping[str, Any]) -> M:
         if answer.get("status") == "invalid_request":
@@ -491,13 +237,13 @@ class CapacityBroker:
             "min_capacity": int(min_capacity or 0),
             "include_inactive": not active_only,
         }
-        types = [t.lower() for t in _names(instance_types)]
+        types = [t.lower() for t in where.names(instance_types)]
         if types:
             fields["instance_types"] = types
-        explicit = _region_list(regions) or self._regions
         if self.function_prefix:
+            explicit = self._explicit(regions)
             if explicit:
-                fields["regions"] = self.resolve_regions(explicit)
+                fields["regions"] = explicit
             fields["request_id"] = f"client-{uuid.uuid4().hex}"
             response = self._typed(CapacityResponse, self.invoke("capacity", fields))
             if response.status == "error":
@@ -506,20 +252,14 @@ class CapacityBroker:
                     if response.errors
                     else BrokerError(response.message, response.to_json_dict())
                 )
-            return Results(
-                response.reservations,
-                response.errors,
-                response.regions,
-                response.summary,
-                response.message,
+        else:
+            fields["regions"] = self.resolve_regions(regions)
+            request = _request(CapacityRequest, fields)
+            response = self.discovery.lister.answer(
+                request, f"client-{uuid.uuid4().hex}", progress=progress
             )
-        fields["regions"] = self.resolve_regions(explicit)
-        request = _request(CapacityRequest, fields)
-        response = self.discovery.lister.answer(
-            request, f"client-{uuid.uuid4().hex}", progress=progress
-        )
-        if response.status == "error":
-            raise RegionsFailed(response.errors)
+            if response.status == "error":
+                raise RegionsFailed(response.errors)
         return Results(
             response.reservations,
             response.errors,
@@ -622,7 +362,7 @@ class CapacityBroker:
                 pattern,
                 self.resolve_regions(regions),
                 min_az_count,
-                _names(azs),
+                where.names(azs),
                 progress,
             )
         )
@@ -696,7 +436,7 @@ class CapacityBroker:
     ) -> ProbeResponse:
         event = _event(
             instance_type=instance_type,
-            subnet_ids=_names(subnet_ids),
+            subnet_ids=where.names(subnet_ids),
             instance_count=instance_count,
             request_id=request_id or f"probe-{uuid.uuid4().hex[:20]}",
             instance_platform=instance_platform,
@@ -720,8 +460,8 @@ class CapacityBroker:
         ``launch_template``, ``capacity_reservation_id``, ``provision``, ``strict``, ...)."""
         event = _event(
             job_id=job_id,
-            instance_types=_names(instance_types),
-            subnet_ids=_names(subnet_ids),
+            instance_types=where.names(instance_types),
+            subnet_ids=where.names(subnet_ids),
             instance_count=instance_count,
             request_id=request_id or f"job-{job_id}-{uuid.uuid4().hex[:12]}",
             **options,
@@ -764,49 +504,15 @@ class CapacityBroker:
     ) -> dict[str, Any]:
         """The cleaner's sweep request: ``regions`` (else the client's own; ``all`` = every
         enabled region) expanded to names, none meaning the function's BROKER_REGIONS."""
-        explicit = _region_list(regions) or self._regions
         return _event(
             action="sweep",
             dry_run=dry_run,
-            regions=self.resolve_regions(explicit) if explicit else None,
+            regions=self._explicit(regions),
             request_id=request_id or f"clean-{uuid.uuid4().hex[:20]}",
         )
 
 
-# -- sessions --------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _handlers_using(session: Any) -> Iterator[None]:
-    """The handlers make their clients without a session: for a broker with its own, they run
-    on it, and start cold before and after (nothing made with one session is kept for the
-    other). The caller holds ``_env_lock``."""
-    if session is None:
-        yield
-        return
-    from .handlers._runtime import reset_container
-
-    with aws.container_session(session):
-        reset_container()
-        try:
-            yield
-        finally:
-            reset_container()
-
-
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def _names(value: Sequence[str] | str | None) -> list[str]:
-    """``"a,b"`` or ``["a", "b"]`` → ``["a", "b"]`` (blank entries dropped)."""
-    if value is None:
-        return []
-    items = value.split(",") if isinstance(value, str) else list(value)
-    return [str(v).strip() for v in items if str(v).strip()]
-
-
-def _region_list(value: Sequence[str] | str | None) -> list[str]:
-    return list(dict.fromkeys(_names(value)))
 
 
 def _event(**fields: Any) -> dict[str, Any]:
@@ -831,17 +537,3 @@ def _arguments() -> Iterator[None]:
         yield
     except InvalidInput as error:
         raise InvalidArguments(error.errors) from None
-
-
-__all__ = [
-    "BrokerError",
-    "CapacityBroker",
-    "EntryPointUnavailable",
-    "FunctionError",
-    "InProcessContext",
-    "InvalidArguments",
-    "InvokeFailed",
-    "RegionsFailed",
-    "ReservationType",
-    "Results",
-]

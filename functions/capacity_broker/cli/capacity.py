@@ -1,0 +1,278 @@
+"""``capacity``: the ODCRs and Capacity Blocks you hold, with truffle's summaries.
+
+The summary and the UltraCluster footer are computed from the rows shown, so they can never
+disagree with the table (a bought block is "Total Blocks: 1", a mix of placed and unplaced
+blocks is not a "Yes").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ..client import ReservationType, Results
+from ..logic.capacity import summary_of
+from ..models.capacity import CapacityRow, CapacitySummary
+from . import render
+from .app import OutputOpt, ProfileOpt, RegionsOpt, app, make_broker, progress_bar, split, state_of
+from .errors import EXIT_USAGE, fail, finish_listing, guard
+from .render import Col, Output
+
+ODCR_COLUMNS = [
+    Col("Instance Type"),
+    Col("Region", priority=3),
+    Col("AZ"),
+    Col("Total", numeric=True),
+    Col("Avail", numeric=True),
+    Col("Used", priority=2, numeric=True),
+    Col("State"),
+    Col("Match", priority=4),
+    Col("End", wrap=True),
+    Col("Owned", priority=5),
+    Col("Reservation", ident=True),
+]
+
+BLOCK_COLUMNS = [
+    Col("Instance Type"),
+    Col("Count", numeric=True),
+    # 0 until the block starts (EC2 shows no capacity before then)
+    Col("Avail", numeric=True),
+    Col("Region", priority=4),
+    Col("AZ"),
+    Col("Start", priority=1, wrap=True),
+    Col("End", wrap=True),
+    Col("Duration", priority=2, numeric=True),
+    Col("State"),
+    Col("UltraCluster", priority=3),
+    Col("Reservation", ident=True),
+]
+
+
+def summary_lines(kind: str, summary: CapacitySummary) -> list[str]:
+    types = ", ".join(summary.instance_types)
+    count = len(summary.instance_types)
+    if kind == ReservationType.CAPACITY_BLOCKS:
+        lines = [
+            "Capacity Block Summary:",
+            f"Total Blocks: {summary.reservations}",
+            f"Instance Types: {count} ({types})",
+            f"Total Capacity: {summary.total_capacity} instances",
+        ]
+        if summary.block_duration_hours:
+            low = summary.block_duration_hours.min_hours
+            high = summary.block_duration_hours.max_hours
+            lines.append(
+                f"Duration Range: {low:g}-{high:g} hours ({low / 24:g}-{high / 24:g} days)"
+            )
+        return lines
+    label = "ODCRs" if kind == ReservationType.ODCR else "ODCRs and Capacity Blocks"
+    return [
+        f"Capacity Reservation Summary ({label}):",
+        f"Total Reservations: {summary.reservations}",
+        f"Instance Types: {count} ({types})",
+        f"Total Capacity: {summary.total_capacity} instances",
+        f"Available: {summary.available_capacity} instances ({summary.free_percent:g}% free)",
+    ]
+
+
+def placement_line(blocks: Sequence[CapacityRow]) -> str:
+    """What EC2's topology said about the blocks shown, as the rows say it."""
+    placed = [b.reservation_id for b in blocks if b.ultra_cluster_placement is True]
+    known = [b for b in blocks if b.ultra_cluster_placement is not None]
+    if not known:
+        return "UltraCluster Placement: Unknown (EC2 did not report the topology)"
+    if len(placed) == len(blocks):
+        return "UltraCluster Placement: Yes (optimized networking for distributed training)"
+    unknown = len(blocks) - len(known)
+    # EC2 reports a topology only for active or pending reservations: a block that has not
+    # started is unknown, never "no".
+    later = f"; {unknown} not known until they start" if unknown else ""
+    if not placed:
+        return (
+            "UltraCluster Placement: No (EC2 reports no network nodes for "
+            f"{len(known)} of these blocks{later})"
+        )
+    others = len(known) - len(placed)
+    return (
+        f"UltraCluster Placement: {len(placed)} of {len(blocks)} blocks "
+        f"({', '.join(placed)})" + (f"; {others} report no network nodes" if others else "") + later
+    )
+
+
+def show(kind: str, rows: Sequence[CapacityRow], regions: Sequence[str] = ()) -> None:
+    """The summary and the tables of ``rows`` (ODCRs and blocks apart), or where it looked."""
+    out = render.stdout()
+    if not rows:
+        where = f" in {render.regions_text(regions)}" if regions else ""
+        render.say(out, f"No capacity reservations match{where}.")
+        return
+    summary = summary_of(rows)
+    for number, line in enumerate(summary_lines(kind, summary)):
+        render.say(out, line, indent=3 if number else 0, hang=3)
+    tables(out, rows)
+
+
+def tables(out: Console, rows: Sequence[CapacityRow], titled: bool = False) -> None:
+    """ODCRs and Capacity Blocks in a table each (titled when both are there)."""
+    odcrs = [r for r in rows if not r.is_capacity_block]
+    blocks = [r for r in rows if r.is_capacity_block]
+    if odcrs:
+        _odcr_table(out, odcrs, "On-Demand Capacity Reservations" if blocks or titled else None)
+    if blocks:
+        _block_table(out, blocks, "Capacity Blocks" if odcrs or titled else None)
+        render.say(out, placement_line(blocks))
+
+
+def _odcr_table(out: Console, odcrs: Sequence[CapacityRow], title: str | None) -> None:
+    render.print_table(
+        out,
+        ODCR_COLUMNS,
+        [
+            [
+                r.instance_type,
+                r.region,
+                r.availability_zone,
+                r.total_capacity,
+                r.available_capacity,
+                r.used_capacity,
+                r.state,
+                r.instance_match_criteria,
+                render.when(r.end_date) or "unlimited",
+                "yes" if r.owned_by_broker else "",
+                r.reservation_id,
+            ]
+            for r in odcrs
+        ],
+        title,
+    )
+    if all(r.end_date is None for r in odcrs):
+        render.say(out, "No fixed end date - can use indefinitely")
+
+
+def _block_table(out: Console, blocks: Sequence[CapacityRow], title: str | None) -> None:
+    render.print_table(
+        out,
+        BLOCK_COLUMNS,
+        [
+            [
+                r.instance_type,
+                r.total_capacity,
+                r.available_capacity,
+                r.region,
+                r.availability_zone,
+                render.when(r.start_date),
+                render.when(r.end_date),
+                render.number(r.duration_hours, "h"),
+                r.state,
+                render.yes_no(r.ultra_cluster_placement),
+                r.reservation_id,
+            ]
+            for r in blocks
+        ],
+        title,
+    )
+
+
+def write(output: Output, results: Results[CapacityRow], full: bool = False) -> None:
+    """The rows as data (``--full``: the whole answer, summary and errors included)."""
+    if output is Output.csv:
+        render.write_csv(render.plain(list(results)), render.columns_of(CapacityRow))
+    elif full:
+        render.write_data(
+            {
+                "status": results.status,
+                "regions": results.regions,
+                "summary": render.plain(results.summary or summary_of(list(results))),
+                "reservations": render.plain(list(results)),
+                "errors": render.plain(results.errors),
+                "message": results.message,
+            },
+            output,
+        )
+    else:
+        render.write_data(list(results), output)
+
+
+@app.command()
+def capacity(
+    ctx: typer.Context,
+    odcr: Annotated[bool, typer.Option("--odcr", help="ODCRs only (default).")] = False,
+    blocks: Annotated[bool, typer.Option("--blocks", help="Capacity Blocks only.")] = False,
+    all_types: Annotated[bool, typer.Option("--all", help="ODCRs and Capacity Blocks.")] = False,
+    instance_types: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--instance-types",
+            "-t",
+            metavar="TYPES",
+            help="Types or patterns, comma-separated: p5.48xlarge, p5 (every size), g6.*",
+            show_default=False,
+        ),
+    ] = None,
+    regions: RegionsOpt = None,
+    gpu_only: Annotated[
+        bool,
+        typer.Option(
+            "--gpu-only", help="Accelerated types only (EC2's GPU, Neuron, Inferentia facts)."
+        ),
+    ] = False,
+    available_only: Annotated[
+        bool, typer.Option("--available-only", help="Only reservations with free instances.")
+    ] = False,
+    min_capacity: Annotated[
+        int, typer.Option("--min-capacity", min=0, help="At least N available instances.")
+    ] = 0,
+    active_only: Annotated[
+        bool,
+        typer.Option(
+            "--active-only/--include-inactive",
+            help="Usable reservations only (ODCRs active, blocks active or scheduled), or "
+            "also cancelled, expired, pending...",
+        ),
+    ] = True,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full", help="json/yaml: the whole answer (summary, errors), not just the rows."
+        ),
+    ] = False,
+    output: OutputOpt = None,
+    profile: ProfileOpt = None,
+) -> None:
+    """ODCRs and Capacity Blocks you hold: where, how much is free, when blocks run."""
+    state = state_of(ctx, output, regions, profile)
+    if sum((odcr, blocks, all_types)) > 1:
+        raise fail("give one of --odcr, --blocks, --all", EXIT_USAGE)
+    kind = (
+        ReservationType.CAPACITY_BLOCKS
+        if blocks
+        else ReservationType.ALL
+        if all_types
+        else ReservationType.ODCR
+    )
+    with guard():
+        broker = make_broker(state)
+        if broker.mode == "deployed":
+            # The function lists its BROKER_REGIONS unless regions are given.
+            wanted = broker.resolve_regions(state.regions) if state.regions else None
+        else:
+            wanted = broker.resolve_regions(state.regions)
+        with progress_bar(state, wanted or [], "capacity") as advance:
+            results = broker.capacity(
+                instance_types=split(instance_types) or None,
+                regions=wanted,
+                reservation_type=kind,
+                gpu_only=gpu_only,
+                available_only=available_only,
+                min_capacity=min_capacity,
+                active_only=active_only,
+                progress=advance,
+            )
+    if state.output is Output.table:
+        show(kind, list(results), results.regions)
+    else:
+        write(state.output, results, full)
+    finish_listing(results)

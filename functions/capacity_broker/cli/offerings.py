@@ -1,0 +1,247 @@
+"""``offerings``: Capacity Blocks on sale, and ``--purchase`` to buy one.
+
+A purchase cannot be undone, so without ``--yes`` the command looks the offering up and says
+what buying it would commit to (block, dates, upfront fee) before refusing.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from ..client import CapacityBroker, ReservationType
+from ..models.capacity import BlockOffering, PurchaseAnswer
+from . import capacity as capacity_view
+from . import render
+from .app import OutputOpt, ProfileOpt, RegionsOpt, State, app, make_broker, progress_bar, state_of
+from .errors import (
+    EXIT_FAILED,
+    EXIT_NO_CAPACITY,
+    EXIT_OK,
+    EXIT_USAGE,
+    err,
+    fail,
+    finish_listing,
+    guard,
+)
+from .render import Col, Output
+
+COLUMNS = [
+    Col("Offering", ident=True),
+    Col("Region", priority=3),
+    Col("AZ"),
+    Col("Count", numeric=True),
+    Col("Start", wrap=True),
+    Col("End", priority=2, wrap=True),
+    Col("Hours", priority=1, numeric=True),
+    Col("Upfront fee", numeric=True),
+    Col("$/inst-hour", numeric=True),
+]
+
+_RELATIVE = re.compile(r"^\+(\d+(?:\.\d+)?)([hdw])$")
+
+
+def parse_when(value: str | None, name: str) -> datetime | None:
+    """ISO 8601 (a date, or a time; UTC unless it says otherwise) or ``+3d`` / ``+12h`` /
+    ``+2w`` from now."""
+    if not value:
+        return None
+    match = _RELATIVE.match(value.strip())
+    if match:
+        amount, unit = float(match[1]), match[2]
+        delta = {"h": timedelta(hours=amount), "d": timedelta(days=amount)}.get(
+            unit, timedelta(weeks=amount)
+        )
+        return datetime.now(UTC) + delta
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise typer.BadParameter(
+            f"{value!r} is not a date: use 2026-12-01, 2026-12-01T11:30Z or +3d", param_hint=name
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def block_hours(days: int | None, hours: int | None) -> int:
+    if days is not None and hours is not None:
+        raise typer.BadParameter("give --days or --hours, not both")
+    if days is not None:
+        return days * 24
+    return hours if hours is not None else 24
+
+
+def cells(o: BlockOffering) -> list[object]:
+    """An offering's row under ``COLUMNS``."""
+    return [
+        o.offering_id,
+        o.region,
+        o.availability_zone,
+        o.instance_count,
+        render.when(o.start_date),
+        render.when(o.end_date),
+        o.duration_hours,
+        render.money(o.upfront_fee, o.currency),
+        render.number(o.price_per_instance_hour),
+    ]
+
+
+def commitment(offer: BlockOffering) -> str:
+    """What buying ``offer`` commits to, in one sentence."""
+    fee = render.money(offer.upfront_fee, offer.currency) or "an unknown upfront fee"
+    per_hour = (
+        f" ({render.number(offer.price_per_instance_hour)} per instance-hour)"
+        if offer.price_per_instance_hour is not None
+        else ""
+    )
+    return (
+        f"{offer.instance_count} x {offer.instance_type} for {offer.duration_hours} h in "
+        f"{offer.availability_zone} ({offer.region}), {render.when(offer.start_date)} to "
+        f"{render.when(offer.end_date)} UTC, upfront fee {fee}{per_hour}"
+    )
+
+
+@app.command()
+def offerings(
+    ctx: typer.Context,
+    instance_type: Annotated[
+        str,
+        typer.Option(
+            "--instance-type", "-t", metavar="TYPE", help="One instance type, e.g. p5.48xlarge."
+        ),
+    ],
+    count: Annotated[
+        int, typer.Option("--count", "-n", min=1, max=64, help="Instances in the block.")
+    ] = 1,
+    days: Annotated[
+        int | None,
+        typer.Option(
+            "--days",
+            min=1,
+            help="Block length: 1-14 days, or 7-day steps to 182.",
+            show_default=False,
+        ),
+    ] = None,
+    hours: Annotated[
+        int | None,
+        typer.Option(
+            "--hours", min=24, help="Block length in hours (default 24).", show_default=False
+        ),
+    ] = None,
+    start_after: Annotated[
+        str | None,
+        typer.Option(
+            "--start-after",
+            metavar="WHEN",
+            help="Earliest start (2026-12-01 or +3d).",
+            show_default=False,
+        ),
+    ] = None,
+    end_before: Annotated[
+        str | None,
+        typer.Option(
+            "--end-before",
+            metavar="WHEN",
+            help="Latest end (2026-12-31 or +8w).",
+            show_default=False,
+        ),
+    ] = None,
+    regions: RegionsOpt = None,
+    purchase: Annotated[
+        str | None,
+        typer.Option(
+            "--purchase",
+            metavar="OFFERING",
+            help="Buy this offering (needs --yes). Capacity Blocks cannot be cancelled.",
+            show_default=False,
+        ),
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Confirm the purchase (and its upfront fee).")
+    ] = False,
+    platform: Annotated[
+        str, typer.Option("--platform", metavar="PLATFORM", help="Instance platform of a purchase.")
+    ] = "Linux/UNIX",
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, help="Show the N best offerings.", show_default=False),
+    ] = None,
+    output: OutputOpt = None,
+    profile: ProfileOpt = None,
+) -> None:
+    """Capacity Blocks on sale, cheapest per instance-hour first; --purchase to buy one."""
+    state = state_of(ctx, output, regions, profile)
+    duration = block_hours(days, hours)
+    after = parse_when(start_after, "--start-after")
+    before = parse_when(end_before, "--end-before")
+    with guard():
+        broker = make_broker(state)
+        wanted = broker.resolve_regions(state.regions)
+        terms = (instance_type, count, duration, after, before, wanted)
+        if purchase and not yes:
+            _refuse(broker, purchase, terms)
+        if purchase:
+            answer = broker.purchase_capacity_block(purchase, *terms, platform)
+            raise typer.Exit(_show_purchase(state, answer))
+        with progress_bar(state, wanted, "offerings") as advance:
+            results = broker.offerings(*terms, progress=advance)
+    if limit is not None:
+        del results[limit:]
+    render.listing(
+        state.output,
+        BlockOffering,
+        results,
+        results.regions,
+        f"No Capacity Block offerings for {count} x {instance_type} for {duration} h",
+        COLUMNS,
+        [cells(o) for o in results],
+        f"Capacity Block offerings: {count} x {instance_type}, {duration} h",
+    )
+    finish_listing(results)
+
+
+Terms = tuple[str, int, int, datetime | None, datetime | None, list[str]]
+
+
+def _refuse(broker: CapacityBroker, offering_id: str, terms: Terms) -> None:
+    """No ``--yes``: say what the purchase would commit to (a read-only look-up), buy nothing."""
+    instance_type, count, duration, _, _, regions = terms
+    listing = broker.offerings(*terms)
+    offer = next((o for o in listing if o.offering_id == offering_id), None)
+    if offer is None:
+        raise fail(
+            f"offering {offering_id} is not on sale for {count} x {instance_type} for "
+            f"{duration} h in {', '.join(regions)}; nothing was bought",
+            EXIT_NO_CAPACITY,
+        )
+    raise fail(
+        f"buying {offering_id} commits you to {commitment(offer)}; a Capacity Block cannot be "
+        "cancelled. Add --yes to confirm; nothing was bought",
+        EXIT_USAGE,
+    )
+
+
+def _show_purchase(state: State, answer: PurchaseAnswer) -> int:
+    code = {
+        "purchased": EXIT_OK,
+        "already_purchased": EXIT_OK,
+        "not_found": EXIT_NO_CAPACITY,
+    }.get(answer.status, EXIT_FAILED)
+    if state.output is Output.table:
+        out = render.stdout()
+        render.say(out, f"{answer.status}: {answer.message}")
+        if answer.status == "purchased" and answer.offering is not None:
+            render.say(out, f"Committed: {commitment(answer.offering)}", hang=2)
+        if answer.reservation is not None:
+            capacity_view.show(ReservationType.CAPACITY_BLOCKS, [answer.reservation])
+        return code
+    if state.output is Output.csv:
+        render.write_csv([render.plain(answer)])
+    else:
+        render.write_data(answer, state.output)
+    if code != EXIT_OK:
+        err.print(f"{escape(answer.status)}: {escape(answer.message)}")
+    return code

@@ -1,0 +1,69 @@
+"""The deployed transport: Lambda ``Invoke`` of ``<prefix>-<entry point>``.
+
+Lambda's own failures (the call refused, throttled, unreachable) and a function that raised
+become the client's errors; the function's JSON answer is returned as it came.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .results import EntryPointUnavailable, FunctionError, InvokeFailed
+
+# Lambda's longest timeout is 15 minutes; the client waits a little longer for an answer.
+INVOKE_READ_TIMEOUT = 910
+
+
+def lambda_client(session: Any, region: str) -> Any:
+    """A Lambda client for invoking the broker's functions: one that waits as long as a
+    function may run and retries what is safe to retry (every call carries a request id)."""
+    import boto3
+    from botocore.config import Config
+
+    session = session or boto3.session.Session()
+    return session.client(
+        "lambda",
+        region_name=getattr(session, "region_name", None) or region,
+        config=Config(
+            read_timeout=INVOKE_READ_TIMEOUT,
+            connect_timeout=10,
+            # Safe to retry: every call carries a request id (idempotency key).
+            retries={"mode": "standard", "total_max_attempts": 3},
+            user_agent_extra="capacity-broker-client",
+        ),
+    )
+
+
+def invoke_function(
+    lam: Callable[[], Any], prefix: str, entry: str, event: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``<prefix>-<entry>``'s answer to ``event`` (``lam`` gives the Lambda client)."""
+    name = f"{prefix}-{entry}"
+    try:
+        response = lam().invoke(
+            FunctionName=name,
+            InvocationType="RequestResponse",
+            Payload=json.dumps(event).encode(),
+        )
+    except ClientError as error:
+        details = error.response.get("Error", {})
+        code = details.get("Code")
+        if code == "ResourceNotFoundException":
+            raise EntryPointUnavailable(f"function {name} does not exist: {error}") from None
+        message = details.get("Message") or str(error)
+        raise InvokeFailed(f"could not invoke {name}: {code}: {message}", code) from error
+    except BotoCoreError as error:
+        # No answer (unreachable, timed out, no credentials): after a timeout the function
+        # may still have run, which the same request id again finds.
+        raise InvokeFailed(f"could not invoke {name}: {type(error).__name__}: {error}") from error
+    body = response["Payload"].read()
+    if response.get("FunctionError"):
+        raise FunctionError(f"{name} failed: {body.decode(errors='replace')[:1000]}")
+    answer = json.loads(body or b"null")
+    if not isinstance(answer, dict):
+        raise FunctionError(f"{name} answered {str(answer)[:200]!r}, not a JSON object")
+    return answer

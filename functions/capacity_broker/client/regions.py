@@ -1,0 +1,56 @@
+"""Which regions a call looks at.
+
+- Discovery (``capacity``, ``offerings``, ``search``, ``az``, ``spot``, ``plan``): the regions
+  given, else the client's, else ``BROKER_REGIONS``, else every region enabled for the account
+  (as truffle does). ``all`` means every enabled region too.
+- The broker's actions run as one function would: in the client's first region (else the
+  session's), with the client's regions (else ``BROKER_REGIONS``, else that one region) as
+  the function's ``BROKER_REGIONS``.
+
+A name AWS does not have is refused before any call, by name (:class:`UnknownRegions`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Sequence
+
+from ..adapters.regions import known_regions
+from .results import UnknownRegions
+
+EVERY_REGION = "all"
+
+
+def names(value: Sequence[str] | str | None) -> list[str]:
+    """``"a,b"`` or ``["a", "b"]`` → ``["a", "b"]`` (blank entries dropped)."""
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [str(v).strip() for v in items if str(v).strip()]
+
+
+def region_list(value: Sequence[str] | str | None) -> list[str]:
+    """Region names in order, each once."""
+    return list(dict.fromkeys(names(value)))
+
+
+def configured() -> list[str]:
+    """``BROKER_REGIONS``: the regions the broker's functions are configured for."""
+    return region_list(os.environ.get("BROKER_REGIONS"))
+
+
+def check(regions: Sequence[str]) -> list[str]:
+    """``regions`` unchanged when AWS has each of them (``all`` aside), else
+    :class:`UnknownRegions` naming the others, with the nearest real names."""
+    known = known_regions()
+    unknown = [r for r in regions if r != EVERY_REGION and r not in known]
+    if unknown:
+        raise UnknownRegions(
+            unknown,
+            {
+                name: difflib.get_close_matches(name, sorted(known), n=2, cutoff=0.8)
+                for name in unknown
+            },
+        )
+    return list(regions)

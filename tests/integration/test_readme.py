@@ -1,0 +1,181 @@
+"""The README runs as written: its shell and Python blocks, in order, in one bash session
+started the way a newcomer's shell is after ``make run`` (the repository's virtualenv exists,
+nothing is exported, no AWS). Blocks fenced as ``sh norun`` are shown, not run (``make run``
+itself, a deploy, a foreground server); their commands are checked here another way."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+FENCE = re.compile(r"^```(?P<lang>\w+)(?P<info>[^\n]*)\n(?P<body>.*?)^```\s*$", re.M | re.S)
+
+
+def blocks(kind: str | None = None) -> list[tuple[str, str, str]]:
+    """(language, info string, body) of every fenced block (of ``kind``: run or norun)."""
+    found = [
+        (m["lang"], m["info"].strip(), m["body"])
+        for m in FENCE.finditer(README.read_text(encoding="utf-8"))
+        if m["lang"] in ("sh", "bash", "python")
+    ]
+    if kind == "run":
+        return [b for b in found if "norun" not in b[1].split()]
+    if kind == "norun":
+        return [b for b in found if "norun" in b[1].split()]
+    return found
+
+
+def script() -> str:
+    """The runnable blocks as one bash script; a Python block runs with the venv's python."""
+    lines = [
+        "set -euo pipefail",
+        # Whatever happens, no local broker outlives the test.
+        'trap \'[ -n "${AWS_ENDPOINT_URL:-}" ] && capacity-broker local --stop >/dev/null '
+        "2>&1 || true' EXIT",
+    ]
+    for number, (lang, _, body) in enumerate(blocks("run")):
+        lines.append(f"echo '::block {number} ({lang})::'")
+        if lang == "python":
+            lines.append(f"python - <<'README_PY'\n{body}README_PY")
+        else:
+            lines.append(body)
+    return "\n".join(lines) + "\n"
+
+
+def newcomer_env() -> dict[str, str]:
+    """A shell after `make run`: no AWS configuration, no broker variables, a terminal of
+    its own width left to the tools (piped output: 80 columns)."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AWS_", "BROKER_", "CAPACITY_BROKER_", "POWERTOOLS_"))
+        and k not in ("COLUMNS", "LINES", "VIRTUAL_ENV", "PYTHONPATH")
+    }
+
+
+def test_the_readme_runs_as_written(tmp_path: Path) -> None:
+    assert (REPO / ".venv" / "bin" / "activate").exists(), "make venv first (make run does)"
+    runnable = blocks("run")
+    assert sum(lang == "sh" for lang, _, _ in runnable) >= 4
+    assert sum(lang == "python" for lang, _, _ in runnable) >= 2
+    path = tmp_path / "readme.sh"
+    path.write_text(script())
+    result = subprocess.run(
+        ["bash", str(path)],
+        cwd=REPO,
+        env=newcomer_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    out = result.stdout
+    assert result.returncode == 0, f"{out[-6000:]}\n--- stderr ---\n{result.stderr[-4000:]}"
+    # What the examples say they show, they show.
+    assert "Capacity Reservation Summary (ODCRs and Capacity Blocks):" in out
+    assert "Capacity Block Summary:" in out
+    assert "Capacity Block offerings: 8 x p5.48xlarge, 168 h" in out
+    assert re.search(r"g6\.xlarge\s+us-east-1a\s+0\.3012\s+0\.8048\s+62\.6%", out), out
+    assert "Recommendation: Capacity Blocks" in out
+    assert "available: g6.xlarge has capacity for 1 in subnet-01b0000000000000b" in out
+    assert "reserved: cr-" in out
+    assert "released: Released 1 hold(s) for job id 1234" in out
+    assert (
+        "available subnet-01b0000000000000b\n"
+        "  subnet-01a0000000000000a: insufficient_capacity\n"
+        "  subnet-01b0000000000000b: available\n"
+    ) in out
+    assert re.search(r"^cb-[0-9a-f]{17} 2x active ", out, re.M)
+    # and nothing is left running: the last block stopped the broker
+    assert "stopped http://127.0.0.1:" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_only_these_blocks_are_shown_and_not_run() -> None:
+    # make run / make test (the README starts after them), a deploy (checked below), and a
+    # foreground server (the background one is run above). Anything else must run.
+    shown = [body.split()[:3] for _, _, body in blocks("norun")]
+    assert shown == [
+        ["make", "run", "#"],
+        ["make", "deploy", 'CDK_ARGS="-c'],
+        [".venv/bin/python", "-m", "emulator"],
+    ]
+
+
+# -- the deploy line ---------------------------------------------------------------------------
+
+
+def deploy_line() -> list[str]:
+    (line,) = [
+        body.strip() for _, _, body in blocks("norun") if body.strip().startswith("make deploy")
+    ]
+    return shlex.split(line)
+
+
+def test_the_deploy_line_runs_the_pinned_cdk_with_the_venv() -> None:
+    # `make -n` prints what `make deploy` runs, as written in the README, without running it.
+    command = deploy_line()
+    assert command[:2] == ["make", "deploy"]
+    dry = subprocess.run(
+        ["make", "-n", *command[1:]],
+        cwd=REPO,
+        env=newcomer_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    cdk = [line for line in dry.stdout.splitlines() if "npx cdk deploy" in line]
+    assert cdk == [
+        f'PATH="{REPO}/.venv/bin:$PATH" npx cdk deploy -c clusterId=soca-prod '
+        "-c stackNamePrefix=soca-prod-job- -c regions=us-east-1"
+    ]
+    # Deploy runs with the caller's own credentials: no fake keys from the Makefile.
+    env = subprocess.run(
+        ["make", "-n", "-p", "deploy"],
+        cwd=REPO,
+        env=newcomer_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "AWS_ACCESS_KEY_ID = testing" not in env.stdout.split("# Files")[0]  # global
+    assert "deploy: AWS_ACCESS_KEY_ID" not in env.stdout
+    assert "test: AWS_ACCESS_KEY_ID = testing" in env.stdout  # the offline targets keep them
+
+
+def test_deploying_without_a_cluster_id_stops_with_a_clear_error() -> None:
+    if not (REPO / "node_modules" / ".bin" / "cdk").exists():
+        pytest.skip("node_modules/.bin/cdk is missing: run `npm ci` (the Makefile does)")
+    assert shutil.which("npx"), "npx is not on PATH"
+    env = newcomer_env() | {
+        # No credentials at all: the command must stop before it would need any.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+    result = subprocess.run(
+        ["make", "deploy"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "context clusterId is required" in output
+    assert 'make deploy CDK_ARGS="-c clusterId=<your cluster id>"' in output
+    assert "Traceback" not in output
