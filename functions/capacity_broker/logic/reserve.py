@@ -225,7 +225,9 @@ class Reserver:
         deadline: float,
     ) -> Chosen | ReserveResponse:
         rid = str(request.capacity_reservation_id)
-        found = self.ec2.reservation(rid, deadline)
+        # One made a moment ago may be unknown to EC2's next calls, or still show pending:
+        # looked at again first.
+        found = self.core.find(rid, deadline, settled=True)
         if found is None:
             return answer.unchanged(
                 ReserveStatus.REJECTED, f"{rid} does not exist", reason=f"{rid} does not exist"
@@ -471,8 +473,11 @@ class Reserver:
             if not is_retryable(error.error_class):
                 raise
             # No answer (timeout, 5xx): EC2 may still have launched the fleet. Its nodes carry
-            # the request id, so look before calling it a failure and giving the hold back.
-            launched = self.ec2.request_instances(request_id, hard_deadline)
+            # the request id, so look before calling it a failure and giving the hold back
+            # (again while the listing is empty: it can miss instances launched a moment ago).
+            launched = self.core.look_again_while_empty(
+                lambda: self.ec2.request_instances(request_id, hard_deadline), hard_deadline
+            )
             if launched:
                 return FleetResult(None, launched)
             raise
