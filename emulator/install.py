@@ -81,6 +81,7 @@ def _wrap_resources_exist(original: Callable[..., bool]) -> Callable[..., bool]:
                 capacity = capacity_backend(self)
                 if resource_id not in capacity.reservations:
                     raise reservation_not_found(resource_id)
+                capacity.named(resource_id)  # one made a moment ago may be unknown yet
         return original(self, resource_ids)
 
     return do_resources_exist

@@ -7,8 +7,16 @@ actions up by snake_case name on that class).
 from .capacity_blocks import CapacityBlocks
 from .capacity_reservations import CapacityReservations
 from .discovery import Discovery
+from .instances import Instances
 from .launches import Launches
 
-RESPONSE_CLASSES = (CapacityReservations, CapacityBlocks, Launches, Discovery)
+RESPONSE_CLASSES = (CapacityReservations, CapacityBlocks, Launches, Instances, Discovery)
 
-__all__ = ["RESPONSE_CLASSES", "CapacityBlocks", "CapacityReservations", "Discovery", "Launches"]
+__all__ = [
+    "RESPONSE_CLASSES",
+    "CapacityBlocks",
+    "CapacityReservations",
+    "Discovery",
+    "Instances",
+    "Launches",
+]

@@ -1329,9 +1329,11 @@ def test_a_tiny_time_budget(name: str, monkeypatch: pytest.MonkeyPatch, emulated
         answer = run.invoke()
         entry.check(run, answer)
         no_duplicates(run)
-        assert not [rid for rid, s in run.after.items() if s.owned and s.holding] or (
-            answer["status"] == "reserved"
-        )
+        # What the late creates made is given back if EC2 lets it before the deadline; a
+        # reservation made a moment ago may not be known or cancellable yet, and then the
+        # answer says so (the checks tie each flag to EC2's state).
+        holding = [rid for rid, s in run.after.items() if s.owned and s.holding]
+        assert not holding or answer["status"] == "reserved" or answer["cleanup"] == "pending"
         if name == "reserve+provision":
             assert answer["status"] == "error"
             assert answer["error_code"] == "TimeBudgetExceeded"
