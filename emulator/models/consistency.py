@@ -20,15 +20,40 @@ Calls are counted, not timed: tests freeze the emulator clock, and a count keeps
 deterministic (the same calls in the same order see the same thing). A resource also settles
 once it is ``lag_seconds`` old on the emulator clock, so a server on the real clock settles in
 seconds, as EC2 does.
+
+A ``lag`` fault (``emu.fail(action, mode="lag", times=N)``) makes EC2 lag at one call site: the
+next N calls of that action see everything made in this world as not there yet, and what a
+create among them makes stays unknown for N more calls of each kind (the fault matrix's
+eventual-consistency kind).
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from ..faults import Call
 from ..state import world
+
+_current = threading.local()
+
+
+@contextmanager
+def serving(call: Call) -> Iterator[None]:
+    """While the emulator answers ``call`` (in this thread), what it sees is recorded on it."""
+    _current.call = call
+    try:
+        yield
+    finally:
+        _current.call = None
+
+
+def _call() -> Call | None:
+    return getattr(_current, "call", None)
 
 
 class Seen(StrEnum):
@@ -49,10 +74,34 @@ class Propagation:
 
     def __init__(self) -> None:
         self._settling: dict[str, Settling] = {}
+        # Everything made through the API in this world (what eventual consistency can reach).
+        self._made: set[str] = set()
 
     def made(self, resource_id: str, now: datetime) -> None:
+        self._made.add(resource_id)
+        call = _call()
+        if call is not None:
+            call.fresh = True
+            if call.lag:
+                # A lag fault on the create: N more calls of each kind before it is seen.
+                call.lagged = True
+                self._settling[resource_id] = Settling(now, -call.lag, -call.lag)
+                return
         if world.settings.eventual_consistency:
             self._settling[resource_id] = Settling(now)
+
+    def _forced(self, resource_id: str) -> bool:
+        """A lag fault on this call hides ``resource_id`` (made in this world)."""
+        if resource_id not in self._made:
+            return False
+        call = _call()
+        if call is None:
+            return False
+        call.fresh = True
+        if call.lag:
+            call.lagged = True
+            return True
+        return False
 
     def _record(self, resource_id: str, now: datetime) -> Settling | None:
         record = self._settling.get(resource_id)
@@ -80,13 +129,13 @@ class Propagation:
         return Seen.SETTLED
 
     def name(self, resource_id: str, now: datetime) -> Seen:
-        """What a call naming ``resource_id`` sees; the call counts."""
+        """What a call naming ``resource_id`` sees; the call counts (a lagging one too)."""
         record = self._record(resource_id, now)
-        if record is None:
-            return Seen.SETTLED
-        seen = self._by_id(record, record.named)
-        record.named += 1
-        return seen
+        seen = Seen.SETTLED
+        if record is not None:
+            seen = self._by_id(record, record.named)
+            record.named += 1
+        return Seen.UNKNOWN if self._forced(resource_id) else seen
 
     def peek(self, resource_id: str, now: datetime) -> Seen:
         """What the next call naming it would see, without counting (a ClientToken replay
@@ -100,11 +149,12 @@ class Propagation:
         lagging = set()
         for resource_id in resource_ids:
             record = self._record(resource_id, now)
-            if record is None:
-                continue
-            if record.listed < world.settings.lag_listing_calls:
+            if record is not None:
+                if record.listed < world.settings.lag_listing_calls:
+                    lagging.add(resource_id)
+                record.listed += 1
+            if self._forced(resource_id):
                 lagging.add(resource_id)
-            record.listed += 1
         return lagging
 
     def settle(self, resource_id: str | None = None) -> None:

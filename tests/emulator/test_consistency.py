@@ -291,3 +291,69 @@ def test_reservations_a_scenario_seeds_are_settled(emu, ec2):
     found = ec2.describe_capacity_reservations(Filters=BY_TAG)["CapacityReservations"]
     assert [r["CapacityReservationId"] for r in found] == [rid]
     ec2.cancel_capacity_reservation(CapacityReservationId=rid)
+
+
+# -- a lag fault: EC2 lagging at one call site (the fault matrix's eventual-consistency kind) --
+
+
+def test_a_lag_fault_hides_what_was_made_from_the_next_calls_of_one_action(api, ec2, emu):
+    rid = api.reserve(count=1)["CapacityReservationId"]
+    emu.settle()
+    emu.fail("CancelCapacityReservation", mode="lag", times=2)
+    cancel = ec2.cancel_capacity_reservation
+    assert api.get(rid)["State"] == "active"  # another action: not lagging
+    assert code_of(cancel, CapacityReservationId=rid) == "InvalidCapacityReservationId.NotFound"
+    assert code_of(cancel, CapacityReservationId=rid) == "InvalidCapacityReservationId.NotFound"
+    assert code_of(cancel, CapacityReservationId=rid) is None
+    calls = emu.calls("CancelCapacityReservation")
+    assert [(c.lagged, c.fresh) for c in calls] == [(True, True), (True, True), (False, True)]
+
+
+def test_a_lag_fault_on_a_create_makes_what_it_makes_settle_later(api, ec2, emu):
+    emu.fail("CreateCapacityReservation", mode="lag", times=3)
+    rid = api.reserve(count=1, TagSpecifications=TAGS)["CapacityReservationId"]
+    [create] = emu.calls("CreateCapacityReservation")
+    assert create.lagged
+    codes = [code_of(api.get, reservation_id=rid) for _ in range(6)]
+    not_found = "InvalidCapacityReservationId.NotFound"
+    assert codes == [not_found] * 4 + [None, None]  # 3 more than the default 1
+    assert [rid in api.ids(Filters=BY_TAG) for _ in range(6)] == [False] * 5 + [True]
+
+
+def test_a_lag_fault_reaches_only_what_was_made_in_this_world(api, ec2, emu, world):
+    emu.fail("DescribeSubnets", mode="lag", times=5)
+    emu.fail("DescribeCapacityReservations", mode="lag", times=5)
+    emu.load_scenario(
+        {
+            "regions": {
+                REGION: {
+                    "reservations": [
+                        {
+                            "name": "old",
+                            "instance_type": "m5.large",
+                            "availability_zone": "us-east-1a",
+                            "count": 1,
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    ec2.describe_subnets(SubnetIds=list(world.subnets.values()))
+    assert len(api.all()) == 1
+    for call in emu.calls():
+        assert (call.fresh, call.lagged) == (False, False), call.action
+
+
+def test_a_lag_fault_on_a_tag_filtered_instance_listing(api, ec2, emu):
+    tagged = [{"ResourceType": "instance", "Tags": [{"Key": "job", "Value": "9"}]}]
+    ids = set(api.run(count=2, TagSpecifications=tagged))
+    emu.settle()
+    emu.fail("DescribeInstances", mode="lag", times=1)
+
+    def by_tag() -> set[str]:
+        found = ec2.describe_instances(Filters=[{"Name": "tag:job", "Values": ["9"]}])
+        return {i["InstanceId"] for r in found["Reservations"] for i in r["Instances"]}
+
+    assert by_tag() == set()
+    assert by_tag() == ids
