@@ -185,7 +185,11 @@ class Reserver:
         """The live hold an earlier invocation of this request made (found by its tags), with
         its place's preference: a retry takes it over instead of holding twice. If that
         invocation died mid-race and left several, the best-preferred one is kept and the
-        others are given back now."""
+        others are given back now.
+
+        The listing can miss a hold made a moment ago (EC2 is eventually consistent); that
+        costs no second hold: the race's attempt at that place meets its ClientToken, and
+        ``ReservationCore.hold`` waits for EC2 to show the earlier hold and takes it over."""
         if request.request_id is None:
             return None  # a request id generated for this invocation has no earlier work
         preference = {
