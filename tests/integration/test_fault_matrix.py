@@ -1008,6 +1008,9 @@ def clean_run(name: str) -> Clean:
             for service in ("ssm", "cloudformation", "dynamodb")
             for c in run.emu.calls(service=service)
         ]
+        # Sorted: calls made side by side (the template look-up runs beside the flow) come in
+        # either order, and every xdist worker must collect the same scenarios.
+        sites.sort(key=lambda site: site.label)
         fresh = [
             site.label
             for site in sites
@@ -1151,8 +1154,8 @@ def test_the_clean_runs_pass_every_check(monkeypatch: pytest.MonkeyPatch, emulat
             entry.check(run, answer)
             no_duplicates(run)
             assert entry.essence(run) == clean_run(name).essence
-            actions = tuple(dict.fromkeys(c.action for c in run.emu.calls()))
-            assert actions == tuple(dict.fromkeys(s.action for s in clean_run(name).sites))
+            actions = {c.action for c in run.emu.calls()}
+            assert actions == {s.action for s in clean_run(name).sites}
             entry.settle(run, answer)
             sweep_clean(run)
             no_duplicates(run)

@@ -216,7 +216,7 @@ def test_an_all_or_nothing_failure_leaves_neither_instances_nor_a_hold(
     from capacity_broker.handlers.reserve import reserver
 
     hpc.freeze()
-    hpc.configure(pending_seconds=10)
+    hpc.configure(pending_seconds=5)  # inside the broker's patience (10 looks: 6.5 s at least)
     monkeypatch.setattr(reserver().core, "sleep", hpc.advance)
     answer = reserve(
         job(request_id="job-fail", launch_template={"id": TEMPLATE}, provision=True), context
