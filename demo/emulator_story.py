@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
+from typing import Any
 
 import boto3
 from botocore.config import Config
@@ -57,7 +59,7 @@ def run(console: Console, emu: RemoteEmulator) -> None:
         f"  [green]✓[/] reserved 2 × g6.xlarge in us-east-1b as {made['CapacityReservationId']} "
         f"(pool {before} → {during} free)"
     )
-    ec2.cancel_capacity_reservation(CapacityReservationId=made["CapacityReservationId"])
+    _cancel_when_ec2_lets(console, ec2, made["CapacityReservationId"])
     console.print(
         f"  [green]✓[/] cancelled it: pool back to {_free(emu, 'us-east-1b', 'g6.xlarge')} free"
     )
@@ -82,6 +84,24 @@ def run(console: Console, emu: RemoteEmulator) -> None:
     )
     assert state == "expired", state
     emu.reset_clock()  # back to the present for the broker's acts
+
+
+def _cancel_when_ec2_lets(console: Console, ec2: Any, reservation_id: str) -> None:
+    """EC2 is eventually consistent: a reservation made a moment ago may be unknown to the next
+    call, then show `pending`, which CancelCapacityReservation refuses. Ask again until EC2
+    accepts (the broker does the same, within its time budget)."""
+    for pause in (0.1, 0.2, 0.4, 0.8, 1.6):
+        try:
+            ec2.cancel_capacity_reservation(CapacityReservationId=reservation_id)
+            return
+        except ClientError as error:
+            code = error.response["Error"]["Code"]
+            if code not in ("InvalidCapacityReservationId.NotFound", "IncorrectState"):
+                raise
+            why = "not known yet" if code.endswith("NotFound") else "still pending"
+            console.print(f"  [yellow]…[/] cancel at once: {code} (EC2: {why}); asking again")
+        time.sleep(pause)
+    ec2.cancel_capacity_reservation(CapacityReservationId=reservation_id)
 
 
 def _free(emu: RemoteEmulator, az: str, instance_type: str) -> int | None:

@@ -76,6 +76,11 @@ class Emulator:
         world.clock.reset()
         return world.clock.now()
 
+    def settle(self, region: str = "us-east-1") -> None:
+        """Let everything made a moment ago in ``region`` settle now (eventual consistency)."""
+        with world.lock:
+            self.capacity(region).propagation.settle()
+
     def configure(self, **settings: Any) -> None:
         for key, value in settings.items():
             if not hasattr(world.settings, key):

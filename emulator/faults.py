@@ -4,7 +4,8 @@
 - throttling: EC2-style token buckets per account, region and action group, answering
   ``RequestLimitExceeded`` when a bucket is empty;
 - faults: fail the next N calls of an action with an error code, or let the call take effect
-  and then lose the answer (a timeout after the request reached AWS);
+  and then lose the answer (a timeout after the request reached AWS), or let it see EC2 lagging
+  behind (``lag``: eventual consistency, ``emulator.models.consistency``);
 - a call log, so tests can count what the broker asked for.
 
 The hub sits in front of every moto action (``emulator.install``) and costs a dictionary
@@ -51,11 +52,14 @@ class Fault:
     service: str = "ec2"
     code: str | None = None
     message: str = "Injected fault"
-    mode: str = "error"  # "error": fail before acting; "timeout": act, then lose the answer
+    # "error": fail before acting; "timeout": act, then lose the answer; "lag": act, but see
+    # (or make) what was made in this world as EC2 does a moment after: not there yet
+    mode: str = "error"
     remaining: int = 1
     region: str | None = None
     when: dict[str, Any] = field(default_factory=dict)
     status: int | None = None
+    times: int = 1  # as asked for (remaining counts down)
 
     def matches(self, service: str, action: str, region: str, params: Mapping[str, Any]) -> bool:
         if self.remaining <= 0 or self.service != service:
@@ -99,6 +103,13 @@ class Call:
     outcome: str = "ok"
     started: float = 0.0
     ended: float = 0.0
+    # A "lag" fault on this call: how many calls long the lag it forces lasts (0: none).
+    lag: int = 0
+    # It named, listed or made something made in this world (eventual consistency can reach
+    # it); and, under a lag fault, what it saw or made was changed by the lag.
+    fresh: bool = False
+    lagged: bool = False
+    lag_fault: Fault | None = None
 
 
 class InjectedError(Exception):
@@ -161,7 +172,7 @@ class Hub:
         when: dict[str, Any] | None = None,
         status: int | None = None,
     ) -> Fault:
-        if mode not in ("error", "timeout"):
+        if mode not in ("error", "timeout", "lag"):
             raise ValueError(f"unknown fault mode {mode!r}")
         if mode == "error" and not code:
             raise ValueError("an error fault needs a code")
@@ -172,6 +183,7 @@ class Hub:
             message=message or f"Injected {code or 'timeout'} for {action}",
             mode=mode,
             remaining=times,
+            times=times,
             region=region,
             when=dict(when or {}),
             status=status,
@@ -230,6 +242,14 @@ class Hub:
             timeout: Fault | None = None
             for fault in self.faults:
                 if fault.matches(service, action, region, values):
+                    if fault.mode == "lag":
+                        # As long as the fault was asked for: a transient lag is short, a
+                        # persistent one outlasts the invocation. It is used up by the calls
+                        # it changed (``after``): one that reached nothing made a moment ago
+                        # passes as it would have.
+                        call.lag = fault.times
+                        call.lag_fault = fault
+                        break
                     fault.remaining -= 1
                     if fault.mode == "timeout":
                         timeout = fault
@@ -244,5 +264,9 @@ class Hub:
 
     def after(self, call: Call, status: int, error_code: str | None = None) -> None:
         call.ended = time.monotonic()
+        if call.lagged and call.lag_fault is not None:
+            with self._lock:
+                call.lag_fault.remaining -= 1
+                self.faults = [f for f in self.faults if f.remaining > 0]
         if status >= 400:
             call.outcome = error_code or str(status)

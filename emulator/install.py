@@ -28,6 +28,7 @@ from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX, get_p
 from .exceptions import AnyServiceError, EC2ServerError, reservation_not_found
 from .faults import InjectedError
 from .models import capacity_backend
+from .models.consistency import serving
 from .responses import RESPONSE_CLASSES
 from .responses._base import CapacityResponse
 from .state import world
@@ -127,6 +128,7 @@ def _wrap_resources_exist(original: Callable[..., bool]) -> Callable[..., bool]:
                 capacity = capacity_backend(self)
                 if resource_id not in capacity.reservations:
                     raise reservation_not_found(resource_id)
+                capacity.named(resource_id)  # one made a moment ago may be unknown yet
         return original(self, resource_ids)
 
     return do_resources_exist
@@ -179,7 +181,8 @@ def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[Base
         except InjectedError as error:
             return _error_response(self, error.code, error.message, error.status)
         try:
-            status, headers, body = original(self)
+            with serving(call):  # what EC2 shows this call may still be settling
+                status, headers, body = original(self)
         except EC2ServerError as error:
             world.hub.after(call, error.status, error.code)
             # A timeout loses an error answer too (e.g. InsufficientInstanceCapacity, a 500).

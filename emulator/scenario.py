@@ -1,7 +1,9 @@
 """Scenario files: the world a test or demo starts from (YAML or JSON).
 
 ```yaml
-settings: {expiry_lag_seconds: 0, pending_seconds: 0, default_capacity: null}
+settings: {expiry_lag_seconds: 0, pending_seconds: 0, default_capacity: null,
+           eventual_consistency: true, lag_unknown_calls: 1, lag_pending_calls: 1,
+           lag_listing_calls: 2, lag_seconds: 2}     # any field of state.Settings
 regions:
   us-east-1:
     vpcs:

@@ -18,7 +18,9 @@ from .faults import Hub
 class Settings:
     # Seconds EC2 keeps a limited reservation past its EndDate ("within an hour").
     expiry_lag_seconds: float = 0.0
-    # Seconds a new ODCR stays `pending` before it turns `active`.
+    # Seconds a new ODCR's capacity is really still being provisioned (`pending`, nothing can
+    # launch into it). EC2 delivers capacity it has at once; the `pending` a new reservation
+    # shows for a while is eventual consistency (below), not this.
     pending_seconds: float = 0.0
     # Capacity of a (AZ, type) pool that no scenario declared; None is unlimited.
     default_capacity: int | None = None
@@ -28,6 +30,20 @@ class Settings:
     # targets a Capacity Reservation (EC2 User Guide; Karpenter's designs/odcr.md). False: it
     # launches from such a template as if the strategy were not set.
     fleet_skips_reservation_targets: bool = True
+    # EC2's eventual consistency ("Eventual consistency in the Amazon EC2 API"), on by default:
+    # a reservation or instance made a moment ago is *settling*. Deterministic, so tests stay
+    # fast: it settles after the calls counted below, or once it is ``lag_seconds`` old on the
+    # emulator clock (a frozen clock leaves the counts to decide). ``models.consistency``.
+    eventual_consistency: bool = True
+    # Calls naming a new reservation by id (Describe by id, Cancel, Modify, CreateTags…) that
+    # answer InvalidCapacityReservationId.NotFound.
+    lag_unknown_calls: int = 1
+    # The calls after those that still see it `pending` (not cancellable, not modifiable).
+    lag_pending_calls: int = 1
+    # Listing describes (no ids) that miss it when they filter by tag; one without a tag filter
+    # shows it without its tags. Reservations and instances alike.
+    lag_listing_calls: int = 2
+    lag_seconds: float = 2.0
 
 
 class World:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,9 +24,10 @@ from ..exceptions import (
     reservation_not_found,
 )
 from ..state import world
+from .consistency import Propagation, Seen, filters_by_tag
 from .offerings import Catalogue
 from .pools import Pool, Quotas
-from .reservations import HOLDING_STATES, CapacityReservation, filter_value
+from .reservations import HOLDING_STATES, CapacityReservation, Shown, filter_value
 from .tokens import ClientTokens
 
 
@@ -83,6 +84,8 @@ class CapacityBackend:
         # instance id -> reservation id, or None when it runs on pool capacity
         self.instance_sources: dict[str, str | None] = {}
         self.pool_instances: Counter[tuple[str, str]] = Counter()
+        # What was made a moment ago and is still settling (EC2's eventual consistency).
+        self.propagation = Propagation()
         self._zones: dict[str, str] | None = None
 
     # -- geography ----------------------------------------------------------------------
@@ -201,6 +204,31 @@ class CapacityBackend:
             raise reservation_not_found(reservation_id)
         return reservation
 
+    def named(self, reservation_id: str) -> tuple[CapacityReservation, Seen]:
+        """The reservation an API call names by id, and what that call sees of it: a
+        reservation made a moment ago may be unknown to it (NotFound) or still pending."""
+        with world.lock:
+            reservation = self.get(reservation_id)
+            seen = self.propagation.name(reservation.id, world.clock.now())
+        if seen is Seen.UNKNOWN:
+            raise reservation_not_found(reservation_id)
+        return reservation, seen
+
+    def shown(
+        self, reservation: CapacityReservation, seen: Seen | None = None, tags: bool = True
+    ) -> Shown:
+        """``reservation`` as a call sees it (``seen``: what it was told; else a look that
+        does not count, as for a ClientToken replay)."""
+        if seen is None:
+            seen = self.propagation.peek(reservation.id, world.clock.now())
+        # Settling shows only on a live reservation: its cancel or expiry is the truth at once.
+        state = "pending" if seen is not Seen.SETTLED and reservation.state == "active" else None
+        return Shown(
+            reservation,
+            state or reservation.state,
+            self.tags_of(reservation.id) if tags else {},
+        )
+
     def create_capacity_reservation(
         self,
         params: dict[str, Any],
@@ -236,6 +264,7 @@ class CapacityBackend:
         self.reservations[reservation.id] = reservation
         if tags:
             self.ec2.create_tags([reservation.id], tags)
+        self.propagation.made(reservation.id, now)
         return reservation.id
 
     def _validate_new(self, params: dict[str, Any], now: datetime) -> CapacityReservation:
@@ -322,29 +351,47 @@ class CapacityBackend:
     def describe_capacity_reservations(
         self, ids: list[str], filters: dict[str, list[str]]
     ) -> list[CapacityReservation]:
+        """The reservations as they are (no settling): the emulator's own look."""
         with world.lock:
             self.refresh()
+            _check_filters(filters)
             found = [self.get(i) for i in ids] if ids else list(self.reservations.values())
-            for name in filters:
-                if not (name.startswith("tag:") or name in _FILTERS):
-                    raise client_error("InvalidParameterValue", f"The filter '{name}' is invalid")
             return [r for r in found if _matches(r, filters, self.tags_of(r.id))]
+
+    def list_capacity_reservations(
+        self, ids: list[str], filters: dict[str, list[str]]
+    ) -> list[Shown]:
+        """DescribeCapacityReservations as a call sees it: by id, a reservation made a moment
+        ago may be unknown (the whole call fails, as EC2 does for any unknown id) or pending;
+        a listing may miss it (a tag filter) or show it without its tags."""
+        with world.lock:
+            self.refresh()
+            _check_filters(filters)
+            if ids:
+                shown = [self.shown(*self.named(i)) for i in ids]
+                return [s for s in shown if _matches(s.reservation, filters, s.tags, s.state)]
+            every = [self.shown(r) for r in self.reservations.values()]
+            found = [s for s in every if _matches(s.reservation, filters, s.tags, s.state)]
+            # Each listing that would show a settling reservation counts toward its settling.
+            lagging = self.propagation.listing([s.reservation.id for s in found], world.clock.now())
+            if filters_by_tag(filters):
+                return [s for s in found if s.reservation.id not in lagging]
+            return [replace(s, tags={}) if s.reservation.id in lagging else s for s in found]
 
     def cancel_capacity_reservation(self, reservation_id: str) -> None:
         with world.lock:
             self.refresh()
-            reservation = self.get(reservation_id)
+            reservation, seen = self.named(reservation_id)
+            if seen is Seen.PENDING and reservation.state == "active":
+                # CancelCapacityReservation: only `assessing` or `active` can be cancelled.
+                raise _not_cancellable(reservation_id, "pending")
             if reservation.is_capacity_block:
                 raise client_error(
                     "UnsupportedOperation",
                     f"You can't cancel Capacity Block {reservation_id}.",
                 )
-            if reservation.state not in HOLDING_STATES:
-                raise client_error(
-                    "IncorrectState",
-                    f"The Capacity Reservation {reservation_id} is in the "
-                    f"'{reservation.state}' state and cannot be cancelled.",
-                )
+            if reservation.state not in ("active",):
+                raise _not_cancellable(reservation_id, reservation.state)
             reservation.state = "cancelled"
             self._release_hold(reservation)
 
@@ -353,17 +400,18 @@ class CapacityBackend:
         params = _utc_dates(params)
         with world.lock:
             self.refresh(now)
-            reservation = self.get(params["CapacityReservationId"])
+            reservation, seen = self.named(params["CapacityReservationId"])
             if reservation.is_capacity_block:
                 raise client_error(
                     "UnsupportedOperation",
                     f"You can't modify Capacity Block {reservation.id}.",
                 )
-            if reservation.state != "active":  # AWS: "pending: can't modify in any way"
+            state = self.shown(reservation, seen, tags=False).state
+            if state != "active":  # AWS: "pending: can't modify in any way"
                 raise client_error(
                     "IncorrectState",
                     f"The Capacity Reservation {reservation.id} is in the "
-                    f"'{reservation.state}' state and cannot be modified.",
+                    f"'{state}' state and cannot be modified.",
                 )
             end_type = params.get("EndDateType")
             end_date = params.get("EndDate")
@@ -591,6 +639,9 @@ class CapacityBackend:
 
     def commit(self, allocations: list[Allocation], instance_ids: list[str]) -> None:
         """Bind launched instances to the capacity they were planned on."""
+        now = world.clock.now()
+        for instance_id in instance_ids:
+            self.propagation.made(instance_id, now)
         ids = iter(instance_ids)
         for allocation in allocations:
             for _ in range(allocation.count):
@@ -629,6 +680,23 @@ def _utc_dates(params: dict[str, Any]) -> dict[str, Any]:
     return {k: utc(v) if isinstance(v, datetime) else v for k, v in params.items()}
 
 
+def _not_cancellable(reservation_id: str, state: str) -> Exception:
+    """CancelCapacityReservation: "You can cancel a Capacity Reservation that is in the
+    following states: assessing; active …". EC2 does not document the code for other states;
+    IncorrectState is its generic "the resource is in an incorrect state for the request"."""
+    return client_error(
+        "IncorrectState",
+        f"The Capacity Reservation {reservation_id} is in the '{state}' state and cannot be "
+        "cancelled.",
+    )
+
+
+def _check_filters(filters: dict[str, list[str]]) -> None:
+    for name in filters:
+        if not (name.startswith("tag:") or name in _FILTERS):
+            raise client_error("InvalidParameterValue", f"The filter '{name}' is invalid")
+
+
 _FILTERS = {
     "instance-type",
     "owner-id",
@@ -651,12 +719,15 @@ _FILTERS = {
 
 
 def _matches(
-    reservation: CapacityReservation, filters: dict[str, list[str]], tags: dict[str, str]
+    reservation: CapacityReservation,
+    filters: dict[str, list[str]],
+    tags: dict[str, str],
+    state: str | None = None,
 ) -> bool:
     for name, wanted in filters.items():
         if name == "outpost-arn":
             return False
-        value = filter_value(reservation, name, tags)
+        value = filter_value(reservation, name, tags, state)
         values = value if isinstance(value, list) else [value]
         values = [v.isoformat() if isinstance(v, datetime) else v for v in values if v is not None]
         patterns = [re.compile(simple_aws_filter_to_re(str(w))) for w in wanted]

@@ -130,7 +130,9 @@ class CapacityReservation:
                 self.state = "expired"
         return old if old != self.state else None
 
-    def to_dict(self, tags: dict[str, str]) -> dict[str, Any]:
+    def to_dict(self, tags: dict[str, str], state: str | None = None) -> dict[str, Any]:
+        """The API shape; ``state`` is what the call sees when that is not yet the truth
+        (``models.consistency``)."""
         data: dict[str, Any] = {
             "CapacityReservationId": self.id,
             "OwnerId": self.owner_id,
@@ -144,7 +146,7 @@ class CapacityReservation:
             "AvailableInstanceCount": self.available_instance_count,
             "EbsOptimized": self.ebs_optimized,
             "EphemeralStorage": self.ephemeral_storage,
-            "State": self.state,
+            "State": state or self.state,
             "StartDate": self.start_date,
             "EndDateType": self.end_date_type,
             "InstanceMatchCriteria": self.instance_match_criteria,
@@ -177,7 +179,21 @@ class CapacityReservation:
         return (self.instance_type, self.availability_zone, self.total_instance_count)
 
 
-def filter_value(reservation: CapacityReservation, name: str, tags: dict[str, str]) -> Any:
+@dataclass(frozen=True)
+class Shown:
+    """A reservation as one API call sees it: its state and tags may still be settling."""
+
+    reservation: CapacityReservation
+    state: str
+    tags: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.reservation.to_dict(self.tags, state=self.state)
+
+
+def filter_value(
+    reservation: CapacityReservation, name: str, tags: dict[str, str], state: str | None = None
+) -> Any:
     """The value(s) a DescribeCapacityReservations filter compares against."""
     if name.startswith("tag:"):
         key = name[4:]
@@ -189,7 +205,7 @@ def filter_value(reservation: CapacityReservation, name: str, tags: dict[str, st
         "availability-zone": reservation.availability_zone,
         "availability-zone-id": reservation.availability_zone_id,
         "tenancy": reservation.tenancy,
-        "state": reservation.state,
+        "state": state or reservation.state,
         "end-date-type": reservation.end_date_type,
         "instance-match-criteria": reservation.instance_match_criteria,
         "placement-group-arn": reservation.placement_group_arn,

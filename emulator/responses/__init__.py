@@ -7,6 +7,7 @@ actions up by snake_case name on that class).
 from .capacity_blocks import CapacityBlocks
 from .capacity_reservations import CapacityReservations
 from .discovery import Discovery
+from .instances import Instances
 from .launch_templates import LaunchTemplateVersions
 from .launches import Launches
 from .regions import Regions
@@ -17,6 +18,7 @@ RESPONSE_CLASSES = (
     CapacityBlocks,
     LaunchTemplateVersions,
     Launches,
+    Instances,
     Discovery,
     Regions,
     Tags,
@@ -27,6 +29,7 @@ __all__ = [
     "CapacityBlocks",
     "CapacityReservations",
     "Discovery",
+    "Instances",
     "LaunchTemplateVersions",
     "Launches",
     "Regions",

@@ -13,19 +13,17 @@ class CapacityReservations(CapacityResponse):
         self.error_on_dryrun()
         params = {k: v for k, v in self.params.items() if k != "DryRun"}
         reservation = self.capacity.create_capacity_reservation(params, tags)
-        return ActionResult(
-            {"CapacityReservation": reservation.to_dict(self.capacity.tags_of(reservation.id))}
-        )
+        # A new ODCR answers `pending`: its state takes a while to show `active` (EC2 User
+        # Guide, "View the state of a Capacity Reservation"; emulator.models.consistency).
+        return ActionResult({"CapacityReservation": self.capacity.shown(reservation).to_dict()})
 
     def describe_capacity_reservations(self) -> ActionResult:
         ids = self._get_param("CapacityReservationIds", [])
         filters = self._filters_from_querystring()
         self.error_on_dryrun()
-        found = self.capacity.describe_capacity_reservations(ids, filters)
+        found = self.capacity.list_capacity_reservations(ids, filters)
         page, next_token = self._page(found)
-        result: dict[str, object] = {
-            "CapacityReservations": [r.to_dict(self.capacity.tags_of(r.id)) for r in page]
-        }
+        result: dict[str, object] = {"CapacityReservations": [r.to_dict() for r in page]}
         if next_token:
             result["NextToken"] = next_token
         return ActionResult(result)

@@ -40,6 +40,9 @@ EXPECTED = {
     "InvalidParameterCombination",  # a targeted launch that does not match the reservation
 }
 SCENARIO = {
+    # Accounting is checked against what EC2 shows at once: a consistent EC2 (eventual
+    # consistency is tested on its own, in test_consistency.py).
+    "settings": {"eventual_consistency": False},
     "regions": {
         REGION: {
             "vpcs": [
@@ -59,7 +62,7 @@ SCENARIO = {
             "quotas": {"instances": QUOTA},
             "launch_templates": [{"name": "nodes", "data": {"ImageId": "ami-00000000000000001"}}],
         }
-    }
+    },
 }
 
 zones = st.sampled_from(sorted(ZONES))

@@ -177,7 +177,9 @@ def test_pending_then_active(api, ec2, emu):
     assert api.get(rid)["State"] == "active"
 
 
-def test_a_pending_reservation_can_be_cancelled_not_modified(api, ec2, emu):
+def test_a_pending_reservation_can_be_neither_cancelled_nor_modified(api, ec2, emu):
+    # CancelCapacityReservation: only `assessing` or `active` reservations can be cancelled
+    # (the emulator used to cancel a pending one).
     emu.configure(pending_seconds=30)
     rid = api.reserve(count=2)["CapacityReservationId"]
     with pytest.raises(ClientError) as exc:  # AWS: "pending: can't modify in any way"
@@ -191,6 +193,11 @@ def test_a_pending_reservation_can_be_cancelled_not_modified(api, ec2, emu):
             },
         )
     assert error_of(exc) == ("IncorrectState", 400)
+    with pytest.raises(ClientError) as exc:
+        ec2.cancel_capacity_reservation(CapacityReservationId=rid)
+    assert error_of(exc) == ("IncorrectState", 400)
+    assert api.get(rid)["State"] == "pending"
+    emu.advance(30)
     ec2.cancel_capacity_reservation(CapacityReservationId=rid)
     assert api.get(rid)["State"] == "cancelled"
     assert api.free("us-east-1a", "c5.large") == 4

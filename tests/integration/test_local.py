@@ -112,13 +112,15 @@ def test_local_serves_functions_and_emulator_end_to_end(
     assert answer["status"] == "available"
     assert answer["request_id"] == "vdi-7"
     assert answer["subnet_id"] == SUBNET_A
-    # the same endpoint is the emulator: the probe's reservation is there, cancelled
+    # the same endpoint is the emulator: the probe's reservation is there, cancelled (asked by
+    # id: a listing made a moment after may not show a new reservation's tags yet)
     ec2 = boto3.client("ec2", endpoint_url=served, region_name="us-east-1")
-    (probe_reservation,) = [
-        r
-        for r in ec2.describe_capacity_reservations()["CapacityReservations"]
-        if {"Key": "capacity-broker:request-id", "Value": "vdi-7"} in r.get("Tags", [])
-    ]
+    [attempt] = [a for a in answer["attempts"] if a["outcome"] == "available"]
+    assert attempt["cancelled"] is True
+    (probe_reservation,) = ec2.describe_capacity_reservations(
+        CapacityReservationIds=[attempt["reservation_id"]]
+    )["CapacityReservations"]
+    assert {"Key": "capacity-broker:request-id", "Value": "vdi-7"} in probe_reservation["Tags"]
     assert probe_reservation["State"] == "cancelled"
     # a scheduler's own client, configured only by the environment
     monkeypatch.setenv("AWS_ENDPOINT_URL", served)

@@ -11,6 +11,8 @@ import pytest
 from capacity_broker.handlers.release import handler as release
 from capacity_broker.handlers.reserve import handler as reserve
 
+from emulator import Emulator
+
 pytestmark = pytest.mark.integration
 
 SCENARIO = Path(__file__).parent / "scenarios" / "hpc.yaml"
@@ -44,9 +46,11 @@ def ec2() -> Any:
 
 
 def holds(request_id: str | None = None) -> list[dict[str, Any]]:
-    found = ec2().describe_capacity_reservations(
-        Filters=[{"Name": "tag:capacity-broker:purpose", "Values": ["hold"]}]
-    )["CapacityReservations"]
+    """The broker's holds as they are, read from the emulator's model: through the API they
+    would look as EC2 shows them a moment after creation (a tag listing misses new ones)."""
+    capacity = Emulator().capacity("us-east-1")
+    every = [r.to_dict(capacity.tags_of(r.id)) for r in capacity.reservations.values()]
+    found = [r for r in every if {"Key": "capacity-broker:purpose", "Value": "hold"} in r["Tags"]]
     if request_id is None:
         return list(found)
     return [
@@ -204,10 +208,16 @@ def test_provision_launches_exactly_the_count_in_one_az_and_releases_the_hold(
 
 
 def test_an_all_or_nothing_failure_leaves_neither_instances_nor_a_hold(
-    hpc: Any, context: Any
+    hpc: Any, context: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A reservation EC2 has not finished provisioning cannot be launched into yet.
-    hpc.configure(pending_seconds=600)
+    # A reservation EC2 has not finished provisioning cannot be launched into yet, nor
+    # cancelled (CancelCapacityReservation: only `assessing` or `active`): the broker waits
+    # until it can give the hold back. Its pauses move the emulator's frozen clock here.
+    from capacity_broker.handlers.reserve import reserver
+
+    hpc.freeze()
+    hpc.configure(pending_seconds=5)  # inside the broker's patience (10 looks: 6.5 s at least)
+    monkeypatch.setattr(reserver().core, "sleep", hpc.advance)
     answer = reserve(
         job(request_id="job-fail", launch_template={"id": TEMPLATE}, provision=True), context
     )

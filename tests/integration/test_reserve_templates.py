@@ -21,6 +21,8 @@ from capacity_broker.handlers.reserve import handler as reserve
 from capacity_broker.logic.reservations import ReservationCore
 from capacity_broker.logic.reserve import Reserver
 
+from emulator import Emulator
+
 pytestmark = pytest.mark.integration
 
 SCENARIO = Path(__file__).parent / "scenarios" / "hpc.yaml"
@@ -59,15 +61,22 @@ def versions(template: str = TEMPLATE) -> dict[int, dict[str, Any]]:
     return {v["VersionNumber"]: v for v in found["LaunchTemplateVersions"]}
 
 
+def settled() -> Any:
+    """EC2 as an observer sees it once it has caught up: what was made a moment ago is
+    settled first (eventual consistency), so these checks see the truth, not the lag."""
+    Emulator().settle()
+    return ec2()
+
+
 def state(reservation_id: str) -> str:
-    (found,) = ec2().describe_capacity_reservations(CapacityReservationIds=[reservation_id])[
+    (found,) = settled().describe_capacity_reservations(CapacityReservationIds=[reservation_id])[
         "CapacityReservations"
     ]
     return str(found["State"])
 
 
 def running(request_id: str) -> set[str]:
-    found = ec2().describe_instances(
+    found = settled().describe_instances(
         Filters=[
             {"Name": "tag:capacity-broker:request-id", "Values": [request_id]},
             {"Name": "instance-state-name", "Values": ["pending", "running"]},

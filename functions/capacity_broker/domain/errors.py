@@ -166,10 +166,22 @@ def is_retryable(error_class: ErrorClass) -> bool:
     return error_class in (ErrorClass.THROTTLE, ErrorClass.TRANSIENT)
 
 
-def cancel_is_done(error_class: ErrorClass) -> bool:
-    """A cancel that failed because the reservation is already gone counts as done.
+# CapacityReservationState values in which a reservation no longer holds (or bills) capacity.
+FINAL_STATES = frozenset({"cancelled", "expired", "failed", "payment-failed"})
 
-    NotFound: it no longer exists. IncorrectState: it is already cancelled, expired or failed;
-    either way it no longer holds (or bills) capacity.
+
+def no_longer_holds(state: str) -> bool:
+    """EC2 shows the reservation cancelled, expired or failed: it holds nothing any more."""
+    return state in FINAL_STATES
+
+
+def not_seen_yet(error_class: ErrorClass) -> bool:
+    """A call naming a reservation the broker made a moment ago failed as "not there yet".
+
+    EC2 is eventually consistent ("Eventual consistency in the Amazon EC2 API"): a new
+    reservation can be unknown to the next calls (NotFound), and its state shows ``pending``
+    for a while, in which CancelCapacityReservation refuses it (IncorrectState; only
+    ``assessing`` and ``active`` are cancellable). Neither answer says the reservation is gone:
+    a cancel is done only when EC2 accepted it or shows the reservation in a final state.
     """
     return error_class in (ErrorClass.NOT_FOUND, ErrorClass.INCORRECT_STATE)

@@ -383,7 +383,9 @@ class Cleaner:
                     message="not attempted: the invocation ran out of time",
                 )
             try:
-                region.core.release(reservation, hard_deadline)
+                # No waiting for EC2 to let a cancel through (a reservation still pending): the
+                # cancel is reported as failed, and the next sweep asks again.
+                region.core.release(reservation, hard_deadline, patience=0)
             except AwsError as error:
                 return record(
                     "failed", error_code=error.code or "RequestTimeout", message=error.message[:300]

@@ -126,17 +126,23 @@ class Releaser:
         return [own.ref for own, _ in done.deleted], done.errors
 
     def _matching(self, field: str, value: str, deadline: float) -> list[Reservation]:
+        """What EC2 shows for the selector. A hold made seconds ago may not show yet (unknown
+        by id, missing from a tag listing): an empty answer is looked at again for a moment
+        before "nothing to release" is believed."""
         if field == "reservation_id":
-            found = self.ec2.reservation(value, deadline)
+            found = self.core.find(value, deadline)
             return [found] if found is not None else []
         tag = TAG_JOB_ID if field == "job_id" else TAG_STACK_NAME
-        return self.ec2.reservations(
-            filters={
-                f"tag:{TAG_CLUSTER_ID}": [self.core.cluster_id],
-                f"tag:{tag}": [value],
-                "state": list(HOLDING),
-            },
-            deadline=deadline,
+        return self.core.look_again_while_empty(
+            lambda: self.ec2.reservations(
+                filters={
+                    f"tag:{TAG_CLUSTER_ID}": [self.core.cluster_id],
+                    f"tag:{tag}": [value],
+                    "state": list(HOLDING),
+                },
+                deadline=deadline,
+            ),
+            deadline,
         )
 
 

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from ..adapters.aws import AwsError
@@ -65,6 +65,8 @@ class _Race:
     stop: threading.Event = field(default_factory=threading.Event)
     best: int | None = None
     held: dict[int, Held] = field(default_factory=dict)
+    # Some attempt met a hold an earlier invocation of this request had given back.
+    earlier_work: bool = False
 
     def pointless(self, index: int) -> bool:
         with self.lock:
@@ -80,6 +82,9 @@ class Chosen:
     owned: bool
     subnet_ids: list[str]
     since: float | None = None
+    # An earlier invocation of this request got as far as a hold and gave it back: it may have
+    # launched the job's nodes (see ``Reserver._launch``).
+    earlier_work: bool = False
 
 
 _TEMPLATE_UNREADABLE = "Could not check the job's launch template (nothing was held): "
@@ -167,7 +172,7 @@ class Reserver:
             if won is None:
                 return self._no_winner(request, answer, attempts, strict), stats
             held, subnet_id = won
-            chosen = Chosen(held.reservation, True, [subnet_id], held.since)
+            chosen = Chosen(held.reservation, True, [subnet_id], held.since, held.given_back_before)
 
         answer.chosen(chosen, attempts)
         response = self._use(
@@ -187,7 +192,11 @@ class Reserver:
         """The live hold an earlier invocation of this request made (found by its tags), with
         its place's preference: a retry takes it over instead of holding twice. If that
         invocation died mid-race and left several, the best-preferred one is kept and the
-        others are given back now."""
+        others are given back now.
+
+        The listing can miss a hold made a moment ago (EC2 is eventually consistent); that
+        costs no second hold: the race's attempt at that place meets its ClientToken, and
+        ``ReservationCore.hold`` waits for EC2 to show the earlier hold and takes it over."""
         if request.request_id is None:
             return None  # a request id generated for this invocation has no earlier work
         preference = {
@@ -227,7 +236,9 @@ class Reserver:
         deadline: float,
     ) -> Chosen | ReserveResponse:
         rid = str(request.capacity_reservation_id)
-        found = self.ec2.reservation(rid, deadline)
+        # One made a moment ago may be unknown to EC2's next calls, or still show pending:
+        # looked at again first.
+        found = self.core.find(rid, deadline, settled=True)
         if found is None:
             return answer.unchanged(
                 ReserveStatus.REJECTED, f"{rid} does not exist", reason=f"{rid} does not exist"
@@ -341,6 +352,7 @@ class Reserver:
                 record.outcome = Outcome.AVAILABLE
                 record.reservation_id = held.reservation.id
                 race.held[pair.index] = held
+                race.earlier_work |= held.given_back_before
                 loser: tuple[int, Held] | None = None
                 if race.best is None or pair.index < race.best:
                     if race.best is not None:
@@ -356,7 +368,10 @@ class Reserver:
             list(pool.map(attempt, pairs))
         if race.best is None:
             return None, race.attempts
-        return (race.held[race.best], pairs[race.best].subnet_id), race.attempts
+        best = race.held[race.best]
+        if race.earlier_work:
+            best = replace(best, given_back_before=True)
+        return (best, pairs[race.best].subnet_id), race.attempts
 
     def _no_winner(
         self, request: ReserveRequest, answer: _Answer, attempts: list[Attempt], strict: bool
@@ -427,7 +442,14 @@ class Reserver:
             if self.monotonic() >= deadline:
                 raise _OutOfTime("before the fleet")
             fleet = self._launch(
-                request, request_id, template, reservation, subnet_id, deadline, hard_deadline
+                request,
+                request_id,
+                template,
+                reservation,
+                subnet_id,
+                deadline,
+                hard_deadline,
+                chosen.earlier_work,
             )
         except _FleetUnknown as unknown:
             return self._unknown_fleet(answer, chosen, unknown)
@@ -466,6 +488,7 @@ class Reserver:
         subnet_id: str,
         deadline: float,
         hard_deadline: float,
+        earlier_work: bool = False,
     ) -> FleetResult:
         """One all-or-nothing fleet per hold, under a ClientToken: a retry of CreateFleet with
         that token gets the first fleet back (EC2 "Ensuring idempotency"), never a second.
@@ -477,7 +500,19 @@ class Reserver:
         ``_FleetUnknown``, and the hold stays for the retry of the request to find.
         """
         if request.request_id is not None:
-            earlier = self.ec2.request_instances(request_id, deadline)
+            # An earlier invocation that gave its hold back may have launched the nodes a
+            # moment ago, and a listing can miss them for a while: then look again (a short,
+            # bounded patience) before launching; otherwise one look tells.
+            def look() -> list[str]:
+                return self.ec2.request_instances(request_id, deadline)
+
+            earlier = (
+                self.core.look_again_until(
+                    look, lambda found: len(found) >= request.instance_count, deadline
+                )
+                if earlier_work
+                else look()
+            )
             if earlier:
                 return FleetResult(None, earlier)
         token = client_token(
@@ -519,8 +554,14 @@ class Reserver:
                 if not is_retryable(error.error_class):
                     raise
                 lost = error
+        # Still no answer: the fleet's nodes carry the request id. A listing can miss instances
+        # launched a moment ago, so it is looked at again until it shows them all.
         try:
-            seen = self.ec2.request_instances(request_id, hard_deadline)
+            seen = self.core.look_again_until(
+                lambda: self.ec2.request_instances(request_id, hard_deadline),
+                lambda found: len(found) == request.instance_count,
+                hard_deadline,
+            )
         except AwsError:
             seen = []
         if len(seen) == request.instance_count:

@@ -8,9 +8,10 @@ from capacity_broker.domain.errors import (
     ErrorClass,
     Outcome,
     attempt_outcome,
-    cancel_is_done,
     classify,
     is_retryable,
+    no_longer_holds,
+    not_seen_yet,
     stops_everything,
 )
 from hypothesis import given
@@ -133,7 +134,20 @@ def test_attempt_outcomes(error_class: ErrorClass, outcome: str) -> None:
 def test_helpers_name_exactly_their_classes() -> None:
     assert {c for c in C if stops_everything(c)} == {C.QUOTA, C.PERMISSION}
     assert {c for c in C if is_retryable(c)} == {C.THROTTLE, C.TRANSIENT}
-    assert {c for c in C if cancel_is_done(c)} == {C.NOT_FOUND, C.INCORRECT_STATE}
+    assert {c for c in C if not_seen_yet(c)} == {C.NOT_FOUND, C.INCORRECT_STATE}
+
+
+def test_only_a_final_state_means_a_reservation_no_longer_holds() -> None:
+    # CapacityReservationState values from botocore's model: every other one holds, or will.
+    from botocore.session import get_session
+
+    states = get_session().get_service_model("ec2").shape_for("CapacityReservationState").enum
+    assert {s for s in states if no_longer_holds(s)} == {
+        "cancelled",
+        "expired",
+        "failed",
+        "payment-failed",  # a Capacity Block released (the broker never cancels one)
+    }
 
 
 def test_outcomes_are_the_contracts() -> None:
