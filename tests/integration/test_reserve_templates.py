@@ -271,6 +271,27 @@ def test_a_fleet_whose_answer_was_lost_is_asked_for_again_with_its_token(
     assert state(hold) == "cancelled"
 
 
+def test_a_retry_right_after_a_provisioned_answer_launches_nothing_more(
+    hpc: Any, context: Any
+) -> None:
+    """The answer was lost and the scheduler asks again at once, without a state table: the
+    first hold was given back after the launch, so the retry holds anew, and a listing made a
+    moment after the launch does not show the nodes yet. The retry looks again before it
+    launches (it met a hold an earlier invocation had given back), finds the nodes, and
+    answers them: one fleet."""
+    event = job(
+        request_id="job-twice",
+        launch_template={"id": TEMPLATE, "version": "$Latest"},
+        provision=True,
+    )
+    first = reserve(event, context)
+    assert first["status"] == "provisioned", first
+    second = reserve(event, context)
+    assert second["status"] == "provisioned", second
+    assert len(hpc.calls("CreateFleet")) == 1
+    assert set(second["instances"]) == set(first["instances"]) == running("job-twice")
+
+
 # -- 4. the market type ------------------------------------------------------------------------
 
 

@@ -86,10 +86,6 @@ class Held:
     # monotonic time the create answered: the reservation bills from about then
     since: float
     reused: bool = False
-    # EC2 answered this attempt's token with a reservation an earlier invocation of the request
-    # had already given back: that invocation got this far, and may have gone further (a fleet
-    # whose nodes a listing made a moment after may not show yet).
-    given_back_before: bool = False
 
 
 class ReservationCore:
@@ -121,9 +117,18 @@ class ReservationCore:
             extra=spec.extra_tags,
         )
 
-    def hold(self, spec: HoldSpec, deadline: float | None = None) -> Held:
-        """Reserve ``spec.count`` instances in the subnet's AZ, or raise ``AwsError``."""
-        given_back = False
+    def hold(
+        self,
+        spec: HoldSpec,
+        deadline: float | None = None,
+        given_back: Callable[[], None] | None = None,
+    ) -> Held:
+        """Reserve ``spec.count`` instances in the subnet's AZ, or raise ``AwsError``.
+
+        ``given_back`` is called when EC2 shows that an earlier invocation of this request
+        made this attempt's reservation and has given it back: that invocation got this far
+        and may have gone further (a fleet whose nodes a listing made a moment after does not
+        show yet), whatever this attempt ends in."""
         for generation in range(MAX_TOKEN_GENERATIONS):
             end = end_date(self.clock(), spec.purpose)
             new = NewReservation(
@@ -154,15 +159,17 @@ class ReservationCore:
                 earlier = self.earlier(spec, generation, deadline)
                 if earlier is not None:
                     return Held(earlier, self.monotonic(), reused=True)
-                given_back = True
+                if given_back is not None:
+                    given_back()
                 continue
             if reservation.state not in HOLDING_STATES:
                 # EC2 answers a ClientToken it has seen (same parameters) with the reservation
                 # it made then; an earlier invocation of this request has since cancelled it
                 # (or it expired). That is no hold: a fresh token asks EC2 again.
-                given_back = True
+                if given_back is not None:
+                    given_back()
                 continue
-            return Held(reservation, self.monotonic(), given_back_before=given_back)
+            return Held(reservation, self.monotonic())
         raise AwsError(
             "CreateCapacityReservation",
             "IdempotentParameterMismatch",

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..adapters.aws import AwsError
@@ -67,6 +67,9 @@ class _Race:
     held: dict[int, Held] = field(default_factory=dict)
     # Some attempt met a hold an earlier invocation of this request had given back.
     earlier_work: bool = False
+
+    def given_back(self) -> None:
+        self.earlier_work = True
 
     def pointless(self, index: int) -> bool:
         with self.lock:
@@ -166,13 +169,19 @@ class Reserver:
                 return answer.error(error.code, _TEMPLATE_UNREADABLE + error.message), stats
             # An earlier hold of this request enters the race as the one to beat: only better
             # places are tried, and it is given back if one of them wins.
-            won, attempts = self._race(
+            won, attempts, earlier_work = self._race(
                 request, request_id, place, deadline, hard_deadline, stats, earlier
             )
+            if won is None and earlier_work and request.provision:
+                # Its own nodes may be what took the capacity: the answer was lost, and the
+                # request is asked again.
+                found = self._earlier_nodes(request, request_id, deadline)
+                if len(found) == request.instance_count:
+                    return answer.provisioned_before(found, attempts), stats
             if won is None:
                 return self._no_winner(request, answer, attempts, strict), stats
             held, subnet_id = won
-            chosen = Chosen(held.reservation, True, [subnet_id], held.since, held.given_back_before)
+            chosen = Chosen(held.reservation, True, [subnet_id], held.since, earlier_work)
 
         answer.chosen(chosen, attempts)
         response = self._use(
@@ -290,7 +299,9 @@ class Reserver:
         hard_deadline: float,
         stats: ReserveStats,
         earlier: tuple[int, Held] | None = None,
-    ) -> tuple[tuple[Held, str] | None, list[Attempt]]:
+    ) -> tuple[tuple[Held, str] | None, list[Attempt], bool]:
+        """The best pair that holds (if any), every attempt, and whether some attempt met a
+        hold an earlier invocation of this request had given back."""
         pairs = pairing.pairs(request.instance_types, request.subnet_ids)
         race = _Race(
             attempts=[
@@ -337,7 +348,7 @@ class Reserver:
                 extra_tags=request.tags,
             )
             try:
-                held = self.core.hold(spec, deadline)
+                held = self.core.hold(spec, deadline, given_back=race.given_back)
             except AwsError as error:
                 if stops_everything(error.error_class):
                     race.stop.set()
@@ -352,7 +363,6 @@ class Reserver:
                 record.outcome = Outcome.AVAILABLE
                 record.reservation_id = held.reservation.id
                 race.held[pair.index] = held
-                race.earlier_work |= held.given_back_before
                 loser: tuple[int, Held] | None = None
                 if race.best is None or pair.index < race.best:
                     if race.best is not None:
@@ -367,11 +377,9 @@ class Reserver:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reserve") as pool:
             list(pool.map(attempt, pairs))
         if race.best is None:
-            return None, race.attempts
-        best = race.held[race.best]
-        if race.earlier_work:
-            best = replace(best, given_back_before=True)
-        return (best, pairs[race.best].subnet_id), race.attempts
+            return None, race.attempts, race.earlier_work
+        won = (race.held[race.best], pairs[race.best].subnet_id)
+        return won, race.attempts, race.earlier_work
 
     def _no_winner(
         self, request: ReserveRequest, answer: _Answer, attempts: list[Attempt], strict: bool
@@ -479,6 +487,23 @@ class Reserver:
             )
         return response
 
+    def _earlier_nodes(
+        self, request: ReserveRequest, request_id: str, deadline: float, patient: bool = True
+    ) -> list[str]:
+        """The nodes an earlier invocation of this request launched (they carry the request
+        id). A listing can miss instances launched a moment ago: ``patient`` (an earlier
+        invocation is known to have given its hold back, so it may have launched) looks again
+        for a short, bounded while until it shows the request's count; otherwise one look."""
+
+        def look() -> list[str]:
+            return self.ec2.request_instances(request_id, deadline)
+
+        if not patient:
+            return look()
+        return self.core.look_again_until(
+            look, lambda found: len(found) >= request.instance_count, deadline
+        )
+
     def _launch(
         self,
         request: ReserveRequest,
@@ -500,19 +525,7 @@ class Reserver:
         ``_FleetUnknown``, and the hold stays for the retry of the request to find.
         """
         if request.request_id is not None:
-            # An earlier invocation that gave its hold back may have launched the nodes a
-            # moment ago, and a listing can miss them for a while: then look again (a short,
-            # bounded patience) before launching; otherwise one look tells.
-            def look() -> list[str]:
-                return self.ec2.request_instances(request_id, deadline)
-
-            earlier = (
-                self.core.look_again_until(
-                    look, lambda found: len(found) >= request.instance_count, deadline
-                )
-                if earlier_work
-                else look()
-            )
+            earlier = self._earlier_nodes(request, request_id, deadline, earlier_work)
             if earlier:
                 return FleetResult(None, earlier)
         token = client_token(
@@ -756,6 +769,18 @@ class _Answer:
         self.response.status = status
         self.response.message = message
         self.response.reason = reason
+        return self.response
+
+    def provisioned_before(self, instances: list[str], attempts: list[Attempt]) -> ReserveResponse:
+        """An earlier invocation of this request launched the job's nodes (its answer was
+        lost): the same outcome, the nodes it launched; nothing new was held or launched."""
+        self.response.status = ReserveStatus.PROVISIONED
+        self.response.instances = list(instances)
+        self.response.attempts = attempts
+        self.response.message = (
+            f"{len(instances)} nodes of request {self.response.request_id} were launched by an "
+            "earlier invocation of it; nothing was launched again"
+        )
         return self.response
 
     def chosen(self, chosen: Chosen, attempts: list[Attempt]) -> None:
