@@ -99,6 +99,11 @@ class Emulator:
         EC2's published size, ``raised`` N times, with ``others`` taking a share."""
         world.hub.set_throttle(enabled, buckets, groups, time_scale, raised, others)
 
+    def throttle_limits(self, action: str) -> tuple[float, float]:
+        """(burst, refill per second) of ``action``'s bucket as configured (before
+        ``time_scale``)."""
+        return world.hub.throttling.limits(action)
+
     def throttled_others(self) -> dict[str, dict[str, int]]:
         """What the ``others`` clients got from their shared buckets (taken, throttled)."""
         return world.hub.throttling.others_report()

@@ -15,8 +15,8 @@ Knobs, beyond EC2's defaults: ``buckets`` (sizes by category or action), ``group
 made to share one bucket), ``time_scale`` (refill faster: benchmarks compress time),
 ``raised`` (every limit raised N times, the way the page's "Request a limit increase" advises:
 the refill rate first, the bucket raised with it when the rate would pass it) and ``others``
-(another client of the same account taking a share of a bucket's refill, as a steady stream of
-calls that are themselves throttled when the bucket is empty).
+(another client of the same account taking a share of a bucket's refill: a steady stream of
+calls, retried when throttled).
 
 The resource token buckets of ``RunInstances``/``StartInstances``/``StopInstances``/
 ``TerminateInstances`` (instances, not requests) are not emulated.
@@ -226,7 +226,9 @@ def raise_limits(limits: tuple[float, float], times: float) -> tuple[float, floa
 
 class TokenBucket:
     """One bucket. ``other_rate``: calls per second another client of the account makes on it,
-    evenly spaced; each takes a token if there is one, else EC2 throttles it."""
+    evenly spaced. Each takes a token if there is one; a call EC2 throttles is retried, as the
+    SDKs' retry modes do, every half interval until it gets one: the other client keeps its
+    demand, and two clients that want more than the refill share it by who asks first."""
 
     def __init__(
         self,
@@ -242,7 +244,9 @@ class TokenBucket:
         self._clock = clock
         self.stamp = clock()
         self._other_gap = 1 / (other_rate * time_scale) if other_rate > 0 and time_scale > 0 else 0
-        self._next_other = self.stamp + self._other_gap if self._other_gap else math.inf
+        self._next_call = self.stamp + self._other_gap if self._other_gap else math.inf
+        self._next_retry = math.inf
+        self._waiting = 0  # the other client's calls not yet through
         self.other_taken = 0
         self.other_throttled = 0
 
@@ -251,17 +255,26 @@ class TokenBucket:
             self.tokens = min(self.capacity, self.tokens + (at - self.stamp) * self.refill)
             self.stamp = at
 
-    def take(self) -> bool:
-        now = self._clock()
-        # The other client's calls up to now, in order with the refill.
-        while self._next_other <= now:
-            self._fill_to(self._next_other)
+    def _other_client(self, now: float) -> None:
+        """The other client's calls and retries up to ``now``, in order with the refill."""
+        while min(self._next_call, self._next_retry) <= now:
+            if self._next_call <= self._next_retry:
+                at, self._next_call = self._next_call, self._next_call + self._other_gap
+                self._waiting += 1
+            else:
+                at = self._next_retry
+            self._fill_to(at)
             if self.tokens >= 1:
                 self.tokens -= 1
+                self._waiting -= 1
                 self.other_taken += 1
             else:
                 self.other_throttled += 1
-            self._next_other += self._other_gap
+            self._next_retry = at + self._other_gap / 2 if self._waiting else math.inf
+
+    def take(self) -> bool:
+        now = self._clock()
+        self._other_client(now)
         self._fill_to(now)
         if self.tokens >= 1:
             self.tokens -= 1

@@ -101,6 +101,18 @@ def test_another_client_takes_its_share_as_a_steady_stream() -> None:
     assert bucket.other_throttled <= 2
 
 
+def test_the_other_client_retries_what_ec2_throttles() -> None:
+    # It wants 2 calls a second from a bucket that refills 1: half its calls wait, retried every
+    # quarter second; none is dropped.
+    clock = Clock()
+    bucket = TokenBucket(1, 1.0, other_rate=2.0, clock=clock)
+    clock.now += 10.01
+    bucket.take()
+    assert bucket.other_throttled > 0
+    assert bucket.other_taken == pytest.approx(11, abs=1)  # the burst and the refill
+    assert bucket.other_taken + bucket._waiting == 20  # every call it made: through or waiting
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.floats(min_value=1, max_value=100),

@@ -16,22 +16,24 @@ Each (region, bucket) of a container has one ``AdaptiveBucket``, shared by its t
 - while callers wait for it, and once a few calls at its current rate were answered, it lets
   one **probe** through beyond its own bucket. A probe EC2 answers is evidence of more room:
   the rate doubles (until the first throttle) or, after one, climbs back in steps towards the
-  share EC2 last allowed. A probe EC2 throttles changes nothing but the time to the next
-  probe, which doubles (up to 30 s at the mutating default): when the bucket is what was
-  assumed, probing costs one throttled call now and then;
+  share EC2 last allowed, then past it in steps that double while probes keep being answered
+  (30 s apart at first at the mutating default, then halving). A probe EC2 throttles changes
+  nothing but the time to the next probe, which doubles (up to 30 s): when the bucket is
+  what was assumed, probing costs one throttled call now and then;
 - a throttle of a call paced inside the bucket means the bucket is smaller than assumed or
   someone else takes from it. The calls EC2 let through since the last such throttle measure
   our share of the bucket's refill (the bucket was empty at both ends), and the pace drops just
-  below it; without a measure yet, it drops by 30%. Calls sent before a cut do not cut again.
+  below it; too soon after the last one to measure, it drops by 30% and climbs back to the
+  share measured before. Calls sent before a cut do not cut again.
 
 botocore's adaptive retry mode (``botocore/retries/adaptive.py``, ``throttling.py``,
 ``bucket.py``) was read and not reused: its limiter stays off until the first throttle (a
 sweep first bursts past the bucket), its token bucket holds one second of its rate where EC2's
 holds ten, its CUBIC curve has an absolute constant (0.4 calls/s^3) that probes past a bucket
 of a few calls a second every few seconds, and its ``TokenBucket`` waits on the real clock. A
-simulation of the benchmark's three cases with botocore's own ``CubicCalculator`` and
-``RateClocker`` (docs/performance.md) gave 2.0x the bound under a bucket 10x the default and
-15% throttled calls with half the bucket taken, against 1.03x and 1.3% for this pacer.
+model of the benchmark's three cases (``python -m bench.pacing_model``) with botocore's own
+``CubicCalculator`` and ``RateClocker`` gave 2.0x the bound under a bucket 10x the default and
+17% throttled calls with half the bucket taken, against 1.02x and 1.3% for this pacer.
 """
 
 from __future__ import annotations
@@ -123,6 +125,13 @@ class Tuning:
     ceiling: float = 100.0  # highest rate, multiple of the starting rate (a safety bound)
 
 
+class NoToken(Exception):
+    """The bucket, at the pace EC2 allows this container, has no token before the deadline."""
+
+    def __init__(self, late: float) -> None:
+        super().__init__(f"no token before the deadline (the next one is {late:.2f} s late)")
+
+
 @dataclass(frozen=True)
 class Ticket:
     """One admitted call: when it was let through, and whether it was a probe."""
@@ -166,6 +175,7 @@ class AdaptiveBucket:
         self._backoff_min = self.tuning.probe_backoff * tick
         self._backoff_max = self.tuning.probe_backoff_max * tick
         self._backoff = self._backoff_min
+        self._streak = 0  # probes above the measured share answered in a row
         self._lock = threading.Lock()
         self.counts = {"paced": 0, "probes": 0, "answered": 0, "throttled": 0, "cuts": 0}
 
@@ -193,11 +203,15 @@ class AdaptiveBucket:
                 wait = min(wait, self._next_probe - now)
             return max(wait, 1e-3)
 
-    def acquire(self) -> Ticket:
+    def acquire(self, deadline: float | None = None) -> Ticket:
+        """Wait for a ticket; ``NoToken`` if none can come before ``deadline`` (this clock)."""
         while True:
-            got = self.try_take(self._clock())
+            now = self._clock()
+            got = self.try_take(now)
             if isinstance(got, Ticket):
                 return got
+            if deadline is not None and now + got >= deadline:
+                raise NoToken(now + got - deadline)
             self._sleep(got)
 
     # -- what EC2 answered ------------------------------------------------------------------
@@ -232,9 +246,12 @@ class AdaptiveBucket:
                 # Room above our share: the bucket was raised or another client left. Step up,
                 # and probe again only after a while (a token to spare may also be the margin
                 # we keep below our share, saved up in EC2's bucket).
-                self.rate += self.tuning.step * self.limit
+                # Each answer in a row doubles the step and halves the wait (a share that was
+                # measured low, or has grown, is found again in a few probes).
+                self.rate += self.tuning.step * self.limit * 2**self._streak
                 self.limit = max(self.limit, self.rate)
-                self._next_probe = now + self._backoff_max
+                self._next_probe = now + self._backoff_max / 2**self._streak
+                self._streak = min(self._streak + 1, 3)
             self.rate = min(self.rate, self.start * self.tuning.ceiling)
             self._changed(now)
 
@@ -249,6 +266,7 @@ class AdaptiveBucket:
                 # No token to spare: the bucket is as assumed. The pace stays, the climb (if
                 # any) ends here, and the next probe waits longer.
                 self._probe_out = False
+                self._streak = 0
                 if self.limit is not None and self.rate < self._target():
                     self.limit = self.rate / (1 - self.tuning.margin)
                 self._next_probe = now + self._backoff
@@ -264,10 +282,13 @@ class AdaptiveBucket:
                 self.limit = min(self._answered_since_cut / elapsed, self.rate)
                 rate = self._target()
             else:
-                self.limit = self.rate
+                # Too soon to measure: cut, and keep the last measured share (if any) as where
+                # the climb back goes; probes will show if it is still there.
+                self.limit = max(self.limit or 0.0, self.rate)
                 rate = self.rate * self.tuning.cut
             self.rate = max(rate, self.start * self.tuning.floor)
             self._answered_since_cut = 0
+            self._streak = 0
             self._last_cut = now
             self._changed(now)
             self.counts["cuts"] += 1
@@ -318,15 +339,34 @@ class Pacer:
         return found
 
     def acquire(
-        self, region: str, action: str, params: Mapping[str, Any] | None = None
+        self,
+        region: str,
+        action: str,
+        params: Mapping[str, Any] | None = None,
+        deadline: float | None = None,
     ) -> tuple[AdaptiveBucket, Ticket]:
         bucket = self.bucket(region, action, params)
-        return bucket, bucket.acquire()
+        try:
+            return bucket, bucket.acquire(deadline)
+        except NoToken as late:
+            # Not an answer from EC2, but what its earlier throttles mean for this call: the
+            # retry loop treats it as a throttle, and stops at its deadline as for one.
+            raise AwsError(
+                action, "RequestLimitExceeded", f"paced by this container: {late}"
+            ) from late
 
-    def call(self, region: str, action: str, params: Mapping[str, Any], fn: Callable[[], T]) -> T:
-        """One attempt of an EC2 call: wait for the bucket, make it, tell the bucket what EC2
-        answered. A throttle met here, by a first try or by a retry, is what cuts the rate."""
-        bucket, ticket = self.acquire(region, action, params)
+    def call(
+        self,
+        region: str,
+        action: str,
+        params: Mapping[str, Any],
+        fn: Callable[[], T],
+        deadline: float | None = None,
+    ) -> T:
+        """One attempt of an EC2 call: wait for the bucket (up to ``deadline``), make it, tell
+        the bucket what EC2 answered. A throttle met here, by a first try or by a retry, is
+        what cuts the rate."""
+        bucket, ticket = self.acquire(region, action, params, deadline)
         try:
             result = fn()
         except AwsError as error:

@@ -11,6 +11,7 @@ from capacity_broker.adapters.aws import AwsError
 from capacity_broker.adapters.throttle import (
     AdaptiveBucket,
     Limits,
+    NoToken,
     Pacer,
     Ticket,
     Tuning,
@@ -168,6 +169,30 @@ def test_acquire_sleeps_until_a_token_is_there() -> None:
     assert clock.now == pytest.approx(0.5)
 
 
+def test_a_wait_past_the_deadline_is_refused_at_once() -> None:
+    b, clock = bucket(Limits(1, 0.5))
+    b.acquire(deadline=1.0)  # the burst
+    with pytest.raises(NoToken):
+        b.acquire(deadline=1.0)  # the next token comes at 2.0
+    assert clock.now == 0.0  # refused without waiting
+    assert not b.acquire(deadline=2.5).probe
+    assert clock.now == pytest.approx(2.0)
+
+
+def test_the_pacer_refuses_a_call_it_cannot_pace_before_the_deadline_as_a_throttle() -> None:
+    clock = Clock()
+    pacer = Pacer(scale=1.0, clock=clock, sleep=clock.sleep)
+    made = []
+    for _ in range(11):  # the bucket of 10, then one probe past it (answered)
+        pacer.call("us-east-1", "PurchaseCapacityBlock", {}, lambda: made.append(1), 1.0)
+    with pytest.raises(AwsError) as refused:  # the next token: 1 / 0.3 s away
+        pacer.call("us-east-1", "PurchaseCapacityBlock", {}, lambda: made.append(1), 1.0)
+    assert refused.value.code == "RequestLimitExceeded"
+    assert refused.value.status is None  # not EC2's answer: nothing was sent
+    assert "paced by this container" in refused.value.message
+    assert len(made) == 11 and clock.now == 0.0
+
+
 Event = st.one_of(
     st.tuples(st.just("wait"), st.floats(min_value=0.0, max_value=3.0)),
     st.tuples(st.just("take"), st.integers(min_value=1, max_value=40)),
@@ -281,6 +306,23 @@ def test_between_two_throttles_the_answered_calls_measure_our_share() -> None:
     assert b.rate == pytest.approx(2.5 * (1 - Tuning().margin))
 
 
+def test_a_cut_too_soon_to_measure_keeps_the_last_measured_share_to_climb_back_to() -> None:
+    # Another client catching up drains the bucket twice in a row: the second cut comes too
+    # soon after the first to measure anything, so the share measured before still stands.
+    b, _ = bucket()
+    first = drain(b, 0.0)
+    b.throttled(first[0], 0.1)
+    for i in range(10):
+        b.answered(Ticket(0.2 + 0.4 * i, probe=False), 0.3 + 0.4 * i)
+    b.throttled(Ticket(4.0, probe=False), 4.1)  # measured: 2.5 a second
+    b.throttled(Ticket(4.2, probe=False), 4.3)  # 0.2 s later: cut, nothing measured
+    assert b.rate == pytest.approx(2.5 * 0.95 * 0.7)
+    assert b.limit == pytest.approx(2.5)
+    probe, now = until_probe(b, 4.3)
+    b.answered(probe, now)  # climbing back towards 95% of 2.5, a twentieth of it at a time
+    assert b.rate == pytest.approx(2.5 * 0.95 * 0.7 + 0.125)
+
+
 def test_after_a_cut_answered_probes_climb_back_below_the_share_then_step_rarely() -> None:
     b, _ = bucket()
     burst = drain(b, 0.0)
@@ -297,9 +339,24 @@ def test_after_a_cut_answered_probes_climb_back_below_the_share_then_step_rarely
     b.answered(probe, now)
     assert b.rate == pytest.approx(5.0)
     assert b.limit == pytest.approx(5.0)
-    # ... and the next one waits 30 s.
+    # ... and the next one waits 30 s; answered ones in a row double the step and halve the
+    # wait (a share measured low is found again in a few probes).
+    factors, waits = [], []
+    for _ in range(4):
+        before, limit = b.rate, b.limit
+        probe, later = until_probe(b, now)
+        waits.append(later - now)
+        b.answered(probe, later)
+        factors.append((b.rate - before) / (0.05 * limit))
+        now = later
+    assert waits == pytest.approx([30, 15, 7.5, 3.75], abs=0.02)
+    assert factors == pytest.approx([2, 4, 8, 8])  # doubling, up to 8 times the step
     probe, later = until_probe(b, now)
-    assert later - now == pytest.approx(30, abs=0.02)
+    b.throttled(probe, later)  # the streak ends with the first throttled probe
+    before, limit = b.rate, b.limit
+    probe, again = until_probe(b, later)
+    b.answered(probe, again)
+    assert (b.rate - before) / (0.05 * limit) == pytest.approx(1)
 
 
 # -- the pacer around a call -----------------------------------------------------------------------
@@ -344,7 +401,7 @@ def test_every_attempt_of_an_adapter_call_goes_through_the_container_pacer(
     seen = []
 
     class Recording(Pacer):
-        def call(self, region, action, params, fn):  # type: ignore[override]
+        def call(self, region, action, params, fn, deadline=None):  # type: ignore[override]
             seen.append((region, action, dict(params)))
             return fn()
 
