@@ -6,7 +6,7 @@ EC2's cancel bucket (the emulator's) in three states:
   refill rate first, the bucket with it once the rate passes it): burst 50, 50 a second;
 - **default**: the published default, burst 50, 5 a second;
 - **shared**: the default, with another client of the account taking half of its refill (2.5
-  calls a second, steadily; its calls are throttled too when the bucket is empty).
+  tokens a second, each as soon as the bucket has it: the sweep gets the other half).
 
 The bound of a sweep through one bucket (burst B, refill R per second) that must make n
 mutating calls: the least time T with B + R x T >= n, i.e. T = max(0, n - B) / R. Here n is the

@@ -15,8 +15,8 @@ Knobs, beyond EC2's defaults: ``buckets`` (sizes by category or action), ``group
 made to share one bucket), ``time_scale`` (refill faster: benchmarks compress time),
 ``raised`` (every limit raised N times, the way the page's "Request a limit increase" advises:
 the refill rate first, the bucket raised with it when the rate would pass it) and ``others``
-(another client of the same account taking a share of a bucket's refill: a steady stream of
-calls, retried when throttled).
+(another client of the same account taking a share of a bucket's refill: the tokens it is
+owed, each as soon as the bucket has it).
 
 The resource token buckets of ``RunInstances``/``StartInstances``/``StopInstances``/
 ``TerminateInstances`` (instances, not requests) are not emulated.
@@ -225,10 +225,11 @@ def raise_limits(limits: tuple[float, float], times: float) -> tuple[float, floa
 
 
 class TokenBucket:
-    """One bucket. ``other_rate``: calls per second another client of the account makes on it,
-    evenly spaced. Each takes a token if there is one; a call EC2 throttles is retried, as the
-    SDKs' retry modes do, every half interval until it gets one: the other client keeps its
-    demand, and two clients that want more than the refill share it by who asks first."""
+    """One bucket. ``other_rate``: tokens per second another client of the account takes from
+    it, a client that wants one every ``1 / other_rate`` seconds and takes each as soon as the
+    bucket has it (it paces itself and is first in line): the bucket leaves the rest of its
+    refill to the caller of ``take``. ``other_taken``: tokens it took; ``other_waiting``: its
+    calls still waiting for one."""
 
     def __init__(
         self,
@@ -245,32 +246,36 @@ class TokenBucket:
         self.stamp = clock()
         self._other_gap = 1 / (other_rate * time_scale) if other_rate > 0 and time_scale > 0 else 0
         self._next_call = self.stamp + self._other_gap if self._other_gap else math.inf
-        self._next_retry = math.inf
-        self._waiting = 0  # the other client's calls not yet through
+        self.other_waiting = 0
         self.other_taken = 0
-        self.other_throttled = 0
 
     def _fill_to(self, at: float) -> None:
         if at > self.stamp:
             self.tokens = min(self.capacity, self.tokens + (at - self.stamp) * self.refill)
             self.stamp = at
 
+    def _next_whole_token(self) -> float:
+        if self.tokens >= 1:
+            return self.stamp
+        if self.refill <= 0:
+            return math.inf
+        return self.stamp + (1 - self.tokens) / self.refill
+
     def _other_client(self, now: float) -> None:
-        """The other client's calls and retries up to ``now``, in order with the refill."""
-        while min(self._next_call, self._next_retry) <= now:
-            if self._next_call <= self._next_retry:
-                at, self._next_call = self._next_call, self._next_call + self._other_gap
-                self._waiting += 1
-            else:
-                at = self._next_retry
+        """The other client's calls up to ``now``, in order with the refill."""
+        while True:
+            token_at = self._next_whole_token() if self.other_waiting else math.inf
+            at = min(token_at, self._next_call)
+            if at > now:
+                return
             self._fill_to(at)
-            if self.tokens >= 1:
-                self.tokens -= 1
-                self._waiting -= 1
+            if token_at <= self._next_call:
+                self.tokens = max(0.0, self.tokens - 1)
+                self.other_waiting -= 1
                 self.other_taken += 1
             else:
-                self.other_throttled += 1
-            self._next_retry = at + self._other_gap / 2 if self._waiting else math.inf
+                self.other_waiting += 1
+                self._next_call += self._other_gap
 
     def take(self) -> bool:
         now = self._clock()
@@ -357,11 +362,11 @@ class Throttling:
             return bucket.take()
 
     def others_report(self) -> dict[str, dict[str, int]]:
-        """Per bucket that another client shares ("account/region/bucket"): its calls that
-        got a token and those EC2 throttled."""
+        """Per bucket that another client shares ("account/region/bucket"): the tokens it took
+        and its calls still waiting for one (up to the bucket's last call)."""
         with self._lock:
             return {
-                "/".join(key): {"taken": b.other_taken, "throttled": b.other_throttled}
+                "/".join(key): {"taken": b.other_taken, "waiting": b.other_waiting}
                 for key, b in self._buckets.items()
-                if b.other_taken or b.other_throttled
+                if b.other_taken or b.other_waiting
             }

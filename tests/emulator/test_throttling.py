@@ -84,33 +84,40 @@ def test_a_bucket_refills_at_its_rate_after_its_burst() -> None:
     assert bucket.take()
 
 
-def test_another_client_takes_its_share_as_a_steady_stream() -> None:
+def test_another_client_takes_its_share_and_leaves_the_rest() -> None:
     clock = Clock()
     bucket = TokenBucket(50, 5.0, other_rate=2.5, clock=clock)
     ours = sum(bucket.take() for _ in range(100))
     assert ours == 50  # the burst: the other client has made no call yet
     taken = 0
-    for _ in range(400):  # 40 s, one of our calls every 0.1 s
+    for _ in range(400):  # 40 s, a call of ours every 0.1 s: twice what the bucket refills
         clock.now += 0.1
         taken += bucket.take()
-    # 200 tokens refilled: the other client's 100 calls took theirs as they came ...
-    assert bucket.other_taken + bucket.other_throttled == pytest.approx(100, abs=1)
-    # ... and the two clients shared the refill, nothing more.
+    # 200 tokens refilled: the other client's 100 calls each got theirs (first in line) ...
+    assert bucket.other_taken + bucket.other_waiting == pytest.approx(100, abs=1)
+    assert bucket.other_waiting <= 1
+    # ... and we had the rest, nothing more.
     assert taken + bucket.other_taken <= 200
     assert taken == pytest.approx(100, abs=2)
-    assert bucket.other_throttled <= 2
 
 
-def test_the_other_client_retries_what_ec2_throttles() -> None:
-    # It wants 2 calls a second from a bucket that refills 1: half its calls wait, retried every
-    # quarter second; none is dropped.
+def test_the_other_client_waits_for_what_the_bucket_cannot_give_yet() -> None:
+    # It wants 2 tokens a second from a bucket that refills 1: its calls wait, none is lost,
+    # and it takes every token as it comes, leaving none to us.
     clock = Clock()
     bucket = TokenBucket(1, 1.0, other_rate=2.0, clock=clock)
     clock.now += 10.01
-    bucket.take()
-    assert bucket.other_throttled > 0
-    assert bucket.other_taken == pytest.approx(11, abs=1)  # the burst and the refill
-    assert bucket.other_taken + bucket._waiting == 20  # every call it made: through or waiting
+    assert not bucket.take()
+    assert bucket.other_taken == 10  # the one token at 0.5 s, then one a second from 1.5 s
+    assert bucket.other_taken + bucket.other_waiting == 20  # every call it made
+
+
+def test_without_refill_the_other_client_waits_forever_and_nothing_loops() -> None:
+    clock = Clock()
+    bucket = TokenBucket(2, 0.0, other_rate=1.0, clock=clock)
+    clock.now += 5.5
+    assert not bucket.take()
+    assert (bucket.other_taken, bucket.other_waiting) == (2, 3)
 
 
 @settings(max_examples=200, deadline=None)
@@ -164,7 +171,7 @@ def test_the_other_clients_are_reported_per_bucket() -> None:
     clock.now += 10.01  # 25 calls of the other client (2.5 a second)
     throttling.allow("1", "eu-west-1", "CancelCapacityReservation", dict)
     assert throttling.others_report() == {
-        "1/eu-west-1/CancelCapacityReservation": {"taken": 25, "throttled": 0}
+        "1/eu-west-1/CancelCapacityReservation": {"taken": 25, "waiting": 0}
     }
 
 
