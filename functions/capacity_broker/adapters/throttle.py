@@ -43,8 +43,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from ..domain.errors import ErrorClass
 from .aws import AwsError
@@ -52,8 +51,7 @@ from .aws import AwsError
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     """A token bucket: ``burst`` tokens at most, refilled at ``refill`` tokens a second."""
 
     burst: float
@@ -107,11 +105,11 @@ def bucket_of(action: str, params: Mapping[str, Any] | None = None) -> tuple[str
     return action, NON_MUTATING
 
 
-@dataclass(frozen=True)
-class Tuning:
+class Tuning(NamedTuple):
     """How the pacer adapts (the numbers are discussed in docs/performance.md). Durations are
     counted in tokens of the starting rate (5 tokens: 1 s at the mutating default of 5/s, 33 s
-    in the Capacity Block bucket), so they scale with the bucket and BROKER_EC2_RATE_SCALE."""
+    in the Capacity Block bucket), so they scale with the bucket and BROKER_EC2_RATE_SCALE.
+    (Named tuples, not dataclasses: every handler imports this module, cold.)"""
 
     cut: float = 0.7  # rate kept after a throttle of a paced call, before a share is measured
     margin: float = 0.05  # kept below the measured share (what the climb back stops at)
@@ -132,8 +130,7 @@ class NoToken(Exception):
         super().__init__(f"no token before the deadline (the next one is {late:.2f} s late)")
 
 
-@dataclass(frozen=True)
-class Ticket:
+class Ticket(NamedTuple):
     """One admitted call: when it was let through, and whether it was a probe."""
 
     sent: float
