@@ -288,12 +288,13 @@ class TokenBucket:
 
 
 class Throttling:
-    """EC2's buckets per account, region and bucket; off until ``configure(enabled=True)``."""
+    """EC2's buckets per account, region and bucket, at EC2's published sizes: on by default
+    (the realistic behaviour), ``configure(enabled=False)`` turns them off."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self.configure(enabled=False)
+        self.configure(enabled=True)
 
     def configure(
         self,
