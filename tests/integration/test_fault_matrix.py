@@ -1379,7 +1379,8 @@ def test_the_lambda_dies_right_after_a_create_with_the_state_table(
         # One place with room, so the dead invocation leaves exactly one hold.
         run.emu.set_pool(REGION, "us-east-1b", "hpc7a.96xlarge", 0)
         run.kill_after = "CreateCapacityReservation"
-        run.context = LambdaContext(remaining_ms=1500)
+        # A window of 5 s, so a loaded machine still retries inside it (1.5 s was too short).
+        run.context = LambdaContext(remaining_ms=5000)
         killed_at = time.monotonic()
         with pytest.raises(LambdaKilled):
             run.invoke()
@@ -1390,7 +1391,7 @@ def test_the_lambda_dies_right_after_a_create_with_the_state_table(
         waiting = run.invoke()
         assert waiting["status"] == "error" and waiting["error_code"] == "RequestInProgress"
         assert run.emu.calls() == []
-        time.sleep(max(0.0, killed_at + 1.6 - time.monotonic()))
+        time.sleep(max(0.0, killed_at + 5.1 - time.monotonic()))
         run.context = LambdaContext()
         answer = run.invoke()
         entry.check(run, answer)
