@@ -72,12 +72,17 @@ COMMANDS: dict[str, tuple[str, list[str], str | None]] = {
     ),
     "release": ("release --job-id {job}", ["id"], None),
     "clean": ("clean --dry-run", [], None),
+    "slurm-check": (
+        "slurm check -c {slurm_config}",
+        ["nodes", "types (AZs)", "subnets (AZ)"],
+        None,
+    ),
 }
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[=>]|\r")
 
 
 @pytest.fixture(scope="module")
-def local_env() -> Iterator[dict[str, str]]:
+def local_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """The environment of a shell that ran ``eval "$(capacity-broker local --background)"``."""
     if not shutil.which("script"):
         pytest.skip("util-linux `script` is not installed")
@@ -110,9 +115,39 @@ def local_env() -> Iterator[dict[str, str]]:
             env[key] = value
     assert env.get("AWS_ENDPOINT_URL", "").startswith("http://127.0.0.1:"), started
     try:
+        env |= slurm_config(env, tmp_path_factory.mktemp("slurm"))
         yield env
     finally:
         subprocess.run([CLI, "local", "--stop"], env=env, capture_output=True, timeout=60)
+
+
+def slurm_config(env: dict[str, str], folder: Path) -> dict[str, str]:
+    """A Slurm node set on the scenario's subnets and a launch template made for it, as an
+    operator writes them before ``capacity-broker slurm check``."""
+    import boto3
+
+    ec2 = boto3.client(
+        "ec2",
+        region_name="us-east-1",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    )
+    template = ec2.create_launch_template(
+        LaunchTemplateName="slurm-terminal-nodes",
+        LaunchTemplateData={"ImageId": "ami-0123456789abcdef0", "InstanceType": "g6.xlarge"},
+    )["LaunchTemplate"]["LaunchTemplateId"]
+    config = folder / "slurm.yaml"
+    config.write_text(
+        "region: us-east-1\n"
+        "cluster_id: discovery-cluster\n"
+        "nodesets:\n"
+        "  - nodes: gpu-g6-[1-16]\n"
+        "    instance_types: [g6.xlarge, g6.2xlarge]\n"
+        f"    subnet_ids: [{SUBNET_B}, {SUBNET_A}]\n"
+        f"    launch_template: {{id: {template}, version: $Latest}}\n"
+    )
+    return {"SLURM_CHECK_CONFIG": str(config), "SLURM_TEMPLATE_ID": template}
 
 
 def batch(env: dict[str, str], width: int | None, job: str) -> dict[str, str]:
@@ -125,7 +160,8 @@ def batch(env: dict[str, str], width: int | None, job: str) -> dict[str, str]:
     for name, (args, _, _) in COMMANDS.items():
         lines.append(f"printf '\\n@@@ {name}\\n'")
         # stdout is the terminal; stderr (warnings, the progress display: its own test) aside
-        lines.append(f"{shlex.quote(CLI)} {args.format(job=job)} 2>>{shlex.quote(errors)}")
+        command = args.format(job=job, slurm_config=shlex.quote(env["SLURM_CHECK_CONFIG"]))
+        lines.append(f"{shlex.quote(CLI)} {command} 2>>{shlex.quote(errors)}")
     script_file = Path(env["TMP_DIR"]) / f"batch-{width}.sh"
     script_file.write_text("\n".join(lines) + "\n")
     if width is None:
@@ -180,6 +216,7 @@ def ids(local_env: dict[str, str]) -> dict[str, list[str]]:
             found[name] = [r["reservation_id"] for r in value]
     found["probe"] = [SUBNET_A, SUBNET_B]
     found["reserve"] = [SUBNET_A, SUBNET_B]
+    found["slurm-check"] = [SUBNET_A, SUBNET_B, local_env["SLURM_TEMPLATE_ID"]]
     assert all(found.values()), found
     return found
 
@@ -189,7 +226,8 @@ def whole(identifier: str, text: str) -> bool:
 
 
 def header_line(text: str, first: str) -> str:
-    return next(line for line in text.splitlines() if line.startswith(first + " "))
+    # a table with a box (``slurm check``) starts its header line with the box's edge
+    return next(line for line in text.splitlines() if line.lstrip("┃│ ").startswith(first + " "))
 
 
 @pytest.mark.parametrize("width", [*WIDTHS, None], ids=[*map(str, WIDTHS), "piped"])

@@ -191,19 +191,21 @@ def _print(report: Report) -> None:
         f"({escape(report.broker)})"
     )
     table = Table(show_lines=True)
-    table.add_column("node set", overflow="fold")
+    # A node set is named by its nodes unless it has a name of its own: one column for both.
     table.add_column("nodes", no_wrap=True)
-    table.add_column("types (AZs offering)", overflow="fold")
+    # Each type on a line, each AZ offering it on a line of its own: names are never cut.
+    table.add_column("types (AZs)", overflow="fold", min_width=12)
     # Ids stay whole at 80 columns; the other columns give way.
     table.add_column("subnets (AZ)", no_wrap=True)
     for found in report.nodesets:
         subnets = "\n".join(f"{s} {az or 'MISSING'}" for s, az in found.subnets.items())
         types = "\n".join(
-            f"{t} ({', '.join(z) or 'not offered'})" for t, z in found.offered.items()
+            f"{t}\n" + ("\n".join(f"  {zone}" for zone in z) or "  not offered")
+            for t, z in found.offered.items()
         ) or ", ".join(found.request["instance_types"])
+        named = f"{found.nodeset}\n" if found.nodeset != found.nodes else ""
         table.add_row(
-            escape(found.nodeset),
-            f"{escape(found.nodes)}\n{found.node_count} nodes",
+            escape(f"{named}{found.nodes}\n{found.node_count} nodes"),
             escape(types),
             escape(subnets or "\n".join(found.request["subnet_ids"])),
         )

@@ -1,0 +1,249 @@
+"""Capacity Block offerings, and buying one at most once (PurchaseCapacityBlock has no
+ClientToken and a bought block cannot be cancelled)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ...adapters.aws import AwsError
+from ...adapters.ec2 import Reservation
+from ...domain import discovery as rules
+from ...domain.errors import ErrorClass
+from ...domain.tags import TAG_CLUSTER_ID, TAG_NAME, TAG_PREFIX
+from ...models.capacity import (
+    BlockOffering,
+    CapacityRow,
+    PurchaseAnswer,
+)
+from ...models.common import ItemError
+from .. import InvalidInput
+from ..capacity import Listing, Progress, fan_out, to_row
+from .base import DiscoveryBase
+
+# Tag that makes a Capacity Block purchase findable again (PurchaseCapacityBlock has no
+# ClientToken, and a bought block cannot be cancelled).
+TAG_PURCHASE_KEY = f"{TAG_PREFIX}purchase-key"
+
+
+def purchase_key(offering_id: str) -> str:
+    """Deterministic: the same offering asked for twice has the same key, so a retried
+    command finds the block its first run bought."""
+    return "pk-" + hashlib.sha256(offering_id.encode()).hexdigest()[:24]
+
+
+def _offering(region: str, item: dict[str, Any]) -> BlockOffering:
+    count = int(item.get("InstanceCount") or 0)
+    hours = int(item.get("CapacityBlockDurationHours") or 0)
+    fee = rules.parse_price(item.get("UpfrontFee"))
+    return BlockOffering(
+        offering_id=item["CapacityBlockOfferingId"],
+        region=region,
+        instance_type=item.get("InstanceType", ""),
+        availability_zone=item.get("AvailabilityZone"),
+        instance_count=count,
+        start_date=item.get("StartDate"),
+        end_date=item.get("EndDate"),
+        duration_hours=hours,
+        upfront_fee=fee,
+        price_per_instance_hour=rules.per_instance_hour(fee, count, hours)
+        if fee is not None
+        else None,
+        currency=item.get("CurrencyCode"),
+        tenancy=item.get("Tenancy"),
+        ultraserver_type=item.get("UltraserverType"),
+    )
+
+
+def _offering_order(o: BlockOffering) -> tuple[float, float, float, str, str]:
+    return rules.offering_order(
+        o.price_per_instance_hour, o.upfront_fee, o.start_date, o.availability_zone, o.offering_id
+    )
+
+
+class BlockOfferings(DiscoveryBase):
+    """Capacity Block offerings, and the purchase of one."""
+
+    def offerings(
+        self,
+        instance_type: str,
+        instance_count: int = 1,
+        duration_hours: int = 24,
+        start_after: datetime | None = None,
+        end_before: datetime | None = None,
+        regions: Sequence[str] | None = None,
+        progress: Progress | None = None,
+    ) -> Listing[BlockOffering]:
+        check_offering_terms(instance_type, instance_count, duration_hours, start_after, end_before)
+        wanted = self._regions(regions)
+
+        def one(region: str) -> list[BlockOffering]:
+            items = self.ec2(region).block_offerings(
+                instance_type, instance_count, duration_hours, start_after, end_before
+            )
+            return [_offering(region, item) for item in items]
+
+        found, errors = fan_out(wanted, one, self.max_workers, progress)
+        rows = sorted((o for r in wanted for o in found.get(r, [])), key=_offering_order)
+        return Listing(rows, errors, wanted)
+
+    def purchase(
+        self,
+        offering_id: str,
+        instance_type: str,
+        instance_count: int = 1,
+        duration_hours: int = 24,
+        start_after: datetime | None = None,
+        end_before: datetime | None = None,
+        regions: Sequence[str] | None = None,
+        platform: str = "Linux/UNIX",
+        key: str | None = None,
+    ) -> PurchaseAnswer:
+        """Buy the Capacity Block offering ``offering_id``, at most once.
+
+        PurchaseCapacityBlock has no ClientToken and a block cannot be cancelled, so:
+        1. the purchase is tagged on create with a purchase key derived from the offering;
+        2. before buying, every region is searched for a block carrying that key: found, the
+           answer is ``already_purchased`` with that block (a retried command);
+        3. the offering must still be on sale for these terms (it names its region);
+        4. the purchase call is made exactly once (no SDK or broker retry); if it fails
+           without a clear answer the key is looked up again, and without a block the answer
+           is ``unknown``: re-running the same command checks again and never buys twice.
+        """
+        key = key or purchase_key(offering_id)
+        wanted = self._regions(regions)
+        base = {"offering_id": offering_id, "purchase_key": key}
+        earlier, errors = self._purchased(key, wanted)
+        if earlier is not None:
+            return PurchaseAnswer(
+                status="already_purchased",
+                region=earlier.region,
+                reservation=earlier,
+                message=f"Already bought: Capacity Block {earlier.reservation_id} carries "
+                f"purchase key {key}; nothing was bought again.",
+                **base,
+            )
+        if errors:
+            # Without every region's answer a second purchase cannot be ruled out.
+            return PurchaseAnswer(
+                status="error",
+                error_code=errors[0].error_code,
+                message="Could not check for an earlier purchase in "
+                + ", ".join(f"{e.region} ({e.error_code})" for e in errors)
+                + "; nothing was bought.",
+                **base,
+            )
+        listing = self.offerings(
+            instance_type, instance_count, duration_hours, start_after, end_before, wanted
+        )
+        offer = next((o for o in listing.items if o.offering_id == offering_id), None)
+        if offer is None:
+            failed = f" (could not search {', '.join(str(e.region) for e in listing.errors)})"
+            return PurchaseAnswer(
+                status="not_found",
+                message=f"Offering {offering_id} is not on sale for {instance_count} x "
+                f"{instance_type} for {duration_hours} h in {', '.join(wanted)}"
+                + (failed if listing.errors else "")
+                + "; nothing was bought.",
+                **base,
+            )
+        tags = {
+            TAG_PURCHASE_KEY: key,
+            TAG_NAME: f"capacity-broker-purchase-{key}",
+        }
+        if self.lister.cluster_id:
+            tags[TAG_CLUSTER_ID] = self.lister.cluster_id
+        ec2 = self.ec2(offer.region)
+        try:
+            bought = ec2.purchase_capacity_block(offering_id, platform, tags)
+        except AwsError as error:
+            # No code (timeout, dropped connection) or a server fault: the request may have
+            # reached EC2 and the block may exist. Look before answering.
+            if error.code is None or error.error_class is ErrorClass.TRANSIENT:
+                again, _ = self._purchased(key, [offer.region])
+                if again is not None:
+                    return PurchaseAnswer(
+                        status="purchased",
+                        region=offer.region,
+                        reservation=again,
+                        offering=offer,
+                        message=f"Bought Capacity Block {again.reservation_id} (the purchase "
+                        "answer was lost; found by its purchase key).",
+                        **base,
+                    )
+                return PurchaseAnswer(
+                    status="unknown",
+                    region=offer.region,
+                    offering=offer,
+                    error_code=error.code or "RequestTimeout",
+                    message="The purchase call failed without a clear answer and no block "
+                    f"with purchase key {key} is visible yet. Run the same command again to "
+                    "check: it never buys twice.",
+                    **base,
+                )
+            return PurchaseAnswer(
+                status="error",
+                region=offer.region,
+                offering=offer,
+                error_code=error.code,
+                message=f"EC2 refused the purchase, nothing was bought: {error.message}"[:500],
+                **base,
+            )
+        row = to_row(bought, {}, self.lister.cluster_id, None)
+        return PurchaseAnswer(
+            status="purchased",
+            region=offer.region,
+            reservation=row,
+            offering=offer,
+            message=f"Bought Capacity Block {row.reservation_id}: {offer.instance_count} x "
+            f"{offer.instance_type} in {offer.availability_zone} from "
+            f"{offer.start_date:%Y-%m-%d %H:%M} UTC for {offer.duration_hours} h.",
+            **base,
+        )
+
+    def _purchased(
+        self, key: str, regions: Sequence[str]
+    ) -> tuple[CapacityRow | None, list[ItemError]]:
+        def one(region: str) -> list[CapacityRow]:
+            items = self.ec2(region).describe_reservations({f"tag:{TAG_PURCHASE_KEY}": [key]})
+            return [
+                to_row(Reservation.from_api(region, raw), raw, self.lister.cluster_id, None)
+                for raw in items
+            ]
+
+        found, errors = fan_out(regions, one, self.max_workers)
+        rows = [row for region in regions for row in found.get(region, [])]
+        return (rows[0] if rows else None), errors
+
+
+def check_offering_terms(
+    instance_type: str,
+    instance_count: int,
+    duration_hours: int,
+    start_after: datetime | None,
+    end_before: datetime | None,
+) -> None:
+    """Refuse what EC2 would refuse, before asking it."""
+    problems: list[tuple[str, str]] = []
+    if not instance_type or rules.has_wildcard(instance_type) or "." not in instance_type:
+        problems.append(("instance_type", "must be one instance type, such as p5.48xlarge"))
+    if not 1 <= instance_count <= rules.MAX_BLOCK_INSTANCES:
+        problems.append(("instance_count", f"must be between 1 and {rules.MAX_BLOCK_INSTANCES}"))
+    message = rules.block_duration_error(duration_hours)
+    if message:
+        problems.append(("duration_hours", message))
+    for name, value in (("start_after", start_after), ("end_before", end_before)):
+        if value is not None and (value.tzinfo is None or value.utcoffset() is None):
+            problems.append((name, "must be timezone-aware (UTC)"))
+    if (
+        start_after is not None
+        and end_before is not None
+        and start_after.tzinfo is not None
+        and end_before.tzinfo is not None
+        and end_before <= start_after
+    ):
+        problems.append(("end_before", "must be later than start_after"))
+    if problems:
+        raise InvalidInput(problems)
