@@ -101,6 +101,16 @@ def _fast_timestamps(session: boto3.session.Session) -> None:
     factory.set_parser_defaults(timestamp_parser=_parse_timestamp)
 
 
+def preload_models(services: tuple[str, ...]) -> None:
+    """Parse ``services``' API models into the container session's loader, without making a
+    client: no credentials are read and no connection is opened, so this is safe to run
+    before a SnapStart snapshot, and the clients made after a restore skip the parse (EC2's
+    model is megabytes of JSON)."""
+    session = _override if _override is not None else default_session()
+    for service in services:
+        session._session.get_service_model(service)
+
+
 def reset_clients() -> None:
     """Forget cached clients (tests switch endpoints between runs)."""
     with _clients_lock:

@@ -10,6 +10,7 @@ on the first of those, so unsampled invocations and the init phase never pay for
 from __future__ import annotations
 
 import os
+import random
 import time
 import uuid
 from collections.abc import Callable
@@ -102,6 +103,48 @@ def reset_container() -> None:
 
 
 _RESETS: list[Callable[[], None]] = []
+
+# -- Lambda SnapStart (docs/deploy.md) ---------------------------------------------------------
+# The services whose models every entry point's first invocation needs (flags, EC2).
+SNAPSHOT_SERVICES = ("ssm", "ec2")
+
+
+def before_snapshot() -> None:
+    """Before Lambda snapshots a published version: work that is the same for every restored
+    environment and touches no network (the API models), done once instead of per cold start."""
+    from ..adapters import aws
+
+    aws.preload_models(SNAPSHOT_SERVICES)
+
+
+def after_restore() -> None:
+    """After a restore: nothing unique may be shared by the environments restored from one
+    snapshot (AWS: "Handling uniqueness with Lambda SnapStart"). The broker makes its clients,
+    connections, pacer buckets and retry jitter generators on first use, after the restore;
+    this re-seeds the module-level ``random`` and drops any client made before the snapshot
+    anyway, so a later change that makes one at import cannot carry a stale connection."""
+    from ..adapters import aws
+
+    random.seed()
+    aws.reset_clients()
+
+
+def register_snapshot_hooks() -> bool:
+    """Register the hooks with Lambda's Snapshot Restore for Python (part of the managed
+    Python runtimes since 3.12); elsewhere there is no snapshot and nothing to register."""
+    try:
+        from snapshot_restore_py import (  # type: ignore[import-not-found]
+            register_after_restore,
+            register_before_snapshot,
+        )
+    except ImportError:
+        return False
+    register_before_snapshot(before_snapshot)
+    register_after_restore(after_restore)
+    return True
+
+
+register_snapshot_hooks()
 
 
 def on_reset(hook: Callable[[], None]) -> Callable[[], None]:
