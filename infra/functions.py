@@ -187,6 +187,12 @@ class BrokerFunctions(Construct):
                 snap_start=(
                     lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if config.snap_start else None
                 ),
+                # A deploy that changes the function publishes a new version; the old one is
+                # deleted once the alias has moved (CDK would keep it, and SnapStart charges
+                # for the snapshot of every active version).
+                current_version_options=lambda_.VersionOptions(
+                    removal_policy=RemovalPolicy.DESTROY
+                ),
                 environment={
                     **common_env,
                     "POWERTOOLS_SERVICE_NAME": name,

@@ -55,6 +55,8 @@ def test_snapstart_on_published_versions_behind_the_live_alias(snapstart: Synth,
     version = snapstart.doc["Resources"][version_id]
     assert version["Type"] == "AWS::Lambda::Version"
     assert version["Properties"]["FunctionName"] == {"Ref": function_id}
+    # The version a deploy replaces is deleted: SnapStart charges per cached version.
+    assert version["DeletionPolicy"] == "Delete"
     assert alias["Properties"]["Name"] == LIVE_ALIAS
     # SnapStart and provisioned concurrency do not mix.
     assert "ProvisionedConcurrencyConfig" not in alias["Properties"]

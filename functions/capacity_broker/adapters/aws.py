@@ -111,6 +111,30 @@ def preload_models(services: tuple[str, ...]) -> None:
         session._session.get_service_model(service)
 
 
+def prewarm(services: tuple[str, ...], region: str) -> threading.Thread:
+    """Make the clients of ``services`` in ``region``, in that order, on a thread of their own.
+
+    A cold container's first call then overlaps the making of the later clients (EC2's is the
+    costly one: its model is parsed and its client built, tens of milliseconds of CPU) with the
+    network wait of the first one. Clients are made under the one lock as always (botocore's
+    session is not safe to make clients from concurrently), so a caller that needs a client
+    the thread is making waits for it instead of making a second. The caller joins the thread
+    before its invocation ends: nothing is left running when Lambda freezes the container.
+    """
+    session = _override if _override is not None else default_session()
+
+    def make() -> None:
+        try:
+            for service in services:
+                client(service, region, session)
+        except Exception:  # noqa: BLE001 - the caller's own client() call raises it, in its flow
+            return
+
+    thread = threading.Thread(target=make, name="prewarm", daemon=True)
+    thread.start()
+    return thread
+
+
 def reset_clients() -> None:
     """Forget cached clients (tests switch endpoints between runs)."""
     with _clients_lock:

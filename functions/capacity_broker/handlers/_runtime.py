@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -94,8 +95,10 @@ def reset_container() -> None:
     """Forget everything cached per container (tests switch worlds between cases)."""
     from ..adapters import aws, ec2, throttle
 
+    global _cold
     settings.cache_clear()
     aws.reset_clients()
+    _cold = True
     ec2.clear_caches()
     throttle.pacer = throttle.Pacer()
     for hook in _RESETS:
@@ -104,9 +107,29 @@ def reset_container() -> None:
 
 _RESETS: list[Callable[[], None]] = []
 
-# -- Lambda SnapStart (docs/deploy.md) ---------------------------------------------------------
-# The services whose models every entry point's first invocation needs (flags, EC2).
+# -- the cold path (docs/performance.md, docs/deploy.md) ---------------------------------------
+# The clients an entry point's first invocation needs, in the order it calls them: probe and
+# reserve read the flags (SSM) before they ask EC2; the others start with EC2.
+FIRST_CLIENTS: dict[str, tuple[str, ...]] = {"probe": ("ssm", "ec2"), "reserve": ("ssm", "ec2")}
+FIRST_CLIENTS_DEFAULT: tuple[str, ...] = ("ec2",)
+# The services whose models a snapshot should hold: every entry point's first clients.
 SNAPSHOT_SERVICES = ("ssm", "ec2")
+
+_cold = True
+_cold_lock = threading.Lock()
+
+
+def warm_first_clients(name: str, region: str) -> threading.Thread | None:
+    """On a container's first invocation: make its clients on a thread, so that the EC2
+    client is built while the first call (the flags) waits for its answer. None afterwards."""
+    global _cold
+    with _cold_lock:
+        if not _cold:
+            return None
+        _cold = False
+    from ..adapters import aws
+
+    return aws.prewarm(FIRST_CLIENTS.get(name, FIRST_CLIENTS_DEFAULT), region)
 
 
 def before_snapshot() -> None:
@@ -185,6 +208,7 @@ def entry(
                 # although the text carried its own (a retried reserve then held twice). The
                 # flows' models refuse anything that is not an object: invalid_request.
                 event = TEXT_EVENT
+            warming = warm_first_clients(name, config.region)
             try:
                 if sampled():
                     with tracer().provider.in_subsegment(f"## {name}") as subsegment:
@@ -204,6 +228,9 @@ def entry(
                     "message": "The broker failed unexpectedly; nothing further was started. "
                     "Reservations it created are cancelled by their EndDate and the cleaner.",
                 }
+            finally:
+                if warming is not None:
+                    warming.join()
             logger.info("answered", extra={"status": answer.get("status")})
             return answer
 

@@ -85,3 +85,22 @@ def test_without_lambdas_library_there_is_nothing_to_register(
 ) -> None:
     monkeypatch.setitem(sys.modules, "snapshot_restore_py", None)  # import raises ImportError
     assert _runtime.register_snapshot_hooks() is False
+
+
+def test_a_containers_first_invocation_makes_its_clients_once_on_a_thread() -> None:
+    _runtime.reset_container()
+    warming = _runtime.warm_first_clients("probe", "eu-west-1")
+    assert warming is not None
+    warming.join()
+    made = aws._clients[aws.default_session()]
+    # The flags' client first (the first call), then EC2's.
+    assert list(made) == [("ssm", "eu-west-1"), ("ec2", "eu-west-1")]
+    assert aws.client("ec2", "eu-west-1") is made[("ec2", "eu-west-1")]
+    # Later invocations find them made; a new container (world) warms again.
+    assert _runtime.warm_first_clients("probe", "eu-west-1") is None
+    _runtime.reset_container()
+    other = _runtime.warm_first_clients("capacity", "eu-west-1")
+    assert other is not None
+    other.join()
+    assert list(aws._clients[aws.default_session()]) == [("ec2", "eu-west-1")]
+    _runtime.reset_container()
