@@ -114,6 +114,10 @@ def test_a_probe_never_says_cancelled_for_a_reservation_ec2_still_bills(
 def test_a_losing_hold_is_cancelled_only_when_ec2_says_so(hpc: Any, context: Any) -> None:
     hpc.set_pool("us-east-1", "us-east-1b", "hpc7a.96xlarge", 18)  # two pairs have room
     hpc.configure(lag_unknown_calls=10_000, lag_seconds=3600)
+    # Each create takes half a second, so the second pair's attempt has started before the first
+    # pair's hold is known: without it a loaded machine could let the winner answer first and no
+    # loser would exist to test.
+    hpc.latency(0.0, {"CreateCapacityReservation": 0.5})
     impatient("reserve")
     answer = reserve(job(request_id="job-t3"), context)
     assert answer["status"] == "reserved", answer
