@@ -30,6 +30,8 @@ CONTEXT_KEYS = (
     "stackGraceSeconds",
     "idleGraceSeconds",
     "holdLimitSeconds",
+    "snapStart",
+    "probeProvisionedConcurrency",
 )
 
 

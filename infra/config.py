@@ -43,6 +43,11 @@ _LAYER_ARN = re.compile(
     r"python3\d+-arm64:\d+$"
 )
 
+# The alias every invoker calls when versions are published (SnapStart, provisioned concurrency).
+LIVE_ALIAS = "live"
+# Lambda's default concurrency quota is 1,000 a region; a probe pool beyond it cannot be granted.
+MAX_PROVISIONED_CONCURRENCY = 1000
+
 DEFAULT_GRACES: dict[str, int] = {
     "probeGraceSeconds": 90,
     "stackGraceSeconds": 180,
@@ -76,6 +81,16 @@ class BrokerConfig:
     hold_limit_seconds: int
     # SSM parameters the job templates' images resolve from, beyond AWS's public ones.
     image_parameters: tuple[str, ...] = ()
+    # Cold start (docs/deploy.md): Lambda SnapStart for every function, or provisioned
+    # concurrency for probe. Either one publishes versions behind the alias LIVE_ALIAS, which
+    # every invoker then calls.
+    snap_start: bool = False
+    probe_provisioned_concurrency: int = 0
+
+    @property
+    def live_alias(self) -> str | None:
+        """The alias the invokers call, or None: they call the function ($LATEST)."""
+        return LIVE_ALIAS if self.snap_start or self.probe_provisioned_concurrency else None
 
     @property
     def stack_name(self) -> str:
@@ -171,6 +186,21 @@ class BrokerConfig:
             key: _positive_int(context, key, default) for key, default in DEFAULT_GRACES.items()
         }
 
+        snap_start = _bool(context, "snapStart", default=False)
+        provisioned = _count(context, "probeProvisionedConcurrency", MAX_PROVISIONED_CONCURRENCY)
+        if snap_start and provisioned:
+            # AWS: "SnapStart does not support provisioned concurrency" (both are settings of
+            # the published version probe's alias would point at).
+            raise ConfigError(
+                "context snapStart=true and probeProvisionedConcurrency="
+                f"{provisioned} cannot be combined: Lambda SnapStart does not support "
+                "provisioned concurrency "
+                "(https://docs.aws.amazon.com/lambda/latest/dg/snapstart.html). Choose one: "
+                "SnapStart (restores every function from a snapshot, paid per cached version and "
+                "per restore) or provisioned concurrency for probe (initialized environments "
+                "kept warm, paid per hour); see docs/deploy.md"
+            )
+
         return cls(
             cluster_id=cluster_id,
             function_prefix=function_prefix,
@@ -189,6 +219,8 @@ class BrokerConfig:
             idle_grace_seconds=graces["idleGraceSeconds"],
             hold_limit_seconds=graces["holdLimitSeconds"],
             image_parameters=tuple(image_parameters),
+            snap_start=snap_start,
+            probe_provisioned_concurrency=provisioned,
         )
 
 
@@ -265,4 +297,20 @@ def _positive_int(context: Mapping[str, Any], key: str, default: int) -> int:
         ) from None
     if number <= 0 or str(number) != str(value).strip():
         raise ConfigError(f"context {key} must be a positive whole number, got {value!r}")
+    return number
+
+
+def _count(context: Mapping[str, Any], key: str, most: int) -> int:
+    """A whole number from 0 (off, the default) to ``most``."""
+    value = _raw(context, key)
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise ConfigError(f"context {key} must be a whole number, got {value!r}")
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"context {key} must be a whole number, got {value!r}") from None
+    if not 0 <= number <= most or str(number) != str(value).strip():
+        raise ConfigError(f"context {key} must be a whole number from 0 to {most}, got {value!r}")
     return number

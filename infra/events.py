@@ -53,7 +53,7 @@ class CleanerTriggers(Construct):
         construct_id: str,
         *,
         config: BrokerConfig,
-        cleaner: lambda_.Function,
+        cleaner: lambda_.IFunction,
     ) -> None:
         super().__init__(scope, construct_id)
         self.dead_letter_queue = sqs.Queue(

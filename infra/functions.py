@@ -181,6 +181,18 @@ class BrokerFunctions(Construct):
                 application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
                 system_log_level_v2=lambda_.SystemLogLevel.WARN,
                 tracing=lambda_.Tracing.ACTIVE,
+                # Snapshots are taken of published versions only (infra/versions.py publishes
+                # them and points the alias at them). CDK refuses a runtime, architecture or
+                # ephemeral storage SnapStart does not support, at synth.
+                snap_start=(
+                    lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if config.snap_start else None
+                ),
+                # A deploy that changes the function publishes a new version; the old one is
+                # deleted once the alias has moved (CDK would keep it, and SnapStart charges
+                # for the snapshot of every active version).
+                current_version_options=lambda_.VersionOptions(
+                    removal_policy=RemovalPolicy.DESTROY
+                ),
                 environment={
                     **common_env,
                     "POWERTOOLS_SERVICE_NAME": name,

@@ -14,6 +14,7 @@ from infra.functions import BrokerFunctions
 from infra.observability import Observability
 from infra.permissions import BrokerPermissions
 from infra.state import StateTable
+from infra.versions import LiveAliases
 
 
 class CapacityBrokerStack(Stack):
@@ -46,8 +47,13 @@ class CapacityBrokerStack(Stack):
             state_table=self.state.table,
             flags=self.flags,
         )
+        # Versions and the alias the invokers call, when a cold-start option needs them.
+        self.aliases = LiveAliases(self, "Versions", config=config, functions=self.functions)
         self.triggers = CleanerTriggers(
-            self, "Events", config=config, cleaner=self.functions["cleaner"].function
+            self,
+            "Events",
+            config=config,
+            cleaner=self.aliases.target("cleaner", self.functions["cleaner"].function),
         )
         self.observability = Observability(
             self,
@@ -60,6 +66,7 @@ class CapacityBrokerStack(Stack):
         # The scheduler integration needs the names; the ARNs are for IAM on the caller side.
         for broker_function in self.functions:
             title = broker_function.name.capitalize()
+            invoked = self.aliases.target(broker_function.name, broker_function.function)
             CfnOutput(
                 self,
                 f"{title}FunctionName",
@@ -69,8 +76,9 @@ class CapacityBrokerStack(Stack):
             CfnOutput(
                 self,
                 f"{title}FunctionArn",
-                value=broker_function.function.function_arn,
-                description=f"ARN of the {broker_function.name} function",
+                # The alias's ARN when there is one: what a caller's IAM and invoke should name.
+                value=invoked.function_arn,
+                description=f"ARN of the {broker_function.name} function (what to invoke)",
             )
         CfnOutput(
             self,
@@ -78,6 +86,14 @@ class CapacityBrokerStack(Stack):
             value=config.function_prefix,
             description="CapacityBroker.deployed(function_prefix=...) / <prefix>-<name>",
         )
+        if config.live_alias is not None:
+            CfnOutput(
+                self,
+                "FunctionQualifier",
+                value=config.live_alias,
+                description="Invoke the alias: CapacityBroker.deployed(..., qualifier=...), "
+                "slurm function_qualifier, CAPACITY_BROKER_FUNCTION_QUALIFIER",
+            )
         CfnOutput(self, "StateTableName", value=self.state.table.table_name)
         CfnOutput(
             self, "CleanerDeadLetterQueueUrl", value=self.triggers.dead_letter_queue.queue_url

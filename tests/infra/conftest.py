@@ -34,3 +34,20 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 def custom(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """Every optional context key set (as strings, the way `-c key=value` passes them)."""
     return synthesize(CUSTOM_CONTEXT, outdir=tmp_path_factory.mktemp("cdk-custom"))
+
+
+@pytest.fixture(scope="session")
+def snapstart(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """SnapStart on (docs/deploy.md): versions, the alias, invokers calling it."""
+    return synthesize(
+        {"clusterId": "demo", "snapStart": "true"}, outdir=tmp_path_factory.mktemp("cdk-snap")
+    )
+
+
+@pytest.fixture(scope="session")
+def warm_probe(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """Provisioned concurrency for probe (docs/deploy.md)."""
+    return synthesize(
+        {"clusterId": "demo", "probeProvisionedConcurrency": "4"},
+        outdir=tmp_path_factory.mktemp("cdk-warm"),
+    )

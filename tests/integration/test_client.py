@@ -601,3 +601,29 @@ def test_deployed_needs_a_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
         CapacityBroker.deployed()
     monkeypatch.setenv("CAPACITY_BROKER_FUNCTION_PREFIX", "cb-env")
     assert CapacityBroker.deployed().function_prefix == "cb-env"
+
+
+def test_deployed_invokes_the_alias_when_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    # With SnapStart or provisioned concurrency the stack publishes versions behind an alias
+    # (its FunctionQualifier output): $LATEST is neither snapshotted nor kept warm.
+    monkeypatch.delenv("CAPACITY_BROKER_FUNCTION_QUALIFIER", raising=False)
+    lam = boto3.client("lambda", region_name="us-east-1")
+    stub = Stubber(lam)
+    for qualifier in ("live", "env-alias"):
+        stub.add_response(
+            "invoke",
+            {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": _payload({})},
+            {
+                "FunctionName": "cb-prod-cleaner",
+                "InvocationType": "RequestResponse",
+                "Payload": ANY,
+                "Qualifier": qualifier,
+            },
+        )
+    with stub:
+        with pytest.raises(FunctionError, match="cb-prod-cleaner:live failed"):
+            CapacityBroker.deployed("cb-prod", lambda_client=lam, qualifier="live").clean()
+        monkeypatch.setenv("CAPACITY_BROKER_FUNCTION_QUALIFIER", "env-alias")
+        with pytest.raises(FunctionError, match="cb-prod-cleaner:env-alias failed"):
+            CapacityBroker.deployed("cb-prod", lambda_client=lam).clean()
+        stub.assert_no_pending_responses()

@@ -356,3 +356,25 @@ def test_warm_probe_makes_only_creates_and_cancels(broker: Any, context: Any) ->
     for call in calls:
         if call.action == "DescribeCapacityReservations":
             assert set(call.params["CapacityReservationIds"]) <= winners
+
+
+def test_a_cold_container_looks_everything_up_in_one_round_trip(broker: Any, context: Any) -> None:
+    """The first probe of a container asks for the subnets, the image and every VPC's
+    tenancy at once (issue 16): the VPCs are listed, not asked for by the subnets' answer."""
+    broker.load_scenario(world([0, 0, 4]))
+    broker.latency(0.1)
+    answer = probe(context, image_id="ami-0aaaaaaaaaaaaaaa1")
+    assert answer["status"] == "available"
+    lookups = {
+        c.action: c
+        for c in broker.calls()
+        if c.action in ("DescribeSubnets", "DescribeVpcs", "DescribeImages")
+    }
+    assert set(lookups) == {"DescribeSubnets", "DescribeVpcs", "DescribeImages"}
+    assert "VpcIds" not in lookups["DescribeVpcs"].params
+    # Each started before any other ended: one round trip, not three in a row.
+    assert max(c.started for c in lookups.values()) < min(c.ended for c in lookups.values())
+    # A warm container asks none of them again.
+    broker.clear_calls()
+    assert probe(context, image_id="ami-0aaaaaaaaaaaaaaa1")["status"] == "available"
+    assert not {c.action for c in broker.calls()} & set(lookups)

@@ -101,6 +101,40 @@ def _fast_timestamps(session: boto3.session.Session) -> None:
     factory.set_parser_defaults(timestamp_parser=_parse_timestamp)
 
 
+def preload_models(services: tuple[str, ...]) -> None:
+    """Parse ``services``' API models into the container session's loader, without making a
+    client: no credentials are read and no connection is opened, so this is safe to run
+    before a SnapStart snapshot, and the clients made after a restore skip the parse (EC2's
+    model is megabytes of JSON)."""
+    session = _override if _override is not None else default_session()
+    for service in services:
+        session._session.get_service_model(service)
+
+
+def prewarm(services: tuple[str, ...], region: str) -> threading.Thread:
+    """Make the clients of ``services`` in ``region``, in that order, on a thread of their own.
+
+    A cold container's first call then overlaps the making of the later clients (EC2's is the
+    costly one: its model is parsed and its client built, tens of milliseconds of CPU) with the
+    network wait of the first one. Clients are made under the one lock as always (botocore's
+    session is not safe to make clients from concurrently), so a caller that needs a client
+    the thread is making waits for it instead of making a second. The caller joins the thread
+    before its invocation ends: nothing is left running when Lambda freezes the container.
+    """
+    session = _override if _override is not None else default_session()
+
+    def make() -> None:
+        try:
+            for service in services:
+                client(service, region, session)
+        except Exception:  # noqa: BLE001 - the caller's own client() call raises it, in its flow
+            return
+
+    thread = threading.Thread(target=make, name="prewarm", daemon=True)
+    thread.start()
+    return thread
+
+
 def reset_clients() -> None:
     """Forget cached clients (tests switch endpoints between runs)."""
     with _clients_lock:

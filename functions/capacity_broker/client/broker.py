@@ -69,6 +69,7 @@ class CapacityBroker:
         self.cluster_id = cluster_id or os.environ.get("BROKER_CLUSTER_ID") or None
         self.max_workers = max_workers
         self.function_prefix: str | None = None
+        self.function_qualifier: str | None = None
         self._lambda: Any = None
         self._discovery: Discovery | None = None
         self._enabled: list[str] | None = None
@@ -81,14 +82,20 @@ class CapacityBroker:
         regions: Sequence[str] | None = None,
         *,
         lambda_client: Any = None,
+        qualifier: str | None = None,
     ) -> CapacityBroker:
         """Invoke the deployed functions ``<function_prefix>-<entry point>`` (the stack's
-        ``FunctionPrefix`` output; ``CAPACITY_BROKER_FUNCTION_PREFIX`` when not given)."""
+        ``FunctionPrefix`` output; ``CAPACITY_BROKER_FUNCTION_PREFIX`` when not given),
+        through the alias ``qualifier`` (the stack's ``FunctionQualifier`` output when it
+        publishes versions; ``CAPACITY_BROKER_FUNCTION_QUALIFIER`` when not given)."""
         prefix = function_prefix or os.environ.get("CAPACITY_BROKER_FUNCTION_PREFIX")
         if not prefix:
             raise InvalidArguments([("function_prefix", "is required for a deployed broker")])
         broker = cls(regions=regions, session=session)
         broker.function_prefix = prefix.rstrip("-")
+        broker.function_qualifier = (
+            qualifier or os.environ.get("CAPACITY_BROKER_FUNCTION_QUALIFIER") or None
+        )
         broker._lambda = lambda_client
         return broker
 
@@ -169,7 +176,9 @@ class CapacityBroker:
     def invoke(self, entry: str, event: Mapping[str, Any]) -> dict[str, Any]:
         """One entry point's raw answer: the deployed function, or the handler in process."""
         if self.function_prefix:
-            return invoke_function(self._lambda_client, self.function_prefix, entry, event)
+            return invoke_function(
+                self._lambda_client, self.function_prefix, entry, event, self.function_qualifier
+            )
         if not self.cluster_id:
             raise InvalidArguments(
                 [

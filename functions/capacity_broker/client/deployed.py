@@ -1,4 +1,6 @@
-"""The deployed transport: Lambda ``Invoke`` of ``<prefix>-<entry point>``.
+"""The deployed transport: Lambda ``Invoke`` of ``<prefix>-<entry point>`` (or of its alias,
+the stack's ``FunctionQualifier`` output, when the stack publishes versions for SnapStart or
+provisioned concurrency).
 
 Lambda's own failures (the call refused, throttled, unreachable) and a function that raised
 become the client's errors; the function's JSON answer is returned as it came.
@@ -39,15 +41,22 @@ def lambda_client(session: Any, region: str) -> Any:
 
 
 def invoke_function(
-    lam: Callable[[], Any], prefix: str, entry: str, event: Mapping[str, Any]
+    lam: Callable[[], Any],
+    prefix: str,
+    entry: str,
+    event: Mapping[str, Any],
+    qualifier: str | None = None,
 ) -> dict[str, Any]:
-    """``<prefix>-<entry>``'s answer to ``event`` (``lam`` gives the Lambda client)."""
-    name = f"{prefix}-{entry}"
+    """``<prefix>-<entry>``'s answer to ``event`` (``lam`` gives the Lambda client), from the
+    alias ``qualifier`` when given (SnapStart and provisioned concurrency serve only
+    published versions, never $LATEST)."""
+    name = f"{prefix}-{entry}" + (f":{qualifier}" if qualifier else "")
     try:
         response = lam().invoke(
-            FunctionName=name,
+            FunctionName=f"{prefix}-{entry}",
             InvocationType="RequestResponse",
             Payload=json.dumps(event).encode(),
+            **({"Qualifier": qualifier} if qualifier else {}),
         )
     except ClientError as error:
         details = error.response.get("Error", {})

@@ -9,7 +9,6 @@ from datetime import datetime
 from enum import StrEnum
 
 from .clock import utc
-from .discovery import BLOCK_NOT_STARTED
 from .errors import Outcome
 
 CAPACITY_BLOCK = "capacity-block"
@@ -119,6 +118,10 @@ def validate_existing(
             f"{rid} is one of this broker's own reservations (a probe or another job's hold), "
             "which the cleaner may cancel at any time; pass a reservation you manage"
         )
+    # Imported here: the discovery rules cost every entry point's cold import, and only a
+    # caller's own Capacity Block needs this one.
+    from .discovery import BLOCK_NOT_STARTED
+
     waiting = existing.is_capacity_block and existing.state in BLOCK_NOT_STARTED
     if existing.state != "active" and not waiting:
         kind = "Capacity Block" if existing.is_capacity_block else "Capacity Reservation"

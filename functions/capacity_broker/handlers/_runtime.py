@@ -10,6 +10,8 @@ on the first of those, so unsampled invocations and the init phase never pay for
 from __future__ import annotations
 
 import os
+import random
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -93,8 +95,10 @@ def reset_container() -> None:
     """Forget everything cached per container (tests switch worlds between cases)."""
     from ..adapters import aws, ec2, throttle
 
+    global _cold
     settings.cache_clear()
     aws.reset_clients()
+    _cold = True
     ec2.clear_caches()
     throttle.pacer = throttle.Pacer()
     for hook in _RESETS:
@@ -102,6 +106,68 @@ def reset_container() -> None:
 
 
 _RESETS: list[Callable[[], None]] = []
+
+# -- the cold path (docs/performance.md, docs/deploy.md) ---------------------------------------
+# The clients an entry point's first invocation needs, in the order it calls them: probe and
+# reserve read the flags (SSM) before they ask EC2; the others start with EC2.
+FIRST_CLIENTS: dict[str, tuple[str, ...]] = {"probe": ("ssm", "ec2"), "reserve": ("ssm", "ec2")}
+FIRST_CLIENTS_DEFAULT: tuple[str, ...] = ("ec2",)
+# The services whose models a snapshot should hold: every entry point's first clients.
+SNAPSHOT_SERVICES = ("ssm", "ec2")
+
+_cold = True
+_cold_lock = threading.Lock()
+
+
+def warm_first_clients(name: str, region: str) -> threading.Thread | None:
+    """On a container's first invocation: make its clients on a thread, so that the EC2
+    client is built while the first call (the flags) waits for its answer. None afterwards."""
+    global _cold
+    with _cold_lock:
+        if not _cold:
+            return None
+        _cold = False
+    from ..adapters import aws
+
+    return aws.prewarm(FIRST_CLIENTS.get(name, FIRST_CLIENTS_DEFAULT), region)
+
+
+def before_snapshot() -> None:
+    """Before Lambda snapshots a published version: work that is the same for every restored
+    environment and touches no network (the API models), done once instead of per cold start."""
+    from ..adapters import aws
+
+    aws.preload_models(SNAPSHOT_SERVICES)
+
+
+def after_restore() -> None:
+    """After a restore: nothing unique may be shared by the environments restored from one
+    snapshot (AWS: "Handling uniqueness with Lambda SnapStart"). The broker makes its clients,
+    connections, pacer buckets and retry jitter generators on first use, after the restore;
+    this re-seeds the module-level ``random`` and drops any client made before the snapshot
+    anyway, so a later change that makes one at import cannot carry a stale connection."""
+    from ..adapters import aws
+
+    random.seed()
+    aws.reset_clients()
+
+
+def register_snapshot_hooks() -> bool:
+    """Register the hooks with Lambda's Snapshot Restore for Python (part of the managed
+    Python runtimes since 3.12); elsewhere there is no snapshot and nothing to register."""
+    try:
+        from snapshot_restore_py import (  # type: ignore[import-not-found]
+            register_after_restore,
+            register_before_snapshot,
+        )
+    except ImportError:
+        return False
+    register_before_snapshot(before_snapshot)
+    register_after_restore(after_restore)
+    return True
+
+
+register_snapshot_hooks()
 
 
 def on_reset(hook: Callable[[], None]) -> Callable[[], None]:
@@ -142,6 +208,7 @@ def entry(
                 # although the text carried its own (a retried reserve then held twice). The
                 # flows' models refuse anything that is not an object: invalid_request.
                 event = TEXT_EVENT
+            warming = warm_first_clients(name, config.region)
             try:
                 if sampled():
                     with tracer().provider.in_subsegment(f"## {name}") as subsegment:
@@ -161,6 +228,9 @@ def entry(
                     "message": "The broker failed unexpectedly; nothing further was started. "
                     "Reservations it created are cancelled by their EndDate and the cleaner.",
                 }
+            finally:
+                if warming is not None:
+                    warming.join()
             logger.info("answered", extra={"status": answer.get("status")})
             return answer
 

@@ -3,6 +3,7 @@ against EC2 before anything is reserved. Shared by probe and reserve."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..adapters.ec2 import Ec2, Subnet
@@ -28,16 +29,37 @@ def resolve(
 
     Raises ``AwsError`` when EC2 cannot be asked.
     """
-    found = ec2.subnets(subnet_ids, deadline)
+    if ec2.knows_subnets(subnet_ids):
+        # A warm container: the subnets (and their VPCs) are known; at most the image is asked.
+        subnets = _ordered(ec2, ec2.subnets(subnet_ids, deadline), subnet_ids)
+        return Placement(
+            subnets, _platform(ec2, request, deadline), _tenancy(ec2, request, subnets, deadline)
+        )
+    # A cold one asks everything it will need at once: the subnets, the image, and (for a
+    # default-tenancy request) every VPC's tenancy, since the subnets' VPCs are not known before
+    # their answer. One round trip instead of two or three in a row. Leaving the block waits
+    # for every lookup, also when one failed: nothing keeps running after the answer.
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="placement") as pool:
+        vpcs = (
+            pool.submit(ec2.learn_vpc_tenancies, deadline) if request.tenancy == "default" else None
+        )
+        image = pool.submit(_platform, ec2, request, deadline)
+        found = ec2.subnets(subnet_ids, deadline)
+    # The same order of complaints as one lookup after the other: subnets, image, VPCs.
+    subnets = _ordered(ec2, found, subnet_ids)
+    platform = image.result()
+    if vpcs is not None:
+        vpcs.result()
+    return Placement(subnets, platform, _tenancy(ec2, request, subnets, deadline))
+
+
+def _ordered(ec2: Ec2, found: dict[str, Subnet], subnet_ids: list[str]) -> list[Subnet]:
     unknown = [(i, s) for i, s in enumerate(subnet_ids) if s not in found]
     if unknown:
         raise InvalidInput(
             [(f"subnet_ids.{i}", f"subnet {s} does not exist in {ec2.region}") for i, s in unknown]
         )
-    subnets = [found[s] for s in subnet_ids]
-    return Placement(
-        subnets, _platform(ec2, request, deadline), _tenancy(ec2, request, subnets, deadline)
-    )
+    return [found[s] for s in subnet_ids]
 
 
 def _platform(ec2: Ec2, request: PlacementFields, deadline: float) -> str:

@@ -134,6 +134,9 @@ class SlurmConfig(_Strict):
     region: Region
     cluster_id: Annotated[str | None, Field(min_length=1, max_length=128)] = None
     function_prefix: Annotated[str | None, Field(pattern=r"^[A-Za-z0-9_-]{1,56}$")] = None
+    # The alias (or version) to invoke: the stack's FunctionQualifier output, with SnapStart
+    # or provisioned concurrency (Lambda's Invoke Qualifier: letters, digits, '-', '_').
+    function_qualifier: Annotated[str | None, Field(pattern=r"^[A-Za-z0-9_-]{1,128}$")] = None
     nodesets: Annotated[list[NodeSet], Field(min_length=1)]
     # Slurm's ClusterName, which scopes the instances' tags; asked of slurmctld when absent.
     slurm_cluster: Annotated[str | None, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")] = None

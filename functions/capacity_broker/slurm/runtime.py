@@ -49,7 +49,10 @@ class Runtime:
         session = aws_session(config)
         if config.function_prefix:
             broker = CapacityBroker.deployed(
-                function_prefix=config.function_prefix, session=session, regions=[config.region]
+                function_prefix=config.function_prefix,
+                session=session,
+                regions=[config.region],
+                qualifier=config.function_qualifier,
             )
         else:
             broker = CapacityBroker(

@@ -46,6 +46,19 @@ def test_the_contracts_example_loads(tmp_path: Path) -> None:
     assert str(config.scontrol) == "/usr/bin/scontrol"
 
 
+def test_the_stacks_alias_is_the_qualifier(tmp_path: Path) -> None:
+    config = load(write(tmp_path, CONTRACT_EXAMPLE | {"function_qualifier": "live"}))
+    assert config.function_qualifier == "live"
+    assert load(write(tmp_path, CONTRACT_EXAMPLE)).function_qualifier is None
+    with pytest.raises(ConfigError, match="function_qualifier"):
+        load(write(tmp_path, CONTRACT_EXAMPLE | {"function_qualifier": "live:1"}))
+    # The programs' broker invokes the alias.
+    from capacity_broker.slurm.runtime import Runtime
+
+    built = Runtime.build(load(write(tmp_path, CONTRACT_EXAMPLE | {"function_qualifier": "live"})))
+    assert built.broker.function_qualifier == "live"
+
+
 def test_a_numeric_template_version_is_text(tmp_path: Path) -> None:
     data = CONTRACT_EXAMPLE | {
         "nodesets": [NODESET | {"launch_template": {"id": "lt-0f000000000000001", "version": 7}}]

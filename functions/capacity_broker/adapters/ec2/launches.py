@@ -5,12 +5,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...domain.tags import TAG_CLUSTER_ID, TAG_REQUEST_ID
-from ...domain.templates import Version
 from ..aws import AwsError
 from .base import Ec2Base
+
+if TYPE_CHECKING:
+    from ...domain.templates import Version
 
 # DescribeLaunchTemplateVersions and DescribeLaunchTemplates: "between 1 and 200";
 # DeleteLaunchTemplateVersions: "up to 200 launch template version numbers".
@@ -100,6 +102,9 @@ class LaunchesMixin(Ec2Base):
         """Versions of one template, every page: those named (numbers, "$Latest",
         "$Default"), or those numbered in (after, up_to]. Their data comes back shaped as a
         request would send it (see ``request_data``)."""
+        # Imported here: only the flows that write templates use them (cold import, issue 16).
+        from ...domain.templates import Version
+
         params: dict[str, Any] = {"LaunchTemplateId": template_id}
         wanted = list(numbers or [])
         if wanted:

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ...domain.discovery import reserved_size
 from ..aws import AwsError
 from .base import Ec2Base
 
@@ -47,6 +46,10 @@ class Reservation:
     def size(self) -> int:
         """The instances it is for, also while a Capacity Block has not started (EC2 then
         reports TotalInstanceCount 0 and tags the block with its size)."""
+        # Imported here: the discovery rules are the capacity listing's; the other entry
+        # points need only this one, and only for Capacity Blocks (cold import, issue 16).
+        from ...domain.discovery import reserved_size
+
         return reserved_size(self.reservation_type, self.total_count, self.tags)
 
     @classmethod

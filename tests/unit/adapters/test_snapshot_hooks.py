@@ -1,0 +1,106 @@
+"""Lambda SnapStart's runtime hooks (handlers/_runtime.py): what goes into the snapshot (the
+API models, nothing unique, no connection) and what each restored environment renews."""
+
+from __future__ import annotations
+
+import random
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from capacity_broker.adapters import aws
+from capacity_broker.handlers import _runtime
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # A container session of the test's own, gone afterwards (see test_sessions.py).
+    monkeypatch.setattr(aws, "_session", None)
+    aws.reset_clients()
+    yield
+    aws.reset_clients()
+
+
+def parsed_models(session: boto3.session.Session) -> set[str]:
+    """The API models the session's loader has parsed and keeps."""
+    loader = session._session.get_component("data_loader")
+    return {
+        str(key[1]).split("/")[0]
+        for key in loader._cache
+        if key[0] == "load_data_with_path" and str(key[1]).endswith("/service-2")
+    }
+
+
+def test_before_snapshot_parses_the_models_without_a_client_or_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    _runtime.before_snapshot()
+    session = aws.default_session()
+    assert parsed_models(session) >= {"ec2", "ssm"}
+    assert aws._clients.get(session) is None  # no client, so no connection in the snapshot
+    # The client made after the restore reuses the parsed model: no file read for it.
+    files = session._session.get_component("data_loader").file_loader
+    reads: list[str] = []
+    original = files.load_file
+
+    def counting(path: str) -> Any:
+        reads.append(str(path))
+        return original(path)
+
+    monkeypatch.setattr(files, "load_file", counting)
+    aws.client("ec2", "us-east-1")
+    assert reads  # the client still reads what the hook left out (endpoint rules, ...)
+    assert not [path for path in reads if path.endswith("/service-2")]
+
+
+def test_after_restore_reseeds_random_and_drops_clients_made_before() -> None:
+    before = aws.client("ec2", "us-east-1")
+    random.seed(42)
+    snapshotted = random.getstate()
+    _runtime.after_restore()
+    # Two environments restored from one snapshot must not draw the same numbers.
+    assert random.getstate() != snapshotted
+    assert aws.client("ec2", "us-east-1") is not before
+
+
+def test_hooks_register_with_lambdas_library_when_present(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    registered: dict[str, Callable[[], None]] = {}
+    library = types.ModuleType("snapshot_restore_py")
+    library.register_before_snapshot = lambda f: registered.setdefault("before", f)  # type: ignore[attr-defined]
+    library.register_after_restore = lambda f: registered.setdefault("after", f)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "snapshot_restore_py", library)
+    assert _runtime.register_snapshot_hooks() is True
+    assert registered == {"before": _runtime.before_snapshot, "after": _runtime.after_restore}
+
+
+def test_without_lambdas_library_there_is_nothing_to_register(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "snapshot_restore_py", None)  # import raises ImportError
+    assert _runtime.register_snapshot_hooks() is False
+
+
+def test_a_containers_first_invocation_makes_its_clients_once_on_a_thread() -> None:
+    _runtime.reset_container()
+    warming = _runtime.warm_first_clients("probe", "eu-west-1")
+    assert warming is not None
+    warming.join()
+    made = aws._clients[aws.default_session()]
+    # The flags' client first (the first call), then EC2's.
+    assert list(made) == [("ssm", "eu-west-1"), ("ec2", "eu-west-1")]
+    assert aws.client("ec2", "eu-west-1") is made[("ec2", "eu-west-1")]
+    # Later invocations find them made; a new container (world) warms again.
+    assert _runtime.warm_first_clients("probe", "eu-west-1") is None
+    _runtime.reset_container()
+    other = _runtime.warm_first_clients("capacity", "eu-west-1")
+    assert other is not None
+    other.join()
+    assert list(aws._clients[aws.default_session()]) == [("ec2", "eu-west-1")]
+    _runtime.reset_container()
