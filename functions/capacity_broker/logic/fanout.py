@@ -178,10 +178,6 @@ class Fanout(Generic[C, H]):
                 if moment >= deadline and not plan.expired:
                     plan.expire()
                 step = plan.step(moment)
-                if decided_at is None and plan.decision().final:
-                    decided_at = len(observations)
-                    if on_decided is not None:
-                        on_decided(list(observations))
                 for index in step.give_back:
                     rt.submit(Task("give_back", index), self._giving(holds.pop(index)))
                     in_flight += 1
@@ -192,6 +188,12 @@ class Fanout(Generic[C, H]):
                     rt.submit(task, self._trying(candidates[index].item, task.round))
                     in_flight += 1
                     creates += 1
+                if decided_at is None and plan.decision().final:
+                    # After the give-backs are on their way: whatever the callback starts
+                    # (the memory's write) runs beside them, never before them.
+                    decided_at = len(observations)
+                    if on_decided is not None:
+                        on_decided(list(observations))
                 if step.done:
                     break
                 wake = step.wake_at
