@@ -18,7 +18,7 @@ from typing import Any
 from .harness import prepare_environment
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
-BENCHES = ("probe", "reserve", "cleaner", "capacity", "imports")
+BENCHES = ("probe", "reserve", "cleaner", "pacing", "capacity", "imports")
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -40,6 +40,19 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--foreign", type=int, default=2000, help="foreign reservations (cleaner)")
     parser.add_argument(
+        "--pacing-owned",
+        type=int,
+        default=600,
+        help="owned leaked reservations, one region (pacing: raised, default, shared bucket)",
+    )
+    parser.add_argument("--pacing-foreign", type=int, default=600, help="foreign ones (pacing)")
+    parser.add_argument(
+        "--pacing-scale",
+        type=float,
+        default=1.0,
+        help="time compression S of the pacing runs (1 = EC2's real rates)",
+    )
+    parser.add_argument(
         "--rounds", type=int, default=9, help="fresh interpreters per module (imports)"
     )
     parser.add_argument(
@@ -54,6 +67,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.reps, args.rounds, args.owned, args.foreign, args.scales = 3, 3, 600, 600, "5"
+        args.pacing_owned, args.pacing_foreign, args.pacing_scale = 300, 300, 5.0
     return args
 
 
@@ -138,6 +152,10 @@ def _run(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 for i, s in enumerate(scales)
             }
         }
+    if name == "pacing":
+        from .pacing import bench_pacing
+
+        return bench_pacing(args.pacing_owned, args.pacing_foreign, args.pacing_scale)
     if name == "capacity":
         from .listing import bench_capacity
 

@@ -193,6 +193,8 @@ def format_value(value: float, unit: str) -> str:
         return f"{value:.2f}x"
     if unit == "count":
         return f"{value:.0f}"
+    if unit == "share":
+        return f"{value:.3f}"
     if unit == "s":
         return f"{value:.3f} s"
     return f"{value:g} {unit}"

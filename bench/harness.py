@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .formulas import EC2_MUTATING, EC2_NON_MUTATING
-
 CLUSTER = "bench-cluster"
 REGION = "us-east-1"
 LATENCY = 0.1  # seconds added by the emulator to every call (EC2 and the rest)
@@ -169,19 +167,17 @@ def world(scenario: dict[str, Any], env: Mapping[str, str] | None = None) -> Ite
             reset_container()
 
 
-def ec2_buckets_on(emu: Any, time_scale: float = 1.0) -> None:
-    """EC2's published buckets in the emulator, full, and a full pacer in the broker.
+def ec2_buckets_on(emu: Any, time_scale: float = 1.0, **knobs: Any) -> None:
+    """EC2's published buckets in the emulator (each action its own), full, and a fresh pacer
+    in the broker (at the published defaults again). ``knobs``: the emulator's ``raised`` or
+    ``others``.
 
     Both sides start full before every timed run: each run then meets the account's budget as a
     request does when the account's average rate is below the refill rate.
     """
     from capacity_broker.adapters import throttle
 
-    emu.throttle(
-        True,
-        buckets={"mutating": EC2_MUTATING, "non_mutating": EC2_NON_MUTATING},
-        time_scale=time_scale,
-    )
+    emu.throttle(True, time_scale=time_scale, **knobs)
     throttle.pacer = throttle.Pacer()
 
 

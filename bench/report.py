@@ -17,6 +17,8 @@ CLEANER_BOUND = Target(1.15)
 FOREIGN_CANCELS = Target(0, "exactly")
 REGIONS_16_TO_1 = Target(1.5)
 IMPORT_TO_BOTO3 = Target(1.8)
+PACED_TO_BOUND = Target(1.15)
+THROTTLED_SHARE = Target(0.05)
 
 
 def _ms(seconds: float) -> str:
@@ -108,6 +110,7 @@ def rows_for(results: dict[str, Any]) -> list[Row]:
                 detail=f"{cleaner['cancelled']} owned cancelled, {cleaner['errors']} errors",
             ),
         ]
+    rows += _pacing_rows((results.get("pacing") or {}).get("runs", {}))
     for inventory in (results.get("capacity") or {}).get("inventories", {}).values():
         m, cpu = inventory["median"], inventory["cpu_median_s"]["all"]
         rows.append(
@@ -159,4 +162,46 @@ def rows_for(results: dict[str, Any]) -> list[Row]:
                     f"wall ratio {walls.get(name, 0):.2f}x",
                 )
             )
+    return rows
+
+
+def _pacing_rows(runs: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    for name, run in runs.items():
+        bucket = run["cancel_bucket"]
+        where = {
+            "raised": "bucket 10x the default",
+            "default": "the default bucket",
+            "shared": "half the bucket taken by another client",
+        }.get(name, name)
+        title = f"cleaner, {run['owned']} leaked among {run['foreign']} foreign, 1 region, {where}"
+        pacer = run["pacer"]
+        paced = (
+            f"pacer {pacer['start_per_s']:g} -> {pacer['end_per_s']:g}/s, "
+            f"{pacer['probes']} probes, {pacer['cuts']} cuts"
+        )
+        if name == "shared":
+            rows.append(
+                Row(
+                    f"{title}: throttled calls / calls",
+                    run["throttled_share"],
+                    THROTTLED_SHARE,
+                    unit="share",
+                    detail=f"{run['throttled_calls']} of {run['cancel_calls']}; "
+                    f"{run['sweep_s']:.1f} s vs {run['bound_of_the_share_s']:.1f} s for the "
+                    f"half left ({run['ratio_to_the_share_bound']:.2f}x); {paced}",
+                )
+            )
+            continue
+        rows.append(
+            Row(
+                f"{title} / bound",
+                run["ratio_to_bound"],
+                PACED_TO_BOUND,
+                detail=f"{run['sweep_s']:.1f} s vs {run['bound_s']:.1f} s "
+                f"(burst {bucket['burst']:g}, {bucket['refill_per_s']:g}/s); "
+                f"listing {run['phases_s']['before_first_cancel']:.1f} s; "
+                f"{run['throttled_calls']} throttled; {paced}",
+            )
+        )
     return rows

@@ -89,9 +89,11 @@ def _tags(purpose: str | None, cluster: str | None, n: int) -> dict[str, str]:
     return tags
 
 
-def cleaner_world(owned: int = 2000, foreign: int = 2000) -> CleanerWorld:
+def cleaner_world(
+    owned: int = 2000, foreign: int = 2000, regions_swept: list[str] | None = None
+) -> CleanerWorld:
     """``owned`` leaked reservations of this cluster and ``foreign`` others, dealt evenly over
-    three regions.
+    ``regions_swept`` (three regions unless told).
 
     Owned, in thirds: probes older than the probe grace (``leaked_probe``), holds without a
     stack idle past the idle grace (``idle``), holds past their EndDate that EC2 still shows
@@ -100,12 +102,13 @@ def cleaner_world(owned: int = 2000, foreign: int = 2000) -> CleanerWorld:
     contract), untagged ones, and Capacity Blocks carrying this cluster's full tags (never
     cancelled).
     """
-    owned_split = split_evenly(owned, CLEANER_REGIONS)
-    foreign_split = split_evenly(foreign, CLEANER_REGIONS)
+    swept = regions_swept or CLEANER_REGIONS
+    owned_split = split_evenly(owned, swept)
+    foreign_split = split_evenly(foreign, swept)
     regions: dict[str, dict[str, list[dict[str, Any]]]] = {}
     result = CleanerWorld({}, owned_split, foreign_split)
     n = 0
-    for region in CLEANER_REGIONS:
+    for region in swept:
         spec = regions.setdefault(region, {"reservations": [], "capacity_blocks": []})
         for i in range(owned_split[region]):
             n += 1

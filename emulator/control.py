@@ -97,8 +97,21 @@ class Emulator:
         buckets: dict[str, tuple[float, float]] | None = None,
         groups: dict[str, str] | None = None,
         time_scale: float = 1.0,
+        raised: float = 1.0,
+        others: dict[str, float] | None = None,
     ) -> None:
-        world.hub.set_throttle(enabled, buckets, groups, time_scale)
+        """EC2's request throttling (``emulator.throttling``): every action its own bucket at
+        EC2's published size, ``raised`` N times, with ``others`` taking a share."""
+        world.hub.set_throttle(enabled, buckets, groups, time_scale, raised, others)
+
+    def throttle_limits(self, action: str) -> tuple[float, float]:
+        """(burst, refill per second) of ``action``'s bucket as configured (before
+        ``time_scale``)."""
+        return world.hub.throttling.limits(action)
+
+    def throttled_others(self) -> dict[str, dict[str, int]]:
+        """What the ``others`` clients got from their shared buckets (taken, throttled)."""
+        return world.hub.throttling.others_report()
 
     def fail(self, action: str, code: str | None = None, **kwargs: Any) -> Fault:
         """Fail the next ``times`` calls of ``action`` with ``code`` (or ``mode="timeout"``)."""

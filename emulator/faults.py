@@ -1,8 +1,8 @@
 """Knobs that make the emulator behave like a busy, imperfect AWS.
 
 - latency: seconds added to every call (or to named actions);
-- throttling: EC2-style token buckets per account, region and action group, answering
-  ``RequestLimitExceeded`` when a bucket is empty;
+- throttling: EC2's token buckets per account, region and action (``emulator.throttling``),
+  answering ``RequestLimitExceeded`` when a bucket is empty;
 - faults: fail the next N calls of an action with an error code, or let the call take effect
   and then lose the answer (a timeout after the request reached AWS), or let it see EC2 lagging
   behind (``lag``: eventual consistency, ``emulator.models.consistency``);
@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .throttling import Throttling
+
 # HTTP status EC2 answers these codes with; everything else is a 400.
 SERVER_ERROR_STATUS = {
     "InsufficientInstanceCapacity": 500,
@@ -32,18 +34,6 @@ SERVER_ERROR_STATUS = {
     "Throttling": 400,
     "ThrottlingException": 400,
 }
-
-# EC2's published defaults (bucket size, refill per second) for each action group.
-EC2_BUCKETS = {
-    "mutating": (50, 5.0),
-    "non_mutating": (100, 20.0),
-}
-
-
-def ec2_action_group(action: str) -> str:
-    if action.startswith(("Describe", "Get", "List")):
-        return "non_mutating"
-    return "mutating"
 
 
 @dataclass
@@ -75,23 +65,6 @@ class Fault:
         if self.status is not None:
             return self.status
         return SERVER_ERROR_STATUS.get(self.code or "", 400)
-
-
-class TokenBucket:
-    def __init__(self, capacity: float, refill_per_second: float, time_scale: float = 1.0):
-        self.capacity = capacity
-        self.refill = refill_per_second * time_scale
-        self.tokens = capacity
-        self.stamp = time.monotonic()
-
-    def take(self) -> bool:
-        now = time.monotonic()
-        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.refill)
-        self.stamp = now
-        if self.tokens >= 1:
-            self.tokens -= 1
-            return True
-        return False
 
 
 @dataclass
@@ -130,11 +103,7 @@ class Hub:
             self.latency_default = 0.0
             self.latency_by_action: dict[str, float] = {}
             self.faults: list[Fault] = []
-            self.throttle_enabled = False
-            self.buckets_config: dict[str, tuple[float, float]] = dict(EC2_BUCKETS)
-            self.group_overrides: dict[str, str] = {}
-            self.time_scale = 1.0
-            self._buckets: dict[tuple[str, str, str], TokenBucket] = {}
+            self.throttling = Throttling()
             self.calls: list[Call] = []
             self.record = True
 
@@ -150,14 +119,11 @@ class Hub:
         buckets: dict[str, tuple[float, float]] | None = None,
         groups: dict[str, str] | None = None,
         time_scale: float = 1.0,
+        raised: float = 1.0,
+        others: dict[str, float] | None = None,
     ) -> None:
-        """Turn EC2 throttling on: ``buckets`` maps group → (burst, refill/s)."""
-        with self._lock:
-            self.throttle_enabled = enabled
-            self.buckets_config = dict(buckets or EC2_BUCKETS)
-            self.group_overrides = dict(groups or {})
-            self.time_scale = time_scale
-            self._buckets = {}
+        """Turn EC2 throttling on (``emulator.throttling``: every action its own bucket)."""
+        self.throttling.configure(enabled, buckets, groups, time_scale, raised, others)
 
     def inject(
         self,
@@ -228,17 +194,10 @@ class Hub:
         with self._lock:
             if self.record:
                 self.calls.append(call)
-            if self.throttle_enabled and service == "ec2":
-                group = self.group_overrides.get(action) or ec2_action_group(action)
-                key = (account, region, group)
-                bucket = self._buckets.get(key)
-                if bucket is None:
-                    burst, refill = self.buckets_config.get(group, EC2_BUCKETS["mutating"])
-                    bucket = self._buckets[key] = TokenBucket(burst, refill, self.time_scale)
-                if not bucket.take():
-                    call.outcome = "RequestLimitExceeded"
-                    call.ended = time.monotonic()
-                    raise InjectedError("RequestLimitExceeded", "Request limit exceeded.", 503)
+            if service == "ec2" and not self.throttling.allow(account, region, action, params):
+                call.outcome = "RequestLimitExceeded"
+                call.ended = time.monotonic()
+                raise InjectedError("RequestLimitExceeded", "Request limit exceeded.", 503)
             timeout: Fault | None = None
             for fault in self.faults:
                 if fault.matches(service, action, region, values):

@@ -98,6 +98,8 @@ class ControlAPI:
                 buckets,  # type: ignore[arg-type]
                 body.get("groups"),
                 float(body.get("time_scale", 1.0)),
+                float(body.get("raised", 1.0)),
+                body.get("others"),
             )
             return _json({"ok": True})
         if verb == "faults":

@@ -81,6 +81,9 @@ class Accounting(RuleBasedStateMachine):
         self._mock = emulator.mock(SCENARIO)
         self.emu = self._mock.__enter__()
         self.emu.freeze(NOW)
+        # A test of capacity accounting, not of request rates: its raw client sends bursts
+        # no pacer would, which EC2's buckets (on by default) would answer with throttles.
+        self.emu.throttle(enabled=False)
         self.ec2 = _client()
         self.reservations: list[str] = []
         # instance id -> (AZ, type), from the launch responses

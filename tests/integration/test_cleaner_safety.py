@@ -369,6 +369,8 @@ def sweeper(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The broker, sweeping us-east-1 on the emulator's clock with the contract's graces."""
     monkeypatch.setenv("BROKER_REGIONS", REGION)
     monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "1000")
+    # Time compressed on both sides: EC2's buckets refill as fast as the pacer expects.
+    broker.throttle(time_scale=1000)
     for variable in (
         "BROKER_PROBE_GRACE_SECONDS",
         "BROKER_STACK_GRACE_SECONDS",

@@ -66,6 +66,8 @@ def pool(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "1000")
     reset_container()
     broker.load_scenario(SCENARIO)
+    # Time compressed on both sides: EC2's buckets refill as fast as the pacer expects.
+    broker.throttle(time_scale=1000)
     # Every EC2 call takes a little while, so the 50 invocations really overlap.
     broker.latency(0.02)
     return broker

@@ -4,15 +4,16 @@ drives the real one)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 import pytest
-from capacity_broker.slurm import giveback, launch
+from capacity_broker.client import BrokerError
+from capacity_broker.slurm import giveback, launch, plan
 from capacity_broker.slurm.config import SlurmConfig
 from capacity_broker.slurm.runtime import Runtime
-from capacity_broker.slurm.scontrol import Job, ScontrolError
+from capacity_broker.slurm.scontrol import Job, Node, ScontrolError
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +23,7 @@ TEMPLATE = "lt-0c0000000000006c3"
 AMI = "ami-0d0000000000006d4"
 
 
-def scenario(c5: tuple[int, int]) -> dict[str, Any]:
+def scenario(c5: tuple[int, int], m5: tuple[int, int] = (0, 0)) -> dict[str, Any]:
     return {
         "settings": {"expiry_lag_seconds": 0, "pending_seconds": 0},
         "regions": {
@@ -59,6 +60,16 @@ def scenario(c5: tuple[int, int]) -> dict[str, Any]:
                         "instance_type": "c5.large",
                         "capacity": c5[1],
                     },
+                    {
+                        "availability_zone": "us-east-1a",
+                        "instance_type": "m5.large",
+                        "capacity": m5[0],
+                    },
+                    {
+                        "availability_zone": "us-east-1b",
+                        "instance_type": "m5.large",
+                        "capacity": m5[1],
+                    },
                 ],
                 "images": [{"id": AMI, "name": "compute", "platform_details": "Linux/UNIX"}],
                 "launch_templates": [
@@ -73,20 +84,22 @@ def scenario(c5: tuple[int, int]) -> dict[str, Any]:
     }
 
 
+def nodeset(nodes: str, instance_type: str) -> dict[str, Any]:
+    return {
+        "nodes": nodes,
+        "instance_types": [instance_type],
+        "subnet_ids": [SUBNET_A, SUBNET_B],
+        "launch_template": {"id": TEMPLATE, "version": "$Latest"},
+        "strict": True,
+    }
+
+
 CONFIG = SlurmConfig.model_validate(
     {
         "region": "us-east-1",
         "cluster_id": "flows",
         "slurm_cluster": "flows",
-        "nodesets": [
-            {
-                "nodes": "hpc-c5-[1-4]",
-                "instance_types": ["c5.large"],
-                "subnet_ids": [SUBNET_A, SUBNET_B],
-                "launch_template": {"id": TEMPLATE, "version": "$Latest"},
-                "strict": True,
-            }
-        ],
+        "nodesets": [nodeset("hpc-c5-[1-4]", "c5.large"), nodeset("hpc-m5-[1-2]", "m5.large")],
     }
 )
 
@@ -97,6 +110,8 @@ class FakeScontrol:
     def __init__(self, restarts: int = 0) -> None:
         self.restarts = restarts
         self.addresses: dict[str, tuple[str, str]] = {}
+        self.comments: dict[str, str] = {}
+        self.node_states: dict[str, str] = {}
         self.powered_down: list[tuple[list[str], str]] = []
         self.delayed: list[tuple[int, int]] = []
         self.fail_addresses = False
@@ -108,10 +123,21 @@ class FakeScontrol:
     def jobs(self) -> list[Job]:
         return []
 
-    def set_addresses(self, nodes: list[str], addrs: list[str], hosts: list[str]) -> None:
+    def nodes(self, names: list[str]) -> dict[str, Node]:
+        return {
+            name: Node(
+                name,
+                self.node_states.get(name, "MIXED+CLOUD+NOT_RESPONDING+POWERING_UP"),
+                self.comments.get(name),
+            )
+            for name in names
+        }
+
+    def bind(self, node: str, addr: str, host: str, comment: str) -> None:
         if self.fail_addresses:
             raise ScontrolError("scontrol update exited 1: Invalid node name specified")
-        self.addresses.update(zip(nodes, zip(addrs, hosts, strict=True), strict=True))
+        self.addresses[node] = (addr, host)
+        self.comments[node] = comment
 
     def power_down(self, nodes: list[str], reason: str) -> None:
         self.powered_down.append((list(nodes), reason))
@@ -122,6 +148,21 @@ class FakeScontrol:
 
     def cluster_name(self) -> str:
         return "flows"
+
+
+class LosesAnswers:
+    """The broker whose reserve answer never arrives after the work is done (a deployed
+    function's invoke timing out on the client's side)."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    def reserve(self, *args: Any, **kwargs: Any) -> Any:
+        self.broker.reserve(*args, **kwargs)
+        raise BrokerError("Read timeout on endpoint URL: lambda invoke")
+
+    def release(self, **kwargs: Any) -> Any:
+        return self.broker.release(**kwargs)
 
 
 def runtime(scontrol: FakeScontrol) -> Runtime:
@@ -214,3 +255,104 @@ def test_give_back_ends_only_this_clusters_instances_of_those_nodes(emu: Any) ->
         for i in still.values()
     }
     assert nodes == {"hpc-c5-1", "hpc-c5-2"}  # the other cluster's hpc-c5-1, and our hpc-c5-2
+
+
+@pytest.mark.parametrize("program", ["suspend", "resume-fail"])
+def test_nodes_given_back_right_after_their_launch_end_their_instances(
+    emu: Any, program: str
+) -> None:
+    emu.load_scenario(scenario((8, 8)))
+    slurm = FakeScontrol()
+    run = runtime(slurm)
+    assert launch.resume(run, ["hpc-c5-1", "hpc-c5-2"], [(16, ["hpc-c5-1", "hpc-c5-2"])])
+    assert len(live()) == 2
+    # A job cancelled seconds after its nodes launched: Slurm powers them down at once, and
+    # EC2's listings do not show the new instances yet.
+    assert giveback.give_back(run, ["hpc-c5-1", "hpc-c5-2"], program)
+    assert live() == []
+
+
+def test_an_old_binding_costs_no_patience_and_a_fresh_one_is_waited_for(emu: Any) -> None:
+    emu.load_scenario(scenario((8, 8)))
+    slurm = FakeScontrol()
+    run = runtime(slurm)
+    assert launch.resume(run, ["hpc-c5-2"], [(17, ["hpc-c5-2"])])
+    [mine] = [i["InstanceId"] for i in live()]
+    # hpc-c5-1 was bound two hours ago to an instance EC2 has long forgotten.
+    long_ago = datetime.now(UTC) - timedelta(hours=2)
+    slurm.comments["hpc-c5-1"] = plan.Binding("i-0123456789abcdef0", long_ago).text()
+    # EC2 does not know hpc-c5-2's new instance yet, for a few calls of each kind.
+    emu.fail("DescribeInstances", "InvalidInstanceID.NotFound", times=3)
+    emu.fail("TerminateInstances", "InvalidInstanceID.NotFound", times=2)
+    emu.clear_calls()
+    assert giveback.give_back(run, ["hpc-c5-1", "hpc-c5-2"], "suspend")
+    assert live() == []
+    # The forgotten one was asked once, alone, and never again.
+    asked = [c.params.get("InstanceIds") for c in emu.calls("DescribeInstances")]
+    assert asked.count(["i-0123456789abcdef0"]) == 1, asked
+    terminated = [c.params.get("InstanceIds") for c in emu.calls("TerminateInstances")]
+    assert all(ids == [mine] for ids in terminated), terminated
+
+
+def test_nodes_that_never_had_an_instance_cost_one_listing(emu: Any) -> None:
+    emu.load_scenario(scenario((8, 8)))
+    run = runtime(FakeScontrol())
+    assert giveback.give_back(run, ["hpc-c5-3", "hpc-c5-4"], "suspend")
+    assert len(emu.calls("DescribeInstances")) == 1
+    assert emu.calls("TerminateInstances") == []
+
+
+def test_a_binding_to_an_instance_this_cluster_did_not_launch_is_left_alone(emu: Any) -> None:
+    emu.load_scenario(scenario((8, 8)))
+    slurm = FakeScontrol()
+    other = boto3.client("ec2", region_name="us-east-1").run_instances(
+        ImageId=AMI, MinCount=1, MaxCount=1, InstanceType="c5.large", SubnetId=SUBNET_A
+    )["Instances"][0]["InstanceId"]
+    slurm.comments["hpc-c5-1"] = plan.Binding(other, datetime.now(UTC)).text()
+    assert giveback.give_back(runtime(slurm), ["hpc-c5-1"], "suspend")
+    assert [i["InstanceId"] for i in live()] == [other]
+
+
+def test_a_job_whose_second_node_set_has_no_capacity_ends_the_first_sets_new_instances(
+    emu: Any,
+) -> None:
+    emu.load_scenario(scenario((8, 8), m5=(0, 0)))
+    slurm = FakeScontrol()
+    # The c5 half launches; EC2 does not know its instances yet when they are given back.
+    emu.fail("TerminateInstances", "InvalidInstanceID.NotFound", times=3)
+    nodes = ["hpc-c5-1", "hpc-c5-2", "hpc-m5-1"]
+    assert launch.resume(runtime(slurm), nodes, [(18, nodes)])
+    assert fleets(emu) == 1
+    assert live() == []
+    [(down, reason)] = slurm.powered_down
+    assert down == nodes
+    assert reason.startswith("capacity-broker: no_capacity")
+
+
+def test_a_lost_answer_is_looked_for_until_ec2_lists_what_it_launched(
+    emu: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emu.load_scenario(scenario((8, 8)))
+    # Long enough for the emulator's listings to settle (2 listings or 2 s); EC2's take longer.
+    monkeypatch.setattr(launch, "LOST_ANSWER_SECONDS", 4.0)
+    slurm = FakeScontrol()
+    run = runtime(slurm)
+    run.broker = LosesAnswers(run.broker)  # type: ignore[assignment]
+    assert launch.resume(run, ["hpc-c5-1", "hpc-c5-2"], [(19, ["hpc-c5-1", "hpc-c5-2"])])
+    assert fleets(emu) == 1  # it did launch
+    assert live() == []
+    [(_, reason)] = slurm.powered_down
+    assert reason.startswith("capacity-broker: error: BrokerError")
+
+
+def test_a_node_slurm_powered_down_while_it_launched_has_its_instance_ended(emu: Any) -> None:
+    emu.load_scenario(scenario((8, 8)))
+    slurm = FakeScontrol()
+    # An operator's POWER_DOWN_FORCE while the resume program was launching: the suspend
+    # program ran before the binding existed, and found nothing.
+    slurm.node_states["hpc-c5-2"] = "IDLE+CLOUD+POWERING_DOWN"
+    assert launch.resume(runtime(slurm), ["hpc-c5-1", "hpc-c5-2"], [(20, ["hpc-c5-1", "hpc-c5-2"])])
+    still = live()
+    assert len(still) == 1
+    assert plan.Binding.read(slurm.comments["hpc-c5-1"]).instance_id == still[0]["InstanceId"]
+    assert slurm.powered_down == []

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,8 @@ def slurm_tools() -> dict[str, str]:
 def make_cluster(
     slurm_tools: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Callable[..., Cluster]]:
-    """``make_cluster(aws, programs_config, nodes=[NodeName lines], partitions=[...])``."""
+    """``make_cluster(aws, programs_config, nodes=[NodeName lines], partitions=[...],
+    parameters=[more SlurmctldParameters])``."""
     made: list[Cluster] = []
 
     def make(
@@ -62,6 +63,7 @@ def make_cluster(
         config: dict[str, Any],
         nodes: list[str],
         partitions: list[str],
+        parameters: Sequence[str] = (),
     ) -> Cluster:
         # munged wants every directory above its socket searchable by all.
         root = tmp_path_factory.mktemp("slurm")
@@ -111,21 +113,8 @@ def make_cluster(
             },
         } | config
         (root / "capacity-broker.yaml").write_text(yaml.safe_dump(programs, sort_keys=False))
-        (root / "slurm.conf").write_text(_slurm_conf(root, name, nodes, partitions))
-        ctld = subprocess.Popen(
-            [slurm_tools["slurmctld"], "-D", "-i", "-f", str(root / "slurm.conf")],
-            stdout=(root / "slurmctld.out").open("w"),
-            stderr=subprocess.STDOUT,
-            env=cluster.env,
-        )
-        cluster.processes.append(ctld)
-
-        def up() -> bool:
-            if ctld.poll() is not None:
-                pytest.fail(f"slurmctld exited {ctld.returncode}:\n{cluster.explain()}")
-            return "is UP" in cluster.run("scontrol", "ping", check=False)
-
-        wait_for("slurmctld", up, 60, 0.1, cluster.explain)
+        (root / "slurm.conf").write_text(_slurm_conf(root, name, nodes, partitions, parameters))
+        cluster.start_slurmctld()
         return cluster
 
     yield make

@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -252,6 +252,30 @@ class Cluster:
         )
         return started - ended
 
+    def start_slurmctld(self) -> None:
+        """slurmctld in the foreground, recovering whatever state it saved before (``-i``:
+        a first start has none)."""
+        ctld = subprocess.Popen(
+            [self.tools["slurmctld"], "-D", "-i", "-f", str(self.root / "slurm.conf")],
+            stdout=(self.root / "slurmctld.out").open("a"),
+            stderr=subprocess.STDOUT,
+            env=self.env,
+        )
+        self.processes.append(ctld)
+
+        def up() -> bool:
+            if ctld.poll() is not None:
+                pytest.fail(f"slurmctld exited {ctld.returncode}:\n{self.explain()}")
+            return "is UP" in self.run("scontrol", "ping", check=False)
+
+        wait_for("slurmctld", up, 60, 0.1, self.explain)
+
+    def restart_slurmctld(self) -> None:
+        """Stop slurmctld (it saves its state on SIGTERM) and start it again."""
+        ctld = self.processes.pop()
+        _stop(ctld)
+        self.start_slurmctld()
+
     def stop(self) -> None:
         # A program slurmctld started (a suspend after a power-down) ends before slurmctld
         # does: it would otherwise keep asking a controller that is going away.
@@ -262,7 +286,14 @@ class Cluster:
             _stop(process)
 
 
-def _slurm_conf(root: Path, name: str, nodes: list[str], partitions: list[str]) -> str:
+def _slurm_conf(
+    root: Path, name: str, nodes: list[str], partitions: list[str], extra: Sequence[str] = ()
+) -> str:
+    """``extra``: more SlurmctldParameters. Not ``cloud_reg_addrs`` by default, although
+    docs/slurm.md recommends it: with it, a powered-down node's address becomes its name,
+    which nothing resolves here, and slurmctld still sends such a node the kill of the job
+    it had (no slurmd ever answered): each try looks the name up ten times a second apart,
+    holding slurmctld's locks (measured: 12 s), and the programs' scontrol calls time out."""
     user = getpass.getuser()
     lines = [
         f"ClusterName={name}",
@@ -301,7 +332,8 @@ def _slurm_conf(root: Path, name: str, nodes: list[str], partitions: list[str]) 
         "TreeWidth=65533",
         "PrivateData=cloud",
         # The power-save loop looks every second (default 10 s).
-        "SlurmctldParameters=idle_on_node_suspend,power_save_interval=1",
+        "SlurmctldParameters="
+        + ",".join(("idle_on_node_suspend", "power_save_interval=1", *extra)),
         *nodes,
         *partitions,
     ]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from capacity_broker.slurm.plan import Binding
 from slurm_helpers import REGION, Cluster, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -200,6 +201,76 @@ def test_power_down_terminates_the_instances(emulator_endpoint: Any, make_cluste
     }
     assert set(states.values()) <= {"shutting-down", "terminated"}, states
     assert aws.live_instances() == []
+
+
+def test_slurm_keeps_each_nodes_instance_through_a_restart_and_the_power_down(
+    emulator_endpoint: Any, make_cluster: Any
+) -> None:
+    world = scenario(c5=(8, 8))
+    # EC2's tag-filtered listings stay behind for the whole test: the suspend program can
+    # find the instances only through what Slurm keeps of each binding.
+    world["settings"] |= {"lag_listing_calls": 1000, "lag_seconds": 3600}
+    aws = emulator_endpoint(world)
+    # As docs/slurm.md recommends: the address goes back to the name at power-off.
+    cluster = make_cluster(aws, DIRECT, [C5_NODES], [CLOUD], ["cloud_reg_addrs"])
+    job = cluster.sbatch("-N2")
+    cluster.wait_log(rf"job {job}: bound ")
+    nodes = ["hpc-c5-1", "hpc-c5-2"]
+    bound = {n: Binding.read(cluster.node(n).get("Comment")) for n in nodes}
+    ids = sorted(b.instance_id for b in bound.values() if b is not None)
+    assert len(ids) == 2, bound
+    assert set(states(aws, ids).values()) <= {"pending", "running"}
+    for name in nodes:
+        assert cluster.node(name)["NodeAddr"].startswith("127.77.")
+
+    cluster.restart_slurmctld()
+    assert {n: Binding.read(cluster.node(n).get("Comment")) for n in nodes} == bound
+    cluster.run("scancel", str(job))
+    cluster.run("scontrol", "update", "NodeName=hpc-c5-[1-2]", "State=POWER_DOWN_FORCE")
+    cluster.wait_log(r"suspend hpc-c5-\[1-2\]: terminated ")
+    assert set(states(aws, ids).values()) <= {"shutting-down", "terminated"}
+
+    def powered_off() -> bool:
+        return all("POWERED_DOWN" in cluster.node(n)["State"] for n in nodes)
+
+    wait_for("the nodes powered off", powered_off, 60, explain=cluster.explain)
+    for name in nodes:
+        # cloud_reg_addrs gave the address back to the name; the binding stays (the next
+        # one overwrites it, and an old one costs the next suspend nothing).
+        assert cluster.node(name)["NodeAddr"] == name
+        assert Binding.read(cluster.node(name).get("Comment")) == bound[name]
+
+
+def test_a_node_powered_down_while_it_launches_leaves_no_instance(
+    emulator_endpoint: Any, make_cluster: Any
+) -> None:
+    from emulator.remote import RemoteEmulator
+
+    aws = emulator_endpoint(scenario(c5=(8, 8)))
+    # Addresses until the nodes are bound: Slurm sends the kill of the requeued job to nodes
+    # not bound yet, and a name that does not resolve stalls slurmctld 10 s per node.
+    nodes = C5_NODES.replace("State=CLOUD", "NodeAddr=127.77.9.[1-4] State=CLOUD")
+    cluster = make_cluster(aws, DIRECT, [nodes], [CLOUD])
+    # The resume program's tagging of its instances takes a while: long enough for an
+    # operator to power the nodes down between the launch and the binding.
+    RemoteEmulator(aws.url).latency(0, {"CreateTags": 5})
+    job = cluster.sbatch("-N2")
+    cluster.wait_log(rf"job {job}: Launched ")
+    cluster.run("scontrol", "update", "NodeName=hpc-c5-[1-2]", "State=POWER_DOWN_FORCE")
+    # slurmctld runs the suspend program at once, while the resume program is still tagging:
+    # it finds neither a binding nor a tag (the log says which, when the machine is slow).
+    cluster.wait_log(r"capacity-broker-slurm-suspend hpc-c5-\[1-2\] done")
+    cluster.wait_log(rf"job {job}: Slurm powered down hpc-c5-\[1-2\] while it launched")
+    cluster.wait_log(r"capacity-broker-slurm-resume hpc-c5-\[1-2\] done")
+    assert aws.live_instances() == []
+
+
+def states(aws: Any, ids: list[str]) -> dict[str, str]:
+    """The instances' states, asked by id (not a listing)."""
+    answer = aws.client("ec2").describe_instances(InstanceIds=ids)
+    return {
+        i["InstanceId"]: i["State"]["Name"] for r in answer["Reservations"] for i in r["Instances"]
+    }
 
 
 def test_a_job_across_two_node_sets_is_all_or_nothing(

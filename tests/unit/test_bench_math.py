@@ -42,6 +42,13 @@ def test_beyond_the_burst_calls_wait_for_the_refill() -> None:
     assert bucket_seconds(667, 50, 5) == pytest.approx(123.4)
 
 
+def test_the_bound_of_one_bucket_is_the_least_time_its_burst_and_refill_allow_the_calls() -> None:
+    # The pacing rows: 600 cancels through one bucket; burst + refill x T >= 600.
+    assert bucket_seconds(600, 50, 50) == pytest.approx(11.0)  # 10x the default, raised
+    assert bucket_seconds(600, 50, 5) == pytest.approx(110.0)  # the default
+    assert bucket_seconds(600, 50, 2.5) == pytest.approx(220.0)  # the half another client left
+
+
 def test_bucket_refuses_nonsense() -> None:
     with pytest.raises(ValueError, match="refill"):
         bucket_seconds(10, 50, 0)
@@ -119,6 +126,8 @@ def test_the_table_has_a_line_per_row_and_the_verdicts() -> None:
     assert len(lines) == 4
     assert "1.19x" in lines[2] and "<= 1.5x" in lines[2] and "met" in lines[2]
     assert "= 0" in lines[3]
+    share = table([Row("throttled / calls", 0.0164, Target(0.05), unit="share")])
+    assert "0.016" in share and "<= 0.05 " in share and "met" in share
 
 
 IMPORTTIME = """\

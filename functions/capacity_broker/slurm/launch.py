@@ -3,11 +3,18 @@
 Per job (a node with no job: alone), per node set in the configuration's order: one
 ``reserve`` with ``provision: true`` for all of the job's nodes of that set. Every answer
 ``provisioned`` → each node is bound to an instance (tags ``capacity-broker:slurm-node``,
-``capacity-broker:slurm-cluster``, ``Name``; then ``scontrol update NodeAddr NodeHostname``).
-Anything else, at any step → nothing of the job is left: its instances are terminated, its
-holds released, its nodes powered down (``POWER_DOWN_FORCE``, which requeues a batch job)
-with a reason starting ``capacity-broker:``, and the job is kept from starting again before
-the broker's ``retry_after_seconds``.
+``capacity-broker:slurm-cluster``, ``Name``; then one ``scontrol update`` per node with its
+``NodeAddr``, ``NodeHostname`` and the binding in its ``Comment``, the record SuspendProgram
+trusts). Anything else, at any step → nothing of the job is left: its instances are
+terminated, its holds released, its nodes powered down (``POWER_DOWN_FORCE``, which requeues a
+batch job) with a reason starting ``capacity-broker:``, and the job is kept from starting again
+before the broker's ``retry_after_seconds``.
+
+EC2 is eventually consistent: an instance made a moment ago may be missing from a
+tag-filtered listing, and unknown by id to the next calls. So what this program launched is
+known from the broker's answers and asked of EC2 by id (asked again while EC2 does not know
+it); a listing is only a second source, waited on only where there is evidence (an answer
+that was lost).
 """
 
 from __future__ import annotations
@@ -16,10 +23,10 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from ..adapters.aws import AwsError
-from ..client import BrokerError
+from ..client import BrokerError, InvalidArguments
 from ..domain.reserve import ReserveStatus
 from ..domain.tags import TAG_NAME, TAG_REQUEST_ID
 from . import plan
@@ -31,9 +38,13 @@ from .scontrol import Job, ScontrolError
 # Jobs launched at once (each is one reserve per node set); in direct mode the broker runs
 # one request at a time in this process anyway.
 MAX_JOBS_AT_ONCE = 4
-# How long a launched instance may stay unknown to EC2's next calls (eventual consistency).
-BIND_SECONDS = 60.0
 LIVE = ("pending", "running")
+# A reserve whose answer was lost may have launched (the fleet tags its instances with the
+# request id); a listing may not show them yet, so it is asked again for this long.
+LOST_ANSWER_SECONDS = 12.0
+# Node states that say Slurm gave the node up while it was being launched (an operator's
+# POWER_DOWN_FORCE): its SuspendProgram may have run before the node's binding existed.
+GIVEN_UP = ("POWERING_DOWN", "POWERED_DOWN")
 
 
 class Failed(Exception):
@@ -52,6 +63,8 @@ class Attempt:
     job: Job | None = None
     request_ids: list[str] = field(default_factory=list)
     instances: list[str] = field(default_factory=list)
+    # Requests whose answer never came (an error or a timeout while reserving).
+    lost: list[str] = field(default_factory=list)
 
     @property
     def restarts(self) -> int:
@@ -76,7 +89,7 @@ def _resume_unit(runtime: Runtime, unit: plan.Unit) -> bool:
     try:
         if unit.job_id is not None:
             attempt.job = runtime.scontrol.job(unit.job_id)
-        _launch(runtime, attempt)
+        return _launch(runtime, attempt)
     except Failed as failure:
         return _give_back(runtime, attempt, failure)
     except (AwsError, BrokerError, ScontrolError, ValueError) as error:
@@ -84,10 +97,9 @@ def _resume_unit(runtime: Runtime, unit: plan.Unit) -> bool:
     except Exception as error:  # noqa: BLE001 - nothing may leave a node half-configured
         log.exception("%s: unexpected failure", unit.label)
         return _give_back(runtime, attempt, Failed("error", f"{type(error).__name__}: {error}"))
-    return True
 
 
-def _launch(runtime: Runtime, attempt: Attempt) -> None:
+def _launch(runtime: Runtime, attempt: Attempt) -> bool:
     config = runtime.config
     unit = attempt.unit
     groups: dict[str, tuple[NodeSet, list[str]]] = {}
@@ -104,7 +116,7 @@ def _launch(runtime: Runtime, attempt: Attempt) -> None:
     ordered = [groups[n.label] for n in config.nodesets if n.label in groups]
     for nodeset, nodes in ordered:
         _provision(runtime, attempt, nodeset, nodes)
-    _bind(runtime, attempt)
+    return _bind(runtime, attempt)
 
 
 def _provision(runtime: Runtime, attempt: Attempt, nodeset: NodeSet, nodes: list[str]) -> None:
@@ -138,14 +150,20 @@ def _provision(runtime: Runtime, attempt: Attempt, nodeset: NodeSet, nodes: list
         "/".join(nodeset.instance_types),
         request_id,
     )
-    answer = runtime.broker.reserve(
-        plan.job_tag(unit),
-        nodeset.instance_types,
-        nodeset.subnet_ids,
-        len(nodes),
-        request_id=request_id,
-        **options,
-    )
+    try:
+        answer = runtime.broker.reserve(
+            plan.job_tag(unit),
+            nodeset.instance_types,
+            nodeset.subnet_ids,
+            len(nodes),
+            request_id=request_id,
+            **options,
+        )
+    except InvalidArguments:
+        raise  # refused before anything was done
+    except Exception:
+        attempt.lost.append(request_id)
+        raise
     attempt.instances += answer.instances
     if answer.status != ReserveStatus.PROVISIONED:
         raise Failed(str(answer.status), answer.message, answer.retry_after_seconds)
@@ -155,29 +173,52 @@ def _provision(runtime: Runtime, attempt: Attempt, nodeset: NodeSet, nodes: list
 
 
 def _earlier_try(runtime: Runtime, node: str) -> list[str]:
-    """A node with no job: the live instance an earlier run launched for it, if any."""
+    """A node with no job: the live instance an earlier run launched for it, if any. Slurm's
+    record of the node first (its instance asked of EC2 by id); then the instances tagged
+    with the node's request prefix, for a run that launched and did not get to bind."""
+    prefix = plan.node_request_prefix(runtime.cluster, node)
+    deadline = time.monotonic() + plan.SETTLE_SECONDS
+    binding = runtime.bindings([node]).get(node)
+    if binding is not None:
+        fresh = [binding.instance_id] if binding.fresh(datetime.now(UTC)) else []
+        known = runtime.ec2.known_instances([binding.instance_id], deadline, wait_for=fresh)
+        instance = known.get(binding.instance_id)
+        if instance is None and fresh:
+            # It was launched a moment ago and EC2 does not show it yet: never a second one.
+            raise Failed("error", f"{node} is bound to {binding.instance_id}, unknown to EC2")
+        if (
+            instance is not None
+            and instance.state in LIVE
+            and instance.tags.get(TAG_REQUEST_ID, "").startswith(prefix)
+        ):
+            return [instance.instance_id]
     found = runtime.ec2.tagged_instances(
-        {TAG_REQUEST_ID: [plan.node_request_prefix(runtime.cluster, node) + "*"]},
-        states=LIVE,
-        deadline=time.monotonic() + BIND_SECONDS,
+        {TAG_REQUEST_ID: [prefix + "*"]}, states=LIVE, deadline=deadline
     )
     return [i.instance_id for i in found][:1]
 
 
-def _bind(runtime: Runtime, attempt: Attempt) -> None:
-    """Each node gets its instance: the instance is tagged first (so SuspendProgram can
-    always find what a node has), then Slurm learns the addresses, in one update."""
+def _bind(runtime: Runtime, attempt: Attempt) -> bool:
+    """Each node gets its instance: the instance is tagged first (SuspendProgram's second
+    source), then one update per node gives Slurm its address and the binding (the first).
+    False when an instance of a node Slurm gave up meanwhile could not be ended."""
     nodes = list(attempt.unit.nodes)
-    deadline = time.monotonic() + BIND_SECONDS
-    described = runtime.ec2.describe_instances(attempt.instances, deadline)
+    deadline = time.monotonic() + plan.SETTLE_SECONDS
+    described = runtime.ec2.known_instances(attempt.instances, deadline, wait_for=attempt.instances)
     gone = [i for i in attempt.instances if i not in described or described[i].state not in LIVE]
     if gone:
         raise Failed("error", f"instances not running: {', '.join(gone)}")
     unaddressed = [i for i, found in described.items() if not found.private_ip]
     if unaddressed:
         raise Failed("error", f"instances without a private address: {', '.join(unaddressed)}")
+    # A re-run keeps the pairs made before: Slurm's record, else the instance's tag.
+    recorded = {b.instance_id: node for node, b in runtime.bindings(nodes).items()}
     pairs = plan.pair(
-        nodes, {iid: found.tags.get(plan.TAG_SLURM_NODE) for iid, found in described.items()}
+        nodes,
+        {
+            iid: recorded.get(iid) or found.tags.get(plan.TAG_SLURM_NODE)
+            for iid, found in described.items()
+        },
     )
     for node, instance_id in pairs:
         runtime.ec2.tag_instance(
@@ -189,14 +230,59 @@ def _bind(runtime: Runtime, attempt: Attempt) -> None:
             },
             deadline,
         )
-    addrs = [str(described[i].private_ip) for _, i in pairs]
-    hosts = [described[i].private_dns or str(described[i].private_ip) for _, i in pairs]
-    runtime.scontrol.set_addresses([n for n, _ in pairs], addrs, hosts)
+    now = datetime.now(UTC)
+    for node, instance_id in pairs:
+        found = described[instance_id]
+        runtime.scontrol.bind(
+            node,
+            str(found.private_ip),
+            found.private_dns or str(found.private_ip),
+            plan.Binding(instance_id, now).text(),
+        )
     log.info(
         "%s: bound %s",
         attempt.unit.label,
-        ", ".join(f"{n}={i}({a})" for (n, i), a in zip(pairs, addrs, strict=True)),
+        ", ".join(f"{n}={i}({described[i].private_ip})" for n, i in pairs),
     )
+    return _given_up(runtime, attempt, pairs)
+
+
+def _given_up(runtime: Runtime, attempt: Attempt, pairs: list[tuple[str, str]]) -> bool:
+    """Nodes Slurm powered down while they were being launched: their SuspendProgram may
+    have run before their binding existed and found nothing, so their instances are ended
+    here. (Powered down after the binding, SuspendProgram finds it: either way, ended.) The
+    other nodes stay bound: Slurm gives them back as it does any idle node."""
+    label = attempt.unit.label
+    try:
+        states = runtime.scontrol.nodes([n for n, _ in pairs])
+    except ScontrolError as error:
+        log.error("%s: could not check that Slurm still wants its nodes: %s", label, error)
+        return False
+    abandoned = [
+        (node, iid)
+        for node, iid in pairs
+        if node in states and any(flag in states[node].state for flag in GIVEN_UP)
+    ]
+    if not abandoned:
+        return True
+    ids = [iid for _, iid in abandoned]
+    try:
+        ended = runtime.ec2.terminate_instances(
+            ids, time.monotonic() + plan.SETTLE_SECONDS, wait_for=ids
+        )
+    except AwsError as error:
+        log.error("%s: could not terminate %s: %s", label, ", ".join(ids), error)
+        return False
+    log.warning(
+        "%s: Slurm powered down %s while it launched: terminated %s",
+        label,
+        fold([n for n, _ in abandoned]),
+        ", ".join(ended) or "nothing",
+    )
+    left = sorted(set(ids) - set(ended))
+    if left:
+        log.error("%s: termination not confirmed for %s", label, ", ".join(left))
+    return not left
 
 
 def _give_back(runtime: Runtime, attempt: Attempt, failure: Failed) -> bool:
@@ -206,22 +292,20 @@ def _give_back(runtime: Runtime, attempt: Attempt, failure: Failed) -> bool:
     unit = attempt.unit
     log.warning("%s: %s: %s", unit.label, failure.status, failure.detail)
     done = True
-    deadline = time.monotonic() + BIND_SECONDS
+    deadline = time.monotonic() + plan.SETTLE_SECONDS
     doomed = list(attempt.instances)
     if attempt.request_ids:
         # Also what a lost answer launched: the fleet tags its instances with the request id.
         try:
-            tagged = runtime.ec2.tagged_instances(
-                {TAG_REQUEST_ID: attempt.request_ids}, deadline=deadline
-            )
-            doomed += [i.instance_id for i in tagged]
+            doomed += _launched_by(runtime, attempt)
         except AwsError as error:
             done = False
             log.error("%s: could not look up what its requests launched: %s", unit.label, error)
     doomed = list(dict.fromkeys(doomed))
     if doomed:
         try:
-            ended = runtime.ec2.terminate_instances(doomed, deadline)
+            # The answers' instances were made a moment ago: EC2 may not know them yet.
+            ended = runtime.ec2.terminate_instances(doomed, deadline, wait_for=attempt.instances)
         except AwsError as error:
             ended, done = [], False
             log.error("%s: could not terminate %s: %s", unit.label, ", ".join(doomed), error)
@@ -246,6 +330,24 @@ def _give_back(runtime: Runtime, attempt: Attempt, failure: Failed) -> bool:
     if unit.job_id is not None and failure.retry_after:
         done = _hold_back(runtime, unit.job_id, failure.retry_after) and done
     return done
+
+
+def _launched_by(runtime: Runtime, attempt: Attempt) -> list[str]:
+    """Instances tagged with the attempt's request ids. Asked once when every request was
+    answered (the answers name what they launched); when an answer was lost, asked again for
+    ``LOST_ANSWER_SECONDS``, since a listing may not show instances made a moment ago."""
+    found: set[str] = set()
+    patience = time.monotonic() + (LOST_ANSWER_SECONDS if attempt.lost else 0.0)
+    pause = 1.0
+    while True:
+        tagged = runtime.ec2.tagged_instances(
+            {TAG_REQUEST_ID: attempt.request_ids}, deadline=time.monotonic() + plan.SETTLE_SECONDS
+        )
+        found.update(i.instance_id for i in tagged)
+        if time.monotonic() + pause > patience:
+            return sorted(found)
+        time.sleep(pause)
+        pause = min(pause * 2, 4.0)
 
 
 def _hold_back(runtime: Runtime, job_id: int, seconds: int) -> bool:

@@ -1,5 +1,6 @@
 """The Slurm integration's rules, as plain functions: which nodes launch together, under which
-request id, which instance becomes which node, and what Slurm is told when it fails.
+request id, which instance becomes which node (and how Slurm keeps it), and what Slurm is told
+when it fails.
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..domain.tags import TAG_REQUEST_ID
 from . import hostlist
 
 # Tags the programs put on the instances they bind (on top of the fleet's job and request id).
@@ -21,6 +24,17 @@ REASON_PREFIX = "capacity-broker:"
 # Slurm keeps reasons whole, but sinfo and scontrol lines should stay readable.
 MAX_REASON = 200
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# How long EC2 may not know an instance made a moment ago ("Eventual consistency in the Amazon
+# EC2 API" gives no figure; its advice to back off starts at a couple of seconds).
+SETTLE_SECONDS = 60.0
+# A binding younger than this whose instance EC2 says it does not know can only be EC2 lagging:
+# "Terminated instances remain visible after termination (for approximately one hour)" (EC2 API
+# Reference, TerminateInstances). Older, the instance may be gone for good: nobody waits for it.
+FRESH_BINDING = timedelta(minutes=15)
+_BINDING = re.compile(
+    r"^capacity-broker:instance=(?P<instance>i-[0-9a-f]{8,32}),"
+    r"bound=(?P<bound>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)$"
+)
 
 
 class ResumeFileError(ValueError):
@@ -114,6 +128,38 @@ def _prefix(cluster: str) -> str:
 
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def owns(cluster: str, tags: Mapping[str, str]) -> bool:
+    """Whether the programs of this Slurm cluster launched the instance: the fleet tags each
+    instance with its request id when it launches it, and every request id they make starts
+    ``slurm.<ClusterName>.`` (what the head node's IAM lets them terminate)."""
+    return tags.get(TAG_REQUEST_ID, "").startswith(f"{_prefix(cluster)}.")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What a node's Slurm ``Comment`` says it was bound to: which instance, since when."""
+
+    instance_id: str
+    bound: datetime
+
+    def text(self) -> str:
+        """The node's Comment: one word (``scontrol show node -o`` prints it as is)."""
+        return f"{REASON_PREFIX}instance={self.instance_id},bound={self.bound:%Y-%m-%dT%H:%M:%SZ}"
+
+    def fresh(self, now: datetime) -> bool:
+        """Made so recently that EC2 not knowing its instance means EC2 lags, not "gone"."""
+        return now - self.bound < FRESH_BINDING
+
+    @classmethod
+    def read(cls, comment: str | None) -> Binding | None:
+        """The binding a Comment records; ``None`` for anything else (an operator's note)."""
+        found = _BINDING.match(comment or "")
+        if found is None:
+            return None
+        bound = datetime.strptime(found["bound"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        return cls(found["instance"], bound)
 
 
 def pair(nodes: Sequence[str], instances: Mapping[str, str | None]) -> list[tuple[str, str]]:

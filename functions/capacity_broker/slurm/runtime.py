@@ -1,11 +1,12 @@
 """What a Slurm program works with: the broker (direct or deployed), EC2 for the instances it
-binds and gives back, scontrol, and Slurm's cluster name that scopes the instances' tags."""
+binds and gives back, scontrol (and the bindings it keeps in the nodes' Comment), and Slurm's
+cluster name that scopes the instances' tags."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -14,6 +15,7 @@ from ..adapters.ec2 import Ec2
 from ..client import CapacityBroker
 from ..client.in_process import process_environment
 from .config import SlurmConfig
+from .plan import Binding
 from .scontrol import Scontrol
 
 log = logging.getLogger("capacity_broker.slurm")
@@ -65,3 +67,14 @@ class Runtime:
     def cluster(self) -> str:
         """Slurm's ClusterName (configured, else asked of slurmctld)."""
         return self.config.slurm_cluster or self.scontrol.cluster_name()
+
+    def bindings(self, nodes: Sequence[str]) -> dict[str, Binding]:
+        """Which instance each node was bound to, as Slurm keeps it (the node's Comment);
+        nodes without one are left out. Slurm is the record the programs trust: EC2's
+        tag-filtered listings may not show an instance made a moment ago."""
+        found = self.scontrol.nodes(list(nodes))
+        return {
+            name: binding
+            for name, node in found.items()
+            if (binding := Binding.read(node.comment)) is not None
+        }

@@ -1,8 +1,8 @@
 """Slurm, through ``scontrol`` (by absolute path: slurmctld gives the programs no ``PATH``).
 
-Slurm 22.05's scontrol has no ``--json``; ``show job -o`` prints one line of ``Key=Value``
-fields, of which only a few are read here, each by a pattern anchored on its key (free-text
-fields such as ``Command=`` may contain spaces).
+Slurm 22.05's scontrol has no ``--json``; ``show job -o`` and ``show node -o`` print one line
+of ``Key=Value`` fields per job or node, of which only a few are read here, each by a pattern
+anchored on its key (free-text fields such as ``Command=`` or ``Comment=`` may contain spaces).
 """
 
 from __future__ import annotations
@@ -19,10 +19,17 @@ from . import hostlist
 
 # Enough for a busy slurmctld; a hung call must not hold a node half-configured forever.
 TIMEOUT_SECONDS = 60
-# Names per `scontrol update`: Slurm parses long hostlists fine, but NodeAddr/NodeHostname
-# are comma lists of the same length, and one call's argv must stay well inside ARG_MAX.
+# Names per scontrol call: Slurm parses long hostlists fine, but one call's argv must stay well
+# inside ARG_MAX.
 _BATCH = 500
 _FIELD = r"(?:^|\s){key}=(\S*)"
+
+
+def _field(line: str, key: str) -> str | None:
+    """The first word of ``key``'s value in a ``-o`` line (its first occurrence: free text
+    that repeats a key comes later on the line)."""
+    found = re.search(_FIELD.format(key=key), line)
+    return found.group(1) if found else None
 
 
 class ScontrolError(RuntimeError):
@@ -41,8 +48,7 @@ class Job:
     @classmethod
     def parse(cls, line: str) -> Job:
         def field(key: str) -> str | None:
-            found = re.search(_FIELD.format(key=key), line)
-            return found.group(1) if found else None
+            return _field(line, key)
 
         eligible = field("EligibleTime")
         try:
@@ -56,6 +62,22 @@ class Job:
             restarts=int(field("Restarts") or 0),
             nodes=hostlist.expand(node_list) if node_list and node_list != "(null)" else [],
             eligible=when,
+        )
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    state: str
+    # Slurm's free-text Comment of the node (its first word: what the programs write is one).
+    comment: str | None
+
+    @classmethod
+    def parse(cls, line: str) -> Node:
+        return cls(
+            name=_field(line, "NodeName") or "",
+            state=_field(line, "State") or "UNKNOWN",
+            comment=_field(line, "Comment") or None,
         )
 
 
@@ -108,19 +130,29 @@ class Scontrol:
         self.run("update", f"JobId={job_id}", f"StartTime=now+{int(seconds)}")
 
     # -- nodes --------------------------------------------------------------------------
-    def set_addresses(
-        self, nodes: Sequence[str], addrs: Sequence[str], hosts: Sequence[str]
-    ) -> None:
-        """``NodeAddr``/``NodeHostname`` per node (one call per batch). The names go as a
-        comma list, not a folded expression: Slurm pairs the three lists in the given order."""
-        for start in range(0, len(nodes), _BATCH):
-            part = slice(start, start + _BATCH)
-            self.run(
-                "update",
-                f"NodeName={','.join(nodes[part])}",
-                f"NodeAddr={','.join(addrs[part])}",
-                f"NodeHostname={','.join(hosts[part])}",
-            )
+    def nodes(self, names: Sequence[str]) -> dict[str, Node]:
+        """The nodes by name (a node slurmctld does not know fails the call)."""
+        found: dict[str, Node] = {}
+        for start in range(0, len(names), _BATCH):
+            out = self.run("show", "node", "-o", ",".join(names[start : start + _BATCH]))
+            for line in out.splitlines():
+                if line.startswith("NodeName="):
+                    node = Node.parse(line)
+                    found[node.name] = node
+        return found
+
+    def bind(self, node: str, addr: str, host: str, comment: str) -> None:
+        """The node's address, host name and Comment in one update: one RPC, which slurmctld
+        applies under its node lock (22.05's ``update_node``: nothing between the address and
+        the comment can fail), so a node never shows an instance's address without the
+        record of which instance it is."""
+        self.run(
+            "update",
+            f"NodeName={node}",
+            f"NodeAddr={addr}",
+            f"NodeHostname={host}",
+            f"Comment={comment}",
+        )
 
     def power_down(self, nodes: Sequence[str], reason: str) -> None:
         """Give the nodes back now: Slurm requeues their jobs (a batch job that may be),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from capacity_broker.models.common import REQUEST_ID_PATTERN
@@ -106,3 +107,48 @@ def test_reasons_start_with_the_prefix_and_name_the_status() -> None:
 def test_the_brokers_job_id() -> None:
     assert plan.job_tag(plan.Unit(12, ("a",))) == "12"
     assert plan.job_tag(plan.Unit(None, ("a7",))) == "slurm-node-a7"
+
+
+def test_a_binding_is_one_word_slurm_keeps_and_reads_back() -> None:
+    when = datetime(2026, 11, 23, 22, 52, 6, tzinfo=UTC)
+    binding = plan.Binding("i-0123456789abcdef0", when)
+    text = binding.text()
+    assert text == "capacity-broker:instance=i-0123456789abcdef0,bound=2026-11-23T22:52:06Z"
+    assert " " not in text
+    assert plan.Binding.read(text) == binding
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        None,
+        "",
+        "rebooted by Ann, ticket 42",
+        "capacity-broker:instance=i-0123456789abcdef0",
+        "capacity-broker:instance=vol-0123456789abcdef0,bound=2026-11-23T22:52:06Z",
+        "capacity-broker:instance=i-0123456789abcdef0,bound=2026-11-23T22:52:06Z; and more",
+    ],
+)
+def test_anything_else_in_a_comment_is_no_binding(comment: str | None) -> None:
+    assert plan.Binding.read(comment) is None
+
+
+def test_a_binding_is_fresh_while_ec2_would_still_show_its_instance_terminated() -> None:
+    when = datetime(2026, 11, 23, 22, 0, 0, tzinfo=UTC)
+    binding = plan.Binding("i-0123456789abcdef0", when)
+    assert binding.fresh(when + timedelta(seconds=5))
+    assert binding.fresh(when + plan.FRESH_BINDING - timedelta(seconds=1))
+    assert not binding.fresh(when + plan.FRESH_BINDING)
+    # EC2 shows a terminated instance for about an hour: a fresh binding's is still there.
+    assert timedelta(hours=1) > plan.FRESH_BINDING
+
+
+def test_only_the_instances_this_clusters_programs_launched_are_owned() -> None:
+    def launched_by(request_id: str) -> dict[str, str]:
+        return {"capacity-broker:request-id": request_id}
+
+    assert plan.owns("hpc", launched_by(plan.request_id("hpc", 12, 0, "c5", ["n1"])))
+    assert plan.owns("hpc", launched_by(plan.node_request_id("hpc", "n", "1")))
+    assert not plan.owns("hpc", launched_by(plan.request_id("hpc2", 12, 0, "c5", ["n1"])))
+    assert not plan.owns("hpc", launched_by("web-fleet-1"))
+    assert not plan.owns("hpc", {})

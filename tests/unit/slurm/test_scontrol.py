@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from capacity_broker.slurm.scontrol import Job
+from capacity_broker.slurm.scontrol import Job, Node
 
 LINE = (
     "JobId=7 JobName=my job UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 "
@@ -29,3 +29,29 @@ def test_a_pending_job_has_no_nodes_and_may_have_no_time() -> None:
     job = Job.parse("JobId=9 JobState=PENDING Restarts=0 EligibleTime=Unknown NodeList=(null)")
     assert job.nodes == []
     assert job.eligible is None
+
+
+# `scontrol show node -o hpc-c5-1` of Slurm 22.05.8, measured (a bound cloud node).
+NODE = (
+    "NodeName=hpc-c5-1 CoresPerSocket=1  CPUAlloc=1 CPUEfctv=2 CPUTot=2 CPULoad=N/A "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) NodeAddr=127.77.1.5 "
+    "NodeHostName=ip-127-77-1-5.ec2.internal  RealMemory=1000 AllocMem=0 FreeMem=N/A Sockets=2 "
+    "Boards=1 State=MIXED+CLOUD+NOT_RESPONDING+POWERING_UP ThreadsPerCore=1 TmpDisk=0 Weight=1 "
+    "Owner=N/A MCS_label=N/A Partitions=cloud  BootTime=None SlurmdStartTime=None "
+    "LastBusyTime=Unknown CfgTRES=cpu=2,mem=1000M,billing=2 AllocTRES=cpu=1 CapWatts=n/a "
+    "CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s "
+    "Comment=capacity-broker:instance=i-0abc12345678,bound=2026-11-23T22:52:06Z "
+    "Reason=capacity-broker: error: x Comment=not-this [slurm@2026-11-23T22:52:07]"
+)
+
+
+def test_the_node_fields_the_programs_read() -> None:
+    node = Node.parse(NODE)
+    assert node.name == "hpc-c5-1"
+    assert node.state == "MIXED+CLOUD+NOT_RESPONDING+POWERING_UP"
+    assert node.comment == "capacity-broker:instance=i-0abc12345678,bound=2026-11-23T22:52:06Z"
+
+
+def test_a_node_without_a_comment() -> None:
+    node = Node.parse("NodeName=hpc-c5-3 State=IDLE+CLOUD+POWERED_DOWN Partitions=cloud")
+    assert node.comment is None

@@ -27,13 +27,22 @@ class Ec2Base:
         return client("ec2", self.region, self._session() if self._session else None)
 
     def _call(self, action: str, deadline: float | None = None, **params: Any) -> Any:
+        return self.retry.run(action, self._attempt(action, params, deadline), deadline=deadline)
+
+    def _attempt(
+        self, action: str, params: dict[str, Any], deadline: float | None = None
+    ) -> Callable[[], Any]:
+        """One attempt of a call, paced: every attempt (a retry's too) waits for the region's
+        bucket, no later than the deadline, and tells it what EC2 answered, so a throttle the
+        retry loop sees also slows the container's other calls down."""
         method = getattr(self._client, _snake(action))
 
         def once() -> Any:
-            throttle.pacer.acquire(self.region, action)
-            return call(action, method, **params)
+            return throttle.pacer.call(
+                self.region, action, params, lambda: call(action, method, **params), deadline
+            )
 
-        return self.retry.run(action, once, deadline=deadline)
+        return once
 
     def _pages(
         self, action: str, key: str, deadline: float | None = None, **params: Any

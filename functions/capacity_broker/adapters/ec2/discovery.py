@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .. import throttle
 from ..aws import AwsError, RetryPolicy, call, client
-from .base import Ec2Base, _snake
+from .base import Ec2Base
 from .reservations import RESOURCE_TYPE, Reservation
 
 # API limits (botocore's EC2 model): ids per topology call, names per DescribeInstanceTypes.
@@ -240,13 +239,7 @@ class DiscoveryMixin(Ec2Base):
         return Reservation.from_api(self.region, data["CapacityReservation"])
 
     def _call_once(self, action: str, **params: Any) -> Any:
-        method = getattr(self._client, _snake(action))
-
-        def once() -> Any:
-            throttle.pacer.acquire(self.region, action)
-            return call(action, method, **params)
-
-        return NO_RETRY.run(action, once)
+        return NO_RETRY.run(action, self._attempt(action, params))
 
 
 # -- the AWS Price List (On-Demand prices) ----------------------------------------------------

@@ -3,14 +3,16 @@
 The Slurm programs bind a node name to each launched instance and give the instances back
 when Slurm powers the nodes down. EC2 is eventually consistent: an instance launched a moment
 ago may still be unknown to the next call (``InvalidInstanceID.NotFound``, "Eventual
-consistency in the Amazon EC2 API", EC2 API Reference), so reading and tagging one retry that
-answer until the caller's deadline instead of taking it for "gone".
+consistency in the Amazon EC2 API", EC2 API Reference), so reading, tagging and terminating
+one the caller knows was made a moment ago retry that answer until the caller's deadline
+instead of taking it for "gone". An id EC2 may rightly not know (terminated long ago) is not
+waited for: the caller says which ids are which.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -52,21 +54,6 @@ def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
 
 
 class InstancesMixin(Ec2Base):
-    def describe_instances(
-        self, instance_ids: Sequence[str], deadline: float | None = None
-    ) -> dict[str, Instance]:
-        """The instances by id. An id EC2 does not know yet is asked again until
-        ``deadline`` (then ``AwsError`` with ``InvalidInstanceID.NotFound``)."""
-        found: dict[str, Instance] = {}
-        for chunk in _chunks(list(dict.fromkeys(instance_ids)), _IDS_PER_CALL):
-
-            def ask(ids: list[str] = chunk) -> list[dict[str, Any]]:
-                return list(self._instances(deadline, InstanceIds=ids))
-
-            for data in self._until_known(deadline, ask):
-                found[data["InstanceId"]] = Instance.from_api(data)
-        return found
-
     def tagged_instances(
         self,
         tags: Mapping[str, Sequence[str]],
@@ -105,34 +92,84 @@ class InstancesMixin(Ec2Base):
             ),
         )
 
+    def known_instances(
+        self,
+        instance_ids: Sequence[str],
+        deadline: float | None = None,
+        wait_for: Collection[str] = (),
+    ) -> dict[str, Instance]:
+        """The instances by id that EC2 knows; an id it does not know is left out at once,
+        unless it is in ``wait_for`` (made a moment ago): that one is asked again until
+        ``deadline``."""
+        found: dict[str, Instance] = {}
+
+        def ask(ids: list[str]) -> None:
+            for data in self._instances(deadline, InstanceIds=ids):
+                found[data["InstanceId"]] = Instance.from_api(data)
+
+        for chunk in _chunks(list(dict.fromkeys(instance_ids)), _IDS_PER_CALL):
+            self._each_known(chunk, ask, wait_for, deadline)
+        return found
+
     def terminate_instances(
-        self, instance_ids: Sequence[str], deadline: float | None = None
+        self,
+        instance_ids: Sequence[str],
+        deadline: float | None = None,
+        wait_for: Collection[str] = (),
     ) -> list[str]:
         """Terminate; answers the ids EC2 confirmed shutting down or terminated. An id EC2
-        does not know (any more) is not an error: nothing of it is left to end."""
+        does not know is not an error (nothing of it is left to end), unless it is in
+        ``wait_for`` (made a moment ago): that one is asked again until ``deadline``, and
+        stays unconfirmed if EC2 still does not know it."""
         confirmed: list[str] = []
-        for chunk in _chunks(list(dict.fromkeys(instance_ids)), _IDS_PER_CALL):
-            try:
-                answer = self._call("TerminateInstances", deadline, InstanceIds=chunk)
-            except AwsError as error:
-                if error.code not in _NOT_YET_KNOWN:
-                    raise
-                if len(chunk) > 1:
-                    # One unknown id fails the whole call: end the others one by one.
-                    for instance_id in chunk:
-                        confirmed += self.terminate_instances([instance_id], deadline)
-                continue
-            confirmed += [
+
+        def end(ids: list[str]) -> None:
+            answer = self._call("TerminateInstances", deadline, InstanceIds=ids)
+            confirmed.extend(
                 item["InstanceId"]
                 for item in answer.get("TerminatingInstances", [])
                 if (item.get("CurrentState") or {}).get("Name") in ("shutting-down", "terminated")
-            ]
+            )
+
+        for chunk in _chunks(list(dict.fromkeys(instance_ids)), _IDS_PER_CALL):
+            self._each_known(chunk, end, wait_for, deadline)
         return confirmed
 
     # -- plumbing -----------------------------------------------------------------------
     def _instances(self, deadline: float | None, **params: Any) -> Iterator[dict[str, Any]]:
         for reservation in self._pages("DescribeInstances", "Reservations", deadline, **params):
             yield from reservation.get("Instances", [])
+
+    def _each_known(
+        self,
+        ids: list[str],
+        call: Callable[[list[str]], None],
+        wait_for: Collection[str],
+        deadline: float | None,
+    ) -> None:
+        """``call(ids)``, leaving out the ids EC2 does not know. One unknown id fails the
+        whole call ("If you specify multiple instances and the request fails (for example,
+        because of a single incorrect instance ID), none of the instances are terminated",
+        TerminateInstances), so the ids are halved until the unknown one is alone; it is
+        asked again until ``deadline`` when the caller waits for it, else dropped."""
+        try:
+            call(ids)
+            return
+        except AwsError as error:
+            if error.code not in _NOT_YET_KNOWN:
+                raise
+        if len(ids) > 1:
+            half = len(ids) // 2
+            self._each_known(ids[:half], call, wait_for, deadline)
+            self._each_known(ids[half:], call, wait_for, deadline)
+            return
+        if ids[0] not in wait_for:
+            return
+        try:
+            self._until_known(deadline, lambda: call(ids))
+        except AwsError as error:
+            if error.code not in _NOT_YET_KNOWN:
+                raise
 
     def _until_known(self, deadline: float | None, call: Callable[[], T]) -> T:
         pause = 0.25

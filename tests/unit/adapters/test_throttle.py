@@ -1,0 +1,425 @@
+"""The adaptive pacer: EC2's published buckets, probing, cuts and the measured share, on a
+driven clock (no sleeps, no timing)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from capacity_broker.adapters import throttle
+from capacity_broker.adapters.aws import AwsError
+from capacity_broker.adapters.throttle import (
+    AdaptiveBucket,
+    Limits,
+    NoToken,
+    Pacer,
+    Ticket,
+    Tuning,
+    bucket_of,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+DEFAULT = Limits(50, 5)
+
+
+class Clock:
+    """A clock the test moves; ``sleep`` moves it too (what ``acquire`` waits on)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds > 0
+        self.now += seconds
+
+
+def bucket(limits: Limits = DEFAULT, scale: float = 1.0) -> tuple[AdaptiveBucket, Clock]:
+    clock = Clock()
+    return AdaptiveBucket(limits, scale, clock=clock, sleep=clock.sleep), clock
+
+
+def take(b: AdaptiveBucket, now: float) -> Ticket:
+    got = b.try_take(now)
+    assert isinstance(got, Ticket), f"no call admitted at {now}: wait {got}"
+    return got
+
+
+def drain(b: AdaptiveBucket, now: float) -> list[Ticket]:
+    """Every paced call the bucket admits at ``now`` (stops at a probe or a wait)."""
+    tickets = []
+    while True:
+        got = b.try_take(now)
+        if not isinstance(got, Ticket):
+            return tickets
+        assert not got.probe, "drain meets a probe: answer calls first"
+        tickets.append(got)
+
+
+def answer(b: AdaptiveBucket, tickets: list[Ticket], now: float) -> None:
+    for ticket in tickets:
+        b.answered(ticket, now)
+
+
+def admit(b: AdaptiveBucket, now: float, wanted: int, out: list[Ticket]) -> None:
+    """Up to ``wanted`` calls, as many as the bucket lets through now, added to ``out``."""
+    for _ in range(wanted):
+        got = b.try_take(now)
+        if not isinstance(got, Ticket):
+            return
+        assert not (got.probe and any(t.probe for t in out)), "two probes out at once"
+        out.append(got)
+
+
+def until_probe(b: AdaptiveBucket, now: float, step: float = 0.01) -> tuple[Ticket, float]:
+    """A saturated caller whose paced calls EC2 answers at once: the next probe, and when."""
+    for _ in range(100_000):
+        got = b.try_take(now)
+        if isinstance(got, Ticket):
+            if got.probe:
+                return got, now
+            b.answered(got, now)
+        else:
+            now += step
+    raise AssertionError("no probe")
+
+
+# -- which bucket, which size ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("action", "params", "expected"),
+    [
+        ("CreateCapacityReservation", {}, ("CreateCapacityReservation", Limits(50, 5))),
+        ("CancelCapacityReservation", {}, ("CancelCapacityReservation", Limits(50, 5))),
+        ("CreateFleet", {}, ("CreateFleet", Limits(50, 5))),
+        ("DescribeCapacityReservations", {}, ("DescribeCapacityReservations", Limits(100, 20))),
+        ("SearchTransitGatewayRoutes", {}, ("SearchTransitGatewayRoutes", Limits(100, 20))),
+        (
+            "DescribeCapacityBlockOfferings",
+            {},
+            ("DescribeCapacityBlockOfferings", Limits(10, 0.15)),
+        ),
+        ("PurchaseCapacityBlock", {}, ("PurchaseCapacityBlock", Limits(10, 0.15))),
+        ("CreateLaunchTemplateVersion", {}, ("CreateLaunchTemplateVersion", Limits(100, 5))),
+        ("DescribeInstances", {}, ("DescribeInstances (unfiltered)", Limits(50, 10))),
+        ("DescribeInstances", {"MaxResults": 1000}, ("DescribeInstances", Limits(100, 20))),
+        ("DescribeInstances", {"Filters": [{"Name": "x"}]}, ("DescribeInstances", Limits(100, 20))),
+    ],
+)
+def test_the_published_bucket_of_each_call(action, params, expected) -> None:
+    assert bucket_of(action, params) == expected
+
+
+def test_each_action_region_has_its_own_bucket_shared_by_threads() -> None:
+    pacer = Pacer(scale=1.0)
+    seen: list[AdaptiveBucket] = []
+
+    def look() -> None:
+        seen.append(pacer.bucket("us-east-1", "CancelCapacityReservation"))
+
+    threads = [threading.Thread(target=look) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(b is seen[0] for b in seen)
+    assert pacer.bucket("us-west-2", "CancelCapacityReservation") is not seen[0]
+    assert pacer.bucket("us-east-1", "CreateCapacityReservation") is not seen[0]
+    blocks = pacer.bucket("us-east-1", "PurchaseCapacityBlock")
+    assert (blocks.burst, blocks.rate) == (10, 0.15)
+
+
+def test_the_rate_scale_multiplies_the_starting_refill(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "4")
+    b = Pacer().bucket("us-east-1", "CancelCapacityReservation")
+    assert (b.burst, b.start, b.rate) == (50, 20, 20)
+
+
+# -- the published bucket, before any evidence -------------------------------------------------
+
+
+def test_a_full_bucket_admits_its_burst_then_paces_at_the_refill_rate() -> None:
+    b, _ = bucket()
+    assert len(drain(b, 0.0)) == 50
+    assert b.try_take(0.0) == pytest.approx(0.2)  # 1 token at 5 a second
+    take(b, 0.2)
+    assert b.try_take(0.2) == pytest.approx(0.2)
+
+
+def test_one_probe_goes_beyond_the_bucket_once_calls_at_its_rate_are_answered() -> None:
+    b, _ = bucket()
+    burst = drain(b, 0.0)
+    answer(b, burst[:4], 0.1)
+    assert not isinstance(b.try_take(0.1), Ticket)  # 4 answers: not yet
+    answer(b, burst[4:5], 0.1)
+    probe = take(b, 0.1)
+    assert probe.probe
+    assert b.try_take(0.1) == pytest.approx(0.1)  # one probe at a time: wait for the token
+
+
+def test_acquire_sleeps_until_a_token_is_there() -> None:
+    b, clock = bucket(Limits(1, 2))
+    assert b.acquire().probe is False
+    assert clock.now == 0.0
+    assert b.acquire().probe is False
+    assert clock.now == pytest.approx(0.5)
+
+
+def test_a_wait_past_the_deadline_is_refused_at_once() -> None:
+    b, clock = bucket(Limits(1, 0.5))
+    b.acquire(deadline=1.0)  # the burst
+    with pytest.raises(NoToken):
+        b.acquire(deadline=1.0)  # the next token comes at 2.0
+    assert clock.now == 0.0  # refused without waiting
+    assert not b.acquire(deadline=2.5).probe
+    assert clock.now == pytest.approx(2.0)
+
+
+def test_the_pacer_refuses_a_call_it_cannot_pace_before_the_deadline_as_a_throttle() -> None:
+    clock = Clock()
+    pacer = Pacer(scale=1.0, clock=clock, sleep=clock.sleep)
+    made = []
+    for _ in range(11):  # the bucket of 10, then one probe past it (answered)
+        pacer.call("us-east-1", "PurchaseCapacityBlock", {}, lambda: made.append(1), 1.0)
+    with pytest.raises(AwsError) as refused:  # the next token: 1 / 0.3 s away
+        pacer.call("us-east-1", "PurchaseCapacityBlock", {}, lambda: made.append(1), 1.0)
+    assert refused.value.code == "RequestLimitExceeded"
+    assert refused.value.status is None  # not EC2's answer: nothing was sent
+    assert "paced by this container" in refused.value.message
+    assert len(made) == 11 and clock.now == 0.0
+
+
+Event = st.one_of(
+    st.tuples(st.just("wait"), st.floats(min_value=0.0, max_value=3.0)),
+    st.tuples(st.just("take"), st.integers(min_value=1, max_value=40)),
+    st.tuples(st.sampled_from(["answer", "throttle", "lost"]), st.integers(0, 1000)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(Event, max_size=80), st.sampled_from([DEFAULT, Limits(10, 0.15), Limits(1, 1)]))
+def test_without_an_answered_probe_it_never_passes_the_published_bucket(events, limits) -> None:
+    """Answers to paced calls, throttles and lost answers are no evidence of a bigger bucket:
+    the paced calls stay inside burst + refill x time, and at most one probe is out at a time
+    (its answer would be the evidence; here probes are only ever throttled or lost)."""
+    b, clock = bucket(limits)
+    paced, out = 0, []
+    for kind, value in events:
+        if kind == "wait":
+            clock.now += value
+        elif kind == "take":
+            before = len(out)
+            admit(b, clock.now, value, out)
+            paced += sum(not t.probe for t in out[before:])
+        elif out:
+            ticket = out.pop(value % len(out))
+            if kind == "answer" and not ticket.probe:
+                b.answered(ticket, clock.now)
+            elif kind == "lost":
+                b.unanswered(ticket)
+            else:
+                b.throttled(ticket, clock.now)
+        assert paced <= limits.burst + limits.refill * clock.now + 1e-9
+        assert b.rate <= limits.refill + 1e-12
+        assert b.counts["answered"] == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(Event, max_size=80), st.floats(min_value=0.2, max_value=50))
+def test_a_throttle_never_raises_the_rate_and_the_rate_stays_bounded(events, refill) -> None:
+    b, clock = bucket(Limits(50, refill))
+    out: list[Ticket] = []
+    for kind, value in events:
+        if kind == "wait":
+            clock.now += value
+        elif kind == "take":
+            admit(b, clock.now, value, out)
+        elif out:
+            ticket = out.pop(value % len(out))
+            before = b.rate
+            if kind == "throttle":
+                b.throttled(ticket, clock.now)
+                assert b.rate <= before
+            else:
+                b.answered(ticket, clock.now)  # answered here: growth is allowed
+                assert b.rate >= before
+        assert b.start * b.tuning.floor - 1e-9 <= b.rate <= b.start * b.tuning.ceiling + 1e-9
+
+
+# -- growth on evidence --------------------------------------------------------------------------
+
+
+def test_answered_probes_double_the_rate_until_the_first_throttle() -> None:
+    b, _ = bucket()
+    rates, now = [], 0.0
+    for _ in range(4):
+        paced = b.counts["paced"]
+        probe, now = until_probe(b, now)
+        assert b.counts["paced"] - paced >= 5  # answered at the current rate first
+        b.answered(probe, now)
+        rates.append(b.rate)
+    assert rates == [10, 20, 40, 80]
+
+
+def test_a_throttled_probe_keeps_the_rate_and_backs_off_the_next_probe() -> None:
+    b, _ = bucket()
+    probe, now = until_probe(b, 0.0)
+    times = []
+    for _ in range(4):
+        b.throttled(probe, now)
+        assert b.rate == 5 and b.counts["cuts"] == 0
+        probe, later = until_probe(b, now)
+        times.append(round(later - now, 2))
+        now = later
+    assert times == pytest.approx([1.0, 2.0, 4.0, 8.0], abs=0.02)
+
+
+# -- cuts and the measured share -----------------------------------------------------------------
+
+
+def test_a_throttled_paced_call_cuts_the_rate_once_per_round() -> None:
+    b, _ = bucket()
+    tickets = drain(b, 0.0)
+    b.throttled(tickets[0], 0.1)
+    assert b.rate == pytest.approx(3.5)
+    assert b.tokens <= 0  # EC2's bucket is empty: no burst after a throttle
+    b.throttled(tickets[1], 0.1)  # sent before the cut: the same round
+    assert b.rate == pytest.approx(3.5)
+    later = take(b, 1.0)
+    b.throttled(later, 1.1)  # sent after the cut: the rate was still too high
+    assert b.rate == pytest.approx(3.5 * 0.7)
+
+
+def test_between_two_throttles_the_answered_calls_measure_our_share() -> None:
+    b, _ = bucket()
+    first = drain(b, 0.0)
+    b.throttled(first[0], 0.1)  # cut at 0.1 s: 5 -> 3.5
+    # Another client takes half: over the next 4 s EC2 lets 10 of ours through (2.5 a second).
+    for i in range(10):
+        b.answered(Ticket(0.2 + 0.4 * i, probe=False), 0.3 + 0.4 * i)
+    b.throttled(Ticket(4.0, probe=False), 4.1)
+    assert b.limit == pytest.approx(10 / 4.0)
+    assert b.rate == pytest.approx(2.5 * (1 - Tuning().margin))
+
+
+def test_a_cut_too_soon_to_measure_keeps_the_last_measured_share_to_climb_back_to() -> None:
+    # Another client catching up drains the bucket twice in a row: the second cut comes too
+    # soon after the first to measure anything, so the share measured before still stands.
+    b, _ = bucket()
+    first = drain(b, 0.0)
+    b.throttled(first[0], 0.1)
+    for i in range(10):
+        b.answered(Ticket(0.2 + 0.4 * i, probe=False), 0.3 + 0.4 * i)
+    b.throttled(Ticket(4.0, probe=False), 4.1)  # measured: 2.5 a second
+    b.throttled(Ticket(4.2, probe=False), 4.3)  # 0.2 s later: cut, nothing measured
+    assert b.rate == pytest.approx(2.5 * 0.95 * 0.7)
+    assert b.limit == pytest.approx(2.5)
+    probe, now = until_probe(b, 4.3)
+    b.answered(probe, now)  # climbing back towards 95% of 2.5, a twentieth of it at a time
+    assert b.rate == pytest.approx(2.5 * 0.95 * 0.7 + 0.125)
+
+
+def test_after_a_cut_answered_probes_climb_back_below_the_share_then_step_rarely() -> None:
+    b, _ = bucket()
+    burst = drain(b, 0.0)
+    b.throttled(burst[0], 0.1)  # no share measured yet: limit 5, rate 3.5
+    assert (b.limit, b.rate) == (5, pytest.approx(3.5))
+    now, rates = 0.1, []
+    while b.rate < 5 * 0.95 - 1e-9:
+        probe, now = until_probe(b, now)
+        b.answered(probe, now)
+        rates.append(round(b.rate, 2))
+    assert rates == [3.75, 4.0, 4.25, 4.5, 4.75]  # a twentieth of the limit per probe
+    # At the margin below the share, a probe EC2 answers steps above it ...
+    probe, now = until_probe(b, now)
+    b.answered(probe, now)
+    assert b.rate == pytest.approx(5.0)
+    assert b.limit == pytest.approx(5.0)
+    # ... and the next one waits 30 s; answered ones in a row double the step and halve the
+    # wait (a share measured low is found again in a few probes).
+    factors, waits = [], []
+    for _ in range(4):
+        before, limit = b.rate, b.limit
+        probe, later = until_probe(b, now)
+        waits.append(later - now)
+        b.answered(probe, later)
+        factors.append((b.rate - before) / (0.05 * limit))
+        now = later
+    assert waits == pytest.approx([30, 15, 7.5, 3.75], abs=0.02)
+    assert factors == pytest.approx([2, 4, 8, 8])  # doubling, up to 8 times the step
+    probe, later = until_probe(b, now)
+    b.throttled(probe, later)  # the streak ends with the first throttled probe
+    before, limit = b.rate, b.limit
+    probe, again = until_probe(b, later)
+    b.answered(probe, again)
+    assert (b.rate - before) / (0.05 * limit) == pytest.approx(1)
+
+
+# -- the pacer around a call -----------------------------------------------------------------------
+
+
+def failing(code: str | None):
+    def fn() -> None:
+        raise AwsError("CancelCapacityReservation", code, "boom", 503 if code else None)
+
+    return fn
+
+
+def test_the_call_tells_the_bucket_what_ec2_answered() -> None:
+    clock = Clock()
+    pacer = Pacer(scale=1.0, clock=clock, sleep=clock.sleep)
+    b = pacer.bucket("us-east-1", "CancelCapacityReservation")
+    for _ in range(50):
+        pacer.call("us-east-1", "CancelCapacityReservation", {}, lambda: None)
+    with pytest.raises(AwsError):
+        pacer.call("us-east-1", "CancelCapacityReservation", {}, failing("RequestLimitExceeded"))
+    assert b.counts["throttled"] == 1
+    with pytest.raises(AwsError):  # a timeout: no answer, nothing learnt (the probe is back)
+        pacer.call("us-east-1", "CancelCapacityReservation", {}, failing(None))
+    with pytest.raises(AwsError):  # an answer that is not a throttle: EC2 had a token
+        pacer.call("us-east-1", "CancelCapacityReservation", {}, failing("IncorrectState"))
+
+    def broken() -> None:
+        raise KeyError("x")
+
+    with pytest.raises(KeyError):  # not an AWS answer at all: nothing learnt either
+        pacer.call("us-east-1", "CancelCapacityReservation", {}, broken)
+    assert b.counts["throttled"] == 1
+    assert not b._probe_out
+
+
+def test_every_attempt_of_an_adapter_call_goes_through_the_container_pacer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from capacity_broker.adapters.aws import RetryPolicy
+    from capacity_broker.adapters.ec2.base import Ec2Base
+
+    seen = []
+
+    class Recording(Pacer):
+        def call(self, region, action, params, fn, deadline=None):  # type: ignore[override]
+            seen.append((region, action, dict(params)))
+            return fn()
+
+    answers = [AwsError("DescribeVpcs", "RequestLimitExceeded", "slow down", 503), {"Vpcs": []}]
+
+    def describe_vpcs(**params):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    class Fake(Ec2Base):
+        @property
+        def _client(self):
+            return type("C", (), {"describe_vpcs": staticmethod(describe_vpcs)})()
+
+    monkeypatch.setattr(throttle, "pacer", Recording(scale=1.0))
+    ec2 = Fake("eu-west-1", retry=RetryPolicy(base=0.0))
+    assert ec2._call("DescribeVpcs", VpcIds=["vpc-1"]) == {"Vpcs": []}
+    # The retry after the throttle waited for the pacer again.
+    assert seen == [("eu-west-1", "DescribeVpcs", {"VpcIds": ["vpc-1"]})] * 2
