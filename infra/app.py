@@ -30,6 +30,7 @@ CONTEXT_KEYS = (
     "stackGraceSeconds",
     "idleGraceSeconds",
     "holdLimitSeconds",
+    "onDemandPrices",
 )
 
 

@@ -57,9 +57,7 @@ class World:
 
     def places(self) -> list[Place]:
         return [
-            Place(t, AZS[s], SUBNETS[s])
-            for t in TYPES[: self.types]
-            for s in range(self.subnets)
+            Place(t, AZS[s], SUBNETS[s]) for t in TYPES[: self.types] for s in range(self.subnets)
         ]
 
 
@@ -68,9 +66,7 @@ def worlds(draw: st.DrawFn, types: int) -> World:
     subnets = draw(st.integers(1, len(AZS)))
     count = draw(st.integers(1, 3))
     cells = [(t, az) for t in TYPES[:types] for az in AZS[:subnets]]
-    capacity = {
-        cell: draw(st.sampled_from([0, 0, count - 1, count, count + 2])) for cell in cells
-    }
+    capacity = {cell: draw(st.sampled_from([0, 0, count - 1, count, count + 2])) for cell in cells}
     unsupported = frozenset(cell for cell in cells if draw(st.integers(0, 9)) == 0)
     memory = {
         cell: (

@@ -233,7 +233,11 @@ def test_concurrent_probes_share_the_quota_and_each_answers_truthfully(
     def run(n: int) -> None:
         answers.append(
             probe(
-                {"request_id": f"quota-pair-{n}", "instance_type": "g6.xlarge", "subnet_ids": SUBNETS},
+                {
+                    "request_id": f"quota-pair-{n}",
+                    "instance_type": "g6.xlarge",
+                    "subnet_ids": SUBNETS,
+                },
                 context,
             )
         )

@@ -304,6 +304,15 @@ def forget_containers() -> None:
         memory.flush(timeout=WRITE_SECONDS)
 
 
+def flush_containers(timeout: float = WRITE_SECONDS) -> None:
+    """Write everything the handlers of this process learnt, the facts waiting for the next
+    write included: for a process about to end, or to hand its memory to another (the demo)."""
+    with _containers_lock:
+        memories = list(_containers.values())
+    for memory in memories:
+        memory.flush(timeout=timeout, everything=True)
+
+
 @contextlib.contextmanager
 def lent(memory: CapacityMemory) -> Iterator[CapacityMemory]:
     """The handlers run in this process use ``memory`` while this lasts."""
