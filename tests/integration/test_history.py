@@ -123,3 +123,58 @@ def test_cli_history_in_every_format(world: Any, monkeypatch: pytest.MonkeyPatch
     assert (empty.exit_code, json.loads(empty.stdout)) == (EXIT_OK, [])
     bad = cli("history", "--since", "yesterday")
     assert bad.exit_code == EXIT_USAGE and "--since" in bad.stderr
+
+
+def test_probe_metrics_per_instance_type_and_per_az(
+    world: Any, context: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a probe spent, as CloudWatch metrics (EMF): per instance type and per AZ id, never
+    both (bounded dimensions), and nothing of a type EC2 said nothing about capacity for."""
+    from capacity_broker.handlers.probe import handler
+
+    capsys.readouterr()
+    answer = handler(
+        {
+            "request_id": "metrics-1",
+            "instance_type": "g6.xlarge",
+            "subnet_ids": [SUBNET_B, SUBNET_A],
+        },
+        context,
+    )
+    assert answer["status"] == "available"
+    documents = [
+        {k: v[0] if isinstance(v, list) and len(v) == 1 else v for k, v in blob.items()}
+        for blob in (
+            json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line
+        )
+    ]
+    dimensions = [tuple(d["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) for d in documents]
+    (by_type,) = [d for d in documents if "InstanceType" in d]
+    assert by_type["InstanceType"] == "g6.xlarge" and "AvailabilityZoneId" not in by_type
+    assert (by_type["Attempts"], by_type["AttemptsInsufficient"]) == (2, 1)
+    assert by_type["AttemptsAvailable"] == 1
+    assert by_type["ReservationSeconds"] == pytest.approx(answer["reservation_seconds"], abs=1e-3)
+    zones = [d for d in documents if "AvailabilityZoneId" in d]
+    assert len(zones) == 2 and all("InstanceType" not in d for d in zones)
+    assert sum(d["Attempts"] for d in zones) == 2
+    (function,) = [d for d in documents if "ReservationSecondsHeld" in d]
+    # (The function's own Metrics may still carry values of in-process runs whose metrics
+    # were disabled, earlier in this process: this probe's is the last.)
+    held = function["ReservationSecondsHeld"]
+    held = held[-1] if isinstance(held, list) else held
+    assert held == pytest.approx(answer["reservation_seconds"], abs=1e-3)
+    assert all(
+        "InstanceType" in dims or "AvailabilityZoneId" in dims or dims == ("service",)
+        for dims in dimensions
+    )
+
+    # An unknown type: EC2 answers an error (here Unsupported) on every create, and no metric
+    # carries its name (it would mint a metric per typo).
+    capsys.readouterr()
+    handler(
+        {"request_id": "metrics-2", "instance_type": "zz9.mega", "subnet_ids": [SUBNET_A]},
+        context,
+    )
+    out = capsys.readouterr().out
+    emitted = "".join(line for line in out.splitlines() if '"_aws"' in line)
+    assert "zz9.mega" not in emitted

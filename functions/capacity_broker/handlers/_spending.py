@@ -16,9 +16,11 @@ CloudWatch bills every distinct metric (name and dimension values) a month. Type
 the schedulers ask for, a handful per cluster; AZ ids are at most a few per region of the
 broker. Both are bounded, their product is not kept small by anything (types × AZs grows with
 every region and type added), so no metric carries both: that view is ``capacity-broker
-history`` (the capacity memory), which costs nothing per key. A type EC2 answered nothing
-about capacity for (a malformed or unknown type: an error on every create) gets no metrics of
-its own, so bad input cannot mint metrics. Each type's and each AZ's metrics are one EMF
+history`` (the capacity memory), which costs nothing per key. Only a type EC2 has answered
+available, insufficient capacity or a quota error for gets metrics of its own: an unknown type
+gets an error, or ``Unsupported``, on every create (EC2 has no "unknown instance type" code of
+its own for CreateCapacityReservation), so a caller's typo cannot mint metrics. A real type
+unsupported in every AZ it was tried in is counted in the function's totals only. Each type's and each AZ's metrics are one EMF
 document (``EphemeralMetrics``: a dimension set of their own, which ``Metrics`` cannot give
 several metrics at once without ``single_metric``'s one document per metric).
 """
@@ -45,8 +47,8 @@ OUTCOME_METRICS = {
     Seen.QUOTA: "AttemptsLimitExceeded",
     Seen.ERROR: "AttemptsFailed",
 }
-# What EC2 says only of a type it knows.
-_CAPACITY_FACTS = frozenset({Seen.AVAILABLE, Seen.INSUFFICIENT, Seen.UNSUPPORTED, Seen.QUOTA})
+# What EC2 says only of a type it knows (``Unsupported`` it says of unknown ones too).
+_CAPACITY_FACTS = frozenset({Seen.AVAILABLE, Seen.INSUFFICIENT, Seen.QUOTA})
 
 
 def memory(config: Settings) -> CapacityMemory:
