@@ -20,9 +20,10 @@ history`` (the capacity memory), which costs nothing per key. Only a type EC2 ha
 available, insufficient capacity or a quota error for gets metrics of its own: an unknown type
 gets an error, or ``Unsupported``, on every create (EC2 has no "unknown instance type" code of
 its own for CreateCapacityReservation), so a caller's typo cannot mint metrics. A real type
-unsupported in every AZ it was tried in is counted in the function's totals only. Each type's and each AZ's metrics are one EMF
-document (``EphemeralMetrics``: a dimension set of their own, which ``Metrics`` cannot give
-several metrics at once without ``single_metric``'s one document per metric).
+unsupported in every AZ it was tried in is counted in the function's totals only. Each type's
+and each AZ's metrics are one EMF document (``EphemeralMetrics``: a dimension set of their
+own, which ``Metrics`` cannot give several metrics at once without ``single_metric``'s one
+document per metric).
 """
 
 from __future__ import annotations
