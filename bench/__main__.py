@@ -18,7 +18,7 @@ from typing import Any
 from .harness import prepare_environment
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
-BENCHES = ("probe", "reserve", "cleaner", "pacing", "capacity", "imports")
+BENCHES = ("probe", "reserve", "fanout", "cleaner", "pacing", "capacity", "imports")
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -27,7 +27,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--only", default=",".join(BENCHES), help="comma list of " + ", ".join(BENCHES)
     )
     parser.add_argument(
-        "--reps", type=int, default=9, help="timed repetitions of probe/reserve/capacity"
+        "--reps", type=int, default=9, help="timed repetitions of probe/reserve/fanout/capacity"
     )
     parser.add_argument(
         "--scales",
@@ -141,6 +141,10 @@ def _run(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
         levels = [int(c) for c in args.reserve_concurrency.split(",") if c.strip()]
         return bench_reserve(max(3, args.reps - 2), levels)
+    if name == "fanout":
+        from .fanout import bench_fanout
+
+        return bench_fanout(args.reps)
     if name == "cleaner":
         from .sweep import bench_cleaner
 

@@ -20,6 +20,14 @@ IMPORT_TO_BOTO3 = Target(1.5)  # issue 16 (was 1.8)
 COLD_TO_FLOOR = Target(2.5)
 PACED_TO_BOUND = Target(1.15)
 THROTTLED_SHARE = Target(0.05)
+# Issue 13: the fan-out policy and the capacity memory.
+EVERYWHERE_HELD = Target(1.5)
+EVERYWHERE_FLOOR = Target(1.5)
+EVERYWHERE_CALLS = Target(2)
+WARM_MEMORY_FLOOR = Target(1.2)
+NO_MEMORY_FLOOR = Target(1.6)
+QUOTA_SEQUENTIAL = Target(1.0)
+SAME_ANSWER = Target(1, "exactly")
 
 
 def _ms(seconds: float) -> str:
@@ -74,6 +82,15 @@ def rows_for(results: dict[str, Any]) -> list[Row]:
                     detail=f"{_ms(snap['s'])}: API models parsed before the snapshot",
                 )
             )
+    if probe:
+        rows.append(
+            Row(
+                "probe, 6 subnets, capacity only in the last, memory warm / floor",
+                probe["ratios"]["to_floor"],
+                WARM_MEMORY_FLOOR,
+                detail="the row 'probe, 6 subnets / floor': its container remembers its runs",
+            )
+        )
     reserve = results.get("reserve")
     if reserve:
         m = reserve["median"]
@@ -98,6 +115,7 @@ def rows_for(results: dict[str, Any]) -> list[Row]:
                     detail=f"{_ms(ms)} vs {_ms(m['sequential'])}",
                 ),
             ]
+    rows += _fanout_rows(results.get("fanout") or {})
     for scale, cleaner in (results.get("cleaner") or {}).get("runs", {}).items():
         owned = sum(cleaner["owned_per_region"].values())
         foreign = sum(cleaner["foreign_per_region"].values())
@@ -215,4 +233,81 @@ def _pacing_rows(runs: dict[str, Any]) -> list[Row]:
                 f"{run['throttled_calls']} throttled; {paced}",
             )
         )
+    return rows
+
+
+def _fanout_rows(fanout: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    everywhere = fanout.get("probe_everywhere")
+    if everywhere:
+        m, r = everywhere["median"], everywhere["ratios"]
+        rows += [
+            Row(
+                "probe, 6 subnets, capacity everywhere: reservation-seconds / round trip",
+                r["held_to_round_trip"],
+                EVERYWHERE_HELD,
+                detail=f"held {_ms(m['reservation_seconds'])} (the answer's "
+                f"reservation_seconds), one call {_ms(m['round_trip'])}",
+            ),
+            Row(
+                "probe, 6 subnets, capacity everywhere / floor",
+                r["to_floor"],
+                EVERYWHERE_FLOOR,
+                detail=f"{_ms(m['broker'])} vs create+cancel {_ms(m['floor'])}",
+            ),
+            Row(
+                "probe, 6 subnets, capacity everywhere: EC2 mutating calls",
+                m["mutating_calls"],
+                EVERYWHERE_CALLS,
+                unit="count",
+                detail="creates + cancels (median of the runs)",
+            ),
+        ]
+    cold = fanout.get("probe_no_memory")
+    if cold:
+        rows.append(
+            Row(
+                "probe, 6 subnets, capacity only in the last, no memory / floor",
+                cold["ratios"]["to_floor"],
+                NO_MEMORY_FLOOR,
+                detail=f"{_ms(cold['median']['broker'])} vs create+cancel "
+                f"{_ms(cold['median']['floor'])}: the first alone, then the other five",
+            )
+        )
+    reserve = fanout.get("reserve_everywhere")
+    if reserve:
+        m = reserve["median"]
+        rows.append(
+            Row(
+                "reserve 4x6, capacity everywhere: reservation-seconds / round trip",
+                reserve["ratios"]["held_to_round_trip"],
+                EVERYWHERE_HELD,
+                detail=f"given back {_ms(m['reservation_seconds'])} (the kept hold is used, "
+                f"not spent), {m['mutating_calls']:g} mutating calls, {_ms(m['broker'])}",
+            )
+        )
+    for entry in ("probe", "reserve"):
+        quota = fanout.get(f"quota_{entry}")
+        if not quota:
+            continue
+        m, r = quota["median"], quota["ratios"]
+        rows += [
+            Row(
+                f"{entry}, quota room for one hold, first AZ {quota['late_s'] * 1000:.0f} ms "
+                "late / sequential",
+                r["to_sequential"],
+                QUOTA_SEQUENTIAL,
+                detail=f"{_ms(m['broker'])} vs {_ms(m['sequential'])}; a cold container's "
+                f"first request {r['first_request_to_sequential']:.2f}x",
+            ),
+            Row(
+                f"{entry}, quota room for one hold: answer = sequential answer",
+                1.0 if quota["answers_equal"] else 0.0,
+                SAME_ANSWER,
+                unit="count",
+                detail=f"every run answered {quota['expected_answer']}"
+                if quota["answers_equal"]
+                else f"answers {quota['answers']}",
+            ),
+        ]
     return rows

@@ -12,6 +12,19 @@ from . import broker_story, emulator_story
 from .harness import emulator_process
 
 
+def state_table() -> None:
+    """The broker's state table, as the stack makes it: request records and capacity memory."""
+    import boto3
+
+    name = os.environ.setdefault("BROKER_STATE_TABLE", "capacity-broker-demo-state")
+    boto3.client("dynamodb", region_name="us-east-1").create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 def main() -> int:
     # The broker runs in this process; its Lambda environment, for the demo cluster.
     os.environ.setdefault("BROKER_CLUSTER_ID", "demo")
@@ -22,6 +35,7 @@ def main() -> int:
     console.print(Rule("capacity-broker demo: a local, capacity-aware EC2 (no AWS account needed)"))
     with emulator_process("demo") as emu:
         console.print(f"emulator listening at {emu.endpoint}\n")
+        state_table()
         console.print("[bold]1. The emulator answers a capacity story through boto3[/]")
         emulator_story.run(console, emu)
         console.print("\n[bold]2. VDI: probe a desktop's subnets[/]")
@@ -34,6 +48,8 @@ def main() -> int:
         broker_story.leak_and_clean(console, emu)
         console.print("\n[bold]5. What reserved capacity exists: ODCRs and Capacity Blocks[/]")
         broker_story.capacity_tables(console, emu)
+        console.print("\n[bold]6. What the broker learnt: the capacity memory[/]")
+        broker_story.history(console, emu)
     console.print(Rule("done: the emulator process has stopped"))
     return 0
 

@@ -59,7 +59,8 @@ def probe(console: Console, emu: RemoteEmulator) -> None:
     console.print(attempts_table(answer))
     console.print(
         f"  ← [bold]{answer['status']}[/]: {answer['message']}; "
-        f"every probe reservation was cancelled before the answer"
+        f"every probe reservation was cancelled before the answer "
+        f"({answer['reservation_seconds']:.2f} reservation-seconds held in all)"
     )
     assert answer["status"] == "available", answer
 
@@ -173,3 +174,35 @@ def capacity_tables(console: Console, emu: RemoteEmulator) -> None:
         timeout=120,
     )
     console.file.write(shown.stdout)  # already laid out by the CLI: print as is
+
+
+def history(console: Console, emu: RemoteEmulator) -> None:
+    """What the probes and holds above left in the capacity memory (the state table)."""
+    import os
+    import subprocess
+    import sys
+
+    from capacity_broker.logic.memory import flush_containers
+
+    # The facts learnt after each answer (the give-backs' seconds) ride with a container's
+    # next write; this process is about to hand its memory over: write them now.
+    flush_containers()
+    table = os.environ["BROKER_STATE_TABLE"]
+    command = [
+        str(Path(sys.executable).with_name("capacity-broker")),
+        "--no-progress",
+        "history",
+        "--state-table",
+        table,
+    ]
+    console.print(f"  $ capacity-broker history --state-table {table}")
+    shown = subprocess.run(  # noqa: S603 - our own CLI
+        command,
+        env={**os.environ, "COLUMNS": "120"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    console.file.write(shown.stdout)
+    assert "g6.xlarge" in shown.stdout, shown.stdout

@@ -92,6 +92,10 @@ class BrokerConfig:
         """The alias the invokers call, or None: they call the function ($LATEST)."""
         return LIVE_ALIAS if self.snap_start or self.probe_provisioned_concurrency else None
 
+    # On-Demand USD per instance-hour of the types the dashboard estimates the cost of
+    # (reservations bill at the On-Demand rate, per second, used or not).
+    on_demand_prices: tuple[tuple[str, float], ...] = ()
+
     @property
     def stack_name(self) -> str:
         return f"capacity-broker-{self.cluster_id}"
@@ -221,6 +225,7 @@ class BrokerConfig:
             image_parameters=tuple(image_parameters),
             snap_start=snap_start,
             probe_provisioned_concurrency=provisioned,
+            on_demand_prices=_prices(context, "onDemandPrices"),
         )
 
 
@@ -269,6 +274,44 @@ def _str_list(context: Mapping[str, Any], key: str) -> list[str]:
     if not all(isinstance(item, str) for item in items):
         raise ConfigError(f"context {key} must contain strings only, got {value!r}")
     return [item.strip() for item in items if item.strip()]
+
+
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
+
+
+def _prices(context: Mapping[str, Any], key: str) -> tuple[tuple[str, float], ...]:
+    """``{"g6.xlarge": 0.8048}`` in cdk.json, or ``g6.xlarge=0.8048,p5.48xlarge=55.04`` from
+    `-c`: USD per instance-hour, in the order given."""
+    value = _raw(context, key)
+    if value is None:
+        return ()
+    pairs: list[tuple[Any, Any]]
+    if isinstance(value, Mapping):
+        pairs = list(value.items())
+    elif isinstance(value, str):
+        pairs = [
+            (item.partition("=")[0], item.partition("=")[2] or None)
+            for item in value.split(",")
+            if item.strip()
+        ]
+    else:
+        raise ConfigError(f"context {key} must be an object or type=price,type=price")
+    prices: list[tuple[str, float]] = []
+    for name, price in pairs:
+        name = str(name).strip()
+        try:
+            number = float(price)
+        except (TypeError, ValueError):
+            number = -1.0
+        if not _INSTANCE_TYPE.match(name) or not number > 0 or number != number:
+            raise ConfigError(
+                f"context {key}: {name}={price!r} is not an instance type with a positive "
+                "USD per instance-hour (e.g. g6.xlarge=0.8048)"
+            )
+        prices.append((name, number))
+    if len({name for name, _ in prices}) != len(prices):
+        raise ConfigError(f"context {key} names an instance type twice")
+    return tuple(prices)
 
 
 def _bool(context: Mapping[str, Any], key: str, *, default: bool) -> bool:

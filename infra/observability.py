@@ -369,6 +369,7 @@ class Observability(Construct):
                 width=12,
             ),
         )
+        dashboard.add_widgets(*self._spending_widgets(hour))
         everyone = list(functions)
         dashboard.add_widgets(
             cloudwatch.GraphWidget(
@@ -400,6 +401,62 @@ class Observability(Construct):
             ),
         )
         return dashboard
+
+    def _spending_widgets(self, hour: Duration) -> list[cloudwatch.IWidget]:
+        """What probe's and reserve's reservations cost, per instance type (the handlers'
+        ``ReservationSeconds`` and ``InstanceSeconds``, dimensions service and InstanceType;
+        see handlers/_spending.py). The cost is estimated from the context's
+        ``onDemandPrices``: reservations bill per second at the On-Demand rate."""
+        seconds = cloudwatch.MathExpression(
+            expression=(
+                f"SEARCH('{{{METRICS_NAMESPACE},InstanceType,service}} "
+                "MetricName=\"ReservationSeconds\"', 'Sum', 3600)"
+            ),
+            using_metrics={},
+            label="",
+            period=hour,
+        )
+        costs: dict[str, cloudwatch.IMetric] = {}
+        for index, (instance_type, price) in enumerate(self._config.on_demand_prices):
+            spent = {
+                f"{service}{index}": cloudwatch.Metric(
+                    namespace=METRICS_NAMESPACE,
+                    metric_name="InstanceSeconds",
+                    dimensions_map={"service": service, "InstanceType": instance_type},
+                    statistic=cloudwatch.Stats.SUM,
+                    period=hour,
+                )
+                for service in ("probe", "reserve")
+            }
+            costs[f"cost{index}"] = cloudwatch.MathExpression(
+                expression="("
+                + " + ".join(f"FILL({name}, 0)" for name in spent)
+                + f") / 3600 * {price:g}",
+                using_metrics=spent,
+                label=f"{instance_type} (${price:g}/h)",
+                period=hour,
+            )
+        if costs:
+            costs["total"] = cloudwatch.MathExpression(
+                expression=" + ".join(costs),
+                using_metrics=dict(costs),
+                label="total",
+                period=hour,
+            )
+        priced = ", ".join(t for t, _ in self._config.on_demand_prices) or "no type"
+        return [
+            cloudwatch.GraphWidget(
+                title="Reservation-seconds of probes and holds given back, by instance type",
+                left=[seconds],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title=f"Estimated cost of those reservations, USD per hour ({priced})",
+                left=list(costs.values()),
+                left_y_axis=cloudwatch.YAxisProps(label="USD", show_units=False),
+                width=12,
+            ),
+        ]
 
 
 def _graph(

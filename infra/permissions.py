@@ -163,6 +163,7 @@ class BrokerPermissions(Construct):
         self._describe(draft, DESCRIBE_PLACEMENT, region_scoped=True)
         self._create_reservations(draft, purposes=("probe",))
         self._cancel_reservations(draft, purposes=("probe",))
+        self._capacity_memory(draft)
 
     def _reserve(self, draft: _PolicyDraft) -> None:
         self._flags(draft)
@@ -183,6 +184,7 @@ class BrokerPermissions(Construct):
         self._cancel_reservations(draft, purposes=("hold",))
         self._launch(draft)
         self._state_table(draft)
+        self._capacity_memory(draft)
 
     def _release(self, draft: _PolicyDraft) -> None:
         self._describe(
@@ -251,6 +253,16 @@ class BrokerPermissions(Construct):
                 "dynamodb:PutItem",
                 "dynamodb:UpdateItem",
             ],
+            [self._state_table_arn],
+        )
+
+    def _capacity_memory(self, draft: _PolicyDraft) -> None:
+        """probe's and reserve's capacity memory in the same table (adapters.dynamodb_memory):
+        one BatchGetItem to read, UpdateItem (ADD) to write. ``capacity-broker history``
+        scans it with the caller's own credentials, not through a function."""
+        draft.allow(
+            "UseCapacityMemory",
+            ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"],
             [self._state_table_arn],
         )
 

@@ -160,3 +160,26 @@ def test_an_official_layer_arn_is_accepted() -> None:
         "arn:aws:lambda:eu-west-1:017000801446:layer:AWSLambdaPowertoolsPythonV3-python314-arm64:9"
     )
     assert config(powertoolsLayerArn=arn).powertools_layer_arn == arn
+
+
+def test_on_demand_prices_from_json_or_the_command_line() -> None:
+    base = {"clusterId": "hpc"}
+    assert BrokerConfig.from_context(base).on_demand_prices == ()
+    given = {"g6.xlarge": 0.8048, "p5.48xlarge": 55.04}
+    expected = (("g6.xlarge", 0.8048), ("p5.48xlarge", 55.04))
+    assert BrokerConfig.from_context({**base, "onDemandPrices": given}).on_demand_prices == (
+        expected
+    )
+    line = "g6.xlarge=0.8048, p5.48xlarge=55.04"
+    assert BrokerConfig.from_context({**base, "onDemandPrices": line}).on_demand_prices == (
+        expected
+    )
+
+
+@pytest.mark.parametrize(
+    "prices",
+    ["g6.xlarge", "g6.xlarge=-1", "g6.xlarge=free", "gpu=1", "g6.xlarge=1,g6.xlarge=2", 3],
+)
+def test_bad_on_demand_prices_are_refused(prices: object) -> None:
+    with pytest.raises(ConfigError, match="onDemandPrices"):
+        BrokerConfig.from_context({"clusterId": "hpc", "onDemandPrices": prices})

@@ -145,3 +145,20 @@ def test_dashboard_shows_outcomes_cancels_and_reservation_hours(broker: Synth) -
 def test_stack_outputs_the_alarm_topic_when_present(custom: Synth) -> None:
     assert "AlarmTopicArn" in custom.doc["Outputs"]
     assert as_list(custom.doc["Outputs"]["AlarmTopicArn"]["Value"])
+
+
+def test_dashboard_shows_reservation_seconds_per_type_and_their_estimated_cost(
+    broker: Synth,
+) -> None:
+    (dashboard,) = broker.resources("AWS::CloudWatch::Dashboard").values()
+    body = flat(dashboard["Properties"]["DashboardBody"])
+    # Every instance type the handlers measured, without listing them at deploy time.
+    assert (
+        "SEARCH('{CapacityBroker,InstanceType,service} MetricName=\\\"ReservationSeconds\\\"'"
+        in body
+    )
+    # cdk.json's prices: instance-seconds of probe and reserve, per hour, times the rate.
+    assert "(FILL(probe0, 0) + FILL(reserve0, 0)) / 3600 * 0.8048" in body
+    assert "(FILL(probe1, 0) + FILL(reserve1, 0)) / 3600 * 55.04" in body
+    assert '"InstanceSeconds"' in body and '"p5.48xlarge"' in body
+    assert "cost0 + cost1" in body

@@ -282,11 +282,29 @@ def test_flags_table_and_logs(broker: Synth, name: str) -> None:
         ]
     else:
         assert tables == []
+    # probe and reserve keep the capacity memory in the same table (issue 13): one
+    # BatchGetItem to read it, UpdateItem (ADD) to write; nothing else touches the table.
+    memory = broker.allowed(name, "dynamodb:BatchGetItem")
+    if name in ("probe", "reserve"):
+        (statement,) = memory
+        (table_id,) = broker.resources("AWS::DynamoDB::Table")
+        assert statement["Resource"] == {"Fn::GetAtt": [table_id, "Arn"]}
+        assert sorted(as_list(statement["Action"])) == [
+            "dynamodb:BatchGetItem",
+            "dynamodb:UpdateItem",
+        ]
+    else:
+        assert memory == []
         assert not any(
             a.startswith("dynamodb:")
             for s in broker.statements_of(name)
             for a in as_list(s["Action"])
         )
+    assert not any(
+        a in ("dynamodb:Scan", "dynamodb:Query", "dynamodb:*")
+        for s in broker.statements_of(name)
+        for a in as_list(s["Action"])
+    )
 
     (logs,) = broker.allowed(name, "logs:PutLogEvents")
     _, function = broker.function(name)

@@ -12,17 +12,19 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from ..adapters import aws
+from ..adapters.dynamodb_memory import MemoryTable
 from ..adapters.ec2 import Ec2, Pricing
 from ..adapters.regions import enabled_regions
 from ..logic import InvalidInput
 from ..logic.capacity import Listing, Progress
 from ..logic.discovery import Discovery
+from ..logic.memory import CapacityMemory, lent
 from ..models.capacity import (
     AzRow,
     BlockOffering,
@@ -35,6 +37,7 @@ from ..models.capacity import (
     SpotPriceRow,
 )
 from ..models.cleaner import CleanerResponse
+from ..models.history import HistoryRow
 from ..models.probe import ProbeResponse
 from ..models.release import ReleaseResponse
 from ..models.reserve import ReserveResponse
@@ -61,6 +64,7 @@ class CapacityBroker:
         *,
         cluster_id: str | None = None,
         max_workers: int = 32,
+        state_table: str | None = None,
     ) -> None:
         # Each broker calls AWS with its own session (``None``: the process's default one).
         self.session = session
@@ -73,6 +77,10 @@ class CapacityBroker:
         self._lambda: Any = None
         self._discovery: Discovery | None = None
         self._enabled: list[str] | None = None
+        # The broker's state table (contract: ``BROKER_STATE_TABLE``): where the capacity
+        # memory is kept; without one, this broker's own memory for its life.
+        self.state_table = state_table or os.environ.get("BROKER_STATE_TABLE") or None
+        self._memory: CapacityMemory | None = None
 
     @classmethod
     def deployed(
@@ -83,15 +91,18 @@ class CapacityBroker:
         *,
         lambda_client: Any = None,
         qualifier: str | None = None,
+        state_table: str | None = None,
     ) -> CapacityBroker:
         """Invoke the deployed functions ``<function_prefix>-<entry point>`` (the stack's
         ``FunctionPrefix`` output; ``CAPACITY_BROKER_FUNCTION_PREFIX`` when not given),
         through the alias ``qualifier`` (the stack's ``FunctionQualifier`` output when it
-        publishes versions; ``CAPACITY_BROKER_FUNCTION_QUALIFIER`` when not given)."""
+        publishes versions; ``CAPACITY_BROKER_FUNCTION_QUALIFIER`` when not given).
+        ``state_table`` (the stack's ``StateTableName`` output; ``BROKER_STATE_TABLE`` when not
+        given): where ``history`` reads the functions' capacity memory."""
         prefix = function_prefix or os.environ.get("CAPACITY_BROKER_FUNCTION_PREFIX")
         if not prefix:
             raise InvalidArguments([("function_prefix", "is required for a deployed broker")])
-        broker = cls(regions=regions, session=session)
+        broker = cls(regions=regions, session=session, state_table=state_table)
         broker.function_prefix = prefix.rstrip("-")
         broker.function_qualifier = (
             qualifier or os.environ.get("CAPACITY_BROKER_FUNCTION_QUALIFIER") or None
@@ -190,15 +201,36 @@ class CapacityBroker:
                 ]
             )
         regions = self.function_regions
-        return run_function(
-            entry,
-            event,
-            cluster_id=self.cluster_id,
-            # The function's own region: the client's first region when it was given some.
-            region=regions[0] if self._regions else self.home_region,
-            regions=regions,
-            session=self.session,
-        )
+        # The handlers run here remember what they learn in this broker's memory, which
+        # outlives each run (an in-process run starts a fresh container).
+        with lent(self.memory):
+            return run_function(
+                entry,
+                event,
+                cluster_id=self.cluster_id,
+                region=self.function_region,
+                regions=regions,
+                session=self.session,
+            )
+
+    @property
+    def function_region(self) -> str:
+        """The region of a function run in this process: the client's first region when it
+        was given some, else its home region."""
+        return self.function_regions[0] if self._regions else self.home_region
+
+    @property
+    def memory(self) -> CapacityMemory:
+        """The capacity memory this broker's probes and reserves use and ``history`` reads:
+        the state table's when there is one, else this broker's own."""
+        if self._memory is None:
+            table = (
+                MemoryTable(self.state_table, self.function_region, session=self._aws_session)
+                if self.state_table
+                else None
+            )
+            self._memory = CapacityMemory(table)
+        return self._memory
 
     def _typed(self, model: type[M], answer: Mapping[str, Any]) -> M:
         if answer.get("status") == "invalid_request":
@@ -519,6 +551,45 @@ class CapacityBroker:
             regions=self._explicit(regions),
             request_id=request_id or f"clean-{uuid.uuid4().hex[:20]}",
         )
+
+    # -- what the broker learned ------------------------------------------------------------
+    def history(
+        self,
+        instance_types: Sequence[str] | str | None = None,
+        regions: Sequence[str] | str | None = None,
+        since: datetime | timedelta | None = None,
+    ) -> list[HistoryRow]:
+        """The capacity memory, one row per (region, AZ id, instance type): what the broker's
+        attempts found there and the reservation-seconds it spent (contract: ``history``).
+        Read from the state table when there is one (every container's and client's memory),
+        else this broker's own. ``since``: a moment, or how long ago (default: all kept)."""
+        if isinstance(since, timedelta):
+            since = datetime.now(UTC) - since
+        if since is not None and since.tzinfo is None:
+            raise InvalidArguments([("since", "must be timezone-aware (UTC)")])
+        if self.function_prefix and not self.state_table:
+            raise InvalidArguments(
+                [
+                    (
+                        "state_table",
+                        "the deployed functions keep their memory in the state table: pass "
+                        "state_table= (the stack's StateTableName output; CLI: --state-table) "
+                        "or set BROKER_STATE_TABLE",
+                    )
+                ]
+            )
+        wanted = where.check(where.region_list(regions))
+        memory = self.memory
+        # What this process learnt after its last answers goes to the table first.
+        memory.flush(everything=True)
+        try:
+            return memory.history(
+                instance_types=where.names(instance_types) or None,
+                regions=None if not wanted or where.EVERY_REGION in wanted else wanted,
+                since=since.timestamp() if since is not None else None,
+            )
+        except aws.AwsError as error:
+            raise BrokerError(f"Could not read the capacity memory: {error.message}") from None
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -389,7 +389,7 @@ class Plan:
                         other.solo = False  # this start may take the quota it needs
                 self.starts.append((slot.index, self.busy, self.cap))
                 # Solo: nothing else of the request occupies the quota (a hold whose give-back
-                # failed is beyond our reach and does not count: see docs/fanout.md).
+                # failed is beyond our reach and does not count: docs/performance.md, Fan-out).
                 slot.solo = self.busy == 0
                 slot.phase, slot.started_at = Phase.RUNNING, moment
                 slot.tries += 1

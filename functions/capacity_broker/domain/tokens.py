@@ -62,6 +62,23 @@ def token_nonce(purpose: Purpose | str, generation: int, end: datetime) -> str |
     return str(generation)
 
 
+def next_generation(purpose: Purpose | str, generation: int, seen: int = 0) -> int:
+    """The generation to try after ``generation`` was found spent, EC2 showing ``seen`` of
+    the attempt's reservations.
+
+    A hold's generations are used in order (each only after the one before it was spent, by
+    any invocation, and each makes one reservation), so EC2 showing ``seen`` of them proves
+    generations 0…``seen - 1`` spent: skip them rather than spend a create (and a listing)
+    on each. A listing can miss new reservations but never shows more than were made, so the
+    skip never passes a free generation, and duplicates of the request still meet on the
+    same token. A probe's generations restart every second (``token_nonce``): its listing
+    counts other seconds' too, and proves nothing about this second's; one step only.
+    """
+    if Purpose(purpose) is Purpose.HOLD:
+        return max(generation + 1, seen)
+    return generation + 1
+
+
 def end_date(now: datetime, purpose: Purpose | str) -> datetime:
     """EndDate for a new reservation: now + its lifetime, aware UTC, whole seconds."""
     return whole_seconds(utc(now) + lifetime(purpose))

@@ -13,10 +13,12 @@ from ..adapters.ec2 import Ec2
 from ..adapters.ssm import Flags
 from ..config import settings
 from ..logic import InvalidInput
+from ..logic.memory import forget_containers
 from ..logic.probe import Prober
 from ..logic.reservations import ReservationCore
 from ..models import ProbeRequest, invalid_request
 from ._runtime import Invocation, entry, invalid_input, observability, on_reset
+from ._spending import emit, finish, memory
 
 logger, metrics = observability("probe")
 
@@ -31,10 +33,12 @@ def prober() -> Prober:
         Flags(config.parameter_prefix, config.region),
         ReservationCore(ec2, config.cluster_id),
         max_concurrency=config.max_concurrency,
+        memory=memory(config),
     )
 
 
 on_reset(prober.cache_clear)
+on_reset(forget_containers)
 
 
 @entry(logger, metrics, "probe")
@@ -44,28 +48,27 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
         request = parse(event=event, model=ProbeRequest)
     except ValidationError as error:
         metrics.add_metric(name="ProbeInvalid", unit=MetricUnit.Count, value=1)
-        return invalid_request(error, invocation.request_id)
+        return {**invalid_request(error, invocation.request_id), "reservation_seconds": 0.0}
+    flow = prober()
     try:
-        response, stats = prober().probe(
+        response, stats = flow.probe(
             request, invocation.request_id, invocation.deadline, invocation.hard_deadline
         )
     except InvalidInput as error:
         metrics.add_metric(name="ProbeInvalid", unit=MetricUnit.Count, value=1)
-        return invalid_input(error, invocation.request_id)
+        return {**invalid_input(error, invocation.request_id), "reservation_seconds": 0.0}
+    finally:
+        if flow.memory is not None:
+            finish(flow.memory, invocation)
     metrics.add_metric(name=f"Probe{response.status.title()}", unit=MetricUnit.Count, value=1)
-    metrics.add_metric(
-        name="ReservationSecondsHeld", unit=MetricUnit.Seconds, value=stats.reservation_seconds
-    )
-    if stats.cancel_failures:
-        metrics.add_metric(
-            name="CancelFailures", unit=MetricUnit.Count, value=stats.cancel_failures
-        )
+    emit(metrics, "probe", stats)
     logger.info(
         "probe answered",
         extra={
             "outcomes": [a.outcome for a in response.attempts],
             "subnet_id": response.subnet_id,
-            "reservation_seconds": round(stats.reservation_seconds, 3),
+            "reservation_seconds": response.reservation_seconds,
+            "creates": stats.creates,
         },
     )
     return response.to_json_dict()

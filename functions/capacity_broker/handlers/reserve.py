@@ -14,11 +14,14 @@ from ..adapters.ec2 import Ec2
 from ..adapters.ssm import Flags
 from ..config import settings
 from ..logic import InvalidInput
+from ..logic.attempts import Spending
+from ..logic.memory import forget_containers
 from ..logic.remember import remembered
 from ..logic.reservations import ReservationCore
 from ..logic.reserve import Reserver
 from ..models import ReserveRequest, invalid_request
 from ._runtime import Invocation, entry, invalid_input, observability, on_reset
+from ._spending import emit, finish, memory
 
 logger, metrics = observability("reserve")
 
@@ -44,6 +47,7 @@ def reserver() -> Reserver:
         Flags(config.parameter_prefix, config.region),
         ReservationCore(ec2, config.cluster_id),
         max_concurrency=config.max_concurrency,
+        memory=memory(config),
     )
 
 
@@ -57,6 +61,7 @@ def records() -> RequestRecords | None:
 
 on_reset(reserver.cache_clear)
 on_reset(records.cache_clear)
+on_reset(forget_containers)
 
 
 @entry(logger, metrics, "reserve")
@@ -66,44 +71,46 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
         request = parse(event=event, model=ReserveRequest)
     except ValidationError as error:
         metrics.add_metric(name="HoldsInvalid", unit=MetricUnit.Count, value=1)
-        return invalid_request(error, invocation.request_id)
-    seconds = 0.0
-    failures = 0
+        return {**invalid_request(error, invocation.request_id), "reservation_seconds": 0.0}
+    spent: list[Spending] = []
+    flow = reserver()
 
     def run() -> dict[str, Any]:
-        nonlocal seconds, failures
         try:
-            response, stats = reserver().reserve(
+            response, stats = flow.reserve(
                 request, invocation.request_id, invocation.deadline, invocation.hard_deadline
             )
         except InvalidInput as error:
-            return invalid_input(error, invocation.request_id)
-        seconds, failures = stats.reservation_seconds, stats.cancel_failures
+            return {**invalid_input(error, invocation.request_id), "reservation_seconds": 0.0}
+        spent.append(stats)
         return response.to_json_dict()
 
-    answer = remembered(
-        records(),
-        request.request_id,
-        request.model_dump(mode="json"),
-        run,
-        invocation.deadline,
-        invocation.context,
-    )
+    try:
+        answer = remembered(
+            records(),
+            request.request_id,
+            request.model_dump(mode="json"),
+            run,
+            invocation.deadline,
+            invocation.context,
+        )
+    finally:
+        if flow.memory is not None:
+            finish(flow.memory, invocation)
     metrics.add_metric(
         name=STATUS_METRICS.get(str(answer.get("status")), "HoldsError"),
         unit=MetricUnit.Count,
         value=1,
     )
-    if seconds:
-        metrics.add_metric(name="ReservationSecondsHeld", unit=MetricUnit.Seconds, value=seconds)
-    if failures:
-        metrics.add_metric(name="CancelFailures", unit=MetricUnit.Count, value=failures)
+    if spent:  # a replayed answer spent nothing now
+        emit(metrics, "reserve", spent[0])
     logger.info(
         "reserve answered",
         extra={
             "status": answer.get("status"),
             "job_id": request.job_id,
             "reservation": (answer.get("reservation") or {}).get("id"),
+            "reservation_seconds": answer.get("reservation_seconds"),
         },
     )
     return answer

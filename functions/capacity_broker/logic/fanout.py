@@ -65,6 +65,11 @@ class Runtime(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class _Raised:
+    error: BaseException
+
+
 class ThreadRuntime:
     """The real one: a thread pool and a queue of results."""
 
@@ -77,7 +82,18 @@ class ThreadRuntime:
         return self._clock()
 
     def submit(self, task: Task, work: Callable[[], object]) -> None:
-        self._pool.submit(lambda: self._done.put((task, work())))
+        def run() -> None:
+            try:
+                result = work()
+            except BaseException as error:  # noqa: BLE001 - re-raised in the coordinator
+                # ``work`` turns every Exception into a result; what is left (the runtime
+                # ending the invocation, an interrupt) must end the coordinator too, never
+                # leave it waiting for a result that will not come.
+                self._done.put((task, _Raised(error)))
+                return
+            self._done.put((task, result))
+
+        self._pool.submit(run)
 
     def wait(self, until: float | None) -> list[tuple[Task, object]]:
         timeout = None if until is None else until - self._clock()
@@ -93,7 +109,11 @@ class ThreadRuntime:
             try:
                 results.append(self._done.get_nowait())
             except queue.Empty:
-                return results
+                break
+        for _, result in results:
+            if isinstance(result, _Raised):
+                raise result.error
+        return results
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -178,10 +198,6 @@ class Fanout(Generic[C, H]):
                 if moment >= deadline and not plan.expired:
                     plan.expire()
                 step = plan.step(moment)
-                if decided_at is None and plan.decision().final:
-                    decided_at = len(observations)
-                    if on_decided is not None:
-                        on_decided(list(observations))
                 for index in step.give_back:
                     rt.submit(Task("give_back", index), self._giving(holds.pop(index)))
                     in_flight += 1
@@ -192,6 +208,12 @@ class Fanout(Generic[C, H]):
                     rt.submit(task, self._trying(candidates[index].item, task.round))
                     in_flight += 1
                     creates += 1
+                if decided_at is None and plan.decision().final:
+                    # After the give-backs are on their way: whatever the callback starts
+                    # (the memory's write) runs beside them, never before them.
+                    decided_at = len(observations)
+                    if on_decided is not None:
+                        on_decided(list(observations))
                 if step.done:
                     break
                 wake = step.wake_at

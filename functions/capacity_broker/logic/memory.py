@@ -1,26 +1,39 @@
 """The capacity memory of one container, and of all of them through the state table.
 
 - ``recall`` starts reading the table in the background and returns at once; ``Recall.view()``
-  at the decision point uses whatever has arrived (the container's own memory always, the
-  table's if its answer is in). Memory decides widths, never answers, so a late or failed read
-  costs at most some reservation-seconds.
+  at the decision point uses whatever has arrived (the container's own memory always; the
+  table's answer if it is in, else the table's answer to this container's previous request).
+  Memory decides widths, never answers, so a late or failed read costs at most some
+  reservation-seconds, never a round trip.
 - ``remember`` adds observations to the container at once and writes them to the table in the
   background (one ``UpdateItem`` per (region, instance type, hour), ``ADD`` for counters);
-  ``flush`` joins the writes: a handler calls it before it returns, because Lambda freezes a
-  container's threads between invocations.
+  with ``write=False`` the table write waits for the container's next one (the next
+  ``remember`` or ``recall``). ``flush`` joins the writes under way: a handler calls it before
+  it returns, because Lambda freezes a container's threads between invocations.
 - ``history`` reads the table (or, without one, the container) for ``capacity-broker
   history``.
 
+Why the facts learnt after the decision wait: the give-backs' reservation-seconds are known
+only once EC2 confirmed the give-back, which is the answer's last round trip; writing them
+then would add one DynamoDB round trip to every answer. They ride with the container's next
+write instead (its next request's recall, in the background). A container Lambda retires takes
+its last request's late facts with it (CloudWatch still has its reservation-seconds: the
+handlers' metrics); ``flush(everything=True)`` writes them for a process that is about to end
+(the CLI, a script).
+
 Without a table the memory is the container's alone, for its life (pruned after
-``HISTORY_SECONDS``).
+``HISTORY_SECONDS``). ``for_container`` keeps one per (table, region) for the handlers of a
+process; a direct ``CapacityBroker`` lends its own (``lent``) so it outlives the in-process
+handler runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -48,13 +61,18 @@ class Recall:
     table: Future[list[Tally]] | None
     moment: float
     window: float
+    # The table's answer to this container's previous read: what to use while this one is
+    # on its way (facts older than the window say nothing anyway).
+    earlier: list[Tally] | None = None
 
     def view(self, wait: float = 0.0) -> MemoryView:
         """What is known now: the container's tallies, plus the table's if they arrived
-        (within ``wait`` seconds; 0: only if already there). Latencies come from the table when
-        it answered (every container's), else from this container."""
+        (within ``wait`` seconds; 0: only if already there), else the table's previous answer.
+        Latencies come from the table when it answered (every container's), else from this
+        container."""
         tallies = list(self.container)
         latency = None
+        arrived = None
         if self.table is not None:
             try:
                 arrived = self.table.result(timeout=wait)
@@ -63,9 +81,11 @@ class Recall:
             except Exception:  # advice only: nothing about the memory may fail a request
                 log.warning("capacity memory not read from the state table", exc_info=True)
                 arrived = None
-            if arrived is not None:
-                tallies.extend(arrived)
-                latency = MemoryView(arrived).latency
+        if arrived is None:
+            arrived = self.earlier
+        if arrived is not None:
+            tallies.extend(arrived)
+            latency = MemoryView(arrived).latency or None
         return MemoryView(tallies, moment=self.moment, latency=latency, window=self.window)
 
 
@@ -87,6 +107,8 @@ class CapacityMemory:
         self._tallies: dict[tuple[str, str, int], Tally] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._writes: list[Future[None]] = []
+        self._unwritten: list[Tally] = []  # in the container, not yet in the table
+        self._table_seen: list[Tally] | None = None  # the table's last answer to a recall
 
     def _background(self) -> ThreadPoolExecutor:
         with self._lock:
@@ -105,20 +127,36 @@ class CapacityMemory:
     def recall(
         self, region: str, instance_types: Sequence[str], deadline: float | None = None
     ) -> Recall:
-        """Start reading what the memory knows of these types in ``region``; never blocks."""
+        """Start reading what the memory knows of these types in ``region``; never blocks.
+        Facts waiting for the table (``remember(write=False)``) go out now, beside the read."""
         moment = self.wall()
         slots = self._slots(region, instance_types, moment)
         with self._lock:
             container = [self._tallies[s].copy() for s in slots if s in self._tallies]
+            earlier = self._table_seen
         table = None
         if self.table is not None:
             until = deadline if deadline is not None else self.monotonic() + READ_SECONDS
+            self._write_unwritten(until)
             table = self._background().submit(self.table.read, slots, until)
-        return Recall(container, table, moment, self.window)
+            table.add_done_callback(self._seen)
+        return Recall(container, table, moment, self.window, earlier)
 
-    def remember(self, observations: Iterable[Observation], deadline: float | None = None) -> None:
+    def _seen(self, read: Future[list[Tally]]) -> None:
+        if read.cancelled() or read.exception() is not None:
+            return
+        with self._lock:
+            self._table_seen = read.result()
+
+    def remember(
+        self,
+        observations: Iterable[Observation],
+        deadline: float | None = None,
+        write: bool = True,
+    ) -> None:
         """Keep ``observations`` in the container now, and write them to the table in the
-        background (``flush`` waits for that)."""
+        background (``flush`` waits for that); with ``write=False``, with the container's next
+        write instead (see the module's docstring)."""
         tallies = rules.fold(observations)
         if not tallies:
             return
@@ -132,11 +170,23 @@ class CapacityMemory:
             oldest = rules.hour_of(self.wall()) - self.keep_seconds
             for slot in [s for s in self._tallies if s[2] < oldest]:
                 del self._tallies[slot]
+            if self.table is not None and not write:
+                self._unwritten.extend(tallies)
+                return
         if self.table is not None:
             until = deadline if deadline is not None else self.monotonic() + WRITE_SECONDS
-            write = self._background().submit(self._write, tallies, until)
-            with self._lock:
-                self._writes.append(write)
+            self._write_unwritten(until, tallies)
+
+    def _write_unwritten(self, deadline: float, tallies: Sequence[Tally] = ()) -> None:
+        """Start one background write of ``tallies`` and of what waited for the table."""
+        with self._lock:
+            waiting, self._unwritten = self._unwritten, []
+        merged = list(rules.merge([*waiting, *tallies]).values())
+        if not merged:
+            return
+        write = self._background().submit(self._write, merged, deadline)
+        with self._lock:
+            self._writes.append(write)
 
     def _write(self, tallies: list[Tally], deadline: float) -> None:
         assert self.table is not None
@@ -148,8 +198,14 @@ class CapacityMemory:
                 # The memory is advice: a lost write costs a wider fan-out later, not an answer.
                 log.warning("capacity memory not written to the state table", exc_info=True)
 
-    def flush(self, timeout: float | None = None) -> bool:
-        """Wait for the background writes; False if some are still running at ``timeout``."""
+    def flush(self, timeout: float | None = None, everything: bool = False) -> bool:
+        """Wait for the background writes; False if some are still running at ``timeout``.
+        ``everything``: first write what waits for the container's next write too (a process
+        about to end)."""
+        if everything and self.table is not None:
+            self._write_unwritten(
+                self.monotonic() + (WRITE_SECONDS if timeout is None else timeout)
+            )
         with self._lock:
             writes, self._writes = self._writes, []
         until = None if timeout is None else self.monotonic() + timeout
@@ -162,6 +218,12 @@ class CapacityMemory:
                     self._writes = writes[index:] + self._writes
                 return False
         return True
+
+    @property
+    def unwritten(self) -> bool:
+        """Some facts wait for the container's next write to reach the table."""
+        with self._lock:
+            return bool(self._unwritten)
 
     def history(
         self,
@@ -206,3 +268,56 @@ class CapacityMemory:
         self.flush()
         with self._lock:
             self._tallies.clear()
+            self._unwritten.clear()
+            self._table_seen = None
+
+
+# -- the memory of this process's handlers ------------------------------------------------------
+
+_containers: dict[tuple[str | None, str], CapacityMemory] = {}
+_containers_lock = threading.Lock()
+_lent: list[CapacityMemory] = []
+
+
+def for_container(table: str | None, region: str) -> CapacityMemory:
+    """The memory the handlers of this process share for ``table`` (None: no state table) in
+    ``region``: the one a caller lent (``lent``), else one per container, as Lambda keeps a
+    container's globals between invocations."""
+    if _lent:
+        return _lent[-1]
+    key = (table, region)
+    with _containers_lock:
+        memory = _containers.get(key)
+        if memory is None:
+            memory = _containers[key] = CapacityMemory(
+                MemoryTable(table, region) if table else None
+            )
+        return memory
+
+
+def forget_containers() -> None:
+    """A fresh container: no memory (``handlers._runtime.reset_container``)."""
+    with _containers_lock:
+        memories = list(_containers.values())
+        _containers.clear()
+    for memory in memories:
+        memory.flush(timeout=WRITE_SECONDS)
+
+
+def flush_containers(timeout: float = WRITE_SECONDS) -> None:
+    """Write everything the handlers of this process learnt, the facts waiting for the next
+    write included: for a process about to end, or to hand its memory to another (the demo)."""
+    with _containers_lock:
+        memories = list(_containers.values())
+    for memory in memories:
+        memory.flush(timeout=timeout, everything=True)
+
+
+@contextlib.contextmanager
+def lent(memory: CapacityMemory) -> Iterator[CapacityMemory]:
+    """The handlers run in this process use ``memory`` while this lasts."""
+    _lent.append(memory)
+    try:
+        yield memory
+    finally:
+        _lent.remove(memory)

@@ -25,14 +25,18 @@ from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2, NewReservation, Reservation, Subnet
 from ..domain import tags as tagging
 from ..domain.errors import ErrorClass, no_longer_holds, not_seen_yet
-from ..domain.tokens import client_token, end_date, token_nonce
+from ..domain.tokens import client_token, end_date, next_generation, token_nonce
 
 T = TypeVar("T")
 
-# How many tokens one attempt may try: an IdempotentParameterMismatch (an earlier invocation
-# of the same request used the token with another EndDate) or a reservation that no longer
-# holds moves it to the next (domain.tokens.token_nonce).
-MAX_TOKEN_GENERATIONS = 3
+# How many ClientTokens one ``hold`` call may try: an IdempotentParameterMismatch (another
+# invocation of the same request used the token with another EndDate) or a reservation that no
+# longer holds moves it to the next generation (domain.tokens.token_nonce). The generation
+# itself is not bounded: a request can use many over its life (a fan-out gives a hold back to
+# make room and holds again, each time with the next one; a retried request skips over every
+# generation EC2 shows as spent, ``domain.tokens.next_generation``). One call needs one try,
+# two when an earlier invocation spent its token; more only while a listing lags behind.
+MAX_TOKEN_GENERATIONS = 4
 # States in which a reservation holds capacity.
 HOLDING_STATES = ("active", "pending")
 # A cancel or look-up without a deadline of its own waits at most this long.
@@ -86,6 +90,10 @@ class Held:
     # monotonic time the create answered: the reservation bills from about then
     since: float
     reused: bool = False
+    # The ClientToken generation of this attempt known to be spent (by this hold, or by the
+    # earlier invocation's hold it took over): a new hold of the same attempt after this one
+    # is given back starts at the next (``hold(first_generation=...)``).
+    generation: int = 0
 
 
 class ReservationCore:
@@ -122,14 +130,19 @@ class ReservationCore:
         spec: HoldSpec,
         deadline: float | None = None,
         given_back: Callable[[], None] | None = None,
+        first_generation: int = 0,
     ) -> Held:
         """Reserve ``spec.count`` instances in the subnet's AZ, or raise ``AwsError``.
 
+        ``first_generation``: the first ClientToken generation to use; a caller that gave back
+        its own hold of this attempt (``Held.generation``) asks for the next one, because EC2
+        answers the spent token with the reservation it made then (or a mismatch).
         ``given_back`` is called when EC2 shows that an earlier invocation of this request
         made this attempt's reservation and has given it back: that invocation got this far
         and may have gone further (a fleet whose nodes a listing made a moment after does not
         show yet), whatever this attempt ends in."""
-        for generation in range(MAX_TOKEN_GENERATIONS):
+        generation = first_generation
+        for _ in range(MAX_TOKEN_GENERATIONS):
             end = end_date(self.clock(), spec.purpose)
             new = NewReservation(
                 instance_type=spec.instance_type,
@@ -156,11 +169,13 @@ class ReservationCore:
                 # An earlier invocation of this request made this attempt with another
                 # EndDate. If its reservation still holds, it is ours: use it, never a second.
                 # The next generation only once EC2 shows that none of them holds.
-                earlier = self.earlier(spec, generation, deadline)
+                earlier, seen = self._earlier(spec, generation, deadline)
                 if earlier is not None:
-                    return Held(earlier, self.monotonic(), reused=True)
+                    spent = max(generation, seen - 1)
+                    return Held(earlier, self.monotonic(), reused=True, generation=spent)
                 if given_back is not None:
                     given_back()
+                generation = next_generation(spec.purpose, generation, seen)
                 continue
             if reservation.state not in HOLDING_STATES:
                 # EC2 answers a ClientToken it has seen (same parameters) with the reservation
@@ -168,12 +183,14 @@ class ReservationCore:
                 # (or it expired). That is no hold: a fresh token asks EC2 again.
                 if given_back is not None:
                     given_back()
+                generation = next_generation(spec.purpose, generation)
                 continue
-            return Held(reservation, self.monotonic())
+            return Held(reservation, self.monotonic(), generation=generation)
         raise AwsError(
             "CreateCapacityReservation",
             "IdempotentParameterMismatch",
-            "every ClientToken generation for this attempt is already used",
+            f"{MAX_TOKEN_GENERATIONS} ClientToken generations for this attempt were already "
+            "used by earlier invocations of the request",
         )
 
     def earlier(
@@ -189,6 +206,12 @@ class ReservationCore:
         tag listing can miss a new reservation for a while). Not seen before the deadline:
         ``AwsError`` (IdempotentParameterMismatch), and no second reservation is made.
         """
+        return self._earlier(spec, generation, deadline)[0]
+
+    def _earlier(
+        self, spec: HoldSpec, generation: int, deadline: float | None
+    ) -> tuple[Reservation | None, int]:
+        """``earlier``, and how many of the attempt's reservations EC2 showed."""
         limit = self._limit(deadline)
         looks = 0
         while True:
@@ -204,9 +227,9 @@ class ReservationCore:
             )
             live = [r for r in found if r.state in HOLDING_STATES]
             if live:
-                return live[0]
+                return live[0], len(found)
             if len(found) > generation:
-                return None
+                return None, len(found)
             if not self._pause(looks, limit):
                 raise AwsError(
                     "DescribeCapacityReservations",

@@ -1,10 +1,12 @@
 """reserve: hold a job's whole node count in one place, point its launch template at the
 hold, optionally launch the nodes, and never leave a hold behind on the way.
 
-(instance type × subnet) pairs are tried at once (bounded), type-major in preference order;
-each attempt holds the whole count in one AZ. The best-preferred pair that got capacity is
-kept and every other hold is cancelled as soon as it is known to lose. A reservation the job
-brings (ODCR or Capacity Block) is validated, used, and never cancelled by any path.
+(instance type × subnet) pairs are tried type-major in preference order, each attempt a hold
+of the whole count in one AZ; the answer is the best-preferred pair that has capacity now, as
+trying them one at a time would find, also when the quota has room for one hold at a time.
+When each pair is tried is the fan-out's choice (``logic.attempts``): the best hold so far is
+kept, every other is given back as soon as it is known to lose. A reservation the job brings
+(ODCR or Capacity Block) is validated, used, and never cancelled by any path.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from ..adapters.aws import AwsError
@@ -21,9 +22,10 @@ from ..adapters.ec2 import Ec2, FleetResult, Reservation, TemplateVersion
 from ..adapters.ssm import Flags
 from ..domain import placement as pairing
 from ..domain.backoff import retry_after_seconds
-from ..domain.errors import Outcome, attempt_outcome, is_retryable, stops_everything
+from ..domain.errors import is_retryable
+from ..domain.fanout import DecisionKind
 from ..domain.flags import FlagError
-from ..domain.probe import ProbeStatus, probe_status
+from ..domain.memory import MemoryKey, Observation
 from ..domain.reserve import (
     ExistingReservation,
     Rejected,
@@ -46,35 +48,13 @@ from ..domain.templates import Version
 from ..domain.tokens import client_token
 from ..models import Attempt, LaunchTemplateInfo, ReservationInfo, ReserveRequest, ReserveResponse
 from . import InvalidInput, placement
+from .attempts import Attempts, Place, Ran, Spending
+from .memory import CapacityMemory, Recall
 from .reservations import Held, HoldSpec, NotOwnedError, ReservationCore, utcnow
 from .templates import Templates
 
-
-@dataclass
-class ReserveStats:
-    reservation_seconds: float = 0.0
-    cancel_failures: int = 0
-
-
-@dataclass
-class _Race:
-    """Shared state of the concurrent attempts."""
-
-    attempts: list[Attempt]
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    stop: threading.Event = field(default_factory=threading.Event)
-    best: int | None = None
-    held: dict[int, Held] = field(default_factory=dict)
-    # Some attempt met a hold an earlier invocation of this request had given back.
-    earlier_work: bool = False
-
-    def given_back(self) -> None:
-        self.earlier_work = True
-
-    def pointless(self, index: int) -> bool:
-        with self.lock:
-            # "<=": an earlier invocation's hold may enter the race already holding its place.
-            return self.stop.is_set() or (self.best is not None and self.best <= index)
+# What the handler's metrics are made of (every create's answer, every give-back's seconds).
+ReserveStats = Spending
 
 
 @dataclass(frozen=True)
@@ -91,7 +71,6 @@ class Chosen:
 
 
 _TEMPLATE_UNREADABLE = "Could not check the job's launch template (nothing was held): "
-_NO_CAPACITY = (Outcome.INSUFFICIENT_CAPACITY, Outcome.UNSUPPORTED, Outcome.NOT_TRIED)
 
 
 class Reserver:
@@ -103,6 +82,7 @@ class Reserver:
         max_concurrency: int = 16,
         monotonic: Callable[[], float] = time.monotonic,
         clock: Callable[[], datetime] = utcnow,
+        memory: CapacityMemory | None = None,
     ) -> None:
         self.ec2 = ec2
         self.flags = flags
@@ -110,20 +90,38 @@ class Reserver:
         self.max_concurrency = max_concurrency
         self.monotonic = monotonic
         self.clock = clock
+        self.memory = memory
         self.templates = Templates(ec2, core.cluster_id)
 
     # -- the flow -----------------------------------------------------------------------
     def reserve(
         self, request: ReserveRequest, request_id: str, deadline: float, hard_deadline: float
     ) -> tuple[ReserveResponse, ReserveStats]:
-        stats = ReserveStats()
+        stats = ReserveStats(instance_count=request.instance_count)
+        response = self._reserve(request, request_id, deadline, hard_deadline, stats)
+        response.reservation_seconds = round(stats.reservation_seconds, 3)
+        return response, stats
+
+    def _reserve(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        deadline: float,
+        hard_deadline: float,
+        stats: ReserveStats,
+    ) -> ReserveResponse:
         answer = _Answer(request, request_id)
+        # The memory's read overlaps the look-ups (subnets, flags, earlier work); the decision
+        # takes whatever has arrived by then.
+        recall = (
+            self.memory.recall(self.ec2.region, request.instance_types, deadline)
+            if self.memory is not None and not request.capacity_reservation_id
+            else None
+        )
         try:
             place = placement.resolve(self.ec2, request, request.subnet_ids, deadline)
         except AwsError as error:
-            return answer.error(
-                error.code, f"Could not look up the job's places: {error.message}"
-            ), stats
+            return answer.error(error.code, f"Could not look up the job's places: {error.message}")
         # The job's template is checked while the flow goes on, and before anything is held:
         # a template that does not exist must not cost a hold.
         template = _Background(self._template_source, request, deadline)
@@ -132,68 +130,66 @@ class Reserver:
             try:
                 outcome = self._bring_your_own(request, place, answer, deadline)
             except AwsError as error:
-                return answer.error(
-                    error.code, f"Could not check the reservation: {error.message}"
-                ), stats
+                return answer.error(error.code, f"Could not check the reservation: {error.message}")
             if isinstance(outcome, ReserveResponse):
-                return outcome, stats
+                return outcome
             chosen, attempts = outcome, list[Attempt]()
             try:
                 source = template.result()
             except AwsError as error:
-                return answer.error(error.code, _TEMPLATE_UNREADABLE + error.message), stats
+                return answer.error(error.code, _TEMPLATE_UNREADABLE + error.message)
         else:
             try:
                 flags = self.flags.read(deadline)
             except FlagError as error:
-                return answer.error("InvalidConfiguration", str(error)), stats
+                return answer.error("InvalidConfiguration", str(error))
             except AwsError as error:
                 return answer.error(
                     error.code, f"Could not read the feature flags: {error.message}"
-                ), stats
+                )
             if not flags.enable:
                 return answer.unchanged(
                     ReserveStatus.SKIPPED,
                     "EnableCapacityReservation is false: placement unchanged, no hold made",
-                ), stats
+                )
             strict = flags.strict if request.strict is None else request.strict
             try:
                 earlier = self._earlier_hold(request_id, request, deadline, hard_deadline)
             except AwsError as error:
-                return answer.error(
-                    error.code, f"Could not look for earlier work: {error.message}"
-                ), stats
+                return answer.error(error.code, f"Could not look for earlier work: {error.message}")
             try:
                 source = template.result()
             except AwsError as error:
-                return answer.error(error.code, _TEMPLATE_UNREADABLE + error.message), stats
-            # An earlier hold of this request enters the race as the one to beat: only better
-            # places are tried, and it is given back if one of them wins.
-            won, attempts, earlier_work = self._race(
-                request, request_id, place, deadline, hard_deadline, stats, earlier
+                return answer.error(error.code, _TEMPLATE_UNREADABLE + error.message)
+            # An earlier hold of this request enters as the one to beat: only better places
+            # are tried, and it is given back if one of them wins.
+            ran = self._attempts(
+                request, request_id, place, recall, deadline, hard_deadline, stats, earlier
             )
-            if won is None and earlier_work and request.provision:
+            attempts = ran.attempts
+            kept = ran.result.kept
+            if kept is None and ran.earlier_work and request.provision:
                 # Its own nodes may be what took the capacity: the answer was lost, and the
                 # request is asked again.
                 found = self._earlier_nodes(request, request_id, deadline)
                 if len(found) == request.instance_count:
-                    return answer.provisioned_before(found, attempts), stats
-            if won is None:
-                return self._no_winner(request, answer, attempts, strict), stats
-            held, subnet_id = won
-            chosen = Chosen(held.reservation, True, [subnet_id], held.since, earlier_work)
+                    return answer.provisioned_before(found, attempts)
+            if kept is None or ran.result.kept_index is None:
+                return self._no_winner(request, answer, ran, strict)
+            subnet_id = ran.places[ran.result.kept_index].subnet.subnet_id
+            chosen = Chosen(kept.reservation, True, [subnet_id], kept.since, ran.earlier_work)
 
         answer.chosen(chosen, attempts)
         response = self._use(
             request, request_id, chosen, source, answer, deadline, hard_deadline, stats
         )
-        if response.cleanup != "pending" and any(a.cancelled is False for a in attempts):
+        if response.cleanup != "pending" and stats.cancel_failures:
             # A losing hold whose cancel failed still holds capacity (as in probe).
             response.cleanup = "pending"
             response.message += (
                 "; a losing hold could not be cancelled: its EndDate and the cleaner will"
             )
-        return response, stats
+        return response
 
     def _earlier_hold(
         self, request_id: str, request: ReserveRequest, deadline: float, hard_deadline: float
@@ -289,56 +285,30 @@ class Reserver:
         ]
         return Chosen(found, False, subnets)
 
-    # -- the race -----------------------------------------------------------------------
-    def _race(
+    # -- the attempts -------------------------------------------------------------------
+    def _attempts(
         self,
         request: ReserveRequest,
         request_id: str,
         place: placement.Placement,
+        recall: Recall | None,
         deadline: float,
         hard_deadline: float,
         stats: ReserveStats,
         earlier: tuple[int, Held] | None = None,
-    ) -> tuple[tuple[Held, str] | None, list[Attempt], bool]:
-        """The best pair that holds (if any), every attempt, and whether some attempt met a
-        hold an earlier invocation of this request had given back."""
-        pairs = pairing.pairs(request.instance_types, request.subnet_ids)
-        race = _Race(
-            attempts=[
-                Attempt(
-                    subnet_id=p.subnet_id,
-                    instance_type=p.instance_type,
-                    availability_zone=place.subnet(p.subnet_id).availability_zone,
-                    availability_zone_id=place.subnet(p.subnet_id).availability_zone_id,
-                    outcome=Outcome.NOT_TRIED,
-                )
-                for p in pairs
-            ]
-        )
-        if earlier is not None:
-            index, held = earlier
-            race.best = index
-            race.held[index] = held
-            race.attempts[index].outcome = Outcome.AVAILABLE
-            race.attempts[index].reservation_id = held.reservation.id
-        stats_lock = threading.Lock()
+    ) -> Ran:
+        """Every pair tried as the fan-out decides; the best that holds is kept."""
+        places = [
+            Place(p.instance_type, place.subnet(p.subnet_id))
+            for p in pairing.pairs(request.instance_types, request.subnet_ids)
+        ]
 
-        def cancel(index: int, held: Held) -> None:
-            ok = self._cancel(held.reservation, hard_deadline)
-            with stats_lock:
-                stats.reservation_seconds += self.monotonic() - held.since
-                stats.cancel_failures += 0 if ok else 1
-            with race.lock:
-                race.attempts[index].cancelled = ok
-
-        def attempt(pair: pairing.Pair) -> None:
-            if race.pointless(pair.index) or self.monotonic() >= deadline:
-                return
-            spec = HoldSpec(
+        def spec_of(where: Place) -> HoldSpec:
+            return HoldSpec(
                 purpose=Purpose.HOLD,
                 request_id=request_id,
-                instance_type=pair.instance_type,
-                subnet=place.subnet(pair.subnet_id),
+                instance_type=where.instance_type,
+                subnet=where.subnet,
                 count=request.instance_count,
                 platform=place.platform,
                 tenancy=place.tenancy,
@@ -347,50 +317,39 @@ class Reserver:
                 placement_group_arn=request.placement_group_arn,
                 extra_tags=request.tags,
             )
-            try:
-                held = self.core.hold(spec, deadline, given_back=race.given_back)
-            except AwsError as error:
-                if stops_everything(error.error_class):
-                    race.stop.set()
-                with race.lock:
-                    record = race.attempts[pair.index]
-                    record.outcome = attempt_outcome(error.error_class)
-                    record.error_code = error.code or "RequestTimeout"
-                    record.message = error.message[:300]
-                return
-            with race.lock:
-                record = race.attempts[pair.index]
-                record.outcome = Outcome.AVAILABLE
-                record.reservation_id = held.reservation.id
-                race.held[pair.index] = held
-                loser: tuple[int, Held] | None = None
-                if race.best is None or pair.index < race.best:
-                    if race.best is not None:
-                        loser = (race.best, race.held[race.best])
-                    race.best = pair.index
-                else:
-                    loser = (pair.index, held)
-            if loser is not None:
-                cancel(*loser)
 
-        workers = max(1, min(len(pairs), self.max_concurrency))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reserve") as pool:
-            list(pool.map(attempt, pairs))
-        if race.best is None:
-            return None, race.attempts, race.earlier_work
-        won = (race.held[race.best], pairs[race.best].subnet_id)
-        return won, race.attempts, race.earlier_work
+        attempts = Attempts(
+            self.core,
+            keep=True,
+            max_concurrency=self.max_concurrency,
+            monotonic=self.monotonic,
+            memory=self.memory,
+        )
+        return attempts.run(
+            places,
+            spec_of,
+            recall,
+            deadline,
+            hard_deadline,
+            stats,
+            earlier,
+        )
 
     def _no_winner(
-        self, request: ReserveRequest, answer: _Answer, attempts: list[Attempt], strict: bool
+        self, request: ReserveRequest, answer: _Answer, ran: Ran, strict: bool
     ) -> ReserveResponse:
-        if probe_status([a.outcome for a in attempts]) is ProbeStatus.ERROR:
-            failure = next((a for a in attempts if a.outcome not in _NO_CAPACITY), None)
+        attempts = ran.attempts
+        if not ran.only_no_capacity:
+            # Stopped (quota for the request alone, permissions), a place that failed for
+            # another reason than capacity, or the time budget: the question stays open.
+            failure = ran.failure()
+            timed_out = ran.decision.kind is DecisionKind.TIMED_OUT or failure is None
             response = answer.error(
-                failure.error_code if failure else "TimeBudgetExceeded",
-                f"Stopped by {failure.error_code} ({failure.outcome}) in {failure.subnet_id}"
-                if failure
-                else "The time budget ran out before every place was tried",
+                "TimeBudgetExceeded" if timed_out or failure is None else failure.error_code,
+                "The time budget ran out before every place was tried"
+                if timed_out or failure is None
+                else f"Stopped by {failure.error_code} ({failure.outcome}) in "
+                f"{failure.instance_type} / {failure.subnet_id}",
             )
             response.attempts = attempts
             return response
@@ -692,9 +651,18 @@ class Reserver:
         return response
 
     def _drop(self, chosen: Chosen, hard_deadline: float, stats: ReserveStats) -> bool:
+        """Give the kept hold back after the template or fleet step (launched, or failed)."""
         ok = self._cancel(chosen.reservation, hard_deadline)
         if chosen.since is not None:
-            stats.reservation_seconds += self.monotonic() - chosen.since
+            held = chosen.reservation
+            spent = Observation(
+                MemoryKey(held.region, held.availability_zone_id, held.instance_type),
+                time.time(),
+                reservation_seconds=max(0.0, self.monotonic() - chosen.since),
+            )
+            stats.observations.append(spent)
+            if self.memory is not None:
+                self.memory.remember([spent], write=False)
         stats.cancel_failures += 0 if ok else 1
         return ok
 

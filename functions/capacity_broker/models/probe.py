@@ -56,4 +56,7 @@ class ProbeResponse(ResponseModel):
     attempts: list[Attempt] = Field(default_factory=list)
     error_code: str | None = None
     cleanup: Literal["pending"] | None = None
+    # Contract v2: the seconds every reservation this request created was held, summed, as
+    # the broker measured them (0 when it made none).
+    reservation_seconds: float = 0.0
     message: str

@@ -95,4 +95,8 @@ class ReserveResponse(ResponseModel):
     reason: str | None = None
     error_code: str | None = None
     cleanup: Literal["pending"] | None = None
+    # Contract v2: the seconds the reservations this request created were held, summed, as
+    # the broker measured them; a hold the answer hands to the job (``reserved``) is counted
+    # by whoever gives it back (release, the cleaner), not here.
+    reservation_seconds: float = 0.0
     message: str

@@ -117,3 +117,35 @@ def test_random_worlds_answer_as_one_at_a_time(seed: int) -> None:
         assert list(ec2.live) == [result.kept]
     else:
         assert ec2.live == {}
+
+
+class Killed(BaseException):
+    """What ends an invocation from outside (Lambda's sandbox going away, an interrupt): no
+    ``except Exception`` catches it."""
+
+
+@pytest.mark.parametrize("where", ["try", "give_back"])
+def test_an_invocation_killed_in_a_worker_ends_the_fan_out_instead_of_hanging(where: str) -> None:
+    def try_one(index: int, round_: int) -> Tried[str]:
+        if where == "try":
+            raise Killed
+        return Tried(hold=f"cr-{index}", reservation_id=f"cr-{index}")
+
+    def give_back(hold: str) -> bool:
+        raise Killed
+
+    engine = Fanout(try_one, give_back, keep=False, max_concurrency=4)
+    finished = threading.Event()
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            engine.run(candidates(3), time.monotonic() + 5)
+        except BaseException as error:
+            raised.append(error)
+        finished.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    # A generous bound: the fan-out either ends at once or waits forever.
+    assert finished.wait(30), "the fan-out waited forever for a worker that was killed"
+    assert len(raised) == 1 and isinstance(raised[0], Killed)

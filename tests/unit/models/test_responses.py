@@ -75,6 +75,8 @@ def test_probe_answer_is_the_contract_example() -> None:
                 "cancelled": True,
             },
         ],
+        # Contract v2: every probe answer says what its reservations were held, summed.
+        "reservation_seconds": 0.0,
         "message": "…",
     }
     assert answer.to_json_dict() == answer.model_dump(mode="json", exclude_none=True)
@@ -143,6 +145,8 @@ def test_reserve_answer_is_the_contract_example() -> None:
         "launch_template": {"id": "lt-1", "version": 8},
         "instances": [],
         "attempts": [],
+        # Contract v2: in every reserve answer too.
+        "reservation_seconds": 0.0,
         "message": "…",
     }
 
