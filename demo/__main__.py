@@ -12,17 +12,12 @@ from . import broker_story, emulator_story
 from .harness import emulator_process
 
 
-def state_table() -> None:
+def state_table(endpoint: str) -> None:
     """The broker's state table, as the stack makes it: request records and capacity memory."""
-    import boto3
+    from capacity_broker.local import make_state_table
 
     name = os.environ.setdefault("BROKER_STATE_TABLE", "capacity-broker-demo-state")
-    boto3.client("dynamodb", region_name="us-east-1").create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    make_state_table(name, "us-east-1", endpoint)
 
 
 def main() -> int:
@@ -35,7 +30,7 @@ def main() -> int:
     console.print(Rule("capacity-broker demo: a local, capacity-aware EC2 (no AWS account needed)"))
     with emulator_process("demo") as emu:
         console.print(f"emulator listening at {emu.endpoint}\n")
-        state_table()
+        state_table(emu.endpoint)
         console.print("[bold]1. The emulator answers a capacity story through boto3[/]")
         emulator_story.run(console, emu)
         console.print("\n[bold]2. VDI: probe a desktop's subnets[/]")

@@ -51,6 +51,29 @@ FAKE_CREDENTIALS = {
 }
 
 
+def state_table_name(prefix: str) -> str:
+    """The local state table: what the stack's ``StateTableName`` output names when deployed."""
+    return f"{prefix}-state"
+
+
+def make_state_table(name: str, region: str, endpoint: str) -> None:
+    """The broker's state table as the stack makes it (``infra/state.py``): key ``id``, items
+    expiring at ``expiration``. Request records and the capacity memory live there."""
+    import boto3
+
+    dynamodb = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint)
+    dynamodb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    dynamodb.update_time_to_live(
+        TableName=name,
+        TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"},
+    )
+
+
 def function_names(prefix: str) -> dict[str, str]:
     """Function name → entry point."""
     return {f"{prefix}-{entry}": entry for entry in ENTRY_POINTS}
@@ -210,6 +233,9 @@ class LocalBroker:
         self.regions = list(regions or ())
         self.host = host
         self.route = LambdaInvoke(prefix, region)
+        # As deployed: the functions keep request records and the capacity memory in a table
+        # (``capacity-broker history`` reads it).
+        self.state_table = state_table_name(prefix)
         self.server: Any = None
         self.scenario_ids: dict[str, dict[str, str]] = {}
         self._saved_env: dict[str, str | None] = {}
@@ -243,6 +269,7 @@ class LocalBroker:
                 "AWS_DEFAULT_REGION": self.region,
                 "BROKER_CLUSTER_ID": self.cluster_id,
                 "BROKER_REGIONS": ",".join(regions),
+                "BROKER_STATE_TABLE": self.state_table,
                 # EMF lines on the server's stdout would only be noise locally.
                 "POWERTOOLS_METRICS_DISABLED": os.environ.get(
                     "POWERTOOLS_METRICS_DISABLED", "true"
@@ -255,6 +282,7 @@ class LocalBroker:
         if data is not None:
             self.scenario_ids = self.server.emulator.load_scenario(data).to_dict()
         self.server.start()
+        make_state_table(self.state_table, self.region, self.endpoint)
         return self
 
     def _environment(self, values: Mapping[str, str]) -> None:

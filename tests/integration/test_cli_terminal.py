@@ -72,6 +72,8 @@ COMMANDS: dict[str, tuple[str, list[str], str | None]] = {
     ),
     "release": ("release --job-id {job}", ["id"], None),
     "clean": ("clean --dry-run", [], None),
+    # what the probe and reserve above left in the local state table's capacity memory
+    "history": ("history", ["Instance type", "AZ id", "Attempts"], None),
     "slurm-check": (
         "slurm check -c {slurm_config}",
         ["nodes", "types (AZs)", "subnets (AZ)"],

@@ -37,16 +37,20 @@ EXPORTED = (
     "AWS_SECRET_ACCESS_KEY",
     "AWS_DEFAULT_REGION",
     "CAPACITY_BROKER_FUNCTION_PREFIX",
+    "BROKER_STATE_TABLE",
 )
 
 
 def exports(endpoint: str, region: str, prefix: str) -> list[str]:
     """What a shell needs to reach the local broker (fake credentials: nothing is AWS)."""
+    from ..local import state_table_name
     return [
         f"export AWS_ENDPOINT_URL={endpoint}",
         "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
         f"AWS_DEFAULT_REGION={region}",
         f"export CAPACITY_BROKER_FUNCTION_PREFIX={prefix}",
+        # where `capacity-broker history` reads the functions' capacity memory
+        f"export BROKER_STATE_TABLE={state_table_name(prefix)}",
     ]
 
 
