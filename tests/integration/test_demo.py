@@ -1,0 +1,48 @@
+"""`make run` (``python -m demo``) as a newcomer runs it: a fresh interpreter, nothing exported,
+no AWS. The demo asserts its own story (a probe answers available, a job waits for its block,
+the fleet launches, the cleaner ends the leaked reservation, history shows the memory); this
+test holds it to finishing, every act shown."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+ACTS = (
+    "1. The emulator answers a capacity story through boto3",
+    "2. VDI: probe a desktop's subnets",
+    "3. HPC: hold a job's nodes",
+    "4. A leaked reservation, and the cleaner that ends it",
+    "5. What reserved capacity exists",
+    "6. What the broker learnt: the capacity memory",
+)
+
+
+def test_make_run_tells_the_whole_story() -> None:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AWS_", "BROKER_", "CAPACITY_BROKER_", "POWERTOOLS_"))
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "demo"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    for act in ACTS:
+        assert act in run.stdout, (act, run.stdout[-3000:])
+    assert "Capacity memory" in run.stdout
+    assert "done: the emulator process has stopped" in run.stdout
+    assert "Traceback" not in run.stderr
