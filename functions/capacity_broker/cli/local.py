@@ -44,6 +44,7 @@ EXPORTED = (
 def exports(endpoint: str, region: str, prefix: str) -> list[str]:
     """What a shell needs to reach the local broker (fake credentials: nothing is AWS)."""
     from ..local import state_table_name
+
     return [
         f"export AWS_ENDPOINT_URL={endpoint}",
         "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
