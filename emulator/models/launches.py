@@ -1,0 +1,168 @@
+"""Launches: where instances take their capacity from (open or targeted reservations, a
+Capacity Block, the On-Demand pool), and the bookkeeping that gives it back on termination.
+
+``plan_launch`` decides, ``commit`` takes; callers hold ``world.lock`` across both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..exceptions import client_error, insufficient_capacity
+from ..state import world
+from .expiry import Expiry
+
+
+@dataclass
+class Allocation:
+    """Where ``count`` launched instances take their capacity from."""
+
+    instance_type: str
+    availability_zone: str
+    count: int
+    reservation_id: str | None = None  # None: the On-Demand pool
+
+
+@dataclass
+class LaunchRequest:
+    instance_type: str
+    availability_zone: str
+    platform: str = "Linux/UNIX"
+    tenancy: str = "default"
+    preference: str = "open"  # CapacityReservationPreference
+    target_id: str | None = None  # CapacityReservationTarget.CapacityReservationId
+    market_type: str | None = None  # InstanceMarketOptions.MarketType
+
+
+class Launches(Expiry):
+    """RunInstances' and CreateFleet's capacity, and the instances' sources."""
+
+    def plan_launch(self, request: LaunchRequest, count: int) -> list[Allocation]:
+        """Decide where ``count`` instances would run, or raise EC2's launch error.
+
+        Read-only: ``commit`` takes the capacity. Callers hold ``world.lock`` across both.
+        """
+        self.refresh()
+        if request.target_id:
+            return [self._plan_targeted(request, count)]
+        if request.market_type == "capacity-block":
+            raise client_error(
+                "InvalidParameterCombination",
+                "A launch with MarketType capacity-block must target a Capacity Block "
+                "(CapacityReservationTarget).",
+            )
+        allocations: list[Allocation] = []
+        remaining = count
+        if request.preference in ("open", "capacity-reservations-only"):
+            for reservation in self.reservations.values():
+                if remaining == 0:
+                    break
+                if (
+                    reservation.state == "active"
+                    and not reservation.is_capacity_block
+                    and reservation.instance_match_criteria == "open"
+                    and reservation.instance_type == request.instance_type
+                    and reservation.availability_zone == request.availability_zone
+                    and reservation.tenancy == request.tenancy
+                    and reservation.instance_platform == request.platform
+                    and reservation.available_instance_count > 0
+                ):
+                    take = min(reservation.available_instance_count, remaining)
+                    allocations.append(
+                        Allocation(
+                            request.instance_type, request.availability_zone, take, reservation.id
+                        )
+                    )
+                    remaining -= take
+        if remaining and request.preference == "capacity-reservations-only":
+            raise client_error(
+                "ReservationCapacityExceeded",
+                "There is not enough capacity in open Capacity Reservations that match the "
+                "launch request.",
+            )
+        if remaining:
+            if not self.offered(request.availability_zone, request.instance_type):
+                raise client_error(
+                    "Unsupported",
+                    f"Your requested instance type ({request.instance_type}) is not supported "
+                    f"in your requested Availability Zone ({request.availability_zone}).",
+                )
+            self.quotas.check(request.instance_type, remaining, self.usage())
+            pool = self._pool(request.availability_zone, request.instance_type)
+            if not pool.can_take(remaining):
+                raise insufficient_capacity(request.instance_type, request.availability_zone)
+            allocations.append(
+                Allocation(request.instance_type, request.availability_zone, remaining)
+            )
+        return allocations
+
+    def _plan_targeted(self, request: LaunchRequest, count: int) -> Allocation:
+        reservation = self.get(str(request.target_id))
+        if reservation.is_capacity_block != (request.market_type == "capacity-block") or (
+            request.market_type not in (None, "on-demand", "capacity-block")
+        ):
+            # A Capacity Block takes capacity-block launches only; an On-Demand Capacity
+            # Reservation On-Demand ones only (a spot market type cannot use it).
+            raise client_error(
+                "InvalidParameterCombination",
+                "Launches into a Capacity Block need MarketType capacity-block, and only they "
+                "may use it; a Capacity Reservation takes On-Demand launches only.",
+            )
+        if reservation.waiting_to_start:
+            # AWS: launching into a Capacity Block that has not started yet answers
+            # "Insufficient Capacity" (EC2 Fleet and Capacity Blocks tutorial).
+            raise insufficient_capacity(request.instance_type, request.availability_zone)
+        if reservation.state != "active":
+            raise client_error(
+                "IncorrectState",
+                f"The Capacity Reservation {reservation.id} is {reservation.state}, not active.",
+            )
+        if (
+            reservation.instance_type != request.instance_type
+            or reservation.availability_zone != request.availability_zone
+            or reservation.tenancy != request.tenancy
+        ):
+            raise client_error(
+                "InvalidParameterCombination",
+                f"The instance type, Availability Zone or tenancy of the launch does not match "
+                f"Capacity Reservation {reservation.id}.",
+            )
+        if reservation.available_instance_count < count:
+            raise client_error(
+                "ReservationCapacityExceeded",
+                f"The requested number of instances exceeds the available capacity of the "
+                f"Capacity Reservation {reservation.id} "
+                f"({reservation.available_instance_count} available).",
+            )
+        return Allocation(request.instance_type, request.availability_zone, count, reservation.id)
+
+    def commit(self, allocations: list[Allocation], instance_ids: list[str]) -> None:
+        """Bind launched instances to the capacity they were planned on."""
+        now = world.clock.now()
+        for instance_id in instance_ids:
+            self.propagation.made(instance_id, now)
+        ids = iter(instance_ids)
+        for allocation in allocations:
+            for _ in range(allocation.count):
+                instance_id = next(ids)
+                self.instance_sources[instance_id] = allocation.reservation_id
+                if allocation.reservation_id:
+                    self.reservations[allocation.reservation_id].instances.add(instance_id)
+                else:
+                    key = (allocation.availability_zone, allocation.instance_type)
+                    self._pool(*key).take(1)
+                    self.pool_instances[key] += 1
+
+    def release_instances(self, instance_ids: list[str], types: dict[str, tuple[str, str]]) -> None:
+        """Terminated instances give their slot back (to the reservation or the pool)."""
+        with world.lock:
+            for instance_id in instance_ids:
+                if instance_id not in self.instance_sources:
+                    continue
+                source = self.instance_sources.pop(instance_id)
+                if source and source in self.reservations:
+                    self.reservations[source].instances.discard(instance_id)
+                elif instance_id in types:
+                    key = types[instance_id]
+                    self._pool(*key).give(1)
+                    self.pool_instances[key] = max(self.pool_instances[key] - 1, 0)
