@@ -17,16 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..adapters.aws import AwsError
-from ..adapters.ec2 import Ec2, FleetResult, Reservation, TemplateVersion
-from ..adapters.ssm import Flags
-from ..domain import placement as pairing
-from ..domain.backoff import retry_after_seconds
-from ..domain.errors import is_retryable
-from ..domain.fanout import DecisionKind
-from ..domain.flags import FlagError
-from ..domain.memory import MemoryKey, Observation
-from ..domain.reserve import (
+from ...adapters.aws import AwsError
+from ...adapters.ec2 import Ec2, FleetResult, Reservation, TemplateVersion
+from ...adapters.ssm import Flags
+from ...domain import placement as pairing
+from ...domain.backoff import retry_after_seconds
+from ...domain.errors import is_retryable
+from ...domain.fanout import DecisionKind
+from ...domain.flags import FlagError
+from ...domain.memory import MemoryKey, Observation
+from ...domain.reserve import (
     ExistingReservation,
     Rejected,
     ReserveStatus,
@@ -36,7 +36,7 @@ from ..domain.reserve import (
     validate_existing,
     verdict,
 )
-from ..domain.tags import (
+from ...domain.tags import (
     TAG_CLUSTER_ID,
     TAG_JOB_ID,
     TAG_PURPOSE,
@@ -44,14 +44,14 @@ from ..domain.tags import (
     TAG_SUBNET_ID,
     Purpose,
 )
-from ..domain.templates import Version
-from ..domain.tokens import client_token
-from ..models import Attempt, LaunchTemplateInfo, ReservationInfo, ReserveRequest, ReserveResponse
-from . import InvalidInput, placement
-from .attempts import Attempts, Place, Ran, Spending
-from .memory import CapacityMemory, Recall
-from .reservations import Held, HoldSpec, NotOwnedError, ReservationCore, utcnow
-from .templates import Templates
+from ...domain.templates import Version
+from ...domain.tokens import client_token
+from ...models import Attempt, LaunchTemplateInfo, ReservationInfo, ReserveRequest, ReserveResponse
+from .. import InvalidInput, placement
+from ..attempts import Attempts, Place, Ran, Spending
+from ..memory import CapacityMemory, Recall
+from ..reservations import Held, HoldSpec, NotOwnedError, ReservationCore, utcnow
+from ..templates import Templates
 
 # What the handler's metrics are made of (every create's answer, every give-back's seconds).
 ReserveStats = Spending
