@@ -1,0 +1,297 @@
+"""The launch on the chosen capacity: a launch template version that targets it, then (when
+the job asks for it) one all-or-nothing EC2 Fleet under a ClientToken. Also what a lost
+CreateFleet answer leaves (the hold kept for the retry), and the nodes an earlier invocation
+of the request already launched, which are never launched twice."""
+
+from __future__ import annotations
+
+from ...adapters.aws import AwsError
+from ...adapters.ec2 import FleetResult, Reservation, TemplateVersion
+from ...domain.errors import is_retryable
+from ...domain.reserve import (
+    ReserveStatus,
+)
+from ...domain.tags import (
+    TAG_JOB_ID,
+    TAG_REQUEST_ID,
+    Purpose,
+)
+from ...domain.templates import Version
+from ...domain.tokens import client_token
+from ...models import LaunchTemplateInfo, ReserveRequest, ReserveResponse
+from .. import InvalidInput
+from .answer import Answer, Chosen
+from .base import ReserveStats
+from .giveback import GiveBack
+
+
+class Launch(GiveBack):
+    """Template version and fleet for the chosen capacity."""
+
+    # -- template and fleet -------------------------------------------------------------
+    def _use(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        chosen: Chosen,
+        source: Version | None,
+        answer: Answer,
+        deadline: float,
+        hard_deadline: float,
+        stats: ReserveStats,
+    ) -> ReserveResponse:
+        response = answer.response
+        if request.launch_template is None:
+            return response
+        reservation = chosen.reservation
+        subnet_id = chosen.subnet_ids[0]
+        try:
+            if self.monotonic() >= deadline:
+                raise OutOfTime("before the launch template version")
+            template = self._template_version(
+                request, request_id, reservation, subnet_id, source, deadline
+            )
+        except (AwsError, OutOfTime) as error:
+            return self._undo(answer, chosen, hard_deadline, stats, "launch template", error)
+        response.launch_template = LaunchTemplateInfo(
+            id=template.template_id, version=template.version
+        )
+        response.message += (
+            f"; launch template {template.template_id} version {template.version} targets it"
+        )
+        if not request.provision:
+            return response
+        try:
+            if self.monotonic() >= deadline:
+                raise OutOfTime("before the fleet")
+            fleet = self._launch(
+                request,
+                request_id,
+                template,
+                reservation,
+                subnet_id,
+                deadline,
+                hard_deadline,
+                chosen.earlier_work,
+            )
+        except FleetUnknown as unknown:
+            return self._unknown_fleet(answer, chosen, unknown)
+        except (AwsError, OutOfTime) as error:
+            return self._undo(answer, chosen, hard_deadline, stats, "fleet", error)
+        return self._after_fleet(request, chosen, fleet, answer, hard_deadline, stats)
+
+    @staticmethod
+    def _unknown_fleet(answer: Answer, chosen: Chosen, unknown: FleetUnknown) -> ReserveResponse:
+        """Every answer to CreateFleet was lost: EC2 may have launched the nodes. The hold is
+        kept (cancelling it would let a retry make a new hold, a new version and a second
+        fleet); the retry of this request takes it over and asks EC2 with the same
+        ClientToken, which returns the fleet if there is one."""
+        error = unknown.error
+        response = answer.error(
+            error.code,
+            f"The fleet's answer was lost ({error.code or 'no answer'}: {error.message}"[:200]
+            + "); EC2 may have launched the nodes: ask again with the same request_id, which "
+            "gets the same fleet back instead of launching a second one",
+        )
+        response.instances = list(unknown.seen)
+        if chosen.owned:
+            response.cleanup = "pending"
+            response.message += (
+                f"; hold {chosen.reservation.id} is kept for that retry (its EndDate and the "
+                "cleaner end it otherwise)"
+            )
+        return response
+
+    def _earlier_nodes(
+        self, request: ReserveRequest, request_id: str, deadline: float, patient: bool = True
+    ) -> list[str]:
+        """The nodes an earlier invocation of this request launched (they carry the request
+        id). A listing can miss instances launched a moment ago: ``patient`` (an earlier
+        invocation is known to have given its hold back, so it may have launched) looks again
+        for a short, bounded while until it shows the request's count; otherwise one look."""
+
+        def look() -> list[str]:
+            return self.ec2.request_instances(request_id, deadline)
+
+        if not patient:
+            return look()
+        return self.core.look_again_until(
+            look, lambda found: len(found) >= request.instance_count, deadline
+        )
+
+    def _launch(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        template: TemplateVersion,
+        reservation: Reservation,
+        subnet_id: str,
+        deadline: float,
+        hard_deadline: float,
+        earlier_work: bool = False,
+    ) -> FleetResult:
+        """One all-or-nothing fleet per hold, under a ClientToken: a retry of CreateFleet with
+        that token gets the first fleet back (EC2 "Ensuring idempotency"), never a second.
+
+        Nodes an earlier invocation launched and EC2 already shows (they carry the request
+        id) are not launched again. A fleet whose answer was lost is asked for again with the
+        same token until the time budget ends; what DescribeInstances shows then is taken as
+        a confirmation, and nothing shown proves nothing (EC2 is eventually consistent):
+        ``FleetUnknown``, and the hold stays for the retry of the request to find.
+        """
+        if request.request_id is not None:
+            earlier = self._earlier_nodes(request, request_id, deadline, earlier_work)
+            if earlier:
+                return FleetResult(None, earlier)
+        token = client_token(
+            Purpose.HOLD,
+            request_id,
+            reservation.instance_type,
+            subnet_id,
+            # One fleet per hold: a retry that had to make a new hold (the old one was given
+            # back) launches from a new version, which the old token would refuse.
+            nonce=f"fleet:{reservation.id}",
+        )
+
+        def create(until: float) -> FleetResult:
+            return self.ec2.create_instant_fleet(
+                template,
+                reservation.instance_type,
+                subnet_id,
+                request.instance_count,
+                "capacity-block"
+                if reservation.reservation_type == "capacity-block"
+                else "on-demand",
+                token,
+                {TAG_JOB_ID: request.job_id, TAG_REQUEST_ID: request_id, **(request.tags or {})},
+                until,
+            )
+
+        try:
+            return create(deadline)
+        except AwsError as error:
+            if not is_retryable(error.error_class):
+                raise
+            lost = error
+        # No answer (timeouts, 5xx) after the adapter's retries: EC2 may have launched the
+        # fleet. The same token once more, within what is left for finishing the request.
+        if self.monotonic() < hard_deadline:
+            try:
+                return create(hard_deadline)
+            except AwsError as error:
+                if not is_retryable(error.error_class):
+                    raise
+                lost = error
+        # Still no answer: the fleet's nodes carry the request id. A listing can miss instances
+        # launched a moment ago, so it is looked at again until it shows them all.
+        try:
+            seen = self.core.look_again_until(
+                lambda: self.ec2.request_instances(request_id, hard_deadline),
+                lambda found: len(found) == request.instance_count,
+                hard_deadline,
+            )
+        except AwsError:
+            seen = []
+        if len(seen) == request.instance_count:
+            return FleetResult(None, seen)
+        raise FleetUnknown(lost, seen)
+
+    def _template_source(self, request: ReserveRequest, deadline: float) -> Version | None:
+        """The version the new template version builds on (``$Latest`` and ``$Default``
+        resolved once per request id: see ``Templates.source``), or ``InvalidInput`` when the
+        job's template or version does not exist."""
+        if request.launch_template is None:
+            return None
+        try:
+            return self.templates.source(
+                request.launch_template.id, request.launch_template.version, deadline
+            )
+        except AwsError as error:
+            if error.code and error.code.startswith("InvalidLaunchTemplate"):
+                field = (
+                    "launch_template.version" if "Version" in error.code else "launch_template.id"
+                )
+                raise InvalidInput([(field, f"{error.code}: {error.message}"[:300])]) from None
+            raise
+
+    def _template_version(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        reservation: Reservation,
+        subnet_id: str,
+        source: Version | None,
+        deadline: float,
+    ) -> TemplateVersion:
+        assert request.launch_template is not None
+        assert source is not None
+        return self.templates.make(
+            request.launch_template.id,
+            source,
+            reservation,
+            request_id,
+            request.job_id,
+            request.stack_name,
+            # One version per hold: its data names the reservation, so a retry with a new hold
+            # needs a new token (EC2 answers a reused one with IdempotentParameterMismatch).
+            client_token(
+                Purpose.HOLD,
+                request_id,
+                reservation.instance_type,
+                subnet_id,
+                nonce=f"template:{reservation.id}",
+            ),
+            deadline,
+        )
+
+    def _after_fleet(
+        self,
+        request: ReserveRequest,
+        chosen: Chosen,
+        fleet: FleetResult,
+        answer: Answer,
+        hard_deadline: float,
+        stats: ReserveStats,
+    ) -> ReserveResponse:
+        response = answer.response
+        launched = len(fleet.instance_ids) == request.instance_count
+        cleaned = self._drop(chosen, hard_deadline, stats) if chosen.owned else True
+        if launched:
+            response.status = ReserveStatus.PROVISIONED
+            response.instances = fleet.instance_ids
+            response.message = (
+                f"Launched {len(fleet.instance_ids)} × {chosen.reservation.instance_type} in "
+                f"{chosen.reservation.availability_zone} from the reservation"
+                + ("; the hold is released" if chosen.owned else "")
+            )
+        else:
+            first = fleet.errors[0] if fleet.errors else None
+            response.status = ReserveStatus.ERROR
+            response.error_code = first.code if first else "FleetIncomplete"
+            response.instances = fleet.instance_ids
+            details = "; ".join(f"{e.code}: {e.message}" for e in fleet.errors)[:400]
+            response.message = (
+                f"The fleet could not launch all {request.instance_count} nodes at once "
+                f"({len(fleet.instance_ids)} launched): {details or 'no error given'}"
+                + ("; the hold is cancelled" if chosen.owned else "")
+            )
+        if not cleaned:
+            response.cleanup = "pending"
+            response.message += (
+                "; the hold could not be cancelled: its EndDate and the cleaner will"
+            )
+        return response
+
+
+class FleetUnknown(Exception):
+    """CreateFleet never answered: whether the fleet exists is not known."""
+
+    def __init__(self, error: AwsError, seen: list[str]) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.seen = seen
+
+
+class OutOfTime(Exception):
+    def __init__(self, where: str) -> None:
+        super().__init__(f"the invocation's time budget ran out {where}")

@@ -1,0 +1,162 @@
+"""The race of (instance type × subnet) pairs: an earlier hold of the same request enters as the
+one to beat, every pair is tried as the fan-out (``logic.attempts``) decides, the best hold is
+kept and every other is given back; with no winner, the answer says why (no capacity, or the
+question left open)."""
+
+from __future__ import annotations
+
+from ...domain import placement as pairing
+from ...domain.backoff import retry_after_seconds
+from ...domain.fanout import DecisionKind
+from ...domain.reserve import (
+    ReserveStatus,
+    possible_pairs,
+    verdict,
+)
+from ...domain.tags import (
+    TAG_CLUSTER_ID,
+    TAG_PURPOSE,
+    TAG_REQUEST_ID,
+    TAG_SUBNET_ID,
+    Purpose,
+)
+from ...models import ReserveRequest, ReserveResponse
+from .. import placement
+from ..attempts import Attempts, Place, Ran
+from ..memory import Recall
+from ..reservations import Held, HoldSpec
+from .answer import Answer
+from .base import ReserveStats
+from .giveback import GiveBack
+
+
+class Race(GiveBack):
+    """Which pair holds the job: the race and what it ends in."""
+
+    def _earlier_hold(
+        self, request_id: str, request: ReserveRequest, deadline: float, hard_deadline: float
+    ) -> tuple[int, Held] | None:
+        """The live hold an earlier invocation of this request made (found by its tags), with
+        its place's preference: a retry takes it over instead of holding twice. If that
+        invocation died mid-race and left several, the best-preferred one is kept and the
+        others are given back now.
+
+        The listing can miss a hold made a moment ago (EC2 is eventually consistent); that
+        costs no second hold: the race's attempt at that place meets its ClientToken, and
+        ``ReservationCore.hold`` waits for EC2 to show the earlier hold and takes it over."""
+        if request.request_id is None:
+            return None  # a request id generated for this invocation has no earlier work
+        preference = {
+            (p.instance_type, p.subnet_id): p.index
+            for p in pairing.pairs(request.instance_types, request.subnet_ids)
+        }
+        found = [
+            (preference[key], reservation)
+            for reservation in self.ec2.reservations(
+                filters={
+                    f"tag:{TAG_CLUSTER_ID}": [self.core.cluster_id],
+                    f"tag:{TAG_REQUEST_ID}": [request_id],
+                    f"tag:{TAG_PURPOSE}": [Purpose.HOLD.value],
+                    "state": ["active", "pending"],
+                },
+                deadline=deadline,
+            )
+            for key in [(reservation.instance_type, reservation.tags.get(TAG_SUBNET_ID, ""))]
+            if self.core.owns(reservation)
+            and key in preference
+            and reservation.total_count == request.instance_count
+        ]
+        if not found:
+            return None
+        found.sort(key=lambda item: item[0])
+        for _, extra in found[1:]:
+            self._cancel(extra, hard_deadline)
+        index, best = found[0]
+        return index, Held(best, self.monotonic(), reused=True)
+
+    # -- the attempts -------------------------------------------------------------------
+    def _attempts(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        place: placement.Placement,
+        recall: Recall | None,
+        deadline: float,
+        hard_deadline: float,
+        stats: ReserveStats,
+        earlier: tuple[int, Held] | None = None,
+    ) -> Ran:
+        """Every pair tried as the fan-out decides; the best that holds is kept."""
+        places = [
+            Place(p.instance_type, place.subnet(p.subnet_id))
+            for p in pairing.pairs(request.instance_types, request.subnet_ids)
+        ]
+
+        def spec_of(where: Place) -> HoldSpec:
+            return HoldSpec(
+                purpose=Purpose.HOLD,
+                request_id=request_id,
+                instance_type=where.instance_type,
+                subnet=where.subnet,
+                count=request.instance_count,
+                platform=place.platform,
+                tenancy=place.tenancy,
+                job_id=request.job_id,
+                stack_name=request.stack_name,
+                placement_group_arn=request.placement_group_arn,
+                extra_tags=request.tags,
+            )
+
+        attempts = Attempts(
+            self.core,
+            keep=True,
+            max_concurrency=self.max_concurrency,
+            monotonic=self.monotonic,
+            memory=self.memory,
+        )
+        return attempts.run(
+            places,
+            spec_of,
+            recall,
+            deadline,
+            hard_deadline,
+            stats,
+            earlier,
+        )
+
+    def _no_winner(
+        self, request: ReserveRequest, answer: Answer, ran: Ran, strict: bool
+    ) -> ReserveResponse:
+        attempts = ran.attempts
+        if not ran.only_no_capacity:
+            # Stopped (quota for the request alone, permissions), a place that failed for
+            # another reason than capacity, or the time budget: the question stays open.
+            failure = ran.failure()
+            timed_out = ran.decision.kind is DecisionKind.TIMED_OUT or failure is None
+            response = answer.error(
+                "TimeBudgetExceeded" if timed_out or failure is None else failure.error_code,
+                "The time budget ran out before every place was tried"
+                if timed_out or failure is None
+                else f"Stopped by {failure.error_code} ({failure.outcome}) in "
+                f"{failure.instance_type} / {failure.subnet_id}",
+            )
+            response.attempts = attempts
+            return response
+        pair_count = possible_pairs(a.outcome for a in attempts)
+        status = verdict(False, strict, pair_count)
+        if status is ReserveStatus.NO_CAPACITY:
+            response = answer.unchanged(
+                status,
+                f"No single place can hold {request.instance_count} × "
+                f"{'/'.join(request.instance_types)} now; the job stays queued"
+                + (" (strict)" if strict and pair_count > 1 else ""),
+            )
+            response.retry_after_seconds = retry_after_seconds(request.attempt)
+        else:
+            response = answer.unchanged(
+                status,
+                "No single place can hold the whole job; proceeding with the original "
+                "placement, without a guarantee",
+            )
+        response.attempts = attempts
+        return response
