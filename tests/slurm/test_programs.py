@@ -69,6 +69,8 @@ def scenario(c5: tuple[int, int] = (0, 8), m5: tuple[int, int] = (8, 8)) -> dict
                         "id": TEMPLATE,
                         "name": "compute",
                         "data": {"ImageId": AMI, "InstanceType": "c5.large"},
+                        # tagged for the broker's cluster, as docs/deploy.md asks
+                        "tags": {"capacity-broker:cluster-id": "slurm-test"},
                     }
                 ],
             }

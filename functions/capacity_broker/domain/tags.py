@@ -125,6 +125,22 @@ def purpose_of(tags: Mapping[str, str]) -> Purpose | None:
         return None
 
 
+def other_cluster(tags: Mapping[str, str], cluster_id: str) -> str | None:
+    """The broker cluster other than ``cluster_id`` that a resource is tagged for, or ``None``
+    when it is tagged for this cluster or for none (contract v3, "Other clusters").
+
+    Any spelling of the key counts (IAM reads the tag key of an ``aws:ResourceTag/<key>``
+    condition without case, and a ``Capacity-Broker:Cluster-Id`` tag says the same to a
+    person), and an empty value is another cluster's too: only this cluster's id is ours.
+    The deployed IAM holds to the same rule (``infra/permissions.py``, launches into
+    reservations: ``StringEqualsIfExists`` on the tag).
+    """
+    for key, value in tags.items():
+        if key.casefold() == TAG_CLUSTER_ID and value != cluster_id:
+            return value
+    return None
+
+
 def is_owned(tags: Mapping[str, str], cluster_id: str) -> bool:
     """Owned = ``capacity-broker:cluster-id`` equal to this cluster AND a purpose tag.
 

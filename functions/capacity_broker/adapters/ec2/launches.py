@@ -31,6 +31,7 @@ class LaunchTemplate:
     id: str
     latest: int
     default: int
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,8 @@ class Refused:
 class LaunchesMixin(Ec2Base):
     # -- launch templates ---------------------------------------------------------------
     def launch_template(self, template_id: str, deadline: float | None = None) -> LaunchTemplate:
-        """The template's latest and default version numbers (EC2 answers an unknown id with
-        InvalidLaunchTemplateId.NotFound; some stand-ins answer [])."""
+        """The template's latest and default version numbers and its tags (EC2 answers an
+        unknown id with InvalidLaunchTemplateId.NotFound; some stand-ins answer [])."""
         templates = self._call(
             "DescribeLaunchTemplates", deadline, LaunchTemplateIds=[template_id]
         )["LaunchTemplates"]
@@ -76,6 +77,7 @@ class LaunchesMixin(Ec2Base):
             found["LaunchTemplateId"],
             int(found["LatestVersionNumber"]),
             int(found["DefaultVersionNumber"]),
+            tag_dict(found.get("Tags")),
         )
 
     def cluster_templates(self, cluster_id: str, deadline: float | None = None) -> list[str]:

@@ -16,6 +16,7 @@ from ...domain.reserve import (
 from ...domain.templates import Version
 from ...models import Attempt, ReserveRequest, ReserveResponse
 from .. import placement
+from ..templates import TemplateRefused
 from .answer import Answer, Chosen
 from .base import ReserveStats
 from .bring_your_own import BringYourOwn
@@ -73,6 +74,8 @@ class Reserver(Launch, Race, BringYourOwn):
                 source = template.result()
             except AwsError as error:
                 return answer.error(error.code, TEMPLATE_UNREADABLE + error.message)
+            except TemplateRefused as refused:
+                return answer.unchanged(ReserveStatus.REJECTED, str(refused), reason=str(refused))
         else:
             try:
                 flags = self.flags.read(deadline)
@@ -96,6 +99,8 @@ class Reserver(Launch, Race, BringYourOwn):
                 source = template.result()
             except AwsError as error:
                 return answer.error(error.code, TEMPLATE_UNREADABLE + error.message)
+            except TemplateRefused as refused:
+                return answer.unchanged(ReserveStatus.REJECTED, str(refused), reason=str(refused))
             # An earlier hold of this request enters as the one to beat: only better places
             # are tried, and it is given back if one of them wins.
             ran = self._attempts(
