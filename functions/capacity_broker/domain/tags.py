@@ -16,6 +16,9 @@ TAG_REQUEST_ID = "capacity-broker:request-id"
 TAG_JOB_ID = "capacity-broker:job-id"
 TAG_STACK_NAME = "capacity-broker:stack-name"
 TAG_SUBNET_ID = "capacity-broker:subnet-id"
+# A hold's request identity (``tokens.identity_digest``): without a state table, how a later
+# ask under the same request id knows whether it is the same request.
+TAG_REQUEST_DIGEST = "capacity-broker:request-digest"
 TAG_NAME = "Name"
 
 OWNERSHIP_KEYS = frozenset(
@@ -26,6 +29,7 @@ OWNERSHIP_KEYS = frozenset(
         TAG_JOB_ID,
         TAG_STACK_NAME,
         TAG_SUBNET_ID,
+        TAG_REQUEST_DIGEST,
         TAG_NAME,
     }
 )
@@ -68,6 +72,7 @@ def ownership_tags(
     job_id: str | None = None,
     stack_name: str | None = None,
     extra: Mapping[str, str] | None = None,
+    request_digest: str | None = None,
 ) -> dict[str, str]:
     """Every tag a new reservation gets: the request's own ``extra`` tags plus ownership.
 
@@ -95,6 +100,8 @@ def ownership_tags(
         tags[TAG_JOB_ID] = job_id
     if stack_name:
         tags[TAG_STACK_NAME] = stack_name
+    if request_digest:
+        tags[TAG_REQUEST_DIGEST] = request_digest
     tags[TAG_NAME] = name_tag(purpose, request_id)
     for key, value in tags.items():
         if not 1 <= len(key) <= MAX_KEY_LENGTH:

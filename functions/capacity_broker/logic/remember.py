@@ -12,6 +12,7 @@ from typing import Any
 
 from ..adapters.aws import AwsError
 from ..adapters.dynamodb import BodyMismatch, RequestRecords, StillRunning, Unsettled
+from ..domain.tokens import CHANGED_REQUEST, request_identity
 
 # Answers worth replaying; anything else (an error) is forgotten so a retry tries again.
 SETTLED = frozenset(
@@ -26,33 +27,32 @@ def remembered(
     run: Callable[[], dict[str, Any]],
     deadline: float,
     context: Any = None,
+    replay: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """``run()``'s answer, recorded under ``request_id`` when a table and an id are given."""
+    """``run()``'s answer, recorded under ``request_id`` when a table and an id are given.
+    An answer given from the record (an earlier invocation's) goes through ``replay``."""
     if records is None or request_id is None:
         return run()
+    ran = False
 
     def settle() -> dict[str, Any]:
+        nonlocal ran
+        ran = True
         answer = run()
         if answer.get("status") not in SETTLED:
             raise Unsettled(answer)
         return answer
 
-    # The scheduler's retry counter may grow between identical requests.
-    stable = {k: v for k, v in body.items() if k != "attempt"}
     try:
-        return records.once(request_id, stable, settle, deadline, context)
+        answer = records.once(request_id, request_identity(body), settle, deadline, context)
+        return answer if ran or replay is None else replay(answer)
     except Unsettled as unsettled:
         return unsettled.answer
     except BodyMismatch:
         return {
             "status": "invalid_request",
             "request_id": request_id,
-            "errors": [
-                {
-                    "field": "request_id",
-                    "message": "was used before with a different request; use a new request id",
-                }
-            ],
+            "errors": [{"field": "request_id", "message": CHANGED_REQUEST}],
             "message": f"request_id {request_id} was used before with a different request",
         }
     except StillRunning:
