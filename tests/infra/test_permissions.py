@@ -237,7 +237,7 @@ def test_pass_role_only_for_configured_instance_roles(broker: Synth, custom: Syn
 def test_cleaner_reads_only_the_job_stacks(broker: Synth, custom: Synth) -> None:
     (describe,) = broker.allowed("cleaner", "cloudformation:DescribeStacks")
     assert [flat(r) for r in as_list(describe["Resource"])] == [
-        "arn:<AWS::Partition>:cloudformation:<AWS::Region>:<AWS::AccountId>:stack/soca-demo-job-*/*"
+        "arn:<AWS::Partition>:cloudformation:<AWS::Region>:<AWS::AccountId>:stack/demo-job-*/*"
     ]
     (describe,) = custom.allowed("cleaner", "cloudformation:DescribeStacks")
     assert sorted(flat(r) for r in as_list(describe["Resource"])) == [
