@@ -6,8 +6,11 @@ table is required), so these keys are part of the public contract.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
+
+from .lookalikes import LOOKALIKES
 
 TAG_PREFIX = "capacity-broker:"
 TAG_CLUSTER_ID = "capacity-broker:cluster-id"
@@ -48,14 +51,46 @@ class Purpose(StrEnum):
     HOLD = "hold"
 
 
-def is_reserved_key(key: str) -> bool:
-    """True for keys a request may not set: ``aws:`` (EC2 refuses them) and the broker's own.
+RESERVED_PREFIXES = ("aws:", TAG_PREFIX)
+# Invisible characters (format controls such as U+200B, U+00AD) and combining marks: they
+# change no letter a reader sees.
+_UNSEEN = frozenset({"Cf", "Mn", "Me"})
+_ANY_LOOKALIKE = frozenset("".join(LOOKALIKES.values()))
 
-    Both prefixes are compared case-insensitively: EC2 refuses ``AWS:`` too, and a
-    ``Capacity-Broker:purpose`` key would look like ownership to a human reading the console.
+
+def is_reserved_key(key: str) -> bool:
+    """True for keys a request may not set: ``aws:`` (EC2 refuses them) and the broker's own,
+    and every key that reads as one of them.
+
+    Compared case-insensitively (EC2 refuses ``AWS:`` too, and a ``Capacity-Broker:purpose``
+    key would look like ownership to a human reading the console), after NFKC (fullwidth and
+    other compatibility forms), without invisible characters and marks, and with each
+    character of the prefix matched by any character confusable with it (Unicode's
+    confusables, ``lookalikes``): ``capacity‐broker:`` (U+2010) and ``cаpacity-broker:``
+    (Cyrillic а) are reserved as well.
     """
-    folded = key.casefold()
-    return folded.startswith("aws:") or folded.startswith(TAG_PREFIX)
+    seen = list(_as_read(key))
+    return any(_reads_as(seen, prefix) for prefix in RESERVED_PREFIXES)
+
+
+def _as_read(key: str) -> Iterable[str]:
+    """The key's characters as a reader sees them: a known lookalike as it is, any other
+    character in its NFKC form, case folded; invisible ones and marks left out."""
+    for char in key:
+        if unicodedata.category(char) in _UNSEEN:
+            continue
+        if char in _ANY_LOOKALIKE:
+            yield char
+            continue
+        for part in unicodedata.normalize("NFKC", char).casefold():
+            if unicodedata.category(part) not in _UNSEEN:
+                yield part
+
+
+def _reads_as(seen: list[str], prefix: str) -> bool:
+    if len(seen) < len(prefix):
+        return False
+    return all(c == p or c in LOOKALIKES.get(p, "") for c, p in zip(seen, prefix, strict=False))
 
 
 def name_tag(purpose: Purpose | str, request_id: str) -> str:
