@@ -63,6 +63,21 @@ def states(ids: dict[str, str]) -> dict[str, str]:
     return {job: by_id[rid] for job, rid in ids.items()}
 
 
+def stack_created(stack_id: str, when: str) -> dict[str, Any]:
+    """EventBridge's CloudFormation Stack Status Change event, CREATE_COMPLETE."""
+    return {
+        "version": "0",
+        "id": "8c0a1f4e-3b4d-4c8e-9a0b-1c2d3e4f5a61",
+        "detail-type": "CloudFormation Stack Status Change",
+        "source": "aws.cloudformation",
+        "account": "123456789012",
+        "time": when,
+        "region": "us-east-1",
+        "resources": [stack_id],
+        "detail": {"stack-id": stack_id, "status-details": {"status": "CREATE_COMPLETE"}},
+    }
+
+
 def cancelled(broker: Any) -> list[str]:
     return [c.params["CapacityReservationId"] for c in broker.calls("CancelCapacityReservation")]
 
@@ -116,18 +131,9 @@ def test_a_wildcard_stack_name_is_refused_everywhere(
     assert made["status"] == "invalid_request", made
     assert release({"stack_name": stack_name}, context)["status"] == "invalid_request"
     arn = f"arn:aws:cloudformation:us-east-1:123456789012:stack/{stack_name}/6a7e8feb-b491"
-    event = {
-        "version": "0",
-        "id": "8c0a1f4e-3b4d-4c8e-9a0b-1c2d3e4f5a61",
-        "detail-type": "CloudFormation Stack Status Change",
-        "source": "aws.cloudformation",
-        "account": "123456789012",
-        "time": "2026-11-21T10:03:12Z",
-        "region": "us-east-1",
-        "resources": [arn],
-        "detail": {"stack-id": arn, "status-details": {"status": "CREATE_COMPLETE"}},
-    }
-    assert cleaner(event, context)["status"] == "invalid_request"
+    assert cleaner(stack_created(arn, "2026-11-21T10:03:12Z"), context)["status"] == (
+        "invalid_request"
+    )
     assert broker.calls("CreateCapacityReservation") == []
     assert broker.calls("DescribeCapacityReservations") == []
     assert cancelled(broker) == []
@@ -146,18 +152,7 @@ def test_a_stack_event_acts_on_that_stack_name_only(broker: Any, context: Any) -
         StackName="soca-demo-job-1",
         TemplateBody='{"Resources": {"T": {"Type": "AWS::SNS::Topic"}}}',
     )["StackId"]
-    event = {
-        "version": "0",
-        "id": "8c0a1f4e-3b4d-4c8e-9a0b-1c2d3e4f5a61",
-        "detail-type": "CloudFormation Stack Status Change",
-        "source": "aws.cloudformation",
-        "account": "123456789012",
-        "time": broker.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": "us-east-1",
-        "resources": [stack_id],
-        "detail": {"stack-id": stack_id, "status-details": {"status": "CREATE_COMPLETE"}},
-    }
-    answer = cleaner(event, context)
+    answer = cleaner(stack_created(stack_id, broker.now().strftime("%Y-%m-%dT%H:%M:%SZ")), context)
     assert [c["id"] for c in answer["cancelled"]] == [held["soca-demo-job-1"]], answer
     left = states(held)
     assert left["soca-demo-job-12"] == left["soca-demo-job-1-2"] == "active"
