@@ -115,8 +115,12 @@ def local(
     ] = False,
     ready_fd: Annotated[
         int | None,
-        # --background's own: the pipe the server writes its endpoint to once it answers
-        typer.Option("--ready-fd", hidden=True, min=3),
+        typer.Option(
+            "--ready-fd",
+            hidden=True,
+            min=3,
+            help="--background's own: the pipe the server writes its endpoint to once it answers.",
+        ),
     ] = None,
 ) -> None:
     """Serve the emulator and the five functions (Lambda Invoke API) on 127.0.0.1."""
