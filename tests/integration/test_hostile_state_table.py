@@ -262,3 +262,104 @@ def test_no_memory_item_fails_or_changes_an_answer(
         assert row.attempts >= 0 and math.isfinite(row.reservation_seconds)
         for at in (row.last_available, row.last_insufficient):
             assert at is None or at.timestamp() <= time.time() + 300
+
+
+# -- request records ------------------------------------------------------------------------------
+def _reserve_event(request_id: str) -> dict[str, Any]:
+    return {
+        "request_id": request_id,
+        "job_id": "job-rec",
+        "instance_types": [TYPE],
+        "subnet_ids": [SUBNET_B, SUBNET_A],
+        "instance_count": 1,
+    }
+
+
+def _records() -> list[dict[str, Any]]:
+    items = boto3.client("dynamodb", region_name=REGION).scan(TableName=TABLE)["Items"]
+    return [i for i in items if i["id"]["S"].startswith("capacity-broker.reserve#")]
+
+
+def _holds(emu: Any, request_id: str) -> list[str]:
+    capacity = emu.capacity(REGION)
+    return [
+        r.id
+        for r in capacity.reservations.values()
+        if r.state in ("active", "pending")
+        and capacity.tags_of(r.id).get("capacity-broker:request-id") == request_id
+    ]
+
+
+RECORD_CORRUPTIONS: dict[str, tuple[dict[str, Any], list[str]]] = {
+    # name: (attributes set, attributes removed)
+    "a status Powertools does not know": ({"status": {"S": "DONE"}}, []),
+    "a status of the wrong type": ({"status": {"N": "1"}}, []),
+    "no status": ({}, ["status"]),
+    "no expiration": ({}, ["expiration"]),
+    "an expiration that is not a number": ({"expiration": {"S": "soon"}}, []),
+    "an answer that is not JSON": ({"data": {"S": "{not json"}}, []),
+    "an answer of the wrong type": ({"data": {"N": "5"}}, []),
+    "an answer that is not an object": ({"data": {"S": "[1, 2]"}}, []),
+    "an empty answer": ({"data": {"S": "{}"}}, []),
+    "an answer never recorded (an error)": (
+        {"data": {"S": json.dumps({"status": "error", "request_id": "rec-1"})}},
+        [],
+    ),
+    "another request's answer": (
+        {"data": {"S": json.dumps({"status": "reserved", "request_id": "someone-else"})}},
+        [],
+    ),
+    "in progress, with an expiry that is not a number": (
+        {"status": {"S": "INPROGRESS"}, "in_progress_expiration": {"S": "later"}},
+        [],
+    ),
+}
+
+
+def _corrupt(record: dict[str, Any], updates: dict[str, Any], removals: list[str]) -> None:
+    sets = [f"#s{i} = :s{i}" for i in range(len(updates))]
+    removes = [f"#r{i}" for i in range(len(removals))]
+    clauses = ([f"SET {', '.join(sets)}"] if sets else []) + (
+        [f"REMOVE {', '.join(removes)}"] if removes else []
+    )
+    names = {f"#s{i}": name for i, name in enumerate(updates)}
+    names.update({f"#r{i}": name for i, name in enumerate(removals)})
+    values = {f":s{i}": value for i, value in enumerate(updates.values())}
+    boto3.client("dynamodb", region_name=REGION).update_item(
+        TableName=TABLE,
+        Key={"id": record["id"]},
+        UpdateExpression=" ".join(clauses),
+        ExpressionAttributeNames=names,
+        **({"ExpressionAttributeValues": values} if values else {}),
+    )
+
+
+@pytest.mark.parametrize("corruption", sorted(RECORD_CORRUPTIONS))
+def test_a_corrupt_request_record_is_a_clear_error_and_never_a_second_hold(
+    world: dict[str, str], broker: Any, context: Any, corruption: str
+) -> None:
+    first = reserve(_reserve_event("rec-1"), context)
+    assert first["status"] == "reserved", first
+    held = _holds(broker, "rec-1")
+    assert len(held) == 1
+    (record,) = _records()
+    _corrupt(record, *RECORD_CORRUPTIONS[corruption])
+    for _ in range(2):  # the scheduler retries: the same answer, still nothing more held
+        again = reserve(_reserve_event("rec-1"), context)
+        assert (again["status"], again.get("error_code"), again["request_id"]) == (
+            "error",
+            "RequestRecordUnreadable",
+            "rec-1",
+        ), again
+        assert "rec-1" in again["message"] and "new request id" in again["message"]
+        assert _holds(broker, "rec-1") == held
+    # A new request id is the way out.
+    assert reserve(_reserve_event("rec-2"), context)["status"] == "reserved"
+
+
+def test_a_sound_record_is_still_replayed(world: dict[str, str], broker: Any, context: Any) -> None:
+    first = reserve(_reserve_event("rec-1"), context)
+    again = reserve(_reserve_event("rec-1"), context)
+    assert again["status"] == "reserved"
+    assert again["reservation"]["id"] == first["reservation"]["id"]
+    assert len(_holds(broker, "rec-1")) == 1
