@@ -159,13 +159,12 @@ def test_a_huge_time_leaves_history_working(world: dict[str, str]) -> None:
 def _numbers(now: float) -> st.SearchStrategy[str]:
     """DynamoDB numbers (what the table accepts: up to 38 digits, magnitude 1e-130 to 1e125)
     that the memory might meet: sound ones, negative, huge, fractional, times anywhere."""
-    moments = st.sampled_from(
-        [now, now - 5, now - 600, now + 30, now + 3_600, now + 86_400 * 365 * 100, 1e20]
-    )
+    offsets = st.sampled_from([0, -5, -600, 30, 3_600, 86_400 * 365 * 100])
     return st.one_of(
         st.integers(-3, 20).map(str),
         st.integers(-(10**37), 10**37).map(str),
-        moments.map(lambda at: repr(float(at))),
+        offsets.map(lambda offset: repr(float(now + offset))),
+        st.just("1e20"),
         st.floats(-1e120, 1e120, allow_nan=False)
         .filter(lambda x: x == 0 or abs(x) > 1e-120)
         .map(repr),
@@ -209,15 +208,58 @@ def _names(zones: list[str]) -> st.SearchStrategy[str]:
     )
 
 
+def _sound_facts(zones: list[str], hour: int, now: float) -> st.SearchStrategy[Any]:
+    """(name, value) of facts a broker writes, with values it could have written."""
+    seen = st.sampled_from(list(Seen))
+    zone = st.sampled_from(zones)
+    # (Drawn as offsets: what Hypothesis draws may not depend on the clock.)
+    within = st.integers(0, HOUR - 1).map(lambda offset: str(min(hour + offset, int(now))))
+    count = st.integers(0, 50).map(str)
+    return st.one_of(
+        st.tuples(st.builds(lambda s, z: f"n#{s}#{z}", seen, zone), count),
+        st.tuples(st.builds(lambda s, z: f"t#{s}#{z}", seen, zone), within),
+        st.tuples(zone.map(lambda z: f"rs#{z}"), st.integers(0, 10**6).map(lambda n: str(n / 8))),
+        st.tuples(st.integers(0, len(LATENCY_BOUNDS) - 1).map(lambda b: f"lat#{b}"), count),
+        st.tuples(st.just("quota_at"), within),
+        st.tuples(st.just("quota_carried"), st.integers(0, 5).map(str)),
+    ).map(lambda fact: (fact[0], {"N": fact[1]}))
+
+
+def _forged_facts(zones: list[str], now: float) -> st.SearchStrategy[Any]:
+    """(name, value) of facts shaped like a broker's, with values no broker writes: negative
+    or huge counts, buckets outside the histogram, times far ahead or outside their hour."""
+    seen = st.sampled_from(list(Seen))
+    zone = st.sampled_from(zones)
+    count = st.sampled_from(["-1", "-1000", "1000000000", "1e20", "2.5", "100"])
+    moment = st.sampled_from([86_400 * 365 * 100, 3_600 * 2, 600, -7_200, -(10**9)]).map(
+        lambda offset: repr(float(now + offset))
+    )
+    return st.one_of(
+        st.tuples(st.builds(lambda s, z: f"n#{s}#{z}", seen, zone), count),
+        st.tuples(st.builds(lambda s, z: f"t#{s}#{z}", seen, zone), st.one_of(moment, count)),
+        st.tuples(zone.map(lambda z: f"rs#{z}"), st.sampled_from(["-5", "1e100", "9.99e125"])),
+        st.tuples(
+            st.sampled_from([-1, -100, len(LATENCY_BOUNDS), 10**6]).map(lambda b: f"lat#{b}"),
+            st.sampled_from(["100", "1", "1000000"]),
+        ),
+        st.tuples(st.just("quota_at"), moment),
+        st.tuples(st.just("quota_carried"), count),
+    ).map(lambda fact: (fact[0], {"N": fact[1]}))
+
+
 @st.composite
 def memory_items(draw: st.DrawFn, zones: list[str], now: float) -> list[dict[str, Any]]:
     """Items under the ids a request of ``TYPE`` reads (this hour's and the last), each with a
-    sound or corrupt envelope and random facts."""
+    sound or corrupt envelope, and facts a broker could have written mixed with hostile ones."""
     hours = [hour_of(now), hour_of(now) - HOUR]
     found = []
     for hour in draw(st.lists(st.sampled_from(hours), min_size=1, max_size=2, unique=True)):
         item: dict[str, Any] = _memory_item(hour)
-        envelope = draw(st.sampled_from(["sound", "region", "type", "hour", "missing", "types"]))
+        envelope = draw(
+            st.sampled_from(
+                ["sound", "sound", "sound", "region", "type", "hour", "missing", "types"]
+            )
+        )
         if envelope == "region":
             item["region"] = {"S": draw(st.sampled_from(["us-west-2", "", "us-east-1*"]))}
         elif envelope == "type":
@@ -228,13 +270,22 @@ def memory_items(draw: st.DrawFn, zones: list[str], now: float) -> list[dict[str
             del item[draw(st.sampled_from(["region", "instance_type", "hour"]))]
         elif envelope == "types":
             item[draw(st.sampled_from(["region", "instance_type", "hour"]))] = draw(_values(now))
-        facts = draw(st.dictionaries(_names(zones), _values(now), max_size=12))
-        found.append({**facts, **item})
+        facts = draw(
+            st.lists(
+                st.one_of(
+                    _sound_facts(zones, hour, now),
+                    _forged_facts(zones, now),
+                    st.tuples(_names(zones), _values(now)),
+                ),
+                max_size=14,
+            )
+        )
+        found.append({**dict(facts), **item})
     return found
 
 
 PROPERTY = settings(
-    max_examples=25,
+    max_examples=30,
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
