@@ -31,7 +31,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 REGION = "us-east-1"
-TABLE = "broker-state-items"
 TYPE = "g6.xlarge"
 NOW = 1_763_719_200.0 + 600  # ten minutes into an hour
 HOUR_NOW = hour_of(NOW)
@@ -98,17 +97,6 @@ def test_a_time_far_in_the_future_is_not_fresh() -> None:
 
 
 # -- the reader -----------------------------------------------------------------------------------
-@pytest.fixture
-def table(emu: Any) -> str:
-    boto3.client("dynamodb", region_name=REGION).create_table(
-        TableName=TABLE,
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    return TABLE
-
-
 def test_a_far_future_time_in_the_table_is_not_fresh(table: str) -> None:
     far = NOW + 10 * 365 * 86_400
     boto3.client("dynamodb", region_name=REGION).put_item(
