@@ -138,9 +138,10 @@ def checked_count(n: float) -> int:
 
 def checked_moment(at: float, hour: int, now: float) -> float:
     """A time read from outside (epoch seconds): within its tally's hour (``fold`` puts every
-    fact in the hour it happened) and no later than ``now`` plus the clock skew, so that no
-    time stays fresh for longer than the decision window."""
-    if not math.isfinite(at) or not hour <= at < hour + HOUR:
+    fact in the hour it happened; its end included, where the table's microseconds may round
+    a time) and no later than ``now`` plus the clock skew, so that no time stays fresh for
+    longer than the decision window."""
+    if not math.isfinite(at) or not hour <= at <= hour + HOUR:
         raise ValueError(f"time {at!r} is not within its hour")
     if at > now + CLOCK_SKEW:
         raise ValueError(f"time {at!r} is in the future")

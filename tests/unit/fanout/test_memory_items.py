@@ -8,7 +8,7 @@ from typing import Any
 
 import boto3
 import pytest
-from capacity_broker.adapters.dynamodb_memory import MemoryTable, decode, item_id
+from capacity_broker.adapters.dynamodb_memory import MemoryTable, decode, encode, item_id
 from capacity_broker.domain.memory import (
     CLOCK_SKEW,
     DECISION_WINDOW,
@@ -21,8 +21,10 @@ from capacity_broker.domain.memory import (
     Hint,
     MemoryKey,
     MemoryView,
+    Observation,
     Seen,
     Tally,
+    fold,
     hedge_delay,
     hour_of,
 )
@@ -162,6 +164,27 @@ def test_an_item_whose_slot_is_not_sound_is_skipped(envelope: dict[str, Any]) ->
         decode({**item(**{"n#available#use1-az1": {"N": "2"}}), **envelope}, NOW, problems) is None
     )
     assert len(problems) == 1 and problems[0].startswith("skipped")
+
+
+def test_every_time_a_broker_writes_reads_back() -> None:
+    # The table keeps microseconds: a time at the very end of its hour rounds to the next.
+    last = math.nextafter(HOUR_NOW + HOUR, 0)
+    assert hour_of(last) == HOUR_NOW
+    tally = fold([Observation(AZ1, last, Seen.AVAILABLE), Observation(AZ1, HOUR_NOW, Seen.QUOTA)])
+    [written] = tally
+    problems: list[str] = []
+    read = decode(
+        {"id": {"S": item_id(REGION, TYPE, HOUR_NOW)}, **_attributes(written)}, NOW + HOUR, problems
+    )
+    assert problems == []
+    assert read is not None and read.last[("use1-az1", Seen.AVAILABLE)] == HOUR_NOW + HOUR
+
+
+def _attributes(tally: Tally) -> dict[str, Any]:
+    """The item ``encode`` makes of ``tally`` (what ``UpdateItem`` would leave)."""
+    update = encode(tally, expiration=0)
+    names, values = update["ExpressionAttributeNames"], update["ExpressionAttributeValues"]
+    return {names[f"#a{i}"]: values[f":v{i}"] for i in range(len(names))}
 
 
 def test_an_item_of_the_future_is_skipped() -> None:
