@@ -21,6 +21,7 @@ from moto import backend_index
 from moto.backends import get_backend
 from moto.core.base_backend import BackendDict
 from moto.core.responses import ActionResult, BaseResponse
+from moto.dynamodb import comparisons
 from moto.dynamodb.models import DynamoDBBackend
 from moto.ec2.models import EC2Backend
 from moto.ec2.responses import EC2Response
@@ -59,6 +60,9 @@ def install() -> None:
         )
         for name in _DYNAMODB_WRITES:
             _replace(DynamoDBBackend, name, _atomic(getattr(DynamoDBBackend, name)))
+        for name in _DYNAMODB_ORDERINGS:
+            klass = getattr(comparisons, name)
+            _replace(klass, "expr", _same_type_only(klass.expr))
         _install_filters()
         _register_price_list()
         _installed = True
@@ -136,6 +140,35 @@ def _atomic(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, *args, **kwargs)
 
     return write
+
+
+# DynamoDB compares values of one type only: "If an item contains an AttributeValue element of
+# a different type than the one provided in the request, the value does not match. For example,
+# {"S":"6"} does not equal {"N":"6"}" (API Reference, ExpectedAttributeValue, for LT, LE, GT, GE
+# and BETWEEN alike). moto 5.2.5 compares the Python values and raises TypeError (a string
+# against a Decimal) out of a Scan's or a condition's evaluation.
+_DYNAMODB_ORDERINGS = (
+    "OpLessThan",
+    "OpLessThanOrEqual",
+    "OpGreaterThan",
+    "OpGreaterThanOrEqual",
+    "FuncBetween",
+)
+
+
+def _same_type_only(original: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    def expr(self: Any, item: Any) -> bool:
+        between = isinstance(self, comparisons.FuncBetween)
+        operands = (self.attr, self.start, self.end) if between else (self.lhs, self.rhs)
+        try:
+            types = {operand.get_type(item) for operand in operands}
+        except (AttributeError, NotImplementedError):  # size() and the like have no type
+            return original(self, item)
+        if None not in types and len(types) > 1:
+            return False
+        return original(self, item)
+
+    return expr
 
 
 def _wrap_resources_exist(original: Callable[..., bool]) -> Callable[..., bool]:

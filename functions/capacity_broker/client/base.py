@@ -22,6 +22,7 @@ from ..logic.capacity import Listing
 from ..logic.discovery import Discovery
 from ..logic.memory import CapacityMemory, lent
 from . import regions as where
+from . import when
 from .deployed import invoke_function, lambda_client
 from .in_process import DEFAULT_REGION, run_function
 from .results import (
@@ -256,3 +257,5 @@ def _arguments() -> Iterator[None]:
         yield
     except InvalidInput as error:
         raise InvalidArguments(error.errors) from None
+    except when.BadTime as error:
+        raise InvalidArguments([(error.name, error.message)]) from None
