@@ -163,7 +163,8 @@ class ControlAPI:
         if verb == "health":
             return _json({"ok": True, "now": emu.now()})
         if verb == "reset" and method == "POST":
-            emu.reset()
+            # The functions' roles belong to the server (capacity-broker local), not the world.
+            emu.reset(keep_roles=True)
             return _json({"ok": True})
         if verb == "scenario" and method == "POST":
             ids = emu.load_scenario(self.scenario_source(body))
