@@ -16,6 +16,12 @@ Only requests addressed to the server's own ``127.0.0.1:<port>`` get in (``emula
 Door``): a web page cannot call it, through DNS rebinding or from another origin, and the
 control API loads no scenario file but the bundled ones and the one it was started with.
 
+IAM as deployed (``iam=True``, the default): each function calls AWS with its own role's
+session, and the emulator decides every such call under that role's policies, synthesized
+from ``infra/`` for this cluster (``emulator.iam``; ``local_roles``): what a deployed function
+may not do answers ``UnauthorizedOperation`` here too. The cluster id is the scenario's
+``cluster_id`` (the one its launch templates are tagged for) unless one is given.
+
 The response follows botocore's Lambda model: the payload as the body, ``X-Amz-Function-Error:
 Unhandled`` when the function raised, ``X-Amz-Executed-Version``, 202 for ``Event`` and 204 for
 ``DryRun`` invocations, and 404 ``ResourceNotFoundException`` for an unknown function.
@@ -24,6 +30,7 @@ Unhandled`` when the function raised, ``X-Amz-Executed-Version``, 202 for ``Even
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib
 import json
 import os
@@ -36,6 +43,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from .client import ENTRY_POINTS, EntryPointUnavailable, invoke_in_process
+from .local_roles import acting_as, role_session, threads_inherit_context
 
 DEFAULT_PREFIX = "capacity-broker-local"
 DEFAULT_CLUSTER_ID = "local"
@@ -186,7 +194,7 @@ class LambdaInvoke:
 
     def _run(self, name: str, event: Any) -> tuple[bytes, bool]:
         entry = self.functions[name]
-        with self._locks[name]:
+        with self._locks[name], acting_as(entry):
             try:
                 answer = invoke_in_process(
                     entry, event, name, self.region, self.timeout_ms, ACCOUNT_ID
@@ -217,6 +225,10 @@ class LocalBroker:
     ``start()`` sets this process's environment for the in-process functions
     (``AWS_ENDPOINT_URL``, ``BROKER_CLUSTER_ID``, region, fake credentials when none are set);
     ``stop()`` puts it back.
+
+    ``cluster_id``: the functions' cluster; ``None`` is the scenario's ``cluster_id``, else
+    ``local``. ``iam``: the functions call AWS as their deployed roles and the emulator
+    evaluates those roles' policies (module docstring).
     """
 
     def __init__(
@@ -224,15 +236,18 @@ class LocalBroker:
         scenario: str | Path | Mapping[str, Any] | None = None,
         port: int = 0,
         prefix: str = DEFAULT_PREFIX,
-        cluster_id: str = DEFAULT_CLUSTER_ID,
+        cluster_id: str | None = None,
         region: str = DEFAULT_REGION,
         regions: Sequence[str] | None = None,
         host: str = "127.0.0.1",
+        iam: bool = True,
     ) -> None:
         self.scenario = scenario
         self.port = port
         self.prefix = prefix
-        self.cluster_id = cluster_id
+        self.cluster_id = cluster_id or DEFAULT_CLUSTER_ID
+        self._cluster_id_given = cluster_id is not None
+        self.iam = iam
         self.region = region
         self.regions = list(regions or ())
         self.host = host
@@ -243,6 +258,7 @@ class LocalBroker:
         self.server: Any = None
         self.scenario_ids: dict[str, dict[str, str]] = {}
         self._saved_env: dict[str, str | None] = {}
+        self._roles = contextlib.ExitStack()
 
     @property
     def endpoint(self) -> str:
@@ -265,6 +281,9 @@ class LocalBroker:
             data = scenarios.read(self.scenario)
         regions = self.regions or sorted((data or {}).get("regions") or {}) or [self.region]
         self.regions = regions
+        declared = (data or {}).get("cluster_id")
+        if declared and not self._cluster_id_given:
+            self.cluster_id = str(declared)
         self.server = server.Server(
             host=self.host,
             port=self.port,
@@ -291,9 +310,29 @@ class LocalBroker:
         self.server.emulator.reset()
         if data is not None:
             self.scenario_ids = self.server.emulator.load_scenario(data).to_dict()
+        if self.iam:
+            self._use_roles()
         self.server.start()
         make_state_table(self.state_table, self.region, self.endpoint)
         return self
+
+    def _use_roles(self) -> None:
+        """The functions' roles in the emulator, and their calls signed as those roles."""
+        from .adapters import aws
+
+        emulator = self.server.emulator
+        emulator.enforce_roles(
+            self.cluster_id,
+            function_prefix=self.prefix,
+            region=self.region,
+            regions=self.regions,
+            state_table=self.state_table,
+        )
+        self._roles.enter_context(aws.container_session(role_session(emulator.role_credentials)))
+        self._roles.enter_context(threads_inherit_context())
+        from .handlers._runtime import reset_container
+
+        reset_container()
 
     def _environment(self, values: Mapping[str, str]) -> None:
         from .handlers._runtime import reset_container
@@ -310,6 +349,7 @@ class LocalBroker:
             self.server.stop()
             self.server.emulator.reset()
             self.server = None
+        self._roles.close()
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
