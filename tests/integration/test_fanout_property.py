@@ -20,6 +20,7 @@ no wall time.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,22 +219,33 @@ BUDGET_MS = 120_000
 PACE = 10
 
 
-def fresh(emu: Emulator, world: World, clock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    emu.reset()
-    reset_container()
-    emu.load_scenario(scenario(world))
-    seed_memory(emu, world)
-    clock.install(monkeypatch, scale=PACE)
-    emu.throttle(time_scale=PACE, emulator_clock=True)
-    zones = emu.capacity(REGION).zones
-    for (instance_type, az), fault in world.faults.items():
-        emu.fail(
-            "CreateCapacityReservation",
-            None if fault.startswith("lost") else "RequestLimitExceeded",
-            times=2 if fault in ("throttled", "lost") else 100_000,
-            mode="timeout" if fault.startswith("lost") else "error",
-            when={"AvailabilityZoneId": zones[az], "InstanceType": instance_type},
-        )
+@pytest.fixture
+def fresh(
+    broker: Any, context: Any, emulated_time: Any, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[World], Any]:
+    """``fresh(world)``: the emulator reset to ``world`` (its faults injected), a cold broker
+    container on the emulator's clock with the world's memory; the Lambda context to use."""
+
+    def load(world: World) -> Any:
+        broker.reset()
+        reset_container()
+        broker.load_scenario(scenario(world))
+        seed_memory(broker, world)
+        emulated_time.install(monkeypatch, scale=PACE)
+        broker.throttle(time_scale=PACE, emulator_clock=True)
+        zones = broker.capacity(REGION).zones
+        for (instance_type, az), fault in world.faults.items():
+            broker.fail(
+                "CreateCapacityReservation",
+                None if fault.startswith("lost") else "RequestLimitExceeded",
+                times=2 if fault in ("throttled", "lost") else 100_000,
+                mode="timeout" if fault.startswith("lost") else "error",
+                when={"AvailabilityZoneId": zones[az], "InstanceType": instance_type},
+            )
+        context.remaining_ms = BUDGET_MS
+        return context
+
+    return load
 
 
 def check_attempts(answer: dict[str, Any], expected: Expected, places: list[Place]) -> None:
@@ -275,15 +287,8 @@ def first_place_blocked(types: int, subnets: int, fault: str) -> World:
 @EXAMPLES
 @given(world=worlds(types=1))
 @example(world=first_place_blocked(types=1, subnets=3, fault="throttled_past"))
-def test_probe_answers_as_one_subnet_at_a_time(
-    broker: Any,
-    context: Any,
-    emulated_time: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    world: World,
-) -> None:
-    fresh(broker, world, emulated_time, monkeypatch)
-    context.remaining_ms = BUDGET_MS
+def test_probe_answers_as_one_subnet_at_a_time(broker: Any, fresh: Any, world: World) -> None:
+    context = fresh(world)
     expected = one_at_a_time(world)
     places = world.places()
     request_id = f"prop-probe-{time.monotonic_ns()}"
@@ -312,15 +317,8 @@ def test_probe_answers_as_one_subnet_at_a_time(
 @EXAMPLES
 @given(world=worlds(types=2))
 @example(world=first_place_blocked(types=2, subnets=1, fault="lost_past"))
-def test_reserve_answers_as_one_pair_at_a_time(
-    broker: Any,
-    context: Any,
-    emulated_time: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    world: World,
-) -> None:
-    fresh(broker, world, emulated_time, monkeypatch)
-    context.remaining_ms = BUDGET_MS
+def test_reserve_answers_as_one_pair_at_a_time(broker: Any, fresh: Any, world: World) -> None:
+    context = fresh(world)
     expected = one_at_a_time(world)
     places = world.places()
     request_id = f"prop-reserve-{time.monotonic_ns()}"

@@ -286,13 +286,10 @@ class ReservationCore:
         again = False  # a refused cancel was asked again at once since the last pause
         while True:
             if ready:
-                try:
-                    self.ec2.cancel_reservation(reservation.id, deadline)
+                refusal = self._cancel(reservation.id, deadline)
+                if refusal is None:
                     return
-                except AwsError as error:
-                    if not not_seen_yet(error.error_class):
-                        raise
-                    refused = error
+                refused = refusal
             # A look: also right after a refused cancel, which may have been done already (an
             # earlier try whose answer was lost).
             seen = self.ec2.reservation(reservation.id, deadline)
@@ -313,13 +310,9 @@ class ReservationCore:
             again = False
         if refused is None:
             # Never cancelled: EC2 still shows it pending (or does not know it yet).
-            try:
-                self.ec2.cancel_reservation(reservation.id, deadline)
+            refused = self._cancel(reservation.id, deadline)
+            if refused is None:
                 return
-            except AwsError as error:
-                if not not_seen_yet(error.error_class):
-                    raise
-                refused = error
         raise AwsError(
             "CancelCapacityReservation",
             refused.code,
@@ -328,6 +321,17 @@ class ReservationCore:
             f"{refused.message}",
             refused.status,
         )
+
+    def _cancel(self, reservation_id: str, deadline: float | None) -> AwsError | None:
+        """One cancel: None when EC2 accepted it; its refusal when EC2 does not show the
+        reservation (cancellable) yet (``not_seen_yet``); any other failure raises."""
+        try:
+            self.ec2.cancel_reservation(reservation_id, deadline)
+        except AwsError as error:
+            if not not_seen_yet(error.error_class):
+                raise
+            return error
+        return None
 
     def look_again_until(
         self, look: Callable[[], T], enough: Callable[[T], bool], deadline: float | None = None
