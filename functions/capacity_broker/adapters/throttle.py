@@ -11,7 +11,8 @@ starts, not what it must stay at.
 
 Each (region, bucket) of a container has one ``AdaptiveBucket``, shared by its threads:
 
-- it starts at the published default (``BROKER_EC2_RATE_SCALE`` scales the refill rate), and
+- it starts at the published default (``scale``, the settings' ``BROKER_EC2_RATE_SCALE``,
+  multiplies the refill rate), and
   paces inside it until EC2 shows more room;
 - while callers wait for it, and once a few calls at its current rate were answered, it lets
   one **probe** through beyond its own bucket. A probe EC2 answers is evidence of more room:
@@ -39,7 +40,6 @@ model of the benchmark's three cases (``python -m bench.pacing_model``) with bot
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -306,13 +306,13 @@ class Pacer:
 
     def __init__(
         self,
-        scale: float | None = None,
+        scale: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         tuning: Tuning | None = None,
     ) -> None:
-        if scale is None:
-            scale = float(os.environ.get("BROKER_EC2_RATE_SCALE") or 1.0)
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"the rate scale must be a number greater than 0, not {scale!r}")
         self.scale = scale
         self.tuning = tuning
         self._clock = clock

@@ -23,9 +23,9 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 
-from ..config import Settings, settings
+from ..config import InvalidConfiguration, Settings, settings
 from ..logic import InvalidInput
-from ..models import request_id_from
+from ..models import ErrorResponse, request_id_from
 
 NAMESPACE = "CapacityBroker"
 # The Lambda runtime's per-invocation trace header; "Sampled=1" when X-Ray records this one.
@@ -100,7 +100,11 @@ def reset_container() -> None:
     aws.reset_clients()
     _cold = True
     ec2.clear_caches()
-    throttle.pacer = throttle.Pacer()
+    try:
+        scale = settings().ec2_rate_scale
+    except InvalidConfiguration:
+        scale = 1.0
+    throttle.pacer = throttle.Pacer(scale)
     for hook in _RESETS:
         hook()
 
@@ -186,6 +190,26 @@ def observability(service: str) -> tuple[Logger, Metrics]:
     return logger, metrics
 
 
+# A metric of its own for a configuration error, besides ``InvalidConfiguration``: the
+# cleaner's alarm watches CleanerErrors (a sweep that cannot run is what it is for).
+CONFIGURATION_ERROR_METRICS = {"cleaner": "CleanerErrors"}
+
+
+def configuration_error(
+    logger: Logger, metrics: Metrics, name: str, request_id: str, problem: InvalidConfiguration
+) -> dict[str, Any]:
+    """The answer of a function deployed with settings it cannot run with: one structured
+    error naming every wrong variable; nothing was asked of AWS."""
+    logger.append_keys(request_id=request_id)
+    logger.error("invalid configuration", extra={"problems": [p for p, _ in problem.problems]})
+    metrics.add_metric(name="InvalidConfiguration", unit=MetricUnit.Count, value=1)
+    if name in CONFIGURATION_ERROR_METRICS:
+        metrics.add_metric(name=CONFIGURATION_ERROR_METRICS[name], unit=MetricUnit.Count, value=1)
+    return ErrorResponse(
+        request_id=request_id, error_code="InvalidConfiguration", message=str(problem)
+    ).to_json_dict()
+
+
 def entry(
     logger: Logger,
     metrics: Metrics,
@@ -197,8 +221,11 @@ def entry(
     def decorate(run: Callable[[Any, Invocation], dict[str, Any]]) -> Callable[..., Any]:
         @wraps(run)
         def handler(event: Any, context: Any) -> dict[str, Any]:
-            config = settings()  # ConfigurationError: refuse to run without a cluster id
             request_id = request_id_from(event) or f"{name}-{uuid.uuid4().hex}"
+            try:
+                config = settings()
+            except InvalidConfiguration as problem:
+                return configuration_error(logger, metrics, name, request_id, problem)
             logger.append_keys(cluster_id=config.cluster_id, request_id=request_id)
             soft, hard = deadlines(context, config.safety_margin)
             invocation = Invocation(config, request_id, soft, hard, context)

@@ -23,9 +23,8 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..config import settings
-from ..domain.cleaner import Graces
 from ..logic.cleaner import REASON_METRICS, Cleaner, CleanerRun, utcnow
-from ..models import ErrorResponse, SweepRequest, invalid_request
+from ..models import SweepRequest, invalid_request
 from ..models.common import REGION_PATTERN, STACK_NAME_PATTERN
 from ._runtime import Invocation, entry, observability, on_reset
 
@@ -142,11 +141,11 @@ def parse_trigger(event: Any) -> Trigger:
 
 @lru_cache(maxsize=1)
 def cleaner() -> Cleaner:
-    """Built once per container (raises ValueError for a malformed grace variable)."""
+    """Built once per container."""
     config = settings()
     return Cleaner(
         config.cluster_id,
-        Graces.from_env(config.graces),
+        config.graces,
         clock=_now,
         max_concurrency=config.max_concurrency,
     )
@@ -162,16 +161,7 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
     except ValidationError as error:
         metrics.add_metric(name="CleanerInvalid", unit=MetricUnit.Count, value=1)
         return invalid_request(error, invocation.request_id)
-    try:
-        flow = cleaner()
-    except ValueError as error:
-        # A sweep that cannot run is what the CleanerErrors alarm is for.
-        metrics.add_metric(name="CleanerErrors", unit=MetricUnit.Count, value=1)
-        return ErrorResponse(
-            request_id=invocation.request_id,
-            error_code="InvalidConfiguration",
-            message=str(error),
-        ).to_json_dict()
+    flow = cleaner()
 
     regions = list(invocation.settings.regions)
     if isinstance(trigger, StackStatusChangeEvent):

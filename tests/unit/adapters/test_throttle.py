@@ -134,9 +134,18 @@ def test_each_action_region_has_its_own_bucket_shared_by_threads() -> None:
 
 
 def test_the_rate_scale_multiplies_the_starting_refill(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "4")
-    b = Pacer().bucket("us-east-1", "CancelCapacityReservation")
+    # The scale comes from the settings (BROKER_EC2_RATE_SCALE), never from the environment
+    # at import: the pacer reads nothing of the process.
+    monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "fast")
+    b = Pacer(scale=4).bucket("us-east-1", "CancelCapacityReservation")
     assert (b.burst, b.start, b.rate) == (50, 20, 20)
+    assert Pacer().scale == 1.0
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_rate_scale_that_would_stop_or_break_pacing_is_refused(scale: float) -> None:
+    with pytest.raises(ValueError, match="greater than 0"):
+        Pacer(scale=scale)
 
 
 # -- the published bucket, before any evidence -------------------------------------------------
