@@ -9,10 +9,8 @@ at import, on its first AWS call, or on one code path out of many.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from datetime import timedelta
-from functools import lru_cache
 from typing import Annotated, Any
 
 from pydantic import (
@@ -204,9 +202,3 @@ RULES: Mapping[str, str] = {
     "hold_limit_seconds": f"must be a number of seconds from 0 to {MAX_GRACE_SECONDS}",
     "ec2_rate_scale": "must be a number greater than 0 (at most 10000)",
 }
-
-
-@lru_cache(maxsize=1)
-def settings() -> Settings:
-    """This container's settings (environment variables do not change under a Lambda)."""
-    return Settings.from_env(os.environ)

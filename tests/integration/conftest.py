@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from capacity_broker.config import Settings
+from capacity_broker.handlers._runtime import CONTAINER
+from capacity_broker.root import Root
 
 CLUSTER = "demo-cluster"
 
@@ -35,16 +39,62 @@ def context() -> LambdaContext:
     return LambdaContext()
 
 
-@pytest.fixture
-def broker(emu: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The emulator plus a broker configured for CLUSTER, with no state left from other tests."""
-    from capacity_broker.handlers._runtime import reset_container
+class Container:
+    """The Lambda container the handlers run in, in a test (``CONTAINER``). Fresh, its root is
+    built from the test's environment on the first invocation, as a new Lambda container
+    builds it; ``build`` makes one now with the test's own clocks, sleep, retry policy or
+    pacer. Either way the handlers serve from that root until the test ends."""
 
+    def __init__(self) -> None:
+        self.knobs: dict[str, Any] = {}
+
+    @property
+    def root(self) -> Root:
+        """The root the handlers run on (built now from the environment if not yet)."""
+        return CONTAINER.root()
+
+    def fresh(self) -> None:
+        """A new container: its root is built from the environment on first use."""
+        self.close()
+        self.knobs = {}
+
+    def build(self, **knobs: Any) -> Root:
+        self.close()
+        self.knobs = knobs
+        root = Root(Settings.from_env(os.environ), **knobs)
+        CONTAINER.use(root)
+        return root
+
+    def rebuild(self, **more: Any) -> None:
+        """A new container after the test changed a variable, with the knobs of the last
+        ``build`` (and ``more``)."""
+        knobs = self.knobs | more
+        if knobs:
+            self.build(**knobs)
+        else:
+            self.fresh()
+
+    def close(self) -> None:
+        previous = CONTAINER.use(None)
+        if previous is not None:
+            previous.close()
+
+
+@pytest.fixture
+def container() -> Iterator[Container]:
+    built = Container()
+    yield built
+    built.close()
+
+
+@pytest.fixture
+def broker(emu: Any, monkeypatch: pytest.MonkeyPatch, container: Container) -> Iterator[Any]:
+    """The emulator plus a broker configured for CLUSTER, on a root of its own."""
     monkeypatch.setenv("BROKER_CLUSTER_ID", CLUSTER)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "CapacityBroker")
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.delenv("BROKER_PARAMETER_PREFIX", raising=False)
     monkeypatch.delenv("BROKER_REGIONS", raising=False)
-    reset_container()
+    container.fresh()
     yield emu
-    reset_container()
+    container.close()

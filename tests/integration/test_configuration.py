@@ -62,12 +62,16 @@ def calls(emu: Any) -> list[Any]:
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
 @pytest.mark.parametrize(("variable", "raw"), BAD)
 def test_a_bad_variable_is_one_structured_answer(
-    entry: str, variable: str, raw: str, broker: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    entry: str,
+    variable: str,
+    raw: str,
+    broker: Any,
+    container: Any,
+    context: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from capacity_broker.handlers._runtime import reset_container
-
     monkeypatch.setenv(variable, raw)
-    reset_container()
+    container.close()  # a fresh Lambda container: its root is built from the environment
     broker.clear_calls()
     sent = event(entry)
     answer = import_module(f"capacity_broker.handlers.{entry}").handler(sent, context)
@@ -80,15 +84,14 @@ def test_a_bad_variable_is_one_structured_answer(
 
 
 def test_every_wrong_variable_is_named_in_the_one_answer(
-    broker: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    broker: Any, container: Any, context: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from capacity_broker.handlers._runtime import reset_container
     from capacity_broker.handlers.probe import handler
 
     wrong = {name: raw for name, raw in BAD if name != "BROKER_CLUSTER_ID"}
     for name, raw in wrong.items():
         monkeypatch.setenv(name, raw)
-    reset_container()
+    container.close()
     answer = handler(event("probe"), context)
     assert answer["error_code"] == "InvalidConfiguration"
     named = [name for name in wrong if name in answer["message"]]

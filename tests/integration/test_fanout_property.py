@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from capacity_broker.domain.memory import MemoryKey, Observation, Seen
-from capacity_broker.handlers._runtime import reset_container
+from capacity_broker.handlers._runtime import CONTAINER
 from capacity_broker.handlers.probe import handler as probe
 from capacity_broker.handlers.reserve import handler as reserve
 from hypothesis import HealthCheck, given, settings
@@ -146,11 +146,9 @@ def scenario(world: World) -> dict[str, Any]:
 
 
 def seed_memory(emu: Emulator, world: World) -> None:
-    from capacity_broker.logic.memory import for_container
-
     zones = emu.capacity(REGION).zones
     now = time.time()
-    for_container(None, REGION).remember(
+    CONTAINER.root().memory.remember(
         [
             Observation(
                 MemoryKey(REGION, zones[az], t),
@@ -173,9 +171,11 @@ def holding(emu: Emulator, request_id: str) -> list[str]:
     ]
 
 
-def fresh(emu: Emulator, world: World) -> None:
+def fresh(emu: Emulator, container: Any, world: World) -> None:
+    """A new world, and a new root for the handlers (no memory, caches or pacer of the last
+    example)."""
     emu.reset()
-    reset_container()
+    container.rebuild()
     emu.load_scenario(scenario(world))
     seed_memory(emu, world)
 
@@ -202,8 +202,10 @@ EXAMPLES = settings(
 
 @EXAMPLES
 @given(world=worlds(types=1))
-def test_probe_answers_as_one_subnet_at_a_time(broker: Any, context: Any, world: World) -> None:
-    fresh(broker, world)
+def test_probe_answers_as_one_subnet_at_a_time(
+    broker: Any, container: Any, context: Any, world: World
+) -> None:
+    fresh(broker, container, world)
     expected = one_at_a_time(world)
     places = world.places()
     request_id = f"prop-probe-{time.monotonic_ns()}"
@@ -231,8 +233,10 @@ def test_probe_answers_as_one_subnet_at_a_time(broker: Any, context: Any, world:
 
 @EXAMPLES
 @given(world=worlds(types=2))
-def test_reserve_answers_as_one_pair_at_a_time(broker: Any, context: Any, world: World) -> None:
-    fresh(broker, world)
+def test_reserve_answers_as_one_pair_at_a_time(
+    broker: Any, container: Any, context: Any, world: World
+) -> None:
+    fresh(broker, container, world)
     expected = one_at_a_time(world)
     places = world.places()
     request_id = f"prop-reserve-{time.monotonic_ns()}"

@@ -302,7 +302,8 @@ class AdaptiveBucket:
 
 
 class Pacer:
-    """One ``AdaptiveBucket`` per (region, bucket), shared by every thread of the container."""
+    """One ``AdaptiveBucket`` per (region, bucket), shared by every thread and EC2 adapter of
+    a root (``root.Root``: one pacer per root, so per Lambda container)."""
 
     def __init__(
         self,
@@ -319,6 +320,12 @@ class Pacer:
         self._sleep = sleep
         self._buckets: dict[tuple[str, str], AdaptiveBucket] = {}
         self._lock = threading.Lock()
+
+    def forget(self) -> None:
+        """Start again at EC2's published defaults (what a new container's pacer knows): the
+        benchmarks' fresh start before each timed run, on a container that is warm otherwise."""
+        with self._lock:
+            self._buckets.clear()
 
     def bucket(
         self, region: str, action: str, params: Mapping[str, Any] | None = None
@@ -379,6 +386,3 @@ class Pacer:
             raise
         bucket.answered(ticket)
         return result
-
-
-pacer = Pacer()

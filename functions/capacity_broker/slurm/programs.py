@@ -24,7 +24,7 @@ from pathlib import Path
 from . import giveback, launch, plan
 from .config import DEFAULT_SCONTROL, ENV_LOG, ConfigError, load
 from .hostlist import HostlistError, expand, fold
-from .runtime import Runtime, aws_environment, log
+from .runtime import Runtime, log
 from .scontrol import Scontrol, ScontrolError
 
 EXIT_OK = 0
@@ -80,13 +80,12 @@ def main(program: str, argv: Sequence[str]) -> int:
     if len(argv) == 3:
         log.warning("features %r are not applied: each node set's template decides", argv[2])
     try:
-        with aws_environment(config):
-            runtime = Runtime.build(config)
-            if program == "resume":
-                jobs = _jobs(runtime, nodes, resume_text, resume_error)
-                ok = launch.resume(runtime, nodes, jobs)
-            else:
-                ok = giveback.give_back(runtime, nodes, program)
+        runtime = Runtime.build(config)
+        if program == "resume":
+            jobs = _jobs(runtime, nodes, resume_text, resume_error)
+            ok = launch.resume(runtime, nodes, jobs)
+        else:
+            ok = giveback.give_back(runtime, nodes, program)
     except Exception as error:  # noqa: BLE001 - logged; slurmctld sees the exit code
         log.exception("%s %s failed: %s", name, fold(nodes), error)
         if program == "resume":

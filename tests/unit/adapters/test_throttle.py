@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-from capacity_broker.adapters import throttle
 from capacity_broker.adapters.aws import AwsError
 from capacity_broker.adapters.throttle import (
     AdaptiveBucket,
@@ -401,10 +400,8 @@ def test_the_call_tells_the_bucket_what_ec2_answered() -> None:
     assert not b._probe_out
 
 
-def test_every_attempt_of_an_adapter_call_goes_through_the_container_pacer(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from capacity_broker.adapters.aws import RetryPolicy
+def test_every_attempt_of_an_adapter_call_goes_through_the_roots_pacer() -> None:
+    from capacity_broker.adapters.aws import Clients, RetryPolicy
     from capacity_broker.adapters.ec2.base import Ec2Base
 
     seen = []
@@ -427,8 +424,8 @@ def test_every_attempt_of_an_adapter_call_goes_through_the_container_pacer(
         def _client(self):
             return type("C", (), {"describe_vpcs": staticmethod(describe_vpcs)})()
 
-    monkeypatch.setattr(throttle, "pacer", Recording(scale=1.0))
-    ec2 = Fake("eu-west-1", retry=RetryPolicy(base=0.0))
+    # The adapter is handed its pacer (a root hands every EC2 adapter its one pacer).
+    ec2 = Fake("eu-west-1", Clients(), Recording(scale=1.0), retry=RetryPolicy(base=0.0))
     assert ec2._call("DescribeVpcs", VpcIds=["vpc-1"]) == {"Vpcs": []}
     # The retry after the throttle waited for the pacer again.
     assert seen == [("eu-west-1", "DescribeVpcs", {"VpcIds": ["vpc-1"]})] * 2
