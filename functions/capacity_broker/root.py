@@ -66,10 +66,9 @@ class Adapters:
         pacer: Pacer | None = None,
         retry: RetryPolicy | None = None,
         *,
-        clients: Clients | None = None,
         rate_scale: float = 1.0,
     ) -> None:
-        self.clients = clients or Clients(session)
+        self.clients = Clients(session)
         self.pacer = pacer or Pacer(scale=rate_scale)
         # Every adapter's retry policy (None: each its own default RetryPolicy).
         self.retry = retry
