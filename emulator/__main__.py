@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=0, help="port (0: any free port)")
     args = parser.parse_args(argv)
 
-    server = Server(port=args.port)
+    server = Server(port=args.port, scenario=args.scenario)
     if args.scenario:
         server.emulator.load_scenario(args.scenario)
     stop = threading.Event()

@@ -3,6 +3,8 @@
 moto's own WSGI application answers every AWS call (EC2 with the capacity extension, SSM,
 CloudFormation, DynamoDB, ...). In front of it sit:
 
+- the door (``Door``): only requests addressed to this server's own loopback address and
+  port, and not sent by a web page of another origin, get in (403 otherwise);
 - ``/_emulator/...``: the control API (scenario, clock, knobs, call log, pools) as JSON,
   used by ``emulator.remote.RemoteEmulator``;
 - optional extra routes (``capacity-broker local`` adds a Lambda ``Invoke`` endpoint);
@@ -12,12 +14,14 @@ CloudFormation, DynamoDB, ...). In front of it sit:
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import socket
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from moto.moto_server.werkzeug_app import (
@@ -29,6 +33,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Request, Response
 
 from . import install as installer
+from . import scenario as scenarios
 from .control import Emulator
 from .state import world
 
@@ -48,11 +53,75 @@ def _default(value: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
-class ControlAPI:
-    """``/_emulator/<verb>``: the operations of ``emulator.control.Emulator`` over HTTP."""
+class Refused(Exception):
+    """A request this server does not serve to anyone (403)."""
 
-    def __init__(self, emulator: Emulator) -> None:
+
+class Door:
+    """Who may talk to the server: whoever addresses it by its own loopback address and port.
+
+    A web page cannot call it: a page that points its own domain at 127.0.0.1 (DNS
+    rebinding) sends its domain as ``Host``; a page on another origin, even another local
+    port, sends its ``Origin`` (and browsers a ``Sec-Fetch-Site`` other than ``same-origin``
+    or ``none``, also on the ``GET``s an ``<img>`` makes). botocore, the CLI and ``curl`` send
+    the endpoint's own host and port and none of those headers. ``localhost`` is let in with
+    the port: no page can make a browser send it for its own domain.
+    """
+
+    def __init__(self) -> None:
+        self.hosts: frozenset[str] = frozenset()  # none until ``listen``: everything refused
+
+    def listen(self, host: str, port: int) -> None:
+        address = f"[{host}]" if ":" in host else host
+        self.hosts = frozenset({f"{address}:{port}", f"localhost:{port}"})
+
+    def refusal(self, environ: dict[str, Any]) -> str | None:
+        """Why the request is refused, or ``None``."""
+        host = str(environ.get("HTTP_HOST", "")).lower()
+        mine = " or ".join(sorted(self.hosts)) or "(not listening)"
+        if host not in self.hosts:
+            return (
+                f"refused: Host {host!r} is not this local server ({mine}); a web page that "
+                "resolves its own name to 127.0.0.1 sends that name"
+            )
+        origin = environ.get("HTTP_ORIGIN")
+        if origin is not None and str(origin).lower() != f"http://{host}":
+            return f"refused: a request from the web page origin {origin!r} (this server: {mine})"
+        site = environ.get("HTTP_SEC_FETCH_SITE")
+        if site is not None and str(site).lower() not in ("same-origin", "none"):
+            return f"refused: a {site!r} request from a web page (this server: {mine})"
+        return None
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        """The refusal as a response, or ``None`` to let the request in."""
+        why = self.refusal(environ)
+        if why is None:
+            return None
+        body = {"Type": "User", "Message": why, "message": why, "error": why}
+        response = Response(
+            json.dumps(body),
+            status=403,
+            mimetype="application/json",
+            headers={"x-amzn-ErrorType": "AccessDeniedException"},
+        )
+        return response(environ, start_response)
+
+
+class ControlAPI:
+    """``/_emulator/<verb>``: the operations of ``emulator.control.Emulator`` over HTTP.
+
+    A scenario is loaded from its content (``{"scenario": {...}}``, as ``RemoteEmulator``
+    sends it) or by name: a bundled one (``demo``, ``discovery``...) or the file the server
+    was started with. No other file is ever read: the request does not choose a path.
+    """
+
+    def __init__(self, emulator: Emulator, scenario: str | Path | None = None) -> None:
         self.emulator = emulator
+        self.start_scenario: Path | None = None
+        self.start_names: frozenset[str] = frozenset()
+        if scenario is not None and Path(scenario).is_file():
+            self.start_scenario = Path(scenario).resolve()
+            self.start_names = frozenset({str(scenario), str(self.start_scenario)})
 
     def __call__(self, request: Request) -> Response | None:
         if not request.path.startswith("/_emulator/"):
@@ -61,8 +130,33 @@ class ControlAPI:
         body = request.get_json(silent=True) or {}
         try:
             return self._dispatch(verb, request.method, body, request.args)
+        except Refused as error:
+            return _json({"error": str(error)}, 403)
         except (KeyError, ValueError, TypeError) as error:
             return _json({"error": str(error)}, 400)
+
+    def scenario_source(self, body: dict[str, Any]) -> dict[str, Any] | Path:
+        """What a ``POST /_emulator/scenario`` may load: its content, or a known name."""
+        source = body.get("scenario", body.get("path"))
+        if isinstance(source, dict):
+            return source
+        if not isinstance(source, str):
+            raise ValueError("scenario: a scenario's content (a mapping) or a bundled one's name")
+        bundled = {
+            p.stem: p
+            for p in scenarios.SCENARIOS.iterdir()
+            if p.suffix in (".yaml", ".yml", ".json") and p.is_file()
+        }
+        if source in bundled:
+            return bundled[source]
+        if self.start_scenario is not None and source in self.start_names:
+            return self.start_scenario
+        started = f" or {self.start_scenario}" if self.start_scenario else ""
+        raise Refused(
+            f"scenario {source!r}: only a bundled scenario ({', '.join(sorted(bundled))})"
+            f"{started} loads by name; send any other as its content: "
+            '{"scenario": {...}}'
+        )
 
     def _dispatch(self, verb: str, method: str, body: dict[str, Any], args: Any) -> Response:
         emu = self.emulator
@@ -72,7 +166,7 @@ class ControlAPI:
             emu.reset()
             return _json({"ok": True})
         if verb == "scenario" and method == "POST":
-            ids = emu.load_scenario(body.get("scenario") or body["path"])
+            ids = emu.load_scenario(self.scenario_source(body))
             return _json(ids.to_dict())
         if verb == "clock":
             if method == "POST":
@@ -100,6 +194,7 @@ class ControlAPI:
                 float(body.get("time_scale", 1.0)),
                 float(body.get("raised", 1.0)),
                 body.get("others"),
+                bool(body.get("emulator_clock", False)),
             )
             return _json({"ok": True})
         if verb == "faults":
@@ -128,13 +223,22 @@ class ControlAPI:
 
 
 class Application:
-    """moto's WSGI app behind the control API, extra routes and connection drops."""
+    """moto's WSGI app behind the door, the control API, extra routes and connection drops."""
 
-    def __init__(self, emulator: Emulator, routes: Iterable[Route] = ()) -> None:
+    def __init__(
+        self,
+        emulator: Emulator,
+        routes: Iterable[Route] = (),
+        scenario: str | Path | None = None,
+    ) -> None:
         self.moto = DomainDispatcherApplication(create_backend_app)
-        self.routes: list[Route] = [ControlAPI(emulator), *routes]
+        self.door = Door()
+        self.routes: list[Route] = [ControlAPI(emulator, scenario), *routes]
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        refused = self.door(environ, start_response)
+        if refused is not None:
+            return refused
         request = Request(environ)
         for route in self.routes:
             response = route(request)
@@ -162,7 +266,11 @@ class QuietHandler(MotoRequestHandler):
 
 
 class Server:
-    """A threaded server on 127.0.0.1; ``port=0`` picks a free port."""
+    """A threaded server on a loopback address (127.0.0.1); ``port=0`` picks a free port.
+
+    ``scenario``: the scenario file it was started with, which the control API may load
+    again by that name (besides the bundled ones).
+    """
 
     def __init__(
         self,
@@ -170,17 +278,26 @@ class Server:
         port: int = 0,
         routes: Iterable[Route] = (),
         quiet: bool = True,
+        scenario: str | Path | None = None,
     ) -> None:
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ValueError(f"the emulator serves only on a loopback address, not {host!r}")
         installer.install()
         world.mode = "server"
         self.emulator = Emulator()
+        application = Application(self.emulator, routes, scenario)
         self._server: BaseWSGIServer = make_server(
             host,
             port,
-            Application(self.emulator, routes),
+            application,
             threaded=True,
             request_handler=QuietHandler if quiet else MotoRequestHandler,
         )
+        application.door.listen(*self._server.server_address[:2])
         self._thread: threading.Thread | None = None
 
     @property

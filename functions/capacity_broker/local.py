@@ -12,6 +12,10 @@ One server answers both:
 So a scheduler's own ``boto3.client("lambda").invoke(FunctionName="<prefix>-probe", ...)`` and
 ``CapacityBroker.deployed(...)`` work unchanged once ``AWS_ENDPOINT_URL`` is exported.
 
+Only requests addressed to the server's own ``127.0.0.1:<port>`` get in (``emulator.server.
+Door``): a web page cannot call it, through DNS rebinding or from another origin, and the
+control API loads no scenario file but the bundled ones and the one it was started with.
+
 The response follows botocore's Lambda model: the payload as the body, ``X-Amz-Function-Error:
 Unhandled`` when the function raised, ``X-Amz-Executed-Version``, 202 for ``Event`` and 204 for
 ``DryRun`` invocations, and 404 ``ResourceNotFoundException`` for an unknown function.
@@ -261,7 +265,13 @@ class LocalBroker:
             data = scenarios.read(self.scenario)
         regions = self.regions or sorted((data or {}).get("regions") or {}) or [self.region]
         self.regions = regions
-        self.server = server.Server(host=self.host, port=self.port, routes=[self.route])
+        self.server = server.Server(
+            host=self.host,
+            port=self.port,
+            routes=[self.route],
+            # the control API may load this file again by name (no other file)
+            scenario=self.scenario if isinstance(self.scenario, (str, Path)) else None,
+        )
         self._environment(
             {
                 "AWS_ENDPOINT_URL": self.endpoint,

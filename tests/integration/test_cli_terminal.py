@@ -88,12 +88,14 @@ def local_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, st
     """The environment of a shell that ran ``eval "$(capacity-broker local --background)"``."""
     if not shutil.which("script"):
         pytest.skip("util-linux `script` is not installed")
+    runtime = tmp_path_factory.mktemp("run")
+    runtime.chmod(0o700)  # a login's private runtime directory: this module's broker alone
     base = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("AWS_", "BROKER_", "CAPACITY_BROKER_"))
         and k not in ("COLUMNS", "LINES")
-    }
+    } | {"XDG_RUNTIME_DIR": str(runtime)}
     started = subprocess.run(
         [
             CLI,

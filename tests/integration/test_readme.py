@@ -53,15 +53,21 @@ def script() -> str:
     return "\n".join(lines) + "\n"
 
 
-def newcomer_env() -> dict[str, str]:
+def newcomer_env(runtime: Path | None = None) -> dict[str, str]:
     """A shell after `make run`: no AWS configuration, no broker variables, a terminal of
-    its own width left to the tools (piped output: 80 columns)."""
-    return {
+    its own width left to the tools (piped output: 80 columns); with ``runtime``, a login's
+    private runtime directory of its own (where `local --background` keeps its records: no
+    other test's background broker is found there)."""
+    env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("AWS_", "BROKER_", "CAPACITY_BROKER_", "POWERTOOLS_"))
         and k not in ("COLUMNS", "LINES", "VIRTUAL_ENV", "PYTHONPATH")
     }
+    if runtime is not None:
+        runtime.mkdir(mode=0o700)
+        env["XDG_RUNTIME_DIR"] = str(runtime)
+    return env
 
 
 def test_the_readme_runs_as_written(tmp_path: Path) -> None:
@@ -74,7 +80,7 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     result = subprocess.run(
         ["bash", str(path)],
         cwd=REPO,
-        env=newcomer_env(),
+        env=newcomer_env(tmp_path / "run"),
         capture_output=True,
         text=True,
         timeout=900,

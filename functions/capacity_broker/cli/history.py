@@ -3,12 +3,12 @@ the capacity memory (contract, "Python client and CLI")."""
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from typing import Annotated
 
 import typer
 
+from ..client import when
 from ..models.history import HistoryRow
 from . import render
 from .app import OutputOpt, ProfileOpt, RegionsOpt, app, make_broker, split, state_of
@@ -28,20 +28,15 @@ COLUMNS = [
     Col("Reservation-s", numeric=True),
 ]
 
-_SINCE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
 
 def parse_since(value: str | None) -> timedelta | None:
-    """``90s``, ``30m``, ``1h``, ``2d``, ``1w``: how far back."""
+    """``90s``, ``30m``, ``1h``, ``2d``, ``1w``: how far back (``client.when.ago``)."""
     if not value:
         return None
-    match = _SINCE.match(value.strip())
-    if not match:
-        raise typer.BadParameter(
-            f"{value!r} is not a duration: use 30m, 1h, 2d or 1w", param_hint="--since"
-        )
-    return timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+    try:
+        return when.ago(value, "--since")
+    except when.BadTime as error:
+        raise typer.BadParameter(error.message, param_hint="--since") from None
 
 
 def cells(row: HistoryRow) -> list[object]:

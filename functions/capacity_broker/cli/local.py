@@ -8,29 +8,36 @@ process, waits until it answers, and prints only the ``export`` lines, so that::
 leaves a shell where the CLI, ``CapacityBroker.deployed()`` and a scheduler's own boto3
 clients reach the local broker. ``eval "$(capacity-broker local --stop)"`` stops the broker
 that ``AWS_ENDPOINT_URL`` names and unsets those variables again.
+
+What is ``eval``'d is made here only: the endpoint comes from the server process through a
+pipe (never read back from a file), must be ``http://127.0.0.1:<port>`` exactly, and every
+value is shell-quoted. The background brokers' records live in a private, verified directory
+(``local_state``). A second ``--background`` with the same settings reuses the running broker
+and says so; with other settings it is refused, naming the one that runs.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
+import select
+import shlex
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
 import typer
 
 from .app import app
 from .errors import EXIT_FAILED, EXIT_USAGE, err, fail
+from .local_state import Record, StateDir, Unsafe, endpoint_port, identity, settings_of
 
 DEFAULT_PORT = 5055
 DEFAULT_PREFIX = "capacity-broker-local"
 READY_SECONDS = 120
+STOP_SECONDS = 15
 EXPORTED = (
     "AWS_ENDPOINT_URL",
     "AWS_ACCESS_KEY_ID",
@@ -42,24 +49,19 @@ EXPORTED = (
 
 
 def exports(endpoint: str, region: str, prefix: str) -> list[str]:
-    """What a shell needs to reach the local broker (fake credentials: nothing is AWS)."""
+    """What a shell needs to reach the local broker (fake credentials: nothing is AWS), every
+    value quoted for the shell that ``eval``s it."""
     from ..local import state_table_name
 
+    q = shlex.quote
     return [
-        f"export AWS_ENDPOINT_URL={endpoint}",
+        f"export AWS_ENDPOINT_URL={q(endpoint)}",
         "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
-        f"AWS_DEFAULT_REGION={region}",
-        f"export CAPACITY_BROKER_FUNCTION_PREFIX={prefix}",
+        f"AWS_DEFAULT_REGION={q(region)}",
+        f"export CAPACITY_BROKER_FUNCTION_PREFIX={q(prefix)}",
         # where `capacity-broker history` reads the functions' capacity memory
-        f"export BROKER_STATE_TABLE={state_table_name(prefix)}",
+        f"export BROKER_STATE_TABLE={q(state_table_name(prefix))}",
     ]
-
-
-def state_dir() -> Path:
-    """Where background brokers are recorded (one file per port: pid, endpoint, log)."""
-    path = Path(tempfile.gettempdir()) / f"capacity-broker-local-{os.getuid()}"
-    path.mkdir(mode=0o700, exist_ok=True)
-    return path
 
 
 @app.command()
@@ -108,9 +110,18 @@ def local(
         typer.Option(
             "--stop",
             help="Stop the background broker AWS_ENDPOINT_URL (or --port) names; print the "
-            "unsets to eval.",
+            "unsets to eval when it is the one AWS_ENDPOINT_URL names.",
         ),
     ] = False,
+    ready_fd: Annotated[
+        int | None,
+        typer.Option(
+            "--ready-fd",
+            hidden=True,
+            min=3,
+            help="--background's own: the pipe the server writes its endpoint to once it answers.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the emulator and the five functions (Lambda Invoke API) on 127.0.0.1."""
     if stop:
@@ -119,10 +130,24 @@ def local(
     if background:
         _background(scenario, port or 0, function_prefix, cluster_id, region)
         return
-    _serve(scenario, DEFAULT_PORT if port is None else port, function_prefix, cluster_id, region)
+    _serve(
+        scenario,
+        DEFAULT_PORT if port is None else port,
+        function_prefix,
+        cluster_id,
+        region,
+        ready_fd,
+    )
 
 
-def _serve(scenario: str | None, port: int, prefix: str, cluster_id: str, region: str) -> None:
+def _serve(
+    scenario: str | None,
+    port: int,
+    prefix: str,
+    cluster_id: str,
+    region: str,
+    ready_fd: int | None = None,
+) -> None:
     try:
         from ..local import LocalBroker
     except ModuleNotFoundError as error:
@@ -139,14 +164,17 @@ def _serve(scenario: str | None, port: int, prefix: str, cluster_id: str, region
     # A container or supervisor stops with SIGTERM: shut down as on Ctrl-C.
     signal.signal(signal.SIGTERM, _interrupt)
     lines = [
-        f"# capacity-broker local: emulator and functions on {broker.endpoint}",
+        _comment(f"capacity-broker local: emulator and functions on {broker.endpoint}"),
         *exports(broker.endpoint, region, prefix),
-        f"# functions: {', '.join(broker.function_names)}",
-        f"# cluster id: {cluster_id}; regions: {','.join(broker.regions)}",
+        _comment(f"functions: {', '.join(broker.function_names)}"),
+        _comment(f"cluster id: {cluster_id}; regions: {','.join(broker.regions)}"),
         "# Ctrl-C stops it.",
     ]
     sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()
+    if ready_fd is not None:
+        os.write(ready_fd, f"{broker.endpoint}\n".encode())
+        os.close(ready_fd)
     try:
         broker.serve_forever()
     except KeyboardInterrupt:
@@ -164,12 +192,96 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _comment(text: str) -> str:
+    """A ``#`` line that stays one line (a control character in a setting cannot end it)."""
+    return "# " + "".join(c if c.isprintable() else "?" for c in text)
+
+
+# -- --background ----------------------------------------------------------------------------
+
+
+def _state(create: bool = True) -> StateDir | None:
+    """The verified state directory (``None``: not made yet and ``create`` false); a clear
+    refusal when it cannot be trusted."""
+    try:
+        state = StateDir.open(create)
+    except Unsafe as error:
+        raise fail(str(error)) from None
+    if state is not None and state.note:
+        err.print(f"capacity-broker local: {state.note}", markup=False)
+    return state
+
+
+def _made_state() -> StateDir:
+    state = _state(create=True)
+    if state is None:  # StateDir.open(create=True) makes it or refuses
+        raise fail("the state directory could not be made")
+    return state
+
+
 def _background(scenario: str | None, port: int, prefix: str, cluster_id: str, region: str) -> None:
     """The foreground server as a process of its own session (it outlives this shell
     command and the terminal's Ctrl-C), its output in a log file; the exports once it
-    answers."""
-    folder = state_dir()
-    log = folder / f"starting-{os.getpid()}-{time.time_ns()}.log"
+    answers. A broker already running with the same settings is reused."""
+    settings = settings_of(
+        {
+            "scenario": scenario,
+            "function_prefix": prefix,
+            "cluster_id": cluster_id,
+            "region": region,
+        }
+    )
+    state = _made_state()
+    with state, state.locked():
+        running = state.running()
+        # on the port asked for, or (none asked for) any
+        here = [r for r in running if port in (0, r.port)]
+        same = [r for r in here if r.settings == settings]
+        if same:
+            record, started = same[0], False
+        elif here:
+            raise _clash(here[0], settings)
+        else:
+            for other in running:
+                err.print(
+                    f"capacity-broker local: note: another local broker also runs on "
+                    f"{other.endpoint} (pid {other.pid})",
+                    markup=False,
+                )
+            record, started = _start(state, port, settings), True
+    if started:
+        err.print(
+            f"capacity-broker local: started on {record.endpoint} (pid {record.pid}, log "
+            f"{state.path / f'{record.port}.log'}); stop it with: "
+            'eval "$(capacity-broker local --stop)"',
+            markup=False,
+        )
+    else:
+        err.print(
+            f"capacity-broker local: already running on {record.endpoint} (pid {record.pid}) "
+            "with these settings: reusing it, as it is (stop it first for a fresh world: "
+            f'eval "$(capacity-broker local --stop --port {record.port})")',
+            markup=False,
+        )
+    sys.stdout.write("\n".join(exports(record.endpoint, region, prefix)) + "\n")
+    sys.stdout.flush()
+
+
+def _clash(running: Record, wanted: dict[str, str]) -> typer.Exit:
+    differ = ", ".join(
+        f"{key} {running.settings.get(key) or '-'!r} (asked: {value or '-'!r})"
+        for key, value in wanted.items()
+        if running.settings.get(key) != value
+    )
+    return fail(
+        f"a local broker already runs on {running.endpoint} (pid {running.pid}) with other "
+        f'settings: {differ}. Stop it first (eval "$(capacity-broker local --stop --port '
+        f'{running.port})"), or start another one on a port of its own with --port.'
+    )
+
+
+def _start(state: StateDir, port: int, settings: dict[str, str]) -> Record:
+    """Start the server; its endpoint comes back through a pipe only it can write to."""
     command = [
         sys.executable,
         "-m",
@@ -178,97 +290,131 @@ def _background(scenario: str | None, port: int, prefix: str, cluster_id: str, r
         "--port",
         str(port),
         "--function-prefix",
-        prefix,
+        settings["function_prefix"],
         "--cluster-id",
-        cluster_id,
+        settings["cluster_id"],
         "--region",
-        region,
-        *(["--scenario", scenario] if scenario else []),
+        settings["region"],
+        *(["--scenario", settings["scenario"]] if settings["scenario"] else []),
     ]
-    with log.open("w") as sink:
+    draft = f".starting-{os.getpid()}-{time.time_ns()}.log"
+    log = state.create(draft)
+    reader, writer = os.pipe()
+    process: subprocess.Popen[bytes] | None = None
+    try:
         process = subprocess.Popen(  # noqa: S603 - this interpreter, our own module
-            command,
+            [*command, "--ready-fd", str(writer)],
             stdin=subprocess.DEVNULL,
-            stdout=sink,
+            stdout=log,
             stderr=subprocess.STDOUT,
+            pass_fds=(writer,),
             start_new_session=True,
         )
-    endpoint = _wait_for_endpoint(process, log)
-    used = urlsplit(endpoint).port
-    record = folder / f"{used}.json"
-    kept = log.rename(folder / f"{used}.log")
-    record.write_text(json.dumps({"pid": process.pid, "endpoint": endpoint, "log": str(kept)}))
-    err.print(
-        f"capacity-broker local: started on {endpoint} (pid {process.pid}, log {kept}); "
-        'stop it with: eval "$(capacity-broker local --stop)"'
-    )
-    sys.stdout.write("\n".join(exports(endpoint, region, prefix)) + "\n")
-    sys.stdout.flush()
-
-
-def _wait_for_endpoint(process: subprocess.Popen[bytes], log: Path) -> str:
-    deadline = time.monotonic() + READY_SECONDS
-    while True:
-        for line in log.read_text(errors="replace").splitlines():
-            if line.startswith("export AWS_ENDPOINT_URL="):
-                return line.split("=", 1)[1].strip()
-        if process.poll() is not None:
-            raise fail(f"capacity-broker local did not start:\n{log.read_text(errors='replace')}")
-        if time.monotonic() > deadline:
+        os.close(writer)
+        writer = -1
+        started = identity(process.pid)
+        handed = _handed_over(reader, log)
+        used = endpoint_port(handed, port)
+        if used is None:
+            raise fail(
+                f"capacity-broker local answered an endpoint that is not its own "
+                f"(http://127.0.0.1:<port>): {handed!r}; it is stopped"
+            )
+        if started is None:
+            raise fail(
+                f"could not read the start time of the process it started (pid {process.pid}), "
+                "so --stop could not tell it from another: it is stopped"
+            )
+        state.rename(draft, f"{used}.log")
+        record = Record(used, process.pid, started, handed, settings)
+        state.keep(record)
+        return record
+    except BaseException:
+        if process is not None and process.poll() is None:
             process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(STOP_SECONDS)
+        state.remove(draft)
+        raise
+    finally:
+        for fd in (reader, writer, log):
+            if fd >= 0:
+                os.close(fd)
+
+
+def _handed_over(reader: int, log: int) -> str:
+    """The line the server writes to the pipe once it answers (at most 64 bytes)."""
+    deadline = time.monotonic() + READY_SECONDS
+    line = b""
+    while b"\n" not in line and len(line) <= 64:
+        left = deadline - time.monotonic()
+        if left <= 0:
             raise fail(f"capacity-broker local did not answer within {READY_SECONDS} s")
-        time.sleep(0.1)
+        ready, _, _ = select.select([reader], [], [], min(left, 1.0))
+        if not ready:
+            continue
+        chunk = os.read(reader, 128)
+        if not chunk:  # it exited before it answered: say what it said
+            said = os.pread(log, 16_384, max(0, os.fstat(log).st_size - 16_384))
+            raise fail(f"capacity-broker local did not start:\n{said.decode(errors='replace')}")
+        line += chunk
+    return line.split(b"\n", 1)[0].decode("ascii", errors="replace")
+
+
+# -- --stop ------------------------------------------------------------------------------------
 
 
 def _stop(port: int | None) -> None:
-    endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
-    wanted = port if port is not None else urlsplit(endpoint).port if endpoint else None
-    if wanted is None:
+    named = os.environ.get("AWS_ENDPOINT_URL", "")
+    named_port = endpoint_port(named) if named else None
+    if port is None and named_port is None:
         raise fail(
-            "no local broker named: set AWS_ENDPOINT_URL (the exports of --background) or "
-            "give --port",
+            (
+                f"AWS_ENDPOINT_URL ({named}) is not a local broker's endpoint "
+                "(http://127.0.0.1:<port>): give --port"
+                if named
+                else "no local broker named: set AWS_ENDPOINT_URL (the exports of "
+                "--background) or give --port"
+            ),
             EXIT_USAGE,
         )
-    record = state_dir() / f"{wanted}.json"
-    if not record.exists():
-        raise fail(f"no background broker recorded on port {wanted} ({record})", EXIT_FAILED)
-    details = json.loads(record.read_text())
-    pid = int(details["pid"])
-    if _is_ours(pid):
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        while _is_ours(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _is_ours(pid):
-            os.kill(pid, signal.SIGKILL)
-    record.unlink(missing_ok=True)
-    Path(details.get("log") or record.with_suffix(".log")).unlink(missing_ok=True)
-    err.print(f"capacity-broker local: stopped {details['endpoint']} (pid {pid})")
-    sys.stdout.write(f"unset {' '.join(EXPORTED)}\n")
-    sys.stdout.flush()
+    wanted = port if port is not None else named_port
+    assert wanted is not None
+    state = _state(create=False)
+    if state is None:
+        raise fail(f"no background broker recorded on port {wanted}", EXIT_FAILED)
+    with state, state.locked():
+        record = state.record(wanted)
+        if record is None:
+            state.forget(wanted)  # a record this version did not write (or none): its files
+            raise fail(
+                f"no background broker recorded on port {wanted} (in {state.path}); nothing "
+                "was signalled",
+                EXIT_FAILED,
+            )
+        if _terminate(record):
+            said = f"stopped {record.endpoint} (pid {record.pid})"
+        else:
+            said = f"{record.endpoint} (pid {record.pid}) was not running: its record is removed"
+        state.forget(wanted)
+    err.print(f"capacity-broker local: {said}", markup=False)
+    if named_port == record.port:
+        sys.stdout.write(f"unset {' '.join(EXPORTED)}\n")
+        sys.stdout.flush()
+    elif named:
+        err.print(
+            f"capacity-broker local: AWS_ENDPOINT_URL still names {named}: left set",
+            markup=False,
+        )
 
 
-def _is_ours(pid: int) -> bool:
-    """The process is alive and is a ``capacity-broker local`` (a recycled pid is left
-    alone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+def _terminate(record: Record) -> bool:
+    """Stop the process the record started, and only it (``Record.signal``). Whether it was
+    running."""
+    if not record.signal(signal.SIGTERM):
         return False
-    except PermissionError:
-        return False
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    if not cmdline.exists():
-        return True  # no /proc (macOS): the pid is the one recorded
-    try:
-        words = cmdline.read_bytes().split(b"\0")
-    except OSError:
-        return False
-    if b"capacity_broker.cli" not in words or b"local" not in words:
-        return False
-    # A stopped child not yet reaped by anyone shows as a zombie: it is gone.
-    status = Path(f"/proc/{pid}/stat")
-    try:
-        return status.read_text().split(") ", 1)[1][:1] != "Z"
-    except (OSError, IndexError):
-        return True
+    deadline = time.monotonic() + STOP_SECONDS
+    while record.alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    record.signal(signal.SIGKILL)
+    return True

@@ -6,14 +6,13 @@ what buying it would commit to (block, dates, upfront fee) before refusing.
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
-from ..client import CapacityBroker, ReservationType
+from ..client import CapacityBroker, ReservationType, when
 from ..models.capacity import BlockOffering, PurchaseAnswer
 from . import capacity as capacity_view
 from . import render
@@ -42,28 +41,16 @@ COLUMNS = [
     Col("$/inst-hour", numeric=True),
 ]
 
-_RELATIVE = re.compile(r"^\+(\d+(?:\.\d+)?)([hdw])$")
-
 
 def parse_when(value: str | None, name: str) -> datetime | None:
     """ISO 8601 (a date, or a time; UTC unless it says otherwise) or ``+3d`` / ``+12h`` /
-    ``+2w`` from now."""
+    ``+2w`` from now, within ten years (``client.when.moment``)."""
     if not value:
         return None
-    match = _RELATIVE.match(value.strip())
-    if match:
-        amount, unit = float(match[1]), match[2]
-        delta = {"h": timedelta(hours=amount), "d": timedelta(days=amount)}.get(
-            unit, timedelta(weeks=amount)
-        )
-        return datetime.now(UTC) + delta
     try:
-        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise typer.BadParameter(
-            f"{value!r} is not a date: use 2026-12-01, 2026-12-01T11:30Z or +3d", param_hint=name
-        ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        return when.moment(value, name)
+    except when.BadTime as error:
+        raise typer.BadParameter(error.message, param_hint=name) from None
 
 
 def block_hours(days: int | None, hours: int | None) -> int:

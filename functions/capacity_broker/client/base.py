@@ -22,6 +22,7 @@ from ..logic.discovery import Discovery
 from ..logic.memory import CapacityMemory
 from ..root import Adapters, Root, discovery
 from . import regions as where
+from . import when
 from .deployed import invoke_function, lambda_client
 from .in_process import run_function
 from .results import (
@@ -302,3 +303,5 @@ def _arguments() -> Iterator[None]:
         yield
     except InvalidInput as error:
         raise InvalidArguments(error.errors) from None
+    except when.BadTime as error:
+        raise InvalidArguments([(error.name, error.message)]) from None

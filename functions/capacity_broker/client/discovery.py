@@ -25,6 +25,7 @@ from ..models.capacity import (
     SpotPriceRow,
 )
 from . import regions as where
+from . import when
 from .base import BrokerBase, _arguments, _request
 from .results import (
     BrokerError,
@@ -104,8 +105,8 @@ class DiscoveryCalls(BrokerBase):
         instance_type: str,
         instance_count: int = 1,
         duration_hours: int = 24,
-        start_after: datetime | None = None,
-        end_before: datetime | None = None,
+        start_after: datetime | str | None = None,
+        end_before: datetime | str | None = None,
         regions: Sequence[str] | str | None = None,
         *,
         progress: Progress | None = None,
@@ -116,8 +117,8 @@ class DiscoveryCalls(BrokerBase):
                 instance_type,
                 instance_count,
                 duration_hours,
-                start_after,
-                end_before,
+                when.optional_moment(start_after, "start_after"),
+                when.optional_moment(end_before, "end_before"),
                 self.resolve_regions(regions),
                 progress,
             )
@@ -129,8 +130,8 @@ class DiscoveryCalls(BrokerBase):
         instance_type: str,
         instance_count: int = 1,
         duration_hours: int = 24,
-        start_after: datetime | None = None,
-        end_before: datetime | None = None,
+        start_after: datetime | str | None = None,
+        end_before: datetime | str | None = None,
         regions: Sequence[str] | str | None = None,
         instance_platform: str = "Linux/UNIX",
         purchase_key: str | None = None,
@@ -145,8 +146,8 @@ class DiscoveryCalls(BrokerBase):
                 instance_type,
                 instance_count,
                 duration_hours,
-                start_after,
-                end_before,
+                when.optional_moment(start_after, "start_after"),
+                when.optional_moment(end_before, "end_before"),
                 self.resolve_regions(regions),
                 instance_platform,
                 purchase_key,

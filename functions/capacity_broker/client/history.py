@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from ..adapters import aws
 from ..models.history import HistoryRow
 from . import regions as where
-from .base import BrokerBase
+from . import when
+from .base import BrokerBase, _arguments
 from .results import BrokerError, InvalidArguments
 
 
@@ -19,16 +20,15 @@ class History(BrokerBase):
         self,
         instance_types: Sequence[str] | str | None = None,
         regions: Sequence[str] | str | None = None,
-        since: datetime | timedelta | None = None,
+        since: datetime | timedelta | str | None = None,
     ) -> list[HistoryRow]:
         """The capacity memory, one row per (region, AZ id, instance type): what the broker's
         attempts found there and the reservation-seconds it spent (contract: ``history``).
         Read from the state table when there is one (every container's and client's memory),
-        else this broker's own. ``since``: a moment, or how long ago (default: all kept)."""
-        if isinstance(since, timedelta):
-            since = datetime.now(UTC) - since
-        if since is not None and since.tzinfo is None:
-            raise InvalidArguments([("since", "must be timezone-aware (UTC)")])
+        else this broker's own. ``since``: a moment, or how long ago (``timedelta`` or "1h",
+        "2d": ``when.ago``), within ten years (default: all kept)."""
+        with _arguments():
+            start = None if since is None else when.since(since)
         if self.function_prefix and not self.state_table:
             raise InvalidArguments(
                 [
@@ -48,7 +48,7 @@ class History(BrokerBase):
             return memory.history(
                 instance_types=where.names(instance_types) or None,
                 regions=None if not wanted or where.EVERY_REGION in wanted else wanted,
-                since=since.timestamp() if since is not None else None,
+                since=start.timestamp() if start is not None else None,
             )
         except aws.AwsError as error:
             raise BrokerError(f"Could not read the capacity memory: {error.message}") from None

@@ -125,8 +125,8 @@ class Invocation:
 
     root: Root
     request_id: str
-    deadline: float  # monotonic seconds: stop starting new work after this
-    hard_deadline: float  # monotonic seconds: the function is killed shortly after
+    deadline: float  # on the root's monotonic clock: stop starting new work after this
+    hard_deadline: float  # likewise: the function is killed shortly after
     context: Any = None  # Lambda's context object
 
     @property
@@ -134,8 +134,12 @@ class Invocation:
         return self.root.settings
 
 
-def deadlines(context: Any, margin: float) -> tuple[float, float]:
-    now = time.monotonic()
+def deadlines(
+    context: Any, margin: float, monotonic: Callable[[], float] = time.monotonic
+) -> tuple[float, float]:
+    """The invocation's (soft, hard) deadlines on ``monotonic``, the clock its root's flows
+    compare them with."""
+    now = monotonic()
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
     remaining = remaining_ms() / 1000.0 if callable(remaining_ms) else 60.0
     hard = now + max(remaining - 0.5, 0.5)
@@ -364,7 +368,7 @@ def serve(
         return configuration_error(name, request_id, problem, out)
     config = built.settings
     out.logger.append_keys(cluster_id=config.cluster_id, request_id=request_id)
-    soft, hard = deadlines(context, config.safety_margin)
+    soft, hard = deadlines(context, config.safety_margin, built.monotonic)
     invocation = Invocation(built, request_id, soft, hard, context)
     if isinstance(event, str | bytes | bytearray):
         # Requests are JSON objects (contract). Powertools' parse() would decode a JSON *text*

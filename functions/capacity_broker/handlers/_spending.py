@@ -28,7 +28,6 @@ document per metric).
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -54,7 +53,7 @@ def finish(store: CapacityMemory, invocation: Invocation) -> None:
     """Join the memory's writes under way: Lambda freezes the container's threads once the
     handler returns. The write of the facts known at the decision started then, beside the
     give-backs, so this waits for nothing in the usual case."""
-    left = invocation.hard_deadline - time.monotonic()
+    left = invocation.hard_deadline - invocation.root.monotonic()
     store.flush(timeout=max(0.0, min(WRITE_SECONDS, left)))
 
 
