@@ -16,10 +16,12 @@ Only requests addressed to the server's own ``127.0.0.1:<port>`` get in (``emula
 Door``): a web page cannot call it, through DNS rebinding or from another origin, and the
 control API loads no scenario file but the bundled ones and the one it was started with.
 
-IAM as deployed (``iam=True``, the default): each function calls AWS with its own role's
-session, and the emulator decides every such call under that role's policies, synthesized
-from ``infra/`` for this cluster (``emulator.iam``; ``local_roles``): what a deployed function
-may not do answers ``UnauthorizedOperation`` here too. The cluster id is the scenario's
+IAM as deployed (``iam=True``, the default): as Lambda runs each function in a container of
+its own with its execution role's credentials, each local function is served from a root of
+its own (``handlers._runtime.Container.use``) whose session is signed with that function's
+role session, and the emulator decides every such call under that role's policies,
+synthesized from ``infra/`` for this cluster (``emulator.iam``): what a deployed function may
+not do answers ``UnauthorizedOperation`` here too. The cluster id is the scenario's
 ``cluster_id`` (the one its launch templates are tagged for) unless one is given.
 
 The response follows botocore's Lambda model: the payload as the body, ``X-Amz-Function-Error:
@@ -30,7 +32,6 @@ Unhandled`` when the function raised, ``X-Amz-Executed-Version``, 202 for ``Even
 from __future__ import annotations
 
 import base64
-import contextlib
 import importlib
 import json
 import os
@@ -43,7 +44,6 @@ from typing import Any
 from urllib.parse import unquote
 
 from .client import ENTRY_POINTS, EntryPointUnavailable, invoke_in_process
-from .local_roles import acting_as, role_session, threads_inherit_context
 
 DEFAULT_PREFIX = "capacity-broker-local"
 DEFAULT_CLUSTER_ID = "local"
@@ -194,7 +194,7 @@ class LambdaInvoke:
 
     def _run(self, name: str, event: Any) -> tuple[bytes, bool]:
         entry = self.functions[name]
-        with self._locks[name], acting_as(entry):
+        with self._locks[name]:
             try:
                 answer = invoke_in_process(
                     entry, event, name, self.region, self.timeout_ms, ACCOUNT_ID
@@ -258,7 +258,6 @@ class LocalBroker:
         self.server: Any = None
         self.scenario_ids: dict[str, dict[str, str]] = {}
         self._saved_env: dict[str, str | None] = {}
-        self._roles = contextlib.ExitStack()
 
     @property
     def endpoint(self) -> str:
@@ -290,6 +289,8 @@ class LocalBroker:
             routes=[self.route],
             # the control API may load this file again by name (no other file)
             scenario=self.scenario if isinstance(self.scenario, (str, Path)) else None,
+            # a fresh world (the control API's reset) makes the roles again, with new sessions
+            after_reset=self._serve_roles if self.iam else None,
         )
         self._environment(
             {
@@ -317,22 +318,51 @@ class LocalBroker:
         return self
 
     def _use_roles(self) -> None:
-        """The functions' roles in the emulator, and their calls signed as those roles."""
-        from .adapters import aws
-
-        emulator = self.server.emulator
-        emulator.enforce_roles(
+        """The functions' roles in the emulator, and each function served as its role."""
+        self.server.emulator.enforce_roles(
             self.cluster_id,
             function_prefix=self.prefix,
             region=self.region,
             regions=self.regions,
             state_table=self.state_table,
         )
-        self._roles.enter_context(aws.container_session(role_session(emulator.role_credentials)))
-        self._roles.enter_context(threads_inherit_context())
-        from .handlers._runtime import reset_container
+        self._serve_roles()
 
-        reset_container()
+    def _serve_roles(self) -> None:
+        """Each function served from a root of its own, built from this environment (as a
+        Lambda container builds it) with a session signed by the function's role session (as
+        Lambda hands a function its execution role's credentials). Settings that cannot make
+        a root: none, and the shared root answers each invocation the error, as deployed."""
+        import boto3
+
+        from .config import InvalidConfiguration, Settings
+        from .handlers._runtime import CONTAINER
+        from .root import Root
+
+        try:
+            settings = Settings.from_env(os.environ)
+        except InvalidConfiguration:
+            self._forget_roles()
+            return
+        for entry in ENTRY_POINTS:
+            credentials = self.server.emulator.role_credentials(entry)
+            if credentials is None:
+                CONTAINER.use(None, function=entry)
+                continue
+            key, secret, token = credentials
+            session = boto3.session.Session(
+                aws_access_key_id=key,
+                aws_secret_access_key=secret,
+                aws_session_token=token,
+                region_name=self.region,
+            )
+            CONTAINER.use(Root(settings, session=session), function=entry)
+
+    def _forget_roles(self) -> None:
+        from .handlers._runtime import CONTAINER
+
+        for entry in ENTRY_POINTS:
+            CONTAINER.use(None, function=entry)
 
     def _environment(self, values: Mapping[str, str]) -> None:
         from .handlers._runtime import CONTAINER
@@ -349,7 +379,7 @@ class LocalBroker:
             self.server.stop()
             self.server.emulator.reset()
             self.server = None
-        self._roles.close()
+        self._forget_roles()
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,8 +25,10 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from capacity_broker.client import InProcessContext
-from capacity_broker.local_roles import acting_as, role_session, threads_inherit_context
+from capacity_broker.client import ENTRY_POINTS, InProcessContext
+from capacity_broker.config import Settings
+from capacity_broker.handlers._runtime import CONTAINER
+from capacity_broker.root import Root
 
 from emulator.state import world
 
@@ -50,11 +53,9 @@ NO_RETRIES = Config(retries={"total_max_attempts": 1})
 
 
 @pytest.fixture
-def demo(emu: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def demo(emu: Any, monkeypatch: pytest.MonkeyPatch, container: Any) -> Any:
     """The demo account, its state table, and the functions' roles for cluster demo in the
     broker's one region."""
-    from capacity_broker.handlers._runtime import reset_container
-
     emu.load_scenario("demo")
     boto3.client("dynamodb", region_name=EAST).create_table(
         TableName=TABLE,
@@ -73,9 +74,8 @@ def demo(emu: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         "POWERTOOLS_METRICS_DISABLED": "true",
     }.items():
         monkeypatch.setenv(key, value)
-    reset_container()
-    yield emu
-    reset_container()
+    container.fresh()
+    return emu
 
 
 def as_role(emu: Any, entry: str, service: str = "ec2", region: str = EAST) -> Any:
@@ -105,25 +105,33 @@ def refused(call: Any, code: str = "UnauthorizedOperation", status: int = 403) -
 
 @contextlib.contextmanager
 def functions_as_roles(emu: Any) -> Iterator[None]:
-    """The handlers run here call AWS as the role of the function ``acting_as`` names, as
-    ``capacity-broker local`` runs them."""
-    from capacity_broker.adapters import aws
-    from capacity_broker.handlers._runtime import reset_container
-
-    with aws.container_session(role_session(emu.role_credentials)), threads_inherit_context():
-        reset_container()
-        try:
-            yield
-        finally:
-            reset_container()
+    """Each handler run here is served from a root of its own whose session is its function's
+    role session, as ``capacity-broker local`` runs them (and Lambda: a container per
+    function, with its execution role's credentials)."""
+    settings = Settings.from_env(os.environ)
+    for entry in ENTRY_POINTS:
+        key, secret, token = emu.role_credentials(entry)
+        session = boto3.session.Session(
+            aws_access_key_id=key,
+            aws_secret_access_key=secret,
+            aws_session_token=token,
+            region_name=EAST,
+        )
+        CONTAINER.use(Root(settings, session=session), function=entry)
+    try:
+        yield
+    finally:
+        for entry in ENTRY_POINTS:
+            own = CONTAINER.use(None, function=entry)
+            if own is not None:
+                own.close()
 
 
 def invoke(entry: str, event: dict[str, Any]) -> dict[str, Any]:
     import importlib
 
     handler = importlib.import_module(f"capacity_broker.handlers.{entry}").handler
-    with acting_as(entry):
-        answer: dict[str, Any] = handler(event, InProcessContext(f"{PREFIX}-{entry}"))
+    answer: dict[str, Any] = handler(event, InProcessContext(f"{PREFIX}-{entry}"))
     return answer
 
 

@@ -18,8 +18,10 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 from capacity_broker.client import ENTRY_POINTS
-from capacity_broker.local import LocalBroker
+from capacity_broker.handlers._runtime import CONTAINER
+from capacity_broker.local import LocalBroker, make_state_table
 
+from emulator.remote import RemoteEmulator
 from emulator.state import world
 
 pytestmark = pytest.mark.integration
@@ -199,3 +201,24 @@ def test_the_command_says_what_it_runs_as(tmp_path: Path, options: list[str], sa
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_a_fresh_world_serves_each_function_its_new_role_session() -> None:
+    """The control API's reset (a fresh world) makes the roles again, with new sessions: each
+    function is then served as its new session, its calls still decided under its role (not
+    let through as an unknown caller's); once stopped, no function keeps a root of its own."""
+    with LocalBroker(scenario="demo") as local:
+        remote = RemoteEmulator(local.endpoint)
+        before = {entry: role(local, entry) for entry in ENTRY_POINTS}
+        remote.reset()
+        remote.load_scenario("demo")
+        make_state_table(local.state_table, local.region, local.endpoint)
+        assert all(role(local, entry) != before[entry] for entry in ENTRY_POINTS)
+        world.iam.decisions.clear()
+        answer = invoke(local, "probe", sample("probe", request_id="after-reset"))
+        assert answer["status"] == "available", answer
+        decided = [(entry, d.request.action, d.allowed) for entry, d in world.iam.decisions]
+        assert ("probe", "ec2:CreateCapacityReservation", True) in decided, decided
+        assert {entry for entry, _, _ in decided} == {"probe"}, decided
+    for entry in ENTRY_POINTS:
+        assert CONTAINER.use(None, function=entry) is None
