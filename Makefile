@@ -8,7 +8,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
 # Tests, the demo, benchmarks and synth never reach AWS: fake credentials, a fixed region.
 # Not for deploy, which runs with the caller's own credentials (a profile must not be
 # shadowed by fake keys).
-OFFLINE := run test lint typecheck pytest unit bench synth
+OFFLINE := run test lint typecheck pytest unit bench synth iam-roles
 $(OFFLINE): export AWS_ACCESS_KEY_ID ?= testing
 $(OFFLINE): export AWS_SECRET_ACCESS_KEY ?= testing
 $(OFFLINE): export AWS_DEFAULT_REGION ?= us-east-1
@@ -16,13 +16,14 @@ $(OFFLINE): export AWS_DEFAULT_REGION ?= us-east-1
 CDK_ARGS ?=
 SYNTH_ARGS ?= -c clusterId=demo
 
-.PHONY: run test lint typecheck unit pytest bench synth deploy cfn-lint clean help
+.PHONY: run test lint typecheck unit pytest bench synth deploy cfn-lint clean help iam-roles
 
 help:
 	@echo "make run    - start the capacity emulator with the demo scenario and run the broker end to end"
 	@echo "make test   - lint, type-check and run the whole test suite (unit, emulator, integration, infra)"
 	@echo "make bench  - benchmarks against the emulator; writes bench/results.json"
 	@echo "make synth  - synthesize the CDK app offline into cdk.out"
+	@echo "make iam-roles - rewrite emulator/iam/roles.json (the functions' roles) from infra/"
 	@echo 'make deploy CDK_ARGS="-c clusterId=<id> ..." - deploy one broker with your credentials'
 
 $(STAMP): pyproject.toml requirements-lock.txt
@@ -61,6 +62,11 @@ bench: $(STAMP)
 # cdk.json runs `python3 app.py`: the virtualenv first on PATH gives it aws-cdk-lib.
 synth: $(STAMP) node_modules/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --quiet $(SYNTH_ARGS)
+
+# The functions' IAM roles as the emulator evaluates them offline (`capacity-broker local`):
+# synthesized from infra/; tests/infra/test_emulated_roles.py fails when the file is stale.
+iam-roles: $(STAMP)
+	$(BIN)/python -m infra.emulated_roles
 
 deploy: $(STAMP) node_modules/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk deploy $(CDK_ARGS)

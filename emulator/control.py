@@ -7,7 +7,7 @@ reached from another process with ``emulator.remote.RemoteEmulator``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +17,8 @@ from moto.core import DEFAULT_ACCOUNT_ID
 
 from . import scenario as scenarios
 from .faults import Call, Fault
+from .iam.catalogue import Broker
+from .iam.enforcement import Roles
 from .install import install
 from .models import CapacityBackend, capacity_backend
 from .state import world
@@ -38,11 +40,50 @@ class Emulator:
     def load_scenario(self, source: str | Path | dict[str, Any]) -> scenarios.ScenarioIds:
         return scenarios.load(source, self.account_id)
 
-    def reset(self) -> None:
+    def reset(self, keep_roles: bool = False) -> None:
+        """A fresh world. ``keep_roles``: the function roles ``enforce_roles`` made are made
+        again in it (new sessions: ``role_credentials`` answers them)."""
         from moto.core.base_backend import BackendDict
 
+        roles = world.iam
         BackendDict.reset()
         world.reset()
+        if keep_roles and roles is not None:
+            world.iam = roles.install()
+
+    # -- IAM ----------------------------------------------------------------------------
+    def enforce_roles(
+        self,
+        cluster_id: str,
+        *,
+        function_prefix: str,
+        region: str,
+        regions: Sequence[str],
+        state_table: str,
+        stack_name_prefix: str | None = None,
+    ) -> Roles:
+        """The broker functions' roles as ``infra/`` deploys them for this cluster, made in
+        this world; a call signed with one's session (``role_credentials``) is decided under
+        its policies from now on (``Settings.iam_evaluation`` turns that off)."""
+        broker = Broker(
+            cluster_id=cluster_id,
+            function_prefix=function_prefix,
+            region=region,
+            regions=tuple(regions),
+            account=self.account_id,
+            state_table=state_table,
+            stack_name_prefix=stack_name_prefix,
+        )
+        if world.iam is not None:
+            world.iam.uninstall()
+        world.iam = Roles(broker).install()
+        return world.iam
+
+    def role_credentials(self, entry: str) -> tuple[str, str, str] | None:
+        """(access key, secret key, session token) of function ``entry``'s role session, or
+        ``None`` without roles."""
+        roles = world.iam
+        return roles.credentials(entry) if roles is not None else None
 
     def capacity(self, region: str = "us-east-1") -> CapacityBackend:
         from moto.ec2.models import ec2_backends

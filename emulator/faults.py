@@ -34,6 +34,9 @@ SERVER_ERROR_STATUS = {
     "RequestLimitExceeded": 503,
     "Throttling": 400,
     "ThrottlingException": 400,
+    # "the request returns a Client.UnauthorizedOperation response (an HTTP 403 response)"
+    # (STS API Reference, DecodeAuthorizationMessage); what IAM evaluation answers too.
+    "UnauthorizedOperation": 403,
 }
 
 

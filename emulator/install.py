@@ -26,9 +26,11 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.ec2.models import EC2Backend
 from moto.ec2.responses import EC2Response
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX, get_prefix
+from moto.utilities.utils import PARTITION_NAMES, get_partition
 
 from .exceptions import AnyServiceError, EC2ServerError, reservation_not_found
 from .faults import InjectedError
+from .iam import enforcement
 from .models import capacity_backend, filters
 from .models.consistency import serving
 from .responses import RESPONSE_CLASSES
@@ -55,6 +57,12 @@ def install() -> None:
                 if not name.startswith("__"):
                     _replace(EC2Response, name, member)
         _replace(BaseResponse, "call_action", _wrap_call_action(BaseResponse.call_action))
+        _replace(
+            BaseResponse,
+            "_authenticate_and_authorize_normal_action",
+            _authorize(BaseResponse._authenticate_and_authorize_normal_action),
+        )
+        _install_sts()
         _replace(
             EC2Backend, "do_resources_exist", _wrap_resources_exist(EC2Backend.do_resources_exist)
         )
@@ -96,6 +104,37 @@ def _register_price_list() -> None:
     sys.modules["moto.pricing"] = pricing
     if not any(name == "pricing" for name, _ in backend_index.backend_url_patterns):
         backend_index.backend_url_patterns.append(("pricing", re.compile(routes.url_bases[0])))
+
+
+def _install_sts() -> None:
+    """``sts:DecodeAuthorizationMessage`` (moto has none) for the emulator's own messages."""
+    from moto.sts.responses import TokenResponse
+
+    def decode_authorization_message(self: TokenResponse) -> ActionResult:
+        try:
+            decoded = enforcement.decode(self._get_param("EncodedMessage") or "")
+        except ValueError as error:
+            raise AnyServiceError("InvalidAuthorizationMessageException", str(error)) from None
+        return ActionResult({"DecodedMessage": decoded})
+
+    _replace(TokenResponse, "decode_authorization_message", decode_authorization_message)
+
+
+def _authorize(original: Callable[..., None]) -> Callable[..., None]:
+    """moto's authorization hook (every action passes it first): a call signed with a broker
+    function's role session is decided under that role's policies (``iam.enforcement``),
+    unless ``Settings.iam_evaluation`` is off; every other call as moto decides it."""
+
+    def authorize(self: BaseResponse, resource: str = "*") -> None:
+        roles = world.iam
+        if roles is not None and world.settings.iam_evaluation:
+            session = roles.session_of(self.get_access_key())
+            if session is not None:
+                roles.authorize(self, session, lambda: _params_of(self))
+                return
+        original(self, resource)
+
+    return authorize
 
 
 def _install_filters() -> None:
@@ -234,6 +273,9 @@ def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[Base
         try:
             with serving(call):  # what EC2 shows this call may still be settling
                 status, headers, body = original(self)
+        except enforcement.Unauthorized as error:
+            world.hub.after(call, error.status, error.code)
+            return _error_response(self, error.code, error.message, error.status)
         except EC2ServerError as error:
             world.hub.after(call, error.status, error.code)
             # A timeout loses an error answer too (e.g. InsufficientInstanceCapacity, a 500).
@@ -258,7 +300,13 @@ def _known_region(service: str, account: str, region: str) -> bool:
         return True  # not a regional moto service: let moto answer
     if not isinstance(backends, BackendDict) or not account:
         return True
-    return region in backends[account]
+    per_account = backends[account]
+    if region in per_account:
+        return True
+    # A global service (IAM, STS) keeps one backend per partition and answers in every
+    # region of it (STS's regional endpoints).
+    regional = [r for r in per_account.regions if r not in PARTITION_NAMES]
+    return not regional and get_partition(region) in per_account.regions
 
 
 def _code_of(body: Any) -> str | None:

@@ -1,6 +1,8 @@
 """Scenario files: the world a test or demo starts from (YAML or JSON).
 
 ```yaml
+cluster_id: hpc      # the broker cluster this world's templates are tagged for (capacity-broker
+                     # local runs as it unless given --cluster-id); loading ignores it
 settings: {expiry_lag_seconds: 0, pending_seconds: 0, default_capacity: null,
            eventual_consistency: true, lag_unknown_calls: 1, lag_pending_calls: 1,
            lag_listing_calls: 2, lag_seconds: 2}     # any field of state.Settings

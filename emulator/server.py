@@ -115,8 +115,16 @@ class ControlAPI:
     was started with. No other file is ever read: the request does not choose a path.
     """
 
-    def __init__(self, emulator: Emulator, scenario: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        emulator: Emulator,
+        scenario: str | Path | None = None,
+        after_reset: Callable[[], None] | None = None,
+    ) -> None:
         self.emulator = emulator
+        # Told after a reset made the roles again (their sessions are new): the server's owner
+        # hands them to the functions it runs.
+        self.after_reset = after_reset
         self.start_scenario: Path | None = None
         self.start_names: frozenset[str] = frozenset()
         if scenario is not None and Path(scenario).is_file():
@@ -163,7 +171,10 @@ class ControlAPI:
         if verb == "health":
             return _json({"ok": True, "now": emu.now()})
         if verb == "reset" and method == "POST":
-            emu.reset()
+            # The functions' roles belong to the server (capacity-broker local), not the world.
+            emu.reset(keep_roles=True)
+            if self.after_reset is not None:
+                self.after_reset()
             return _json({"ok": True})
         if verb == "scenario" and method == "POST":
             ids = emu.load_scenario(self.scenario_source(body))
@@ -230,10 +241,11 @@ class Application:
         emulator: Emulator,
         routes: Iterable[Route] = (),
         scenario: str | Path | None = None,
+        after_reset: Callable[[], None] | None = None,
     ) -> None:
         self.moto = DomainDispatcherApplication(create_backend_app)
         self.door = Door()
-        self.routes: list[Route] = [ControlAPI(emulator, scenario), *routes]
+        self.routes: list[Route] = [ControlAPI(emulator, scenario, after_reset), *routes]
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         refused = self.door(environ, start_response)
@@ -269,7 +281,8 @@ class Server:
     """A threaded server on a loopback address (127.0.0.1); ``port=0`` picks a free port.
 
     ``scenario``: the scenario file it was started with, which the control API may load
-    again by that name (besides the bundled ones).
+    again by that name (besides the bundled ones). ``after_reset``: called after the control
+    API's reset (which makes the functions' roles again, with new sessions).
     """
 
     def __init__(
@@ -279,6 +292,7 @@ class Server:
         routes: Iterable[Route] = (),
         quiet: bool = True,
         scenario: str | Path | None = None,
+        after_reset: Callable[[], None] | None = None,
     ) -> None:
         try:
             loopback = ipaddress.ip_address(host).is_loopback
@@ -289,7 +303,7 @@ class Server:
         installer.install()
         world.mode = "server"
         self.emulator = Emulator()
-        application = Application(self.emulator, routes, scenario)
+        application = Application(self.emulator, routes, scenario, after_reset)
         self._server: BaseWSGIServer = make_server(
             host,
             port,

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .clock import Clock
 from .faults import Hub
+
+if TYPE_CHECKING:
+    from .iam.enforcement import Roles
 
 
 @dataclass
@@ -49,6 +53,10 @@ class Settings:
     # everywhere, a service that ignored the escapes (to show the broker compares what comes
     # back itself).
     filter_escapes: bool = True
+    # IAM: a call signed with a broker function's role session (``Emulator.enforce_roles``)
+    # is decided under that role's policies, synthesized from infra/ (``emulator.iam``), as
+    # AWS would; False lets every call through unevaluated.
+    iam_evaluation: bool = True
 
 
 class World:
@@ -61,12 +69,15 @@ class World:
         self.lock = threading.RLock()
         # "in-process" (moto's mock; faults surface as botocore exceptions) or "server".
         self.mode = "in-process"
+        # The broker functions' roles the emulator evaluates calls under (``emulator.iam``).
+        self.iam: Roles | None = None
 
     def reset(self) -> None:
         """Back to defaults (moto's own reset clears the per-region capacity)."""
         self.clock.reset()
         self.hub.reset()
         self.settings = Settings()
+        self.iam = None
 
 
 world = World()

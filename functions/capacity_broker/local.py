@@ -16,6 +16,14 @@ Only requests addressed to the server's own ``127.0.0.1:<port>`` get in (``emula
 Door``): a web page cannot call it, through DNS rebinding or from another origin, and the
 control API loads no scenario file but the bundled ones and the one it was started with.
 
+IAM as deployed (``iam=True``, the default): as Lambda runs each function in a container of
+its own with its execution role's credentials, each local function is served from a root of
+its own (``handlers._runtime.Container.use``) whose session is signed with that function's
+role session, and the emulator decides every such call under that role's policies,
+synthesized from ``infra/`` for this cluster (``emulator.iam``): what a deployed function may
+not do answers ``UnauthorizedOperation`` here too. The cluster id is the scenario's
+``cluster_id`` (the one its launch templates are tagged for) unless one is given.
+
 The response follows botocore's Lambda model: the payload as the body, ``X-Amz-Function-Error:
 Unhandled`` when the function raised, ``X-Amz-Executed-Version``, 202 for ``Event`` and 204 for
 ``DryRun`` invocations, and 404 ``ResourceNotFoundException`` for an unknown function.
@@ -217,6 +225,10 @@ class LocalBroker:
     ``start()`` sets this process's environment for the in-process functions
     (``AWS_ENDPOINT_URL``, ``BROKER_CLUSTER_ID``, region, fake credentials when none are set);
     ``stop()`` puts it back.
+
+    ``cluster_id``: the functions' cluster; ``None`` is the scenario's ``cluster_id``, else
+    ``local``. ``iam``: the functions call AWS as their deployed roles and the emulator
+    evaluates those roles' policies (module docstring).
     """
 
     def __init__(
@@ -224,15 +236,18 @@ class LocalBroker:
         scenario: str | Path | Mapping[str, Any] | None = None,
         port: int = 0,
         prefix: str = DEFAULT_PREFIX,
-        cluster_id: str = DEFAULT_CLUSTER_ID,
+        cluster_id: str | None = None,
         region: str = DEFAULT_REGION,
         regions: Sequence[str] | None = None,
         host: str = "127.0.0.1",
+        iam: bool = True,
     ) -> None:
         self.scenario = scenario
         self.port = port
         self.prefix = prefix
-        self.cluster_id = cluster_id
+        self.cluster_id = cluster_id or DEFAULT_CLUSTER_ID
+        self._cluster_id_given = cluster_id is not None
+        self.iam = iam
         self.region = region
         self.regions = list(regions or ())
         self.host = host
@@ -265,12 +280,17 @@ class LocalBroker:
             data = scenarios.read(self.scenario)
         regions = self.regions or sorted((data or {}).get("regions") or {}) or [self.region]
         self.regions = regions
+        declared = (data or {}).get("cluster_id")
+        if declared and not self._cluster_id_given:
+            self.cluster_id = str(declared)
         self.server = server.Server(
             host=self.host,
             port=self.port,
             routes=[self.route],
             # the control API may load this file again by name (no other file)
             scenario=self.scenario if isinstance(self.scenario, (str, Path)) else None,
+            # a fresh world (the control API's reset) makes the roles again, with new sessions
+            after_reset=self._serve_roles if self.iam else None,
         )
         self._environment(
             {
@@ -291,9 +311,58 @@ class LocalBroker:
         self.server.emulator.reset()
         if data is not None:
             self.scenario_ids = self.server.emulator.load_scenario(data).to_dict()
+        if self.iam:
+            self._use_roles()
         self.server.start()
         make_state_table(self.state_table, self.region, self.endpoint)
         return self
+
+    def _use_roles(self) -> None:
+        """The functions' roles in the emulator, and each function served as its role."""
+        self.server.emulator.enforce_roles(
+            self.cluster_id,
+            function_prefix=self.prefix,
+            region=self.region,
+            regions=self.regions,
+            state_table=self.state_table,
+        )
+        self._serve_roles()
+
+    def _serve_roles(self) -> None:
+        """Each function served from a root of its own, built from this environment (as a
+        Lambda container builds it) with a session signed by the function's role session (as
+        Lambda hands a function its execution role's credentials). Settings that cannot make
+        a root: none, and the shared root answers each invocation the error, as deployed."""
+        import boto3
+
+        from .config import InvalidConfiguration, Settings
+        from .handlers._runtime import CONTAINER
+        from .root import Root
+
+        try:
+            settings = Settings.from_env(os.environ)
+        except InvalidConfiguration:
+            self._forget_roles()
+            return
+        for entry in ENTRY_POINTS:
+            credentials = self.server.emulator.role_credentials(entry)
+            if credentials is None:
+                CONTAINER.use(None, function=entry)
+                continue
+            key, secret, token = credentials
+            session = boto3.session.Session(
+                aws_access_key_id=key,
+                aws_secret_access_key=secret,
+                aws_session_token=token,
+                region_name=self.region,
+            )
+            CONTAINER.use(Root(settings, session=session), function=entry)
+
+    def _forget_roles(self) -> None:
+        from .handlers._runtime import CONTAINER
+
+        for entry in ENTRY_POINTS:
+            CONTAINER.use(None, function=entry)
 
     def _environment(self, values: Mapping[str, str]) -> None:
         from .handlers._runtime import CONTAINER
@@ -310,6 +379,7 @@ class LocalBroker:
             self.server.stop()
             self.server.emulator.reset()
             self.server = None
+        self._forget_roles()
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)

@@ -234,7 +234,7 @@ def test_fail_the_next_n_calls(api, emu):
         ("RequestLimitExceeded", 503),
         ("Unavailable", 503),
         ("InternalError", 500),
-        ("UnauthorizedOperation", 400),
+        ("UnauthorizedOperation", 403),
         ("VcpuLimitExceeded", 400),
     ],
 )

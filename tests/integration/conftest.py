@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -175,3 +176,44 @@ class EmulatedTime:
 def emulated_time(broker: Any, container: Container) -> EmulatedTime:
     """``EmulatedTime`` over the test's emulator (call ``install`` once the world is loaded)."""
     return EmulatedTime(broker, container)
+
+
+@pytest.fixture
+def profile_template() -> Any:
+    """``profile_template(ec2, iam, cluster_id)``: an instance profile (its role
+    ``compute-node``) and a launch template of that cluster whose instances get it; answers
+    (role ARN, template id). The clients say which world (in process, a local broker)."""
+
+    def make(ec2: Any, iam: Any, cluster_id: str) -> tuple[str, str]:
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "ec2.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+        role = iam.create_role(RoleName="compute-node", AssumeRolePolicyDocument=json.dumps(trust))
+        profile = iam.create_instance_profile(InstanceProfileName="compute-node")
+        iam.add_role_to_instance_profile(
+            InstanceProfileName="compute-node", RoleName="compute-node"
+        )
+        made = ec2.create_launch_template(
+            LaunchTemplateName="with-profile",
+            LaunchTemplateData={
+                "ImageId": "ami-0de00000000000001",
+                "InstanceType": "c7i.48xlarge",
+                "IamInstanceProfile": {"Arn": profile["InstanceProfile"]["Arn"]},
+            },
+            TagSpecifications=[
+                {
+                    "ResourceType": "launch-template",
+                    "Tags": [{"Key": "capacity-broker:cluster-id", "Value": cluster_id}],
+                }
+            ],
+        )
+        return role["Role"]["Arn"], made["LaunchTemplate"]["LaunchTemplateId"]
+
+    return make

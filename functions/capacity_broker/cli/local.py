@@ -92,8 +92,24 @@ def local(
         ),
     ] = DEFAULT_PREFIX,
     cluster_id: Annotated[
-        str, typer.Option("--cluster-id", metavar="ID", help="The functions' BROKER_CLUSTER_ID.")
-    ] = "local",
+        str | None,
+        typer.Option(
+            "--cluster-id",
+            metavar="ID",
+            help="The functions' BROKER_CLUSTER_ID (default: the scenario's cluster_id, the "
+            "cluster its launch templates are tagged for; else local).",
+            show_default=False,
+        ),
+    ] = None,
+    iam: Annotated[
+        bool,
+        typer.Option(
+            "--iam/--no-iam",
+            help="Each function calls AWS as its deployed IAM role (synthesized from infra/) "
+            "and the emulator evaluates that role's policies, as AWS would: what the "
+            "deployed function may not do answers UnauthorizedOperation here too.",
+        ),
+    ] = True,
     region: Annotated[
         str, typer.Option("--region", metavar="REGION", help="The functions' own region.")
     ] = "us-east-1",
@@ -128,7 +144,7 @@ def local(
         _stop(port)
         return
     if background:
-        _background(scenario, port or 0, function_prefix, cluster_id, region)
+        _background(scenario, port or 0, function_prefix, cluster_id, region, iam)
         return
     _serve(
         scenario,
@@ -136,6 +152,7 @@ def local(
         function_prefix,
         cluster_id,
         region,
+        iam,
         ready_fd,
     )
 
@@ -144,8 +161,9 @@ def _serve(
     scenario: str | None,
     port: int,
     prefix: str,
-    cluster_id: str,
+    cluster_id: str | None,
     region: str,
+    iam: bool,
     ready_fd: int | None = None,
 ) -> None:
     try:
@@ -153,7 +171,12 @@ def _serve(
     except ModuleNotFoundError as error:
         raise _no_emulator(error) from None
     broker = LocalBroker(
-        scenario=scenario, port=port, prefix=prefix, cluster_id=cluster_id, region=region
+        scenario=scenario,
+        port=port,
+        prefix=prefix,
+        cluster_id=cluster_id,
+        region=region,
+        iam=iam,
     )
     try:
         broker.start()
@@ -167,7 +190,10 @@ def _serve(
         _comment(f"capacity-broker local: emulator and functions on {broker.endpoint}"),
         *exports(broker.endpoint, region, prefix),
         _comment(f"functions: {', '.join(broker.function_names)}"),
-        _comment(f"cluster id: {cluster_id}; regions: {','.join(broker.regions)}"),
+        _comment(
+            f"cluster id: {broker.cluster_id}; regions: {','.join(broker.regions)}; IAM: "
+            + ("the functions' deployed roles, evaluated" if iam else "not evaluated (--no-iam)")
+        ),
         "# Ctrl-C stops it.",
     ]
     sys.stdout.write("\n".join(lines) + "\n")
@@ -219,7 +245,14 @@ def _made_state() -> StateDir:
     return state
 
 
-def _background(scenario: str | None, port: int, prefix: str, cluster_id: str, region: str) -> None:
+def _background(
+    scenario: str | None,
+    port: int,
+    prefix: str,
+    cluster_id: str | None,
+    region: str,
+    iam: bool,
+) -> None:
     """The foreground server as a process of its own session (it outlives this shell
     command and the terminal's Ctrl-C), its output in a log file; the exports once it
     answers. A broker already running with the same settings is reused."""
@@ -229,6 +262,7 @@ def _background(scenario: str | None, port: int, prefix: str, cluster_id: str, r
             "function_prefix": prefix,
             "cluster_id": cluster_id,
             "region": region,
+            "iam": "on" if iam else "off",
         }
     )
     state = _made_state()
@@ -291,10 +325,10 @@ def _start(state: StateDir, port: int, settings: dict[str, str]) -> Record:
         str(port),
         "--function-prefix",
         settings["function_prefix"],
-        "--cluster-id",
-        settings["cluster_id"],
+        *(["--cluster-id", settings["cluster_id"]] if settings["cluster_id"] else []),
         "--region",
         settings["region"],
+        "--iam" if settings.get("iam", "on") == "on" else "--no-iam",
         *(["--scenario", settings["scenario"]] if settings["scenario"] else []),
     ]
     draft = f".starting-{os.getpid()}-{time.time_ns()}.log"

@@ -3,9 +3,10 @@ time budget, the promise that a caller always gets a structured answer), where i
 and metrics go (``Output``), and the Lambda container's one cached root (``CONTAINER``).
 
 A Lambda handler is ``lambda_handler(name, run, logger, metrics)``: the container's root
-(built from the environment on the first invocation) + the flow's ``run``, with Powertools'
-JSON logs and EMF metrics. The in-process client and the Slurm programs call ``serve`` with a
-root of their own and ``PLAIN`` output: the same entry, no environment, no process lock.
+(built from the environment on the first invocation; ``capacity-broker local`` may give each
+function one of its own) + the flow's ``run``, with Powertools' JSON logs and EMF metrics.
+The in-process client and the Slurm programs call ``serve`` with a root of their own and
+``PLAIN`` output: the same entry, no environment, no process lock.
 
 Tracing: Powertools' Tracer loads the X-Ray SDK (~300 ms) when it is created, which would add
 to every cold start. Lambda's active tracing already records each invocation; the broker adds
@@ -50,11 +51,18 @@ class Container:
     """What one Lambda container keeps between invocations: its root, built from the
     environment on the first invocation that needs it (settings that cannot run the broker
     are answered, never kept: Lambda's environment does not change under a container), and
-    the X-Ray tracer. The only state a module of the broker holds (``CONTAINER``)."""
+    the X-Ray tracer. The only state a module of the broker holds (``CONTAINER``).
+
+    A deployed Lambda container runs one function. ``capacity-broker local`` runs all five in
+    one process, each as its own container would: it gives each function a root of its own
+    (``use(root, function=...)``, e.g. one whose session signs as that function's role), and
+    a function without one is served the shared root (``root_for``)."""
 
     def __init__(self, environ: Mapping[str, str] = os.environ) -> None:
         self._environ = environ
         self._root: Root | None = None
+        # Entry point (probe, reserve...) -> the root its handler is served from instead.
+        self._roots: dict[str, Root] = {}
         self._tracer: Any = None
         self._lock = threading.Lock()
         # Lambda invocations under way in this process: the library's log records are JSON
@@ -69,18 +77,32 @@ class Container:
                 self._root = Root(Settings.from_env(self._environ))
             return self._root
 
+    def root_for(self, function: str) -> Root:
+        """The root the handler of entry point ``function`` (``lambda_handler``'s name) is
+        served from: its own if it was given one, else the container's (``root``)."""
+        with self._lock:
+            own = self._roots.get(function)
+        return own if own is not None else self.root()
+
     @property
     def built(self) -> Root | None:
         """The root if it was built (the snapshot hooks touch nothing they would build)."""
         return self._root
 
-    def use(self, root: Root | None) -> Root | None:
+    def use(self, root: Root | None, function: str | None = None) -> Root | None:
         """Serve the handlers from ``root`` from now on (``None``: build one from the
-        environment on the next invocation); the root served until now. A Lambda never
-        calls this: ``capacity-broker local`` and tests do, to run the real handlers on a root
-        of their own."""
+        environment on the next invocation); the root served until now. With ``function`` (an
+        entry point: probe, reserve...): serve only that function from ``root`` (``None``:
+        from the shared root again); the function's own root until now, if any. A Lambda
+        never calls this: ``capacity-broker local`` and tests do, to run the real handlers on
+        roots of their own."""
         with self._lock:
-            previous, self._root = self._root, root
+            if function is None:
+                previous, self._root = self._root, root
+            else:
+                previous = self._roots.pop(function, None)
+                if root is not None:
+                    self._roots[function] = root
         return previous
 
     def tracer(self) -> Any:
@@ -413,6 +435,6 @@ def lambda_handler(name: str, run: Run, logger: Logger, metrics: Metrics) -> Cal
     @wraps(run)
     def handler(event: Any, context: Any) -> dict[str, Any]:
         with CONTAINER.serving():
-            return serve(name, run, event, context, CONTAINER.root, out)
+            return serve(name, run, event, context, lambda: CONTAINER.root_for(name), out)
 
     return logger.inject_lambda_context(clear_state=True)(metrics.log_metrics(handler))

@@ -1,0 +1,533 @@
+"""IAM offline: the functions' roles as infra/ deploys them (emulator/iam/roles.json), evaluated
+by the emulator on every call made with them.
+
+Two halves:
+
+- the core flows (probe, reserve with provision, release, cleaner sweep and stack event,
+  capacity), each handler run as its own role: no call is refused, and every call was
+  decided by IAM; the roles grant what the code needs, by evaluation (beside the static
+  tests/infra/test_grants_cover_calls.py);
+- one test per refusal the deploy guide promises (docs/deploy.md, sections 2 and 4), made as
+  a function's role would make it: what AWS answers, ``UnauthorizedOperation`` and the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from capacity_broker.client import ENTRY_POINTS, InProcessContext
+from capacity_broker.config import Settings
+from capacity_broker.handlers._runtime import CONTAINER
+from capacity_broker.root import Root
+
+from emulator.state import world
+
+pytestmark = [
+    pytest.mark.integration,
+    # moto's serializer warns that CloudFormation's model has no AccessDenied shape.
+    pytest.mark.filterwarnings("ignore:Exception\\(AnyServiceError\\):UserWarning"),
+]
+
+CLUSTER = "demo"
+PREFIX = "capacity-broker-demo"
+TABLE = f"{PREFIX}-state"
+EAST, WEST = "us-east-1", "us-west-2"
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+TEMPLATE = "lt-0f000000000000001"  # the demo's, tagged capacity-broker:cluster-id=demo
+IMAGE = "ami-0de00000000000001"
+SUBNET_B, SUBNET_C = "subnet-01b0000000000000b", "subnet-01c0000000000000c"
+CLUSTER_TAG = "capacity-broker:cluster-id"
+PURPOSE_TAG = "capacity-broker:purpose"
+REFUSED = {"UnauthorizedOperation", "AccessDeniedException"}
+NO_RETRIES = Config(retries={"total_max_attempts": 1})
+
+
+@pytest.fixture
+def demo(emu: Any, monkeypatch: pytest.MonkeyPatch, container: Any) -> Any:
+    """The demo account, its state table, and the functions' roles for cluster demo in the
+    broker's one region."""
+    emu.load_scenario("demo")
+    boto3.client("dynamodb", region_name=EAST).create_table(
+        TableName=TABLE,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    emu.enforce_roles(
+        CLUSTER, function_prefix=PREFIX, region=EAST, regions=[EAST], state_table=TABLE
+    )
+    for key, value in {
+        "BROKER_CLUSTER_ID": CLUSTER,
+        "BROKER_STATE_TABLE": TABLE,
+        "BROKER_REGIONS": EAST,
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(key, value)
+    container.fresh()
+    return emu
+
+
+def as_role(emu: Any, entry: str, service: str = "ec2", region: str = EAST) -> Any:
+    """A client that calls as function ``entry``'s role session."""
+    key, secret, token = emu.role_credentials(entry)
+    return boto3.client(
+        service,
+        region_name=region,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        aws_session_token=token,
+        config=NO_RETRIES,
+    )
+
+
+def refused(call: Any, code: str = "UnauthorizedOperation", status: int = 403) -> str:
+    """The call answers what AWS answers a call IAM refuses; its message."""
+    with pytest.raises(ClientError) as raised:
+        call()
+    error = raised.value.response["Error"]
+    assert (error["Code"], raised.value.response["ResponseMetadata"]["HTTPStatusCode"]) == (
+        code,
+        status,
+    ), error
+    return str(error["Message"])
+
+
+@contextlib.contextmanager
+def functions_as_roles(emu: Any) -> Iterator[None]:
+    """Each handler run here is served from a root of its own whose session is its function's
+    role session, as ``capacity-broker local`` runs them (and Lambda: a container per
+    function, with its execution role's credentials)."""
+    settings = Settings.from_env(os.environ)
+    for entry in ENTRY_POINTS:
+        key, secret, token = emu.role_credentials(entry)
+        session = boto3.session.Session(
+            aws_access_key_id=key,
+            aws_secret_access_key=secret,
+            aws_session_token=token,
+            region_name=EAST,
+        )
+        CONTAINER.use(Root(settings, session=session), function=entry)
+    try:
+        yield
+    finally:
+        for entry in ENTRY_POINTS:
+            own = CONTAINER.use(None, function=entry)
+            if own is not None:
+                own.close()
+
+
+def invoke(entry: str, event: dict[str, Any]) -> dict[str, Any]:
+    import importlib
+
+    handler = importlib.import_module(f"capacity_broker.handlers.{entry}").handler
+    answer: dict[str, Any] = handler(event, InProcessContext(f"{PREFIX}-{entry}"))
+    return answer
+
+
+def sample(name: str, **changes: Any) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((EVENTS / f"{name}.json").read_text())
+    return {**event, **changes}
+
+
+def hold_tags(purpose: str, cluster: str = CLUSTER, **more: str) -> list[dict[str, str]]:
+    tags = {CLUSTER_TAG: cluster, PURPOSE_TAG: purpose, **more}
+    return [{"Key": k, "Value": v} for k, v in tags.items()]
+
+
+def create(ec2: Any, tags: list[dict[str, str]] | None = None, zone: str = "us-east-1b") -> str:
+    params: dict[str, Any] = {
+        "InstanceType": "g6.xlarge",
+        "InstancePlatform": "Linux/UNIX",
+        "AvailabilityZone": zone,
+        "InstanceCount": 1,
+    }
+    if tags is not None:
+        params["TagSpecifications"] = [{"ResourceType": "capacity-reservation", "Tags": tags}]
+    return str(
+        ec2.create_capacity_reservation(**params)["CapacityReservation"]["CapacityReservationId"]
+    )
+
+
+# -- the core flows, decided by IAM ------------------------------------------------------------
+
+
+def test_the_core_flows_need_nothing_their_roles_do_not_grant(demo: Any) -> None:
+    """Each function's calls, in the flows a cluster runs, made as its role: none is refused,
+    and every one of them was decided under that role's policies (not let through)."""
+    probe_tags = {CLUSTER_TAG: CLUSTER, PURPOSE_TAG: "probe", "capacity-broker:subnet-id": SUBNET_B}
+    leak = {  # an hour-old probe nobody cancelled: the sweep's to cancel
+        "name": "leaked-probe",
+        "instance_type": "g6.xlarge",
+        "availability_zone": "us-east-1b",
+        "count": 1,
+        "created": "-1h",
+        "end_date": "+1h",
+        "match": "targeted",
+        "tags": probe_tags,
+    }
+    leaked = demo.load_scenario({"regions": {EAST: {"reservations": [leak]}}}).reservations[
+        "leaked-probe"
+    ]
+    boto3.client("cloudformation", region_name=EAST).create_stack(
+        StackName="demo-job-1234",
+        TemplateBody=json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}),
+    )
+    demo.clear_calls()
+    answers = {}
+    with functions_as_roles(demo):
+        answers["probe"] = invoke("probe", sample("probe_several_subnets"))
+        answers["probe image"] = invoke("probe", sample("probe_from_image"))
+        answers["reserve"] = invoke("reserve", sample("reserve_provision"))
+        answers["reserve stack"] = invoke(
+            "reserve",
+            sample("reserve", instance_count=2, stack_name="demo-job-1234", request_id="job-2-a"),
+        )
+        answers["release"] = invoke("release", {"request_id": "rel-1235", "job_id": "1235"})
+        answers["sweep"] = invoke(
+            "cleaner", {"action": "sweep", "dry_run": False, "request_id": "sweep-1"}
+        )
+        stack = sample("cleaner_stack_delete_complete")
+        stack_id = stack["detail"]["stack-id"].replace("soca-demo-job-1234", "demo-job-1234")
+        stack = {
+            **stack,
+            "resources": [stack_id],
+            "detail": {**stack["detail"], "stack-id": stack_id},
+        }
+        answers["stack"] = invoke("cleaner", stack)
+        answers["capacity"] = invoke("capacity", {"reservation_type": "all"})
+
+    assert answers["probe"]["status"] == "available", answers["probe"]
+    assert answers["probe image"]["status"] == "available", answers["probe image"]
+    assert answers["reserve"]["status"] == "provisioned", answers["reserve"]
+    assert answers["reserve stack"]["status"] == "reserved", answers["reserve stack"]
+    assert answers["release"]["status"] == "released", answers["release"]
+    assert answers["release"]["template_versions_deleted"], answers["release"]
+    assert leaked in [c["id"] for c in answers["sweep"]["cancelled"]], answers["sweep"]
+    assert answers["sweep"]["errors"] == [], answers["sweep"]
+    assert answers["stack"]["status"] == "ok", answers["stack"]
+    assert answers["stack"]["errors"] == [], answers["stack"]
+    assert answers["capacity"]["status"] == "ok", answers["capacity"]
+
+    calls = [c for s in ("ec2", "ssm", "dynamodb", "cloudformation") for c in demo.calls(service=s)]
+    assert not [(c.service, c.action, c.outcome) for c in calls if c.outcome in REFUSED]
+    decided = Counter(d.request.action for _, d in world.iam.decisions if d.allowed)
+    made = Counter(f"{c.service}:{c.action}" for c in calls)
+    # every call was decided (a fleet is decided on each resource it uses: more decisions)
+    assert all(decided[action] >= count for action, count in made.items()), (made, decided)
+    functions = {entry for entry, _ in world.iam.decisions}
+    assert functions == {"probe", "reserve", "release", "cleaner", "capacity"}
+
+
+def test_the_same_flows_under_another_clusters_roles_are_refused(demo: Any) -> None:
+    """The control: roles deployed for another cluster id refuse this cluster's work (its
+    first call, the flags under /capacity-broker/demo), and the refusal reaches the answer."""
+    demo.enforce_roles(
+        "other", function_prefix=PREFIX, region=EAST, regions=[EAST], state_table=TABLE
+    )
+    with functions_as_roles(demo):
+        answer = invoke("probe", sample("probe"))
+    assert answer["status"] == "error", answer
+    assert answer["error_code"] == "AccessDeniedException", answer
+    assert "ssm:GetParametersByPath" in answer["message"], answer
+    assert not demo.calls("CreateCapacityReservation")
+
+
+# -- what AWS refuses (docs/deploy.md) -----------------------------------------------------------
+
+
+def test_a_reservation_is_created_only_with_the_ownership_tags(demo: Any) -> None:
+    """ "IAM refuses a create without those tags": the cluster id, and the function's own
+    purpose (probe makes probes, reserve holds)."""
+    probe, reserve = as_role(demo, "probe"), as_role(demo, "reserve")
+    message = refused(lambda: create(probe))
+    assert "ec2:CreateCapacityReservation on resource: arn:aws:ec2:us-east-1:" in message
+    assert "because no identity-based policy allows" in message
+    refused(lambda: create(probe, hold_tags("probe", cluster="another-cluster")))
+    refused(lambda: create(probe, hold_tags("hold")))
+    refused(lambda: create(reserve, hold_tags("probe")))
+    assert create(probe, hold_tags("probe")).startswith("cr-")
+    assert create(reserve, hold_tags("hold")).startswith("cr-")
+    refused(lambda: create(as_role(demo, "capacity"), hold_tags("probe")))
+
+
+def test_tags_are_only_set_while_a_reservation_is_created(demo: Any) -> None:
+    """ec2:CreateTags is granted with ec2:CreateAction only (tags on create): a function
+    cannot tag an existing reservation, e.g. to make another's its own."""
+    team = team_odcr()
+    refused(
+        lambda: as_role(demo, "reserve").create_tags(
+            Resources=[team], Tags=[{"Key": CLUSTER_TAG, "Value": CLUSTER}]
+        )
+    )
+
+
+def team_odcr() -> str:
+    """The demo account's ML team ODCR (no broker tag)."""
+    return next(
+        r["CapacityReservationId"]
+        for r in boto3.client("ec2", region_name=EAST).describe_capacity_reservations()[
+            "CapacityReservations"
+        ]
+        if {"Key": "team", "Value": "ml-inference"} in r.get("Tags", []) and r["State"] == "active"
+    )
+
+
+def test_a_cancel_reaches_only_this_clusters_reservations(demo: Any) -> None:
+    """ "every cancel is limited to reservations tagged with this cluster id": a team's own
+    ODCR and another cluster's hold stay; the cluster's own is cancelled."""
+    ec2 = boto3.client("ec2", region_name=EAST)
+    team = team_odcr()
+    others = create(ec2, hold_tags("hold", cluster="another-cluster"))
+    mine = create(ec2, hold_tags("hold"))
+    demo.settle(EAST)
+    for entry in ("reserve", "release", "cleaner"):
+        cancel = as_role(demo, entry).cancel_capacity_reservation
+        refused(lambda c=cancel: c(CapacityReservationId=team))
+        refused(lambda c=cancel: c(CapacityReservationId=others))
+    states = {
+        r["CapacityReservationId"]: r["State"]
+        for r in ec2.describe_capacity_reservations(CapacityReservationIds=[team, others])[
+            "CapacityReservations"
+        ]
+    }
+    assert states == {team: "active", others: "active"}
+    assert as_role(demo, "release").cancel_capacity_reservation(CapacityReservationId=mine)[
+        "Return"
+    ]
+
+
+def test_no_function_buys_a_capacity_block(demo: Any) -> None:
+    """ "The broker can never ... buy a Capacity Block": no role grants the purchase."""
+    for entry in ("probe", "reserve", "release", "cleaner", "capacity"):
+        refused(
+            lambda e=entry: as_role(demo, e).purchase_capacity_block(
+                CapacityBlockOfferingId="cbr-0123456789abcdef0", InstancePlatform="Linux/UNIX"
+            )
+        )
+
+
+def test_versions_and_fleets_only_in_the_clusters_templates(demo: Any) -> None:
+    """ "IAM lets it do both only on launch templates tagged for the cluster": a version in,
+    a fleet from, or a version deleted from an untagged template or another cluster's is
+    refused; the cluster's own template takes them."""
+    ec2 = boto3.client("ec2", region_name=EAST)
+    data = {"ImageId": IMAGE, "InstanceType": "c7i.48xlarge"}
+    untagged = ec2.create_launch_template(LaunchTemplateName="untagged", LaunchTemplateData=data)
+    other = ec2.create_launch_template(
+        LaunchTemplateName="theirs",
+        LaunchTemplateData=data,
+        TagSpecifications=[
+            {"ResourceType": "launch-template", "Tags": [{"Key": CLUSTER_TAG, "Value": "other"}]}
+        ],
+    )
+    reserve = as_role(demo, "reserve")
+    for template in (untagged, other):
+        template_id = template["LaunchTemplate"]["LaunchTemplateId"]
+        message = refused(
+            lambda t=template_id: reserve.create_launch_template_version(
+                LaunchTemplateId=t, SourceVersion="1", LaunchTemplateData={}
+            )
+        )
+        assert (
+            f"on resource: arn:aws:ec2:us-east-1:123456789012:launch-template/{template_id}"
+            in message
+        )
+        refused(lambda t=template_id: reserve.create_fleet(**fleet(t)))
+        ec2.create_launch_template_version(LaunchTemplateId=template_id, LaunchTemplateData=data)
+        for entry in ("release", "cleaner"):
+            refused(
+                lambda t=template_id, e=entry: as_role(demo, e).delete_launch_template_versions(
+                    LaunchTemplateId=t, Versions=["2"]
+                )
+            )
+    made = reserve.create_launch_template_version(
+        LaunchTemplateId=TEMPLATE, SourceVersion="1", LaunchTemplateData={}
+    )
+    number = str(made["LaunchTemplateVersion"]["VersionNumber"])
+    deleted = as_role(demo, "release").delete_launch_template_versions(
+        LaunchTemplateId=TEMPLATE, Versions=[number]
+    )
+    assert deleted["SuccessfullyDeletedLaunchTemplateVersions"]
+
+
+def fleet(template_id: str, subnet: str = SUBNET_C, count: int = 1) -> dict[str, Any]:
+    return {
+        "Type": "instant",
+        "LaunchTemplateConfigs": [
+            {
+                "LaunchTemplateSpecification": {
+                    "LaunchTemplateId": template_id,
+                    "Version": "$Latest",
+                },
+                "Overrides": [{"SubnetId": subnet, "InstanceType": "c7i.48xlarge"}],
+            }
+        ],
+        "TargetCapacitySpecification": {
+            "TotalTargetCapacity": count,
+            "DefaultTargetCapacityType": "on-demand",
+        },
+    }
+
+
+def test_instances_only_through_a_launch_template(demo: Any) -> None:
+    """ "ec2:RunInstances is granted only through a launch template": a launch that names its
+    own image and subnet is refused."""
+    refused(
+        lambda: as_role(demo, "reserve").run_instances(
+            ImageId=IMAGE, InstanceType="c7i.48xlarge", SubnetId=SUBNET_C, MinCount=1, MaxCount=1
+        )
+    )
+
+
+def test_launches_only_into_this_clusters_or_untagged_reservations(demo: Any) -> None:
+    """Launches "may use reservations tagged with this cluster id or carrying no
+    capacity-broker:cluster-id tag at all ... never another broker cluster's"."""
+    ec2 = boto3.client("ec2", region_name=EAST)
+    reserve = as_role(demo, "reserve")
+
+    def target(tags: list[dict[str, str]] | None) -> None:
+        reservation = create(ec2, tags, zone="us-east-1c")
+        demo.settle(EAST)
+        spec = {
+            "CapacityReservationPreference": "capacity-reservations-only",
+            "CapacityReservationTarget": {"CapacityReservationId": reservation},
+        }
+        ec2.create_launch_template_version(
+            LaunchTemplateId=TEMPLATE,
+            SourceVersion="1",
+            LaunchTemplateData={"CapacityReservationSpecification": spec},
+        )
+        reserve.create_fleet(**fleet(TEMPLATE))
+
+    message = refused(lambda: target(hold_tags("hold", cluster="another-cluster")))
+    assert ":capacity-reservation/cr-" in message
+    target(hold_tags("hold"))  # this cluster's hold
+    target(None)  # the caller's own ODCR
+    target([{"Key": "team", "Value": "cfd"}])
+
+
+def test_an_instance_profile_needs_its_role_listed(demo: Any, profile_template: Any) -> None:
+    """ "If those templates carry an instance profile, list its role in -c
+    instanceRoleArns=…, otherwise the launch is refused for iam:PassRole" (the default
+    deployment lists none)."""
+    ec2, iam = (boto3.client(service, region_name=EAST) for service in ("ec2", "iam"))
+    role_arn, template_id = profile_template(ec2, iam, CLUSTER)
+    message = refused(lambda: as_role(demo, "reserve").create_fleet(**fleet(template_id)))
+    assert f"iam:PassRole on resource: {role_arn}" in message
+
+
+def test_reservations_only_in_the_brokers_regions(demo: Any) -> None:
+    """ "IAM grants for creating/cancelling reservations cover exactly these regions", and
+    the mutating functions' describes are limited to them; capacity describes any region."""
+    west = as_role(demo, "probe", region=WEST)
+    refused(lambda: create(west, hold_tags("probe"), zone="us-west-2a"))
+    refused(lambda: west.describe_capacity_reservations())
+    capacity = as_role(demo, "capacity", region=WEST)
+    assert capacity.describe_capacity_reservations()["CapacityReservations"]
+
+
+def test_the_cleaner_reads_only_the_clusters_job_stacks(demo: Any) -> None:
+    """ "only stacks under stackNamePrefix can be looked up (IAM)": demo's prefix is
+    ``demo-job-``; SOCA's older ``soca-demo-job-`` names are outside it."""
+    cloudformation = boto3.client("cloudformation", region_name=EAST)
+    body = json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}})
+    for name in ("demo-job-7", "soca-demo-job-7"):
+        cloudformation.create_stack(StackName=name, TemplateBody=body)
+    cleaner = as_role(demo, "cleaner", "cloudformation")
+    assert cleaner.describe_stacks(StackName="demo-job-7")["Stacks"]
+    message = refused(
+        lambda: cleaner.describe_stacks(StackName="soca-demo-job-7"), "AccessDeniedException", 400
+    )
+    assert "cloudformation:DescribeStacks on resource: arn:aws:cloudformation:us-east-1:" in message
+    release = as_role(demo, "release", "cloudformation")
+    refused(lambda: release.describe_stacks(StackName="demo-job-7"), "AccessDeniedException", 400)
+
+
+# -- the refusal itself, and who is evaluated -------------------------------------------------
+
+
+def test_a_refusal_decodes_as_sts_says(demo: Any) -> None:
+    """EC2's message ends with the encoded authorization failure message; STS's
+    DecodeAuthorizationMessage gives "whether the request was denied due to an explicit deny
+    or due to the absence of an explicit allow", the principal, the action, the resource and
+    the condition keys of the request."""
+    message = refused(lambda: create(as_role(demo, "probe"), hold_tags("hold")))
+    assert message.startswith("You are not authorized to perform this operation. User: ")
+    encoded = message.rsplit("Encoded authorization failure message: ", 1)[1]
+    decoded = json.loads(
+        boto3.client("sts", region_name=EAST).decode_authorization_message(EncodedMessage=encoded)[
+            "DecodedMessage"
+        ]
+    )
+    assert decoded["allowed"] is False and decoded["explicitDeny"] is False
+    context = decoded["context"]
+    assert context["principal"]["arn"] == (
+        f"arn:aws:sts::123456789012:assumed-role/{PREFIX}-probe/{PREFIX}-probe"
+    )
+    assert context["action"] == "ec2:CreateCapacityReservation"
+    assert context["resource"] == "arn:aws:ec2:us-east-1:123456789012:capacity-reservation/*"
+    keys = {
+        item["key"]: [v["value"] for v in item["values"]["items"]]
+        for item in context["conditions"]["items"]
+    }
+    assert keys[f"aws:RequestTag/{PURPOSE_TAG}"] == ["hold"]
+    assert keys["aws:RequestedRegion"] == [EAST]
+    with pytest.raises(ClientError) as raised:
+        boto3.client("sts", region_name=EAST).decode_authorization_message(EncodedMessage="nope")
+    assert raised.value.response["Error"]["Code"] == "InvalidAuthorizationMessageException"
+
+
+def test_other_services_refuse_in_their_own_words(demo: Any) -> None:
+    """DynamoDB, SSM and CloudFormation answer AccessDeniedException (400), their API
+    references' common error: probe keeps no request records (only reserve does), release
+    reads no flags."""
+    table = f"arn:aws:dynamodb:us-east-1:123456789012:table/{TABLE}"
+    message = refused(
+        lambda: as_role(demo, "probe", "dynamodb").put_item(
+            TableName=TABLE, Item={"id": {"S": "x"}}
+        ),
+        "AccessDeniedException",
+        400,
+    )
+    assert f"dynamodb:PutItem on resource: {table}" in message
+    refused(
+        lambda: as_role(demo, "release", "ssm").get_parameters_by_path(
+            Path=f"/capacity-broker/{CLUSTER}/configuration/FeatureFlags"
+        ),
+        "AccessDeniedException",
+        400,
+    )
+
+
+def test_only_the_functions_roles_are_evaluated_and_the_knob_turns_it_off(demo: Any) -> None:
+    """The operator's (or a test's) own credentials are not the functions': not evaluated.
+    ``iam_evaluation=False`` lets the functions' calls through as before."""
+    assert create(boto3.client("ec2", region_name=EAST)).startswith("cr-")
+    probe = as_role(demo, "probe")
+    refused(lambda: create(probe))
+    demo.configure(iam_evaluation=False)
+    assert create(probe).startswith("cr-")
+
+
+def test_a_fresh_world_keeps_the_roles_only_when_asked(demo: Any) -> None:
+    """The control API's reset (capacity-broker local's own world) remakes the roles, with
+    new sessions; a plain reset leaves no roles."""
+    before = demo.role_credentials("probe")
+    demo.reset(keep_roles=True)
+    demo.load_scenario("demo")
+    after = demo.role_credentials("probe")
+    assert after is not None and after != before
+    refused(lambda: create(as_role(demo, "probe")))
+    demo.reset()
+    assert demo.role_credentials("probe") is None
