@@ -21,7 +21,12 @@ regions:
     capacity_blocks: [{instance_type: p5.48xlarge, availability_zone: us-east-1b, count: 2,
                        start: "-1d", duration_hours: 168},
                       {instance_type: p5.48xlarge, availability_zone: us-east-1b, count: 4,
-                       start: "+2d", payment: pending, paid: "+1h"}]
+                       start: "+2d", payment: pending, paid: "+1h"},
+                      {instance_type: p5.48xlarge, availability_zone: us-east-1a, count: 8,
+                       start: "-2d", duration_hours: 96, interconnect: impaired,
+                       unavailable: 1}]
+    future_reservations: [{instance_type: c7i.48xlarge, availability_zone: us-east-1a,
+                           count: 4, start: "+30d", commitment_days: 14, state: scheduled}]
     offerings:    [{instance_type: p5.48xlarge, availability_zone: us-east-1b,
                     max_instance_count: 16, price_per_instance_hour: "31.46",
                     earliest_start: "+1d", latest_start: "+56d"}]
@@ -212,10 +217,18 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
         )
         if item.get("payment") == "failed":
             block.state = "payment-failed"
+        # What DescribeCapacityBlockStatus reports: ok | impaired | insufficient-data, and
+        # instances failing their status checks.
+        block.interconnect = item.get("interconnect")
+        block.unavailable_count = int(item.get("unavailable", 0))
         if item.get("id"):
             block.id = item["id"]
         capacity.add_existing(block, item.get("tags") or {})
         ids.reservations[item.get("name") or block.id] = block.id
+    for item in spec.get("future_reservations") or []:
+        reservation = _future_reservation(capacity, item, now)
+        capacity.add_existing(reservation, item.get("tags") or {})
+        ids.reservations[item.get("name") or reservation.id] = reservation.id
     _load_spot_prices(ec2, spec.get("spot_prices") or [], now)
     _load_on_demand_prices(account_id, region, spec.get("on_demand_prices") or [])
     for item in spec.get("offerings") or []:
@@ -263,6 +276,47 @@ def _existing_reservation(
         if item.get("reservation_type") == "capacity-block"
         else None,
     )
+
+
+def _future_reservation(capacity: Any, item: dict[str, Any], now: datetime) -> CapacityReservation:
+    """A future-dated ODCR requested earlier (``models.future``): ``state`` assessing (until
+    ``assessed``), scheduled, delayed, unsupported, or active (delivered at its ``start``,
+    which is then in the past)."""
+    az = item["availability_zone"]
+    start = when(item.get("start", "+30d"), now)
+    commitment = timedelta(days=float(item.get("commitment_days", 14)))
+    state = item.get("state", "scheduled")
+    end = when(item["end_date"], now) if item.get("end_date") else None
+    count = int(item["count"])
+    reservation = CapacityReservation(
+        id=item.get("id") or new_reservation_id(),
+        owner_id=capacity.account_id,
+        region=capacity.region,
+        availability_zone=az,
+        availability_zone_id=capacity.zones[az],
+        instance_type=item["instance_type"],
+        instance_platform=item.get("platform", "Linux/UNIX"),
+        tenancy=item.get("tenancy", "default"),
+        total_instance_count=count,
+        create_date=when(item.get("created", "-1d"), now),
+        start_date=start,
+        end_date=end,
+        end_date_type="limited" if end else "unlimited",
+        instance_match_criteria="targeted",
+        state=state,
+        commitment_seconds=int(commitment.total_seconds()),
+        committed_count=count,
+        delivery_preference="incremental",
+        original_start=start,
+        seeded_used=int(item.get("used", 0)),
+    )
+    if state == "assessing":
+        reservation.assessed_at = when(item.get("assessed", "+1d"), now)
+        reservation.assessment = item.get("assessment", "scheduled")
+    if state == "active":
+        reservation.delivered_at = start
+        reservation.commitment_end = start + commitment
+    return reservation
 
 
 class _fixed_id:
