@@ -38,6 +38,12 @@ class Reservation:
     capacity_block_id: str | None = None
     placement_group_arn: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    # A future-dated reservation (CommitmentInfo): the end of its commitment once delivered,
+    # its length in seconds and the instances committed.
+    commitment_end: datetime | None = None
+    commitment_seconds: int | None = None
+    committed_count: int | None = None
+    delivery_preference: str | None = None
 
     @property
     def used_count(self) -> int:
@@ -68,6 +74,7 @@ class Reservation:
 
     @classmethod
     def from_api(cls, region: str, data: Mapping[str, Any]) -> Reservation:
+        commitment = data.get("CommitmentInfo") or {}
         return cls(
             id=data["CapacityReservationId"],
             region=region,
@@ -89,7 +96,15 @@ class Reservation:
             capacity_block_id=data.get("CapacityBlockId"),
             placement_group_arn=data.get("PlacementGroupArn"),
             tags={t["Key"]: t["Value"] for t in data.get("Tags", [])},
+            commitment_end=commitment.get("CommitmentEndDate"),
+            commitment_seconds=_int_or_none(commitment.get("CommitmentDuration")),
+            committed_count=_int_or_none(commitment.get("CommittedInstanceCount")),
+            delivery_preference=data.get("DeliveryPreference"),
         )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 @dataclass(frozen=True)
