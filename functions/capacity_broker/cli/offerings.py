@@ -24,7 +24,7 @@ from .errors import (
     EXIT_USAGE,
     err,
     fail,
-    finish_listing,
+    finish_verdict,
     guard,
 )
 from .render import Col, Output
@@ -187,7 +187,7 @@ def offerings(
         [cells(o) for o in results],
         f"Capacity Block offerings: {count} x {instance_type}, {duration} h",
     )
-    finish_listing(results)
+    finish_verdict(results)
 
 
 Terms = tuple[str, int, int, datetime | None, datetime | None, list[str]]

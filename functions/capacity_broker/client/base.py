@@ -17,6 +17,7 @@ from ..adapters import aws
 from ..adapters.dynamodb_memory import MemoryTable
 from ..adapters.ec2 import Ec2, Pricing
 from ..adapters.regions import enabled_regions
+from ..domain.discovery import Verdict
 from ..logic import InvalidInput
 from ..logic.capacity import Listing
 from ..logic.discovery import Discovery
@@ -226,10 +227,10 @@ class BrokerBase:
         except ValidationError:
             raise BrokerError(str(answer.get("message") or answer), answer) from None
 
-    def _results(self, listing: Listing[T]) -> Results[T]:
+    def _results(self, listing: Listing[T], when_found: Verdict | None = None) -> Results[T]:
         if listing.status == "error":
             raise RegionsFailed(listing.errors)
-        return Results(listing.items, listing.errors, listing.regions)
+        return Results(listing.items, listing.errors, listing.regions, when_found=when_found)
 
 
 # -- helpers ---------------------------------------------------------------------------------
