@@ -282,38 +282,21 @@ def _future_reservation(capacity: Any, item: dict[str, Any], now: datetime) -> C
     """A future-dated ODCR requested earlier (``models.future``): ``state`` assessing (until
     ``assessed``), scheduled, delayed, unsupported, or active (delivered at its ``start``,
     which is then in the past)."""
-    az = item["availability_zone"]
+    reservation = _existing_reservation(
+        capacity,
+        {"created": "-1d", **item, "match": "targeted", "state": item.get("state", "scheduled")},
+        now,
+    )
     start = when(item.get("start", "+30d"), now)
     commitment = timedelta(days=float(item.get("commitment_days", 14)))
-    state = item.get("state", "scheduled")
-    end = when(item["end_date"], now) if item.get("end_date") else None
-    count = int(item["count"])
-    reservation = CapacityReservation(
-        id=item.get("id") or new_reservation_id(),
-        owner_id=capacity.account_id,
-        region=capacity.region,
-        availability_zone=az,
-        availability_zone_id=capacity.zones[az],
-        instance_type=item["instance_type"],
-        instance_platform=item.get("platform", "Linux/UNIX"),
-        tenancy=item.get("tenancy", "default"),
-        total_instance_count=count,
-        create_date=when(item.get("created", "-1d"), now),
-        start_date=start,
-        end_date=end,
-        end_date_type="limited" if end else "unlimited",
-        instance_match_criteria="targeted",
-        state=state,
-        commitment_seconds=int(commitment.total_seconds()),
-        committed_count=count,
-        delivery_preference="incremental",
-        original_start=start,
-        seeded_used=int(item.get("used", 0)),
-    )
-    if state == "assessing":
+    reservation.start_date = reservation.original_start = start
+    reservation.commitment_seconds = int(commitment.total_seconds())
+    reservation.committed_count = reservation.total_instance_count
+    reservation.delivery_preference = "incremental"
+    if reservation.state == "assessing":
         reservation.assessed_at = when(item.get("assessed", "+1d"), now)
         reservation.assessment = item.get("assessment", "scheduled")
-    if state == "active":
+    if reservation.state == "active":
         reservation.delivered_at = start
         reservation.commitment_end = start + commitment
     return reservation

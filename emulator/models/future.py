@@ -85,35 +85,32 @@ class Quote:
         return "expired" if self.used or now >= self.expires else "active"
 
     def to_dict(self, now: datetime) -> dict[str, Any]:
-        tags = [{"Key": k, "Value": v} for k, v in self.tags.items()]
-        if self.kind == "cancellation":
-            return {
-                "CapacityReservationCancellationQuoteId": self.id,
-                "CapacityReservationId": self.reservation_id,
-                "CreateTime": self.created,
-                "ExpirationTime": self.expires,
-                "QuoteState": self.state(now),
-                "CurrentConfiguration": {
-                    "InstanceCount": self.instance_count,
-                    "ReservationState": self.reservation_state,
-                },
-                "CancellationTerms": [dict(self.terms)],
-                "Tags": tags,
-            }
+        cancellation = self.kind == "cancellation"
+        current: dict[str, Any] = {
+            "InstanceCount": self.instance_count,
+            "ReservationState": self.reservation_state,
+        }
+        if not cancellation:
+            current.update(StartDate=self.start_date, OriginalStartDate=self.original_start)
+        terms: dict[str, Any] = (
+            {"CancellationTerms": [dict(self.terms)]}
+            if cancellation
+            else {"ModificationTerms": {"ReservationUpdate": dict(self.terms)}}
+        )
+        quote_id = (
+            "CapacityReservationCancellationQuoteId"
+            if cancellation
+            else "CapacityReservationModificationQuoteId"
+        )
         return {
-            "CapacityReservationModificationQuoteId": self.id,
+            quote_id: self.id,
             "CapacityReservationId": self.reservation_id,
             "CreateTime": self.created,
             "ExpirationTime": self.expires,
             "QuoteState": self.state(now),
-            "CurrentConfiguration": {
-                "InstanceCount": self.instance_count,
-                "ReservationState": self.reservation_state,
-                "StartDate": self.start_date,
-                "OriginalStartDate": self.original_start,
-            },
-            "ModificationTerms": {"ReservationUpdate": dict(self.terms)},
-            "Tags": tags,
+            "CurrentConfiguration": current,
+            **terms,
+            "Tags": [{"Key": k, "Value": v} for k, v in self.tags.items()],
         }
 
 

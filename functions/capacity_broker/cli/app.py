@@ -102,6 +102,26 @@ RegionsOpt = Annotated[
         show_default=False,
     ),
 ]
+# When a Capacity Block (offerings) or a run (plan) may start and must end: one grammar for
+# both, the client's too (``client.when.moment``).
+StartAfterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--start-after",
+        metavar="WHEN",
+        help="Earliest start: 2026-12-01, 2026-12-01T11:30Z or +3d (UTC unless it says so).",
+        show_default=False,
+    ),
+]
+EndBeforeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--end-before",
+        metavar="WHEN",
+        help="Latest end: 2026-12-31 or +8w.",
+        show_default=False,
+    ),
+]
 ProfileOpt = Annotated[
     str | None,
     typer.Option("--profile", metavar="PROFILE", help="AWS profile to use.", show_default=False),

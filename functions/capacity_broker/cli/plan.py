@@ -12,7 +12,18 @@ from ..models.capacity import PlanAnswer
 from . import capacity as capacity_view
 from . import offerings as offerings_view
 from . import render
-from .app import OutputOpt, ProfileOpt, RegionsOpt, app, make_broker, progress_bar, split, state_of
+from .app import (
+    EndBeforeOpt,
+    OutputOpt,
+    ProfileOpt,
+    RegionsOpt,
+    StartAfterOpt,
+    app,
+    make_broker,
+    progress_bar,
+    split,
+    state_of,
+)
 from .errors import guard, region_errors, verdict_code
 from .render import Col, Output
 
@@ -65,24 +76,8 @@ def plan(
             show_default=False,
         ),
     ] = None,
-    start_after: Annotated[
-        str | None,
-        typer.Option(
-            "--start-after",
-            metavar="WHEN",
-            help="The run starts no earlier (2026-12-01, 2026-12-01T11:30Z or +3d).",
-            show_default=False,
-        ),
-    ] = None,
-    end_before: Annotated[
-        str | None,
-        typer.Option(
-            "--end-before",
-            metavar="WHEN",
-            help="The run ends no later (2026-12-31 or +8w).",
-            show_default=False,
-        ),
-    ] = None,
+    start_after: StartAfterOpt = None,
+    end_before: EndBeforeOpt = None,
     regions: RegionsOpt = None,
     output: OutputOpt = None,
     profile: ProfileOpt = None,

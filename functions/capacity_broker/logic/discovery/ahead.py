@@ -17,7 +17,7 @@ is accepted. Only reservations the broker requested (its key tag, this cluster's
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -243,17 +243,10 @@ class ReserveAhead(DiscoveryBase):
     ) -> AheadAnswer:
         """Postpone a scheduled reservation's start: EC2's date-change quote first; with
         ``quote_id`` and ``confirm``, that quote accepted."""
-        row, refusal = self._ours(reservation_id, regions, "change-start")
-        if refusal is not None:
-            return refusal
-        assert row is not None
-        base: dict[str, Any] = {
-            "action": "change-start",
-            "reservation_id": reservation_id,
-            "region": row.region,
-            "request_key": row.tags.get(TAG_AHEAD_KEY),
-            "reservation": row,
-        }
+        found = self._ours(reservation_id, regions, "change-start")
+        if isinstance(found, AheadAnswer):
+            return found
+        row, base = found
         if row.state != "scheduled":
             why = (
                 "it is still assessing: cancel it (free) and request the new date"
@@ -261,17 +254,19 @@ class ReserveAhead(DiscoveryBase):
                 else f"it is {row.state}; only a scheduled reservation's start can be postponed"
             )
             return AheadAnswer(status="refused", message=f"Not changed: {why}.", **base)
-        ec2 = self.ec2(row.region)
         if quote_id is None or not confirm:
             return self._quote_answer(base, "date-change", quote_id, row, new_start)
-        quote = self._fetch_quote(row.region, "date-change", quote_id)
-        mismatch = _quote_mismatch(quote, reservation_id, new_start)
-        if mismatch:
-            return AheadAnswer(status="refused", quote=quote, message=mismatch, **base)
-        try:
-            ec2.apply_date_change(reservation_id, quote_id)
-        except AwsError as error:
-            return self._after_failure(base, quote, error, "change-start")
+        ec2 = self.ec2(row.region)
+        accepted = self._accept(
+            base,
+            "date-change",
+            quote_id,
+            new_start,
+            lambda: ec2.apply_date_change(reservation_id, quote_id),
+        )
+        if isinstance(accepted, AheadAnswer):
+            return accepted
+        quote = accepted
         now = self._reread(row)
         return AheadAnswer(
             status="changed",
@@ -293,17 +288,10 @@ class ReserveAhead(DiscoveryBase):
         """Cancel a future-dated reservation the broker requested: free while ``assessing``,
         ``delayed`` or past its commitment (``confirm`` is enough); inside it (``scheduled``,
         or delivered and committed) only by accepting EC2's cancellation quote."""
-        row, refusal = self._ours(reservation_id, regions, "cancel")
-        if refusal is not None:
-            return refusal
-        assert row is not None
-        base: dict[str, Any] = {
-            "action": "cancel",
-            "reservation_id": reservation_id,
-            "region": row.region,
-            "request_key": row.tags.get(TAG_AHEAD_KEY),
-            "reservation": row,
-        }
+        found = self._ours(reservation_id, regions, "cancel")
+        if isinstance(found, AheadAnswer):
+            return found
+        row, base = found
         now = self.clock()
         future_dated = row.commitment_end_date is not None or row.state in rules.NOT_DELIVERED
         charged = rules.in_commitment(row.commitment_end_date, future_dated, row.state, now)
@@ -334,14 +322,16 @@ class ReserveAhead(DiscoveryBase):
             )
         if quote_id is None or not confirm:
             return self._quote_answer(base, "cancellation", quote_id, row, None)
-        quote = self._fetch_quote(row.region, "cancellation", quote_id)
-        mismatch = _quote_mismatch(quote, reservation_id, None)
-        if mismatch:
-            return AheadAnswer(status="refused", quote=quote, message=mismatch, **base)
-        try:
-            ec2.cancel_with_quote(reservation_id, quote_id)
-        except AwsError as error:
-            return self._after_failure(base, quote, error, "cancel")
+        accepted = self._accept(
+            base,
+            "cancellation",
+            quote_id,
+            None,
+            lambda: ec2.cancel_with_quote(reservation_id, quote_id),
+        )
+        if isinstance(accepted, AheadAnswer):
+            return accepted
+        quote = accepted
         return AheadAnswer(
             status="cancelled",
             quote=quote,
@@ -356,15 +346,16 @@ class ReserveAhead(DiscoveryBase):
 
     def _ours(
         self, reservation_id: str, regions: Sequence[str] | None, action: Action
-    ) -> tuple[CapacityRow | None, AheadAnswer | None]:
-        """The reservation, when the broker requested it (its key tag, this cluster's)."""
+    ) -> tuple[CapacityRow, dict[str, Any]] | AheadAnswer:
+        """The reservation, when the broker requested it (its key tag, this cluster's), and
+        the fields every answer about it carries; else the answer that says why not."""
         if not reservation_id.startswith("cr-"):
             raise InvalidInput([("reservation_id", "must be a Capacity Reservation id (cr-...)")])
         wanted = self._regions(regions)
         row, errors = self.find_reservation(reservation_id, wanted)
         if row is None:
             if errors:
-                return None, AheadAnswer(
+                return AheadAnswer(
                     status="error",
                     action=action,
                     reservation_id=reservation_id,
@@ -373,7 +364,7 @@ class ReserveAhead(DiscoveryBase):
                     + ", ".join(f"{e.region} ({e.error_code})" for e in errors)
                     + "; nothing was changed.",
                 )
-            return None, AheadAnswer(
+            return AheadAnswer(
                 status="not_found",
                 action=action,
                 reservation_id=reservation_id,
@@ -383,7 +374,7 @@ class ReserveAhead(DiscoveryBase):
         if TAG_AHEAD_KEY not in row.tags or (
             cluster and self.lister.cluster_id and cluster != self.lister.cluster_id
         ):
-            return None, AheadAnswer(
+            return AheadAnswer(
                 status="refused",
                 action=action,
                 reservation_id=reservation_id,
@@ -392,7 +383,13 @@ class ReserveAhead(DiscoveryBase):
                 message=f"Not changed: {reservation_id} was not requested through this broker "
                 "(reserve-ahead); change it with EC2's own tools.",
             )
-        return row, None
+        return row, {
+            "action": action,
+            "reservation_id": reservation_id,
+            "region": row.region,
+            "request_key": row.tags.get(TAG_AHEAD_KEY),
+            "reservation": row,
+        }
 
     def _quote_answer(
         self,
@@ -422,6 +419,27 @@ class ReserveAhead(DiscoveryBase):
             f"{quote.quote_id} --yes); nothing was changed.",
             **base,
         )
+
+    def _accept(
+        self,
+        base: dict[str, Any],
+        kind: str,
+        quote_id: str,
+        new_start: datetime | None,
+        apply: Callable[[], Any],
+    ) -> AheadQuote | AheadAnswer:
+        """Accept the quote ``quote_id`` (``apply``) when it is the one shown: for this
+        reservation, still active, for this start; the quote, or the answer that says why not
+        (or what EC2 answered instead)."""
+        quote = self._fetch_quote(base["region"], kind, quote_id)
+        mismatch = _quote_mismatch(quote, base["reservation_id"], new_start)
+        if mismatch:
+            return AheadAnswer(status="refused", quote=quote, message=mismatch, **base)
+        try:
+            apply()
+        except AwsError as error:
+            return self._after_failure(base, quote, error, base["action"])
+        return quote
 
     def _fetch_quote(self, region: str, kind: str, quote_id: str) -> AheadQuote:
         try:
