@@ -305,3 +305,36 @@ def test_what_ec2_would_refuse_is_not_bought(tf: CapacityBroker, ml: Any) -> Non
     assert late.status == "refused"
     assert "at least 1 hour" in late.message
     assert ml.calls("PurchaseCapacityBlockExtension") == []
+
+
+def test_a_block_ec2_will_not_extend_now_is_a_note_not_a_failed_region(
+    tf: CapacityBroker, ml: Any
+) -> None:
+    # An extension still payment-pending: EC2 refuses to offer another (IncorrectState). The
+    # plan says so and goes on to what is on sale; no region failed.
+    assert tf.extend(ml.ids["extendable"], 1).status == "extended"
+    answer = tf.plan("training", P5, 32, 7, start_after=DECEMBER[0], end_before="2026-12-15")
+    assert answer.errors == []
+    assert answer.status == "buy", answer.message
+    assert any(
+        ml.ids["extendable"] in note and "would not extend it" in note for note in answer.notes
+    )
+
+
+def test_a_region_that_could_not_be_asked_is_no_answer(tf: CapacityBroker, ml: Any) -> None:
+    # us-west-2 refuses every offerings call: us-east-1's "nothing" is not the whole answer
+    # (exit 1: partial), and a plan none of whose regions answered is an error (exit 3). One
+    # region failing twice used to count as every region failing.
+    ml.fail("DescribeCapacityBlockOfferings", "UnauthorizedOperation", region="us-west-2",
+            times=999)  # fmt: skip
+    both = ["us-east-1", "us-west-2"]
+    window = {"start_after": DECEMBER[0], "end_before": "2026-12-15"}
+    answer = tf.plan("training", P5, 60, 7, regions=both, **window)
+    assert answer.status == "unavailable", answer.message
+    assert {e.region for e in answer.errors} == {"us-west-2"}
+    ml.fail("DescribeCapacityBlockOfferings", "UnauthorizedOperation", region="us-east-1",
+            times=999)  # fmt: skip
+    assert tf.plan("training", P5, 60, 7, regions=both, **window).status == "error"
+    result = cli("plan", "-w", "training", "-t", P5, "-n", "60", "--days", "7", "-r",
+                 "us-east-1,us-west-2", "--start-after", DECEMBER[0])  # fmt: skip
+    assert result.exit_code == 3

@@ -27,6 +27,7 @@ from ...adapters.aws import AwsError
 from ...domain import blocks as block_rules
 from ...domain import discovery as rules
 from ...domain.clock import utc
+from ...domain.errors import ErrorClass
 from ...models.capacity import (
     BlockOffering,
     CapacityRequest,
@@ -38,7 +39,7 @@ from ...models.capacity import (
 )
 from ...models.common import ItemError
 from .. import InvalidInput
-from ..capacity import Progress, fan_out
+from ..capacity import Progress, fan_out, status_of
 from .blocks import BlockOfferings, offering_of
 from .extend import BlockExtensions
 
@@ -136,7 +137,7 @@ class Planning(BlockExtensions, BlockOfferings):
                 **base,
             )
         if not blocks_first or run is None or choice.block_hours is None:
-            status = "error" if errors and len(errors) >= len(wanted) else "unavailable"
+            status = "error" if status_of(wanted, errors) == "error" else "unavailable"
             ahead = (
                 "; or request one ahead (capacity-broker reserve-ahead) 5 to 120 days before "
                 "you need it"
@@ -206,7 +207,7 @@ class Planning(BlockExtensions, BlockOfferings):
                 + ".",
                 **base,
             )
-        status = "error" if errors and len(errors) >= len(wanted) else "unavailable"
+        status = "error" if status_of(wanted, errors) == "error" else "unavailable"
         return PlanAnswer(
             status=status,
             largest_offerings=biggest[:SHOWN],
@@ -321,6 +322,14 @@ class Planning(BlockExtensions, BlockOfferings):
             try:
                 offers = self.extension_offers(row.region, row.reservation_id, hours)
             except AwsError as error:
+                if error.error_class in (ErrorClass.INCORRECT_STATE, ErrorClass.INVALID):
+                    # EC2 answered: this block cannot be extended now (an extension still
+                    # payment-pending, say). An answer about the block, not a failed region.
+                    notes.append(
+                        f"{row.reservation_id} would cover it extended by {hours} h, but EC2 "
+                        f"would not extend it: {error.message}"[:300]
+                    )
+                    continue
                 errors.append(
                     ItemError(
                         region=row.region,
