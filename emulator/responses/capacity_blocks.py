@@ -106,7 +106,7 @@ class CapacityBlocks(CapacityResponse):
         ids = self._get_param("CapacityBlockIds", []) or []
         filters = self._filters_from_querystring()
         for name, values in filters.items():
-            if name != "interconnect-status":
+            if name != STATUS_FILTER:
                 raise client_error("InvalidParameterValue", f"The filter '{name}' is invalid")
             for value in values:
                 if value not in INTERCONNECT_STATUSES:
@@ -161,6 +161,8 @@ class CapacityBlocks(CapacityResponse):
 
 
 TOPOLOGY_MAX_IDS = 10
+# DescribeCapacityBlockStatus's one filter (botocore's model documents no other).
+STATUS_FILTER = "interconnect-status"
 _HISTORY_FILTERS = {
     "availability-zone": "AvailabilityZone",
     "availability-zone-id": "AvailabilityZoneId",
