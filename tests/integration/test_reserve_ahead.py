@@ -128,6 +128,44 @@ def test_the_cleaner_never_cancels_a_reservation_inside_its_commitment(
     assert state_of(ids["not-owned"]) == "active"
 
 
+def test_a_stack_event_keeps_a_hold_inside_its_commitment(world: Any, context: Any) -> None:
+    # A stack event acts at once on its stack's holds (consumed, orphaned) without the sweep's
+    # rules: a committed hold of that stack is kept, said why, and never sent to EC2 (it used
+    # to be a failed cancel, InCommitment, turning the answer into an error).
+    stack = "soca-demo-job-1234"
+    arn = f"arn:aws:cloudformation:{REGION}:123456789012:stack/{stack}/6a7e8feb-b491-4cf7"
+    hold = owned("hold", **{"capacity-broker:stack-name": stack})
+    ids = world.load_scenario({"regions": {REGION: {"future_reservations": [
+        {"name": "committed", "instance_type": C7I, "availability_zone": "us-east-1a",
+         "count": 2, "start": "-2d", "created": "-3d", "state": "active", "commitment_days": 14,
+         "tags": hold},
+    ]}}}).reservations  # fmt: skip
+    for status in ("ROLLBACK_COMPLETE", "CREATE_COMPLETE", "DELETE_COMPLETE"):
+        answer = cleaner_handler.handler(
+            {
+                "version": "0",
+                "id": "2f9b7c1d-5e6a-4b3c-8d2e-0f1a2b3c4d72",
+                "detail-type": "CloudFormation Stack Status Change",
+                "source": "aws.cloudformation",
+                "account": "123456789012",
+                "time": world.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "region": REGION,
+                "resources": [arn],
+                "detail": {
+                    "stack-id": arn,
+                    "status-details": {"status": status, "status-reason": ""},
+                },
+            },
+            context,
+        )
+        assert answer["status"] == "ok", answer
+        assert answer["cancelled"] == []
+        kept = {k["id"]: k["reason"] for k in answer["kept"]}
+        assert kept == {ids["committed"]: "inside its commitment until 2026-11-14 09:00 UTC"}
+    assert state_of(ids["committed"]) == "active"
+    assert world.calls("CancelCapacityReservation") == []
+
+
 # -- request ----------------------------------------------------------------------------------
 
 

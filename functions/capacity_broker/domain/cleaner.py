@@ -191,6 +191,22 @@ def in_scope(
     )
 
 
+def never_cancelled(held: Held, now: datetime) -> Decision | None:
+    """Why no rule may cancel this reservation (a Capacity Block; one inside its commitment:
+    ``ahead.in_commitment``), or ``None``. Read first by the sweep (``decide``) and by a stack
+    event (which cancels its stack's holds without the sweep's rules)."""
+    if held.reservation_type == CAPACITY_BLOCK:
+        return Decision.keep("capacity block")
+    if in_commitment(held.commitment_end, held.commitment_seconds is not None, held.state, now):
+        until = (
+            f" until {utc(held.commitment_end):%Y-%m-%d %H:%M} UTC"
+            if held.commitment_end is not None
+            else ""
+        )
+        return Decision.keep(f"inside its commitment{until}")
+    return None
+
+
 def decide(held: Held, stack: StackState, now: datetime, graces: Graces) -> Decision:
     """Cancel or keep one owned reservation, and why.
 
@@ -203,15 +219,9 @@ def decide(held: Held, stack: StackState, now: datetime, graces: Graces) -> Deci
     """
     now = utc(now)
     created = utc(held.created, "created")
-    if held.reservation_type == CAPACITY_BLOCK:
-        return Decision.keep("capacity block")
-    if in_commitment(held.commitment_end, held.commitment_seconds is not None, held.state, now):
-        until = (
-            f" until {utc(held.commitment_end):%Y-%m-%d %H:%M} UTC"
-            if held.commitment_end is not None
-            else ""
-        )
-        return Decision.keep(f"inside its commitment{until}")
+    kept = never_cancelled(held, now)
+    if kept is not None:
+        return kept
     if held.state not in ACTIVE_STATES:
         return Decision.keep(f"state {held.state}")
     if held.end_date is not None and now >= utc(held.end_date, "end_date"):

@@ -443,10 +443,11 @@ class Cleaner:
                 why_kept = f"stack {newer.status} (a newer stack of that name)"
         decision = Decision.cancel_for(reason) if reason is not None else Decision.keep(why_kept)
         now = utc(self.clock())
+        decided = [(r, held, rules.never_cancelled(held, now) or decision) for r, held in holds]
         with ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="cleaner-io") as io:
             run.records = self._act(
                 region,
-                [(r, held, decision) for r, held in holds],
+                decided,
                 now,
                 False,
                 deadline,
