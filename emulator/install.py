@@ -230,6 +230,7 @@ def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[Base
             )
         except InjectedError as error:
             return _error_response(self, error.code, error.message, error.status)
+        call.at = world.clock.now()
         try:
             with serving(call):  # what EC2 shows this call may still be settling
                 status, headers, body = original(self)

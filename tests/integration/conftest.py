@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from capacity_broker.config import Settings
+from capacity_broker.handlers._runtime import CONTAINER
+from capacity_broker.root import Root
 
 CLUSTER = "demo-cluster"
 
@@ -35,16 +39,139 @@ def context() -> LambdaContext:
     return LambdaContext()
 
 
-@pytest.fixture
-def broker(emu: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The emulator plus a broker configured for CLUSTER, with no state left from other tests."""
-    from capacity_broker.handlers._runtime import reset_container
+class Container:
+    """The Lambda container the handlers run in, in a test (``CONTAINER``). Fresh, its root is
+    built from the test's environment on the first invocation, as a new Lambda container
+    builds it; ``build`` makes one now with the test's own clocks, sleep, retry policy or
+    pacer. Either way the handlers serve from that root until the test ends."""
 
+    def __init__(self) -> None:
+        self.knobs: dict[str, Any] = {}
+
+    @property
+    def root(self) -> Root:
+        """The root the handlers run on (built now from the environment if not yet)."""
+        return CONTAINER.root()
+
+    def fresh(self) -> None:
+        """A new container: its root is built from the environment on first use."""
+        self.close()
+        self.knobs = {}
+
+    def build(self, **knobs: Any) -> Root:
+        self.close()
+        self.knobs = knobs
+        root = Root(Settings.from_env(os.environ), **knobs)
+        CONTAINER.use(root)
+        return root
+
+    def rebuild(self, **more: Any) -> None:
+        """A new container after the test changed a variable, with the knobs of the last
+        ``build`` (and ``more``)."""
+        knobs = self.knobs | more
+        if knobs:
+            self.build(**knobs)
+        else:
+            self.fresh()
+
+    def close(self) -> None:
+        previous = CONTAINER.use(None)
+        if previous is not None:
+            previous.close()
+
+
+@pytest.fixture
+def container() -> Iterator[Container]:
+    built = Container()
+    yield built
+    built.close()
+
+
+@pytest.fixture
+def broker(emu: Any, monkeypatch: pytest.MonkeyPatch, container: Container) -> Iterator[Any]:
+    """The emulator plus a broker configured for CLUSTER, on a root of its own."""
     monkeypatch.setenv("BROKER_CLUSTER_ID", CLUSTER)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "CapacityBroker")
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.delenv("BROKER_PARAMETER_PREFIX", raising=False)
     monkeypatch.delenv("BROKER_REGIONS", raising=False)
-    reset_container()
+    container.fresh()
     yield emu
-    reset_container()
+    container.close()
+
+
+class EmulatedTime:
+    """The broker on the emulator's clock: every clock the broker reads (its deadlines, the
+    retry policy's and the reservation core's pauses, the pacer, the fan-out's waits) is the
+    emulator's, frozen, and a sleep moves it on at once. A test then spends a Lambda's whole
+    budget, or EC2's throttling of it, in milliseconds, and its verdict does not depend on how
+    fast the machine is. EC2's eventual consistency settles by the same clock (``lag_seconds``),
+    and its request buckets refill by it (``emu.throttle(emulator_clock=True)``, at EC2's
+    published sizes).
+
+    Threads that sleep at the same time move the clock by the sum of their sleeps, so time runs
+    faster than it would, never slower: a test that must finish inside its budget keeps the
+    fan-out to one create at a time (``max_concurrency``) or its budget generous.
+
+    ``install`` builds the handlers' root on it (the handlers' parsing and answers stay the
+    real ones): the root's clocks and sleep are the emulator's, its retry policy the broker's
+    own RetryPolicy (0.2 s doubling to 5 s, 10 tries; its jitter seeded) pausing on that
+    clock, and its pacer a fresh one at EC2's published buckets (``scale`` as
+    BROKER_EC2_RATE_SCALE) on that clock."""
+
+    def __init__(self, emu: Any, container: Container, seed: int = 23) -> None:
+        import random
+
+        self.emu = emu
+        self.container = container
+        self.rng = random.Random(seed)
+        emu.freeze()
+
+    def monotonic(self) -> float:
+        return float(self.emu.now().timestamp())
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self.emu.advance(seconds)
+
+    def utcnow(self) -> Any:
+        return self.emu.now()
+
+    def install(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        max_concurrency: int | None = None,
+        scale: float = 1,
+    ) -> Root:
+        """A new root for the handlers on the emulator's clock (see the class); the root."""
+        from capacity_broker.adapters.aws import RetryPolicy
+        from capacity_broker.adapters.throttle import Pacer
+
+        emulated = self
+        self.emu.freeze()  # (again: an emulator reset thaws it)
+        self.emu.throttle(emulator_clock=True)
+
+        @dataclass(frozen=True)
+        class Paused(RetryPolicy):
+            """The broker's RetryPolicy, pausing on the emulator's clock."""
+
+            def run(self, operation: str, fn: Any, deadline: Any = None, *_: Any, **__: Any) -> Any:
+                return super().run(
+                    operation, fn, deadline, emulated.sleep, emulated.monotonic, emulated.rng
+                )
+
+        if max_concurrency is not None:
+            monkeypatch.setenv("BROKER_MAX_CONCURRENCY", str(max_concurrency))
+        return self.container.build(
+            clock=self.utcnow,
+            monotonic=self.monotonic,
+            sleep=self.sleep,
+            retry=Paused(),
+            pacer=Pacer(scale=scale, clock=self.monotonic, sleep=self.sleep),
+        )
+
+
+@pytest.fixture
+def emulated_time(broker: Any, container: Container) -> EmulatedTime:
+    """``EmulatedTime`` over the test's emulator (call ``install`` once the world is loaded)."""
+    return EmulatedTime(broker, container)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -199,20 +200,18 @@ def test_a_create_whose_answer_is_lost_is_not_made_twice(broker: Any, context: A
 
 
 def test_a_request_id_reused_probe_after_probe_gets_a_fresh_answer_each_time(
-    broker: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    broker: Any, container: Any, context: Any
 ) -> None:
     """A VDI client that reuses its session id: every probe is answered afresh (contract),
     never IdempotentParameterMismatch once the first tokens are spent, and none leaves a
     reservation behind. The broker's clock moves a second per probe (new EndDates)."""
-    from capacity_broker.handlers import probe as probe_handler
-
     broker.load_scenario(world([0, 0, 4]))
     start, ticks = broker.now(), iter(range(1000))
 
     def a_second_later() -> datetime:
         return start + timedelta(seconds=next(ticks))
 
-    monkeypatch.setattr(probe_handler.prober().core, "clock", a_second_later)
+    container.build(clock=a_second_later)
     for _ in range(6):
         answer = probe(context, request_id="vdi-session-42")
         assert answer["status"] == "available", answer
@@ -220,6 +219,26 @@ def test_a_request_id_reused_probe_after_probe_gets_a_fresh_answer_each_time(
     made = owned("vdi-session-42")
     assert {r["State"] for r in made} == {"cancelled"}
     assert len(made) == 6  # one per probe in the subnet with room, each given back
+
+
+def test_a_probe_costs_ec2_one_create_and_one_cancel(broker: Any, context: Any) -> None:
+    """EC2's mutating bucket (50, 5/s per account and region) is what a class of desktops
+    spends: a probe's cancel right after its create waits, with describes (their own bucket of
+    100, 20/s), until EC2 can take it, and is sent once (issue 23: it cost three, NotFound,
+    IncorrectState, then ok). Eventual consistency is on, as by default; counts, not time."""
+    broker.load_scenario(world([4, 4, 4]))
+    probe(context, request_id="vdi-warm")  # the subnets' look-ups are cached from here
+    broker.clear_calls()
+    for i in range(20):
+        answer = probe(context, request_id=f"vdi-count-{i}")
+        assert (answer["status"], answer["attempts"][0]["cancelled"]) == ("available", True)
+    mutating = [c for c in broker.calls() if not c.action.startswith(("Describe", "Get", "List"))]
+    assert Counter((c.action, c.outcome) for c in mutating) == {
+        ("CreateCapacityReservation", "ok"): 20,
+        ("CancelCapacityReservation", "ok"): 20,
+    }
+    looks = Counter(c.outcome for c in broker.calls("DescribeCapacityReservations"))
+    assert sum(looks.values()) <= 3 * 20  # the waiting: unknown, pending, then cancellable
 
 
 def test_a_failed_cancel_is_retried_then_reported(broker: Any, context: Any) -> None:

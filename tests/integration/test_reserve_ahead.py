@@ -50,20 +50,19 @@ COMMITTED = [
 
 
 @pytest.fixture
-def world(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from capacity_broker.handlers._runtime import reset_container
-
+def world(broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     broker.freeze(NOW)
     monkeypatch.setenv("BROKER_REGIONS", REGION)
     monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "1000")
     broker.throttle(time_scale=1000)
     broker.configure(future_assessment_seconds=86400)
-    reset_container()
     monkeypatch.setattr(discovery_base, "utcnow", broker.now)
-    monkeypatch.setattr(cleaner_handler, "clock", broker.now)
     for name in ("PROBE", "STACK", "IDLE"):
         monkeypatch.delenv(f"BROKER_{name}_GRACE_SECONDS", raising=False)
     monkeypatch.delenv("BROKER_HOLD_LIMIT_SECONDS", raising=False)
+    # The handlers' root on the emulator's clock: the cleaner's and the reservation core's
+    # (release) "now", which commitments are compared with.
+    container.build(clock=broker.now)
     return broker
 
 
@@ -111,8 +110,7 @@ def test_the_cleaner_never_cancels_a_reservation_inside_its_commitment(
     assert {state_of(ids[name]) for name, *_ in COMMITTED} == {"active"}
     assert world.calls("CancelCapacityReservation") == []
     # release by id keeps it too, saying why (its core on the emulator's clock, like the
-    # cleaner's)
-    monkeypatch.setattr(release_handler.releaser().core, "clock", world.now)
+    # cleaner's: the root's)
     released = release_handler.handler(
         {"reservation_id": ids["idle"], "request_id": "rel-1"}, context
     )

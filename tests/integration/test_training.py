@@ -72,17 +72,15 @@ SCENARIO = {
 
 
 @pytest.fixture
-def ml(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+def ml(broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The scenario on a frozen clock the broker shares; EC2's request buckets compressed on
     both sides (a plan asks for offerings of a few sizes)."""
-    from capacity_broker.handlers._runtime import reset_container
-
     broker.freeze(NOW)
     ids = broker.load_scenario(SCENARIO)
     monkeypatch.setenv("BROKER_REGIONS", "us-east-1")
     monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "1000")
     broker.throttle(time_scale=1000)
-    reset_container()
+    container.fresh()  # built from the variables above on first use
     # Every broker this test makes (the CLI's too) reads the emulator's clock.
     monkeypatch.setattr(discovery_base, "utcnow", broker.now)
     broker.ids = ids.reservations

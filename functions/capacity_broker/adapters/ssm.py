@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.parameters import SSMProvider
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
 from ..domain import flags as rules
-from .aws import AwsError, RetryPolicy, client
+from .aws import AwsError, Clients, RetryPolicy
 
 FLAGS_MAX_AGE = 60  # seconds: the contract's bound on how stale a flag may be
 
@@ -25,9 +25,12 @@ class FlagValues:
 
 
 class Flags:
-    def __init__(self, prefix: str, region: str, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self, prefix: str, region: str, clients: Clients, retry: RetryPolicy | None = None
+    ) -> None:
         self.prefix = prefix.rstrip("/")
         self.region = region
+        self.clients = clients
         self.retry = retry or RetryPolicy()
         self._provider: SSMProvider | None = None
         self._warned = -float(FLAGS_MAX_AGE)
@@ -35,7 +38,7 @@ class Flags:
     @property
     def provider(self) -> SSMProvider:
         if self._provider is None:
-            self._provider = SSMProvider(boto3_client=client("ssm", self.region))
+            self._provider = SSMProvider(boto3_client=self.clients.client("ssm", self.region))
         return self._provider
 
     def read(self, deadline: float | None = None) -> FlagValues:

@@ -296,10 +296,22 @@ class ReservationCore:
         """Cancel one of OUR reservations; returns only when EC2 confirmed it no longer holds.
 
         Confirmed: EC2 accepted the cancel, or shows the reservation cancelled, expired or
-        failed. NotFound or IncorrectState right after a create is EC2 not showing it yet
-        (``domain.errors.not_seen_yet``): asked again until the deadline (or for ``patience``
-        seconds, 0: no pause), then ``AwsError``, and the caller says ``cancelled: false`` /
-        ``cleanup: pending`` / reports the error.
+        failed. Asked until the deadline (or for ``patience`` seconds, 0: no pause), then
+        ``AwsError``, and the caller says ``cancelled: false`` / ``cleanup: pending`` / reports
+        the error.
+
+        One cancel, once EC2 can take it. A reservation EC2 last showed ``pending`` (what a
+        create answers) is not cancellable yet, and right after its create EC2 may not even
+        know its id (``domain.errors.not_seen_yet``): a cancel then is refused, and every
+        refusal is a call from EC2's mutating bucket (50 burst, 5/s per account and region,
+        the one every create of every container draws from). So such a reservation is first
+        looked at by id (``DescribeCapacityReservations``, the non-mutating bucket: 100, 20/s)
+        until EC2 shows it in another state: at once again when a look shows progress (the
+        id known, still ``pending``), after growing pauses otherwise; then it is cancelled. A
+        cancel EC2 still refuses (its calls need not catch up together; or the answer to an
+        earlier try of it was lost and it is done) is followed by a look at once, then by
+        looking as above. When time or looks run out before EC2 showed it cancellable, one
+        cancel is still tried: its refusal is the error.
 
         The ownership check lives here, in front of the only cancel call the broker makes, so
         no flow can cancel a reservation it does not own or a Capacity Block; and so does the
@@ -314,33 +326,58 @@ class ReservationCore:
         if patience is not None:
             limit = min(limit, self.monotonic() + patience)
         looks = 0
-        at_once = False
+        ready = reservation.state != "pending"
+        known = 0  # how far looks by id have shown it: 0 not yet, 1 pending
+        refused: AwsError | None = None
+        again = False  # a refused cancel was asked again at once since the last pause
         while True:
-            try:
-                self.ec2.cancel_reservation(reservation.id, deadline)
-                return
-            except AwsError as error:
-                if not not_seen_yet(error.error_class):
-                    raise
-                refused = error
-            if refused.error_class is ErrorClass.INCORRECT_STATE:
-                shown = self.ec2.reservation(reservation.id, deadline)
-                if shown is not None and no_longer_holds(shown.state):
+            if ready:
+                refusal = self._cancel(reservation.id, deadline)
+                if refusal is None:
                     return
-                if shown is not None and shown.state == "active" and not at_once:
-                    at_once = True  # EC2 shows it cancellable now: ask again without a pause
-                    continue
-            at_once = False
+                refused = refusal
+            # A look: also right after a refused cancel, which may have been done already (an
+            # earlier try whose answer was lost).
+            seen = self.ec2.reservation(reservation.id, deadline)
+            if seen is not None and no_longer_holds(seen.state):
+                return
+            shown = 0 if seen is None else 1 if seen.state == "pending" else 2
+            if shown == 2 and not (ready and again):
+                # Cancellable now: cancel at once (a refused one, once between pauses).
+                again, ready = again or ready, True
+                continue
+            ready = False
+            if shown > known:
+                known = shown  # EC2 moved on (it knows the id now): look again at once
+                continue
             if not self._pause(looks, limit):
-                raise AwsError(
-                    "CancelCapacityReservation",
-                    refused.code,
-                    f"EC2 did not confirm the cancel of {reservation.id} in time (a "
-                    f"reservation made a moment ago may not be known or cancellable yet): "
-                    f"{refused.message}",
-                    refused.status,
-                )
+                break
             looks += 1
+            again = False
+        if refused is None:
+            # Never cancelled: EC2 still shows it pending (or does not know it yet).
+            refused = self._cancel(reservation.id, deadline)
+            if refused is None:
+                return
+        raise AwsError(
+            "CancelCapacityReservation",
+            refused.code,
+            f"EC2 did not confirm the cancel of {reservation.id} in time (a "
+            f"reservation made a moment ago may not be known or cancellable yet): "
+            f"{refused.message}",
+            refused.status,
+        )
+
+    def _cancel(self, reservation_id: str, deadline: float | None) -> AwsError | None:
+        """One cancel: None when EC2 accepted it; its refusal when EC2 does not show the
+        reservation (cancellable) yet (``not_seen_yet``); any other failure raises."""
+        try:
+            self.ec2.cancel_reservation(reservation_id, deadline)
+        except AwsError as error:
+            if not not_seen_yet(error.error_class):
+                raise
+            return error
+        return None
 
     def look_again_until(
         self, look: Callable[[], T], enough: Callable[[T], bool], deadline: float | None = None

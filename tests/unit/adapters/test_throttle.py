@@ -6,8 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from capacity_broker.adapters import throttle
-from capacity_broker.adapters.aws import AwsError
+from capacity_broker.adapters.aws import AwsError, RetryPolicy
 from capacity_broker.adapters.throttle import (
     AdaptiveBucket,
     Limits,
@@ -17,6 +16,7 @@ from capacity_broker.adapters.throttle import (
     Tuning,
     bucket_of,
 )
+from capacity_broker.domain.errors import ErrorClass, is_retryable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -134,9 +134,18 @@ def test_each_action_region_has_its_own_bucket_shared_by_threads() -> None:
 
 
 def test_the_rate_scale_multiplies_the_starting_refill(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "4")
-    b = Pacer().bucket("us-east-1", "CancelCapacityReservation")
+    # The scale comes from the settings (BROKER_EC2_RATE_SCALE), never from the environment
+    # at import: the pacer reads nothing of the process.
+    monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "fast")
+    b = Pacer(scale=4).bucket("us-east-1", "CancelCapacityReservation")
     assert (b.burst, b.start, b.rate) == (50, 20, 20)
+    assert Pacer().scale == 1.0
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_rate_scale_that_would_stop_or_break_pacing_is_refused(scale: float) -> None:
+    with pytest.raises(ValueError, match="greater than 0"):
+        Pacer(scale=scale)
 
 
 # -- the published bucket, before any evidence -------------------------------------------------
@@ -179,7 +188,9 @@ def test_a_wait_past_the_deadline_is_refused_at_once() -> None:
     assert clock.now == pytest.approx(2.0)
 
 
-def test_the_pacer_refuses_a_call_it_cannot_pace_before_the_deadline_as_a_throttle() -> None:
+def test_the_pacer_refuses_a_call_it_cannot_pace_before_the_deadline_in_its_own_words() -> None:
+    # Contract v3: RequestLimitExceeded only when EC2 said so; the broker's own budget running
+    # out is RateBudgetExhausted, a throttled outcome that no retry within the deadline helps.
     clock = Clock()
     pacer = Pacer(scale=1.0, clock=clock, sleep=clock.sleep)
     made = []
@@ -187,10 +198,39 @@ def test_the_pacer_refuses_a_call_it_cannot_pace_before_the_deadline_as_a_thrott
         pacer.call("us-east-1", "PurchaseCapacityBlock", {}, lambda: made.append(1), 1.0)
     with pytest.raises(AwsError) as refused:  # the next token: 1 / 0.3 s away
         pacer.call("us-east-1", "PurchaseCapacityBlock", {}, lambda: made.append(1), 1.0)
-    assert refused.value.code == "RequestLimitExceeded"
+    assert refused.value.code == "RateBudgetExhausted"
+    assert refused.value.error_class is ErrorClass.RATE_BUDGET
+    assert not is_retryable(refused.value.error_class)
     assert refused.value.status is None  # not EC2's answer: nothing was sent
     assert "paced by this container" in refused.value.message
     assert len(made) == 11 and clock.now == 0.0
+
+
+def test_a_retry_the_pacer_cannot_pace_reports_what_ec2_answered_the_try_before() -> None:
+    # EC2 throttled the call; the pacer, cut by that throttle, has no token for the retry
+    # before the deadline. EC2 said RequestLimitExceeded: that is the call's answer, not the
+    # pacer's own RateBudgetExhausted (which is only for a call EC2 never answered).
+    clock = Clock()
+    pacer = Pacer(scale=1.0, clock=clock, sleep=clock.sleep)
+    sent = []
+
+    def ec2_throttles() -> None:
+        sent.append(clock.now)
+        raise AwsError("PurchaseCapacityBlock", "RequestLimitExceeded", "slow down", 503)
+
+    def once() -> None:
+        pacer.call("us-east-1", "PurchaseCapacityBlock", {}, ec2_throttles, 5.0)
+
+    with pytest.raises(AwsError) as raised:
+        RetryPolicy(base=0.01).run("PurchaseCapacityBlock", once, 5.0, clock.sleep, clock)
+    assert raised.value.code == "RequestLimitExceeded"
+    assert raised.value.status == 503
+    assert len(sent) == 1  # the retry was refused by the pacer (its next token: ~10 s away)
+    # With nothing answered by EC2 first, the pacer's refusal is the answer, at once.
+    with pytest.raises(AwsError) as refused:
+        RetryPolicy(base=0.01).run("PurchaseCapacityBlock", once, 5.0, clock.sleep, clock)
+    assert refused.value.code == "RateBudgetExhausted"
+    assert len(sent) == 1
 
 
 Event = st.one_of(
@@ -392,10 +432,8 @@ def test_the_call_tells_the_bucket_what_ec2_answered() -> None:
     assert not b._probe_out
 
 
-def test_every_attempt_of_an_adapter_call_goes_through_the_container_pacer(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from capacity_broker.adapters.aws import RetryPolicy
+def test_every_attempt_of_an_adapter_call_goes_through_the_roots_pacer() -> None:
+    from capacity_broker.adapters.aws import Clients
     from capacity_broker.adapters.ec2.base import Ec2Base
 
     seen = []
@@ -418,8 +456,8 @@ def test_every_attempt_of_an_adapter_call_goes_through_the_container_pacer(
         def _client(self):
             return type("C", (), {"describe_vpcs": staticmethod(describe_vpcs)})()
 
-    monkeypatch.setattr(throttle, "pacer", Recording(scale=1.0))
-    ec2 = Fake("eu-west-1", retry=RetryPolicy(base=0.0))
+    # The adapter is handed its pacer (a root hands every EC2 adapter its one pacer).
+    ec2 = Fake("eu-west-1", Clients(), Recording(scale=1.0), retry=RetryPolicy(base=0.0))
     assert ec2._call("DescribeVpcs", VpcIds=["vpc-1"]) == {"Vpcs": []}
     # The retry after the throttle waited for the pacer again.
     assert seen == [("eu-west-1", "DescribeVpcs", {"VpcIds": ["vpc-1"]})] * 2

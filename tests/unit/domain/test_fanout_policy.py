@@ -36,9 +36,13 @@ T = 1_763_719_200.0  # an hour boundary
         (ErrorClass.UNSUPPORTED, Kind.UNSUPPORTED),
         (ErrorClass.QUOTA, Kind.QUOTA),
         (ErrorClass.PERMISSION, Kind.STOP),
-        (ErrorClass.THROTTLE, Kind.ERROR),
-        (ErrorClass.TRANSIENT, Kind.ERROR),
+        # Throttling (EC2's, or the broker's own budget), 5xx and lost answers say nothing
+        # about capacity: never "move on" (contract v3).
+        (ErrorClass.THROTTLE, Kind.UNANSWERED),
+        (ErrorClass.RATE_BUDGET, Kind.UNANSWERED),
+        (ErrorClass.TRANSIENT, Kind.UNANSWERED),
         (ErrorClass.INVALID, Kind.ERROR),
+        (ErrorClass.IDEMPOTENCY, Kind.ERROR),
         (ErrorClass.OTHER, Kind.ERROR),
     ],
 )
@@ -49,6 +53,8 @@ def test_what_an_answer_means_to_the_fanout(error_class: ErrorClass | None, kind
 def test_a_try_is_a_hold_or_an_error_never_both() -> None:
     assert Tried(hold="h").outcome is Outcome.AVAILABLE
     assert Tried(error_class=ErrorClass.THROTTLE).outcome is Outcome.THROTTLED
+    assert Tried(error_class=ErrorClass.RATE_BUDGET).outcome is Outcome.THROTTLED
+    assert Tried(error_class=ErrorClass.TRANSIENT).outcome is Outcome.ERROR
     with pytest.raises(ValueError, match="either"):
         Tried()
     with pytest.raises(ValueError, match="either"):

@@ -147,17 +147,31 @@ class Race(GiveBack):
     ) -> ReserveResponse:
         attempts = ran.attempts
         if not ran.only_no_capacity:
-            # Stopped (quota for the request alone, permissions), a place that failed for
+            # Stopped (quota for the request alone, permissions), a place left unanswered
+            # (throttled, 5xx, no answer) when the budget ran out, a place that failed for
             # another reason than capacity, or the time budget: the question stays open.
             failure = ran.failure()
             timed_out = ran.decision.kind is DecisionKind.TIMED_OUT or failure is None
-            response = answer.error(
-                "TimeBudgetExceeded" if timed_out or failure is None else failure.error_code,
-                "The time budget ran out before every place was tried"
-                if timed_out or failure is None
-                else f"Stopped by {failure.error_code} ({failure.outcome}) in "
-                f"{failure.instance_type} / {failure.subnet_id}",
-            )
+            code: str | None
+            if timed_out or failure is None:
+                code, message = (
+                    "TimeBudgetExceeded",
+                    "The time budget ran out before every place was tried",
+                )
+            elif ran.decision.kind is DecisionKind.BLOCKED:
+                code, message = (
+                    failure.error_code,
+                    f"EC2 did not say whether {failure.instance_type} / {failure.subnet_id} has "
+                    f"capacity ({failure.error_code}, {failure.outcome}) before the time budget "
+                    "ran out; a later place is never taken over a better one. Ask again.",
+                )
+            else:
+                code, message = (
+                    failure.error_code,
+                    f"Stopped by {failure.error_code} ({failure.outcome}) in "
+                    f"{failure.instance_type} / {failure.subnet_id}",
+                )
+            response = answer.error(code, message)
             response.attempts = attempts
             return response
         pair_count = possible_pairs(a.outcome for a in attempts)
