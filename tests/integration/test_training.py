@@ -71,12 +71,13 @@ SCENARIO = {
 }  # fmt: skip
 
 
-@pytest.fixture
-def ml(broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The scenario on a frozen clock the broker shares; EC2's request buckets compressed on
+def world_of(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch, scenario: dict[str, Any]
+) -> Any:
+    """``scenario`` on a frozen clock the broker shares; EC2's request buckets compressed on
     both sides (a plan asks for offerings of a few sizes)."""
     broker.freeze(NOW)
-    ids = broker.load_scenario(SCENARIO)
+    ids = broker.load_scenario(scenario)
     monkeypatch.setenv("BROKER_REGIONS", "us-east-1")
     monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "1000")
     broker.throttle(time_scale=1000)
@@ -85,6 +86,11 @@ def ml(broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(discovery_base, "utcnow", broker.now)
     broker.ids = ids.reservations
     return broker
+
+
+@pytest.fixture
+def ml(broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    return world_of(broker, container, monkeypatch, SCENARIO)
 
 
 @pytest.fixture
@@ -107,6 +113,44 @@ def test_next_month_a_block_that_starts_mid_month_covers_it(tf: CapacityBroker, 
     assert [b.reservation_id for b in answer.capacity_blocks] == [ml.ids["later"]]
     assert answer.run_start == datetime(2026, 12, 20, 9, 0, tzinfo=UTC)
     assert "2026-12-27 09:00 UTC" in answer.message
+
+
+# December's edges, nothing on sale: a block that ends mid-month with the run's hours left
+# before it stops (8 days from 3 Dec 11:30), and one of exactly the run's length from the 1st
+# (168 h: EC2 stops it 30 minutes before the run ends).
+EDGES = {
+    "regions": {
+        "us-east-1": {
+            "capacity_blocks": [
+                {"name": "ends-mid-month", "instance_type": P5, "availability_zone": "us-east-1a",
+                 "count": 32, "start": "2026-12-03T11:30:00Z", "duration_hours": 192},
+                {"name": "one-week", "instance_type": P5, "availability_zone": "us-east-1b",
+                 "count": 32, "start": "2026-12-01T11:30:00Z", "duration_hours": 168},
+            ],
+        },
+    },
+}  # fmt: skip
+
+
+def test_next_month_a_block_that_ends_mid_month_covers_it_only_with_the_hours(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    edges = world_of(broker, container, monkeypatch, EDGES)
+    tf = CapacityBroker(regions=["us-east-1"])
+    answer = tf.plan("training", P5, 32, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    assert answer.status == "ready", answer.message
+    # the block of the run's length starts first but stops 30 minutes short
+    assert [b.reservation_id for b in answer.capacity_blocks] == [edges.ids["ends-mid-month"]]
+    assert answer.run_start == datetime(2026, 12, 3, 11, 30, tzinfo=UTC)
+    # a window that ends before the run could: neither block covers it, and nothing is on sale
+    short = tf.plan("training", P5, 32, 7, start_after=DECEMBER[0], end_before="2026-12-10")
+    assert short.status == "unavailable", short.message
+    assert short.capacity_blocks == []
+    # a 6-day run fits the week-long block, from the 1st
+    six = tf.plan("training", P5, 32, 6, start_after=DECEMBER[0], end_before="2026-12-10")
+    assert six.status == "ready", six.message
+    assert edges.ids["one-week"] in [b.reservation_id for b in six.capacity_blocks]
+    assert six.run_start == datetime(2026, 12, 1, 11, 30, tzinfo=UTC)
 
 
 def test_early_in_the_month_a_block_that_runs_out_is_extended(tf: CapacityBroker, ml: Any) -> None:
