@@ -23,7 +23,12 @@ regions:
     capacity_blocks: [{instance_type: p5.48xlarge, availability_zone: us-east-1b, count: 2,
                        start: "-1d", duration_hours: 168},
                       {instance_type: p5.48xlarge, availability_zone: us-east-1b, count: 4,
-                       start: "+2d", payment: pending, paid: "+1h"}]
+                       start: "+2d", payment: pending, paid: "+1h"},
+                      {instance_type: p5.48xlarge, availability_zone: us-east-1a, count: 8,
+                       start: "-2d", duration_hours: 96, interconnect: impaired,
+                       unavailable: 1}]
+    future_reservations: [{instance_type: c7i.48xlarge, availability_zone: us-east-1a,
+                           count: 4, start: "+30d", commitment_days: 14, state: scheduled}]
     offerings:    [{instance_type: p5.48xlarge, availability_zone: us-east-1b,
                     max_instance_count: 16, price_per_instance_hour: "31.46",
                     earliest_start: "+1d", latest_start: "+56d"}]
@@ -214,10 +219,18 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
         )
         if item.get("payment") == "failed":
             block.state = "payment-failed"
+        # What DescribeCapacityBlockStatus reports: ok | impaired | insufficient-data, and
+        # instances failing their status checks.
+        block.interconnect = item.get("interconnect")
+        block.unavailable_count = int(item.get("unavailable", 0))
         if item.get("id"):
             block.id = item["id"]
         capacity.add_existing(block, item.get("tags") or {})
         ids.reservations[item.get("name") or block.id] = block.id
+    for item in spec.get("future_reservations") or []:
+        reservation = _future_reservation(capacity, item, now)
+        capacity.add_existing(reservation, item.get("tags") or {})
+        ids.reservations[item.get("name") or reservation.id] = reservation.id
     _load_spot_prices(ec2, spec.get("spot_prices") or [], now)
     _load_on_demand_prices(account_id, region, spec.get("on_demand_prices") or [])
     for item in spec.get("offerings") or []:
@@ -265,6 +278,30 @@ def _existing_reservation(
         if item.get("reservation_type") == "capacity-block"
         else None,
     )
+
+
+def _future_reservation(capacity: Any, item: dict[str, Any], now: datetime) -> CapacityReservation:
+    """A future-dated ODCR requested earlier (``models.future``): ``state`` assessing (until
+    ``assessed``), scheduled, delayed, unsupported, or active (delivered at its ``start``,
+    which is then in the past)."""
+    reservation = _existing_reservation(
+        capacity,
+        {"created": "-1d", **item, "match": "targeted", "state": item.get("state", "scheduled")},
+        now,
+    )
+    start = when(item.get("start", "+30d"), now)
+    commitment = timedelta(days=float(item.get("commitment_days", 14)))
+    reservation.start_date = reservation.original_start = start
+    reservation.commitment_seconds = int(commitment.total_seconds())
+    reservation.committed_count = reservation.total_instance_count
+    reservation.delivery_preference = "incremental"
+    if reservation.state == "assessing":
+        reservation.assessed_at = when(item.get("assessed", "+1d"), now)
+        reservation.assessment = item.get("assessment", "scheduled")
+    if reservation.state == "active":
+        reservation.delivered_at = start
+        reservation.commitment_end = start + commitment
+    return reservation
 
 
 class _fixed_id:

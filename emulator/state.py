@@ -57,6 +57,14 @@ class Settings:
     # is decided under that role's policies, synthesized from infra/ (``emulator.iam``), as
     # AWS would; False lets every call through unevaluated.
     iam_evaluation: bool = True
+    # Seconds until an extension's upfront fee is paid (EC2: "payment-pending until the bill is
+    # paid", failed after 12 hours or 35 minutes before the block's end); None: never paid.
+    extension_payment_seconds: float | None = 60.0
+    # Seconds EC2 takes to assess a future-dated Capacity Reservation ("typically completed
+    # within 5 days"), and how late it is delivered after its start (0: on time; EC2 shows a
+    # late one ``delayed``).
+    future_assessment_seconds: float = 86_400.0
+    future_delivery_delay_seconds: float = 0.0
 
 
 class World:

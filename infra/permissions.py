@@ -89,6 +89,8 @@ DESCRIBE_PLACEMENT = (
 # The capacity function lists reservations; the discovery commands (offerings, search, az,
 # spot, plan) run in the client with the caller's own credentials, not through it.
 DESCRIBE_CAPACITY = (
+    # Capacity Blocks' interconnect status (v3 "Block life").
+    "ec2:DescribeCapacityBlockStatus",
     "ec2:DescribeCapacityReservationTopology",
     "ec2:DescribeCapacityReservations",
     # gpu_only: whether a type carries accelerators.

@@ -2,7 +2,8 @@
 
 ``CapacityBackend`` lives beside moto's EC2 backend (``capacity_backend``); one mixin per
 concept (see the modules): ``base`` (zones, pools, quotas, tags), ``expiry`` (the clock),
-``capacity_reservations``, ``capacity_blocks`` and ``launches``.
+``capacity_reservations``, ``future`` (future-dated ODCRs and their quotes),
+``capacity_blocks``, ``extensions`` (block extensions and status) and ``launches``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,20 @@ from .base import DEFAULT_PAGE, BackendBase, new_block_id, new_reservation_id, p
 from .capacity_blocks import CapacityBlocks
 from .capacity_reservations import CapacityReservations
 from .expiry import Expiry
+from .extensions import Extensions
+from .future import FutureReservations
 from .launches import Allocation, Launches, LaunchRequest
 
 
-class CapacityBackend(Launches, CapacityBlocks, CapacityReservations, Expiry, BackendBase):
+class CapacityBackend(
+    Launches,
+    CapacityBlocks,
+    Extensions,
+    FutureReservations,
+    CapacityReservations,
+    Expiry,
+    BackendBase,
+):
     """Every capacity call of one account and region; one mixin per concept."""
 
 

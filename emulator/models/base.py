@@ -76,6 +76,10 @@ class BackendBase:
         self.pool_instances: Counter[tuple[str, str]] = Counter()
         # What was made a moment ago and is still settling (EC2's eventual consistency).
         self.propagation = Propagation()
+        # Capacity Block extension offerings issued (``extensions``), and the cancellation and
+        # date-change quotes of future-dated reservations (``future``), by id.
+        self.extension_offers: dict[str, Any] = {}
+        self.quotes: dict[str, Any] = {}
         self._zones: dict[str, str] | None = None
 
     # -- geography ----------------------------------------------------------------------
@@ -139,7 +143,7 @@ class BackendBase:
         """On-Demand instances held per type, as EC2 counts them against quotas."""
         held: Counter[str] = Counter()
         for reservation in self.reservations.values():
-            if reservation.holds_pool_capacity:
+            if reservation.counts_toward_quota:
                 held[reservation.instance_type] += reservation.total_instance_count
         for (_, instance_type), count in self.pool_instances.items():
             held[instance_type] += count

@@ -118,12 +118,6 @@ class CapacityReservations(Expiry):
                 "InvalidParameterCombination",
                 "EndDate cannot be specified when EndDateType is unlimited.",
             )
-        start = params.get("StartDate")
-        if start is not None and start > now + timedelta(minutes=5):
-            raise client_error(
-                "InvalidParameterValue",
-                "Future-dated Capacity Reservations are not supported by this emulator.",
-            )
         if end_date is not None and end_date <= now:
             raise client_error(
                 "InvalidParameterValue",

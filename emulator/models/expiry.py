@@ -1,5 +1,6 @@
 """Time: the emulator clock moves reservations on (pending → active, limited → expired,
-Capacity Blocks scheduled → active → reclaimed), and what stops holding gives capacity back."""
+Capacity Blocks scheduled → active → reclaimed, their extensions paid or failed, future-dated
+ODCRs assessed, delivered or delayed), and what stops holding gives capacity back."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import datetime
 from ..state import world
 from .base import BackendBase
 from .pools import Pool
-from .reservations import HOLDING_STATES, CapacityReservation
+from .reservations import CapacityReservation
 
 
 class Expiry(BackendBase):
@@ -20,15 +21,27 @@ class Expiry(BackendBase):
         return self._pool(availability_zone, instance_type)
 
     def refresh(self, now: datetime | None = None) -> None:
-        """Apply the clock: pending → active, limited → expired, blocks scheduled → active."""
+        """Apply the clock: pending → active, limited → expired, blocks scheduled → active and
+        their extensions settled, future-dated ODCRs assessed and delivered."""
         now = now or world.clock.now()
         with world.lock:
             for reservation in self.reservations.values():
-                old = reservation.advance(now, world.settings.expiry_lag_seconds)
-                if old in HOLDING_STATES and reservation.state not in HOLDING_STATES:
+                if reservation.is_capacity_block:
+                    self._settle_extensions(reservation, now)
+                held = reservation.holding
+                reservation.advance(now, world.settings.expiry_lag_seconds)
+                if reservation.is_future_dated:
+                    self._deliver(reservation, now)
+                if held and not reservation.holding:
                     self._release_hold(reservation)
                 elif reservation.instances and reservation.reclaiming(now):
                     self._terminate_block_instances(reservation)
+
+    def _settle_extensions(self, reservation: CapacityReservation, now: datetime) -> None:
+        """Overridden by ``models.extensions``: a block's extensions paid or failed."""
+
+    def _deliver(self, reservation: CapacityReservation, now: datetime) -> None:
+        """Overridden by ``models.future``: a future-dated ODCR delivered at its start."""
 
     def _release_hold(self, reservation: CapacityReservation) -> None:
         """A reservation stopped holding: free slots go back, running instances stay."""

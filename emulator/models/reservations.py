@@ -8,7 +8,16 @@ from typing import Any
 
 # States in which a reservation holds capacity and can be launched into (or will be).
 HOLDING_STATES = frozenset({"active", "pending", "scheduled", "payment-pending"})
-FINAL_STATES = frozenset({"cancelled", "expired", "failed", "payment-failed"})
+# An ODCR takes capacity from its AZ's pool only once delivered (a future-dated one that is
+# ``scheduled`` has none yet: "The total instance count remains 0 ... in the scheduled state").
+ODCR_HOLDING_STATES = frozenset({"active", "pending"})
+# A future-dated reservation before delivery (botocore's CapacityReservationState,
+# "(Future-dated Capacity Reservations)"), and the states that count toward the On-Demand
+# quota: "Capacity Reservations in the assessing, scheduled, pending, active, and delayed state
+# count towards your On-Demand Instance quota" (EC2 User Guide, ODCRs, Quotas).
+FUTURE_WAITING_STATES = frozenset({"assessing", "scheduled", "delayed"})
+QUOTA_STATES = frozenset({"assessing", "scheduled", "pending", "active", "delayed"})
+FINAL_STATES = frozenset({"cancelled", "expired", "failed", "payment-failed", "unsupported"})
 # A Capacity Block before its start: bought (or being paid for) but not usable yet.
 BLOCK_WAITING_STATES = frozenset({"payment-pending", "scheduled"})
 # Tags EC2 itself puts on a Capacity Block (EC2 User Guide, "View Capacity Blocks": "Before a
@@ -55,6 +64,26 @@ class CapacityReservation:
     expiry_lag: float | None = None
     # A Capacity Block in payment-pending: when its payment clears (None: it does not).
     paid_at: datetime | None = None
+    # A Capacity Block: its interconnect as DescribeCapacityBlockStatus reports it (None: ok
+    # once started, insufficient-data before), instances failing their status checks, and
+    # the extensions bought for it (``models.extensions``).
+    interconnect: str | None = None
+    unavailable_count: int = 0
+    extensions: list[Any] = field(default_factory=list)
+    # A future-dated ODCR (``models.future``): its commitment, the start first asked for, when
+    # the assessment ends and what it concludes, when it was delivered, and the charged
+    # wind-down of a cancellation inside the commitment.
+    commitment_seconds: int | None = None
+    committed_count: int | None = None
+    delivery_preference: str | None = None
+    original_start: datetime | None = None
+    assessed_at: datetime | None = None
+    assessment: str = "scheduled"
+    delivered_at: datetime | None = None
+    commitment_end: datetime | None = None
+    cancelling_until: datetime | None = None
+    adjustment_status: str | None = None
+    adjustment_details: dict[str, Any] | None = None
 
     @property
     def arn(self) -> str:
@@ -63,6 +92,14 @@ class CapacityReservation:
     @property
     def is_capacity_block(self) -> bool:
         return self.reservation_type == "capacity-block"
+
+    @property
+    def is_future_dated(self) -> bool:
+        return not self.is_capacity_block and self.commitment_seconds is not None
+
+    @property
+    def delivered(self) -> bool:
+        return not self.is_future_dated or self.delivered_at is not None
 
     @property
     def used_instance_count(self) -> int:
@@ -76,12 +113,15 @@ class CapacityReservation:
     @property
     def reported_total(self) -> int:
         """TotalInstanceCount as EC2 reports it: 0 for a block that has not started (its size
-        is in the BLOCK_SIZE_TAG tag until then), the reserved count otherwise."""
-        return 0 if self.waiting_to_start else self.total_instance_count
+        is in the BLOCK_SIZE_TAG tag until then) and for a future-dated ODCR not delivered
+        yet, the reserved count otherwise."""
+        if self.waiting_to_start or not self.delivered:
+            return 0
+        return self.total_instance_count
 
     @property
     def available_instance_count(self) -> int:
-        if self.state not in HOLDING_STATES or self.waiting_to_start:
+        if not self.holding or self.waiting_to_start or not self.delivered:
             return 0
         return max(self.total_instance_count - self.used_instance_count, 0)
 
@@ -97,9 +137,20 @@ class CapacityReservation:
         )
 
     @property
+    def holding(self) -> bool:
+        """Holds capacity now (or, for a bought block, will at its start)."""
+        if self.is_capacity_block:
+            return self.state in HOLDING_STATES
+        return self.state in ODCR_HOLDING_STATES
+
+    @property
     def holds_pool_capacity(self) -> bool:
         """ODCRs draw from the On-Demand pool; Capacity Blocks bring their own capacity."""
-        return not self.is_capacity_block and self.state in HOLDING_STATES
+        return not self.is_capacity_block and self.holding
+
+    @property
+    def counts_toward_quota(self) -> bool:
+        return not self.is_capacity_block and self.state in QUOTA_STATES
 
     def advance(self, now: datetime, default_lag: float = 0.0) -> str | None:
         """Move the state along the clock; return the old state when it changed."""
@@ -119,6 +170,12 @@ class CapacityReservation:
             else:
                 self.state = "scheduled"
         else:
+            assessed = self.assessed_at is not None and now >= self.assessed_at
+            if self.state == "assessing" and assessed:
+                self.state = self.assessment
+            wound_down = self.cancelling_until is not None and now >= self.cancelling_until
+            if self.state == "cancelling" and wound_down:
+                self.state = "cancelled"
             if self.state == "pending" and self.active_at is not None and now >= self.active_at:
                 self.state = "active"
             lag = default_lag if self.expiry_lag is None else self.expiry_lag
@@ -164,6 +221,27 @@ class CapacityReservation:
             data["PlacementGroupArn"] = self.placement_group_arn
         if self.capacity_block_id:
             data["CapacityBlockId"] = self.capacity_block_id
+        if self.is_future_dated:
+            commitment: dict[str, Any] = {
+                "CommittedInstanceCount": self.committed_count or self.total_instance_count,
+                "CommitmentDuration": self.commitment_seconds,
+            }
+            if self.commitment_end is not None:
+                commitment["CommitmentEndDate"] = self.commitment_end
+            data["CommitmentInfo"] = commitment
+            data["DeliveryPreference"] = self.delivery_preference or "incremental"
+            if self.original_start is not None:
+                data["OriginalStartDate"] = self.original_start
+            if not self.delivered:
+                # Capacity that is promised, not delivered: AllocationType "future" (botocore's
+                # AllocationType enum); nothing used, nothing available yet.
+                data["CapacityAllocations"] = [
+                    {"AllocationType": "future", "Count": self.total_instance_count}
+                ]
+        if self.adjustment_status is not None:
+            data["AdjustmentStatus"] = self.adjustment_status
+            if self.adjustment_details:
+                data["AdjustmentDetails"] = dict(self.adjustment_details)
         return data
 
     def system_tags(self) -> dict[str, str]:

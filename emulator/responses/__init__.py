@@ -7,6 +7,7 @@ actions up by snake_case name on that class).
 from .capacity_blocks import CapacityBlocks
 from .capacity_reservations import CapacityReservations
 from .discovery import Discovery
+from .future import FutureQuotes
 from .instances import Instances
 from .launch_templates import LaunchTemplateVersions
 from .launches import Launches
@@ -16,6 +17,7 @@ from .tags import Tags
 RESPONSE_CLASSES = (
     CapacityReservations,
     CapacityBlocks,
+    FutureQuotes,
     LaunchTemplateVersions,
     Launches,
     Instances,
@@ -29,6 +31,7 @@ __all__ = [
     "CapacityBlocks",
     "CapacityReservations",
     "Discovery",
+    "FutureQuotes",
     "Instances",
     "LaunchTemplateVersions",
     "Launches",

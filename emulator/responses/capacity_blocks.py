@@ -9,6 +9,7 @@ from moto.core.responses import ActionResult
 
 from ..exceptions import client_error
 from ..models.backend import utc
+from ..models.extensions import INTERCONNECT_STATUSES, block_status, interconnect_status
 from ..models.reservations import CapacityReservation
 from ..state import world
 from ._base import CapacityResponse, wildcard_matcher
@@ -57,6 +58,74 @@ class CapacityBlocks(CapacityResponse):
             {"CapacityReservation": reservation.to_dict(self.capacity.tags_of(reservation.id))}
         )
 
+    def describe_capacity_block_extension_offerings(self) -> ActionResult:
+        reservation_id = self._get_param("CapacityReservationId")
+        hours = int(self._get_param("CapacityBlockExtensionDurationHours"))
+        self.error_on_dryrun()
+        offers = self.capacity.describe_capacity_block_extension_offerings(reservation_id, hours)
+        page, next_token = self._page(offers)
+        result: dict[str, object] = {
+            "CapacityBlockExtensionOfferings": [self.capacity.offer_dict(o) for o in page]
+        }
+        if next_token:
+            result["NextToken"] = next_token
+        return ActionResult(result)
+
+    def purchase_capacity_block_extension(self) -> ActionResult:
+        self.error_on_dryrun()
+        extension = self.capacity.purchase_capacity_block_extension(
+            self._get_param("CapacityBlockExtensionOfferingId"),
+            self._get_param("CapacityReservationId"),
+        )
+        return ActionResult({"CapacityBlockExtensions": [extension.to_dict()]})
+
+    def describe_capacity_block_extension_history(self) -> ActionResult:
+        """botocore's filters: availability-zone, availability-zone-id,
+        capacity-block-extension-offering-id, capacity-block-extension-status,
+        capacity-reservation-id, instance-type."""
+        ids = self._get_param("CapacityReservationIds", []) or []
+        filters = self._filters_from_querystring()
+        for name in filters:
+            if name not in _HISTORY_FILTERS:
+                raise client_error("InvalidParameterValue", f"The filter '{name}' is invalid")
+        self.error_on_dryrun()
+        found = [
+            item
+            for item in (e.to_dict() for e in self.capacity.extension_history(ids))
+            if all(wildcard_matcher(v)(str(item[_HISTORY_FILTERS[n]])) for n, v in filters.items())
+        ]
+        page, next_token = self._page(found)
+        result: dict[str, object] = {"CapacityBlockExtensions": page}
+        if next_token:
+            result["NextToken"] = next_token
+        return ActionResult(result)
+
+    def describe_capacity_block_status(self) -> ActionResult:
+        """botocore's model: CapacityBlockIds, the filter interconnect-status (ok | impaired |
+        insufficient-data), MaxResults 1-1000."""
+        ids = self._get_param("CapacityBlockIds", []) or []
+        filters = self._filters_from_querystring()
+        for name, values in filters.items():
+            if name != STATUS_FILTER:
+                raise client_error("InvalidParameterValue", f"The filter '{name}' is invalid")
+            for value in values:
+                if value not in INTERCONNECT_STATUSES:
+                    raise client_error(
+                        "InvalidParameterValue",
+                        f"Value ({value}) for filter interconnect-status is invalid.",
+                    )
+        self.error_on_dryrun()
+        found = [
+            r
+            for r in self.capacity.block_statuses(ids)
+            if all(wildcard_matcher(v)(interconnect_status(r)) for v in filters.values())
+        ]
+        page, next_token = self._page(found)
+        result: dict[str, object] = {"CapacityBlockStatuses": [block_status(r) for r in page]}
+        if next_token:
+            result["NextToken"] = next_token
+        return ActionResult(result)
+
     def describe_capacity_reservation_topology(self) -> ActionResult:
         """botocore's model (DescribeCapacityReservationTopology): at most 10 ids, MaxResults
         1-10 and "You can't specify this parameter and the Capacity Reservation IDs parameter
@@ -92,6 +161,16 @@ class CapacityBlocks(CapacityResponse):
 
 
 TOPOLOGY_MAX_IDS = 10
+# DescribeCapacityBlockStatus's one filter (botocore's model documents no other).
+STATUS_FILTER = "interconnect-status"
+_HISTORY_FILTERS = {
+    "availability-zone": "AvailabilityZone",
+    "availability-zone-id": "AvailabilityZoneId",
+    "capacity-block-extension-offering-id": "CapacityBlockExtensionOfferingId",
+    "capacity-block-extension-status": "CapacityBlockExtensionStatus",
+    "capacity-reservation-id": "CapacityReservationId",
+    "instance-type": "InstanceType",
+}
 _TOPOLOGY_FILTERS: dict[str, Callable[[CapacityReservation], str]] = {
     "availability-zone": lambda r: r.availability_zone,
     "instance-type": lambda r: r.instance_type,

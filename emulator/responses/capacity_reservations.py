@@ -31,7 +31,11 @@ class CapacityReservations(CapacityResponse):
     def cancel_capacity_reservation(self) -> ActionResult:
         reservation_id = self._get_param("CapacityReservationId")
         self.error_on_dryrun()
-        self.capacity.cancel_capacity_reservation(reservation_id)
+        self.capacity.cancel_capacity_reservation(
+            reservation_id,
+            quote_id=self._get_param("QuoteId"),
+            charges=self._get_param("ApplyCancellationCharges"),
+        )
         return ActionResult({"Return": True})
 
     def modify_capacity_reservation(self) -> ActionResult:

@@ -282,6 +282,7 @@ class Root:
                 config.regions,
                 max_workers=config.max_concurrency,
                 ec2_for=self.ec2,
+                **self._clocks(),
             ),
         )
 

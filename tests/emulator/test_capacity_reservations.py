@@ -189,10 +189,14 @@ def test_end_date_rules(api):
     assert api.pool("us-east-1a", "c5.large")["used"] == 0
 
 
-def test_future_dated_reservations_are_refused(api):
+def test_a_future_start_needs_its_commitment(api):
+    # The emulator used to refuse every future-dated request (InvalidParameterValue); EC2
+    # takes them with CommitmentDuration and DeliveryPreference, "Required for future-dated
+    # Capacity Reservations only" (botocore): test_future_reservations.py.
     with pytest.raises(ClientError) as exc:
-        api.reserve(StartDate=NOW + timedelta(days=2))
-    assert error_of(exc) == ("InvalidParameterValue", 400)
+        api.reserve(StartDate=NOW + timedelta(days=20))
+    assert error_of(exc) == ("MissingParameter", 400)
+    assert api.all() == []
 
 
 def test_dry_run(api, ec2):

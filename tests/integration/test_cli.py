@@ -151,12 +151,14 @@ def test_block_table_with_durations_and_placement(world: Any, cli: Any) -> None:
 def test_filters_give_the_same_rows_in_json_and_table(
     world: Any, cli: Any, args: tuple[str, ...], count: int
 ) -> None:
+    # contract v3: nothing listed is "unavailable", exit 4 (it was 0), as in plan and offerings
+    code = EXIT_OK if count else EXIT_NO_CAPACITY
     as_json = cli("capacity", *args, "--output", "json")
-    assert as_json.exit_code == EXIT_OK, as_json.stderr
+    assert as_json.exit_code == code, as_json.stderr
     found = rows(as_json)
     assert len(found) == count
     as_table = cli("capacity", *args)
-    assert as_table.exit_code == EXIT_OK
+    assert as_table.exit_code == code
     assert sorted(reservation_ids(as_table.stdout)) == sorted(r["reservation_id"] for r in found)
     if found:
         total = sum(r["total_capacity"] for r in found)
@@ -176,14 +178,16 @@ def test_empty_results_are_valid_json_yaml_and_csv(world: Any, cli: Any) -> None
     assert table.stdout == (
         "No capacity reservations match in us-east-1, us-west-2, eu-west-1 (3 regions).\n"
     )
-    for command in (
-        ("offerings", "-t", "g6.xlarge", "-r", "eu-west-1"),
-        ("search", "nothing.large"),
-        ("az", "nothing.large"),
-        ("spot", "c7i.large"),
+    # contract v3: capacity and offerings say "no" with exit 4, as plan does; the other
+    # listings are not answers about capacity (exit 0)
+    for command, code in (
+        (("offerings", "-t", "g6.xlarge", "-r", "eu-west-1"), EXIT_NO_CAPACITY),
+        (("search", "nothing.large"), EXIT_OK),
+        (("az", "nothing.large"), EXIT_OK),
+        (("spot", "c7i.large"), EXIT_OK),
     ):
         result = cli(*command, "--output", "json")
-        assert result.exit_code == EXIT_OK, (command, result.stderr)
+        assert result.exit_code == code, (command, result.stderr)
         assert result.stdout == "[]\n", command
 
 
@@ -363,11 +367,12 @@ def test_plan_exit_codes(world: Any, cli: Any) -> None:
     ready = cli("plan", "-w", "training", "-t", "p5.48xlarge", "-n", "32", "--days", "7")
     assert ready.exit_code == EXIT_OK
     assert "Recommendation: Capacity Blocks" in ready.stdout
+    # contract v3: the verdict "buy" (it was "bookable"), exit 0 like every "yes"
     bookable = cli(
         "plan", "-w", "training", "-t", "p5.48xlarge", "-n", "64", "--days", "10", "-o", "json"
     )
     assert bookable.exit_code == EXIT_OK
-    assert json.loads(bookable.stdout)["status"] == "bookable"
+    assert json.loads(bookable.stdout)["status"] == "buy"
     none = cli("plan", "-w", "inference", "-t", "g6.xlarge", "-n", "500", "-o", "json")
     assert none.exit_code == EXIT_NO_CAPACITY
     assert json.loads(none.stdout)["recommendation"] == "odcr"

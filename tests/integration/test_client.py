@@ -431,10 +431,14 @@ def test_plan(tf: CapacityBroker) -> None:
     ready = tf.plan("training", "p5.48xlarge", 32, 7)
     assert ready.recommendation == "capacity-block"
     assert ready.status == "ready"
-    assert [b.total_capacity for b in ready.capacity_blocks] == [32, 32]
+    # contract v3: a block covers the run only with its hours left before EC2 stops it. The
+    # running block (168 h, started a day ago: 143.5 h left) used to count; the one that
+    # starts in 3 days for 336 h does.
+    assert [(b.total_capacity, b.state) for b in ready.capacity_blocks] == [(32, "scheduled")]
     bookable = tf.plan("training", "p5.48xlarge", 64, 10, regions=["us-west-2"])
-    assert bookable.status == "bookable"
-    assert bookable.block_duration_hours == 240
+    assert bookable.status == "buy"  # v3's word (it was "bookable")
+    # 10 days of run and EC2's 30-minute stop need an 11-day block (it said 240 h)
+    assert bookable.block_duration_hours == 264
     assert bookable.offerings
     assert bookable.offerings[0].instance_count == 64
     inference = tf.plan("inference", "inf2.xlarge", 10)

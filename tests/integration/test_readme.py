@@ -94,6 +94,17 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     assert "Capacity Block offerings: 8 x p5.48xlarge, 168 h" in out
     assert re.search(r"g6\.xlarge\s+us-east-1a\s+0\.3012\s+0\.8048\s+62\.6%", out), out
     assert "Recommendation: Capacity Blocks" in out
+    # contract v3: the running 2-instance block has 143.5 h left, not the 168 h it used to
+    # count; the block that starts in three days covers the run
+    flat = " ".join(out.split())
+    assert "ready: Capacity Block cr-0b10c000000000002 covers it" in flat
+    assert re.search(r"(split|buy): ", out), out
+    assert "extended: Extended cr-0b10c000000000002 by 24 h" in flat
+    assert "already_extended: Already extended: cr-0b10c000000000002" in flat
+    assert "requested: Requested cr-" in flat
+    assert '"interconnect_status": "ok"' in out
+    assert "ready Capacity Block cr-0b10c000000000002 covers it" in flat
+    assert re.search(r"^buy \d+$", out, re.M), out
     assert "available: g6.xlarge has capacity for 1 in subnet-01b0000000000000b" in out
     assert "reserved: cr-" in out
     assert "released: Released 1 hold(s) for job id 1234" in out

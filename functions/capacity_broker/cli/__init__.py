@@ -16,7 +16,17 @@ from __future__ import annotations
 from ..slurm.check import app as slurm_app
 
 # Each module adds its commands to ``app`` when imported; the order is the order of --help.
-from . import actions, capacity, discover, history, local, offerings, plan  # noqa: F401
+from . import (  # noqa: F401
+    actions,
+    ahead,
+    capacity,
+    discover,
+    extend,
+    history,
+    local,
+    offerings,
+    plan,
+)
 from .app import app
 from .errors import (
     EXIT_FAILED,

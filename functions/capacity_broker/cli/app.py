@@ -21,7 +21,8 @@ from .render import Output
 
 HELP = (
     "Capacity broker for Amazon EC2: ODCRs and Capacity Blocks, offerings, instance types, "
-    "Spot prices, and the broker's probe / reserve / release / clean actions.\n\n"
+    "Spot prices, training plans (plan, extend, reserve-ahead), and the broker's probe / "
+    "reserve / release / clean actions.\n\n"
     "Calls AWS directly with your credentials (--profile), or the deployed functions with "
     "--function-prefix; `capacity-broker local` runs everything offline. Discovery looks at "
     "every region enabled for the account unless --regions narrows it."
@@ -30,7 +31,8 @@ HELP = (
 EPILOG = (
     "Exit codes: 0 ok; 1 partial (some regions or items failed, the rest is shown); "
     "2 usage error or invalid request; 3 failed (every region failed, AWS or configuration "
-    'error); 4 answered "no" (no capacity, offering gone, plan unavailable); 130 interrupted. '
+    'error); 4 answered "no" (the verdict "unavailable": plan, offerings and capacity found '
+    "nothing; no capacity; offering gone); 130 interrupted. "
     "JSON/YAML/CSV output of an empty list is [] (CSV: the header only); errors go to stderr."
 )
 
@@ -99,6 +101,26 @@ RegionsOpt = Annotated[
         metavar="REGIONS",
         help="Regions, comma-separated or repeated (default: every region enabled for the "
         "account; 'all' says so explicitly). Unknown names are refused at once.",
+        show_default=False,
+    ),
+]
+# When a Capacity Block (offerings) or a run (plan) may start and must end: one grammar for
+# both, the client's too (``client.when.moment``).
+StartAfterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--start-after",
+        metavar="WHEN",
+        help="Earliest start: 2026-12-01, 2026-12-01T11:30Z or +3d (UTC unless it says so).",
+        show_default=False,
+    ),
+]
+EndBeforeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--end-before",
+        metavar="WHEN",
+        help="Latest end: 2026-12-31 or +8w.",
         show_default=False,
     ),
 ]

@@ -18,7 +18,7 @@ from ..logic.capacity import summary_of
 from ..models.capacity import CapacityRow, CapacitySummary
 from . import render
 from .app import OutputOpt, ProfileOpt, RegionsOpt, app, make_broker, progress_bar, split, state_of
-from .errors import EXIT_USAGE, fail, finish_listing, guard
+from .errors import EXIT_USAGE, fail, finish_verdict, guard
 from .render import Col, Output
 
 ODCR_COLUMNS = [
@@ -30,7 +30,10 @@ ODCR_COLUMNS = [
     Col("Used", priority=2, numeric=True),
     Col("State"),
     Col("Match", priority=4),
+    # future-dated ODCRs: when they start and until when they are committed
+    Col("Start", priority=6, wrap=True),
     Col("End", wrap=True),
+    Col("Commitment", priority=7, wrap=True),
     Col("Owned", priority=5),
     Col("Reservation", ident=True),
 ]
@@ -45,7 +48,10 @@ BLOCK_COLUMNS = [
     Col("Start", priority=1, wrap=True),
     Col("End", wrap=True),
     Col("Duration", priority=2, numeric=True),
+    # hours a run can still have before EC2 stops the block's instances
+    Col("Left", priority=1, numeric=True),
     Col("State"),
+    Col("Interconnect", priority=5),
     Col("UltraCluster", priority=3),
     Col("Reservation", ident=True),
 ]
@@ -140,7 +146,9 @@ def _odcr_table(out: Console, odcrs: Sequence[CapacityRow], title: str | None) -
                 r.used_capacity,
                 r.state,
                 r.instance_match_criteria,
+                render.when(r.start_date) if r.state != "active" else "",
                 render.when(r.end_date) or "unlimited",
+                render.when(r.commitment_end_date),
                 "yes" if r.owned_by_broker else "",
                 r.reservation_id,
             ]
@@ -166,7 +174,9 @@ def _block_table(out: Console, blocks: Sequence[CapacityRow], title: str | None)
                 render.when(r.start_date),
                 render.when(r.end_date),
                 render.number(r.duration_hours, "h"),
+                render.number(r.hours_left, "h"),
                 r.state,
+                r.interconnect_status or "unknown",
                 render.yes_no(r.ultra_cluster_placement),
                 r.reservation_id,
             ]
@@ -184,6 +194,7 @@ def write(output: Output, results: Results[CapacityRow], full: bool = False) -> 
         render.write_data(
             {
                 "status": results.status,
+                "verdict": results.verdict,
                 "regions": results.regions,
                 "summary": render.plain(results.summary or summary_of(list(results))),
                 "reservations": render.plain(list(results)),
@@ -275,4 +286,4 @@ def capacity(
         show(kind, list(results), results.regions)
     else:
         write(state.output, results, full)
-    finish_listing(results)
+    finish_verdict(results)

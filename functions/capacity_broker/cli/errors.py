@@ -19,6 +19,7 @@ from rich.markup import escape
 from ..adapters.aws import AwsError
 from ..client import BrokerError, InvalidArguments, RegionsFailed, Results
 from ..client.in_process import FUNCTION_LOG
+from ..domain.discovery import Verdict
 from ..models.common import ItemError
 
 EXIT_OK = 0
@@ -60,6 +61,29 @@ def finish_listing(results: Results[Any]) -> None:
     if results.errors:
         region_errors(results.errors)
         raise typer.Exit(EXIT_PARTIAL)
+
+
+def verdict_code(verdict: str, errors: Sequence[ItemError] = ()) -> int:
+    """An answer's exit code, the same in ``plan``, ``offerings`` and ``capacity`` (contract
+    v3): 0 when what was asked exists (``ready``, ``buy``, ``split``, ``extend``), 4 when it
+    does not (``unavailable``), 3 when no region could be asked (``error``), and 1 when some
+    could not: a region that was not asked may hold what the others do not."""
+    if verdict == "error":
+        return EXIT_FAILED
+    if errors:
+        return EXIT_PARTIAL
+    try:
+        exists = Verdict(verdict).exists
+    except ValueError:
+        return EXIT_FAILED
+    return EXIT_OK if exists else EXIT_NO_CAPACITY
+
+
+def finish_verdict(results: Results[Any]) -> None:
+    """A listing with a verdict (``capacity``, ``offerings``): region failures to stderr,
+    then ``verdict_code``."""
+    region_errors(results.errors)
+    raise typer.Exit(verdict_code(results.verdict or "unavailable", results.errors))
 
 
 class _Lines(logging.Handler):

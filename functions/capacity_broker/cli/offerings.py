@@ -16,7 +16,18 @@ from ..client import CapacityBroker, ReservationType, when
 from ..models.capacity import BlockOffering, PurchaseAnswer
 from . import capacity as capacity_view
 from . import render
-from .app import OutputOpt, ProfileOpt, RegionsOpt, State, app, make_broker, progress_bar, state_of
+from .app import (
+    EndBeforeOpt,
+    OutputOpt,
+    ProfileOpt,
+    RegionsOpt,
+    StartAfterOpt,
+    State,
+    app,
+    make_broker,
+    progress_bar,
+    state_of,
+)
 from .errors import (
     EXIT_FAILED,
     EXIT_NO_CAPACITY,
@@ -24,7 +35,7 @@ from .errors import (
     EXIT_USAGE,
     err,
     fail,
-    finish_listing,
+    finish_verdict,
     guard,
 )
 from .render import Col, Output
@@ -118,24 +129,8 @@ def offerings(
             "--hours", min=24, help="Block length in hours (default 24).", show_default=False
         ),
     ] = None,
-    start_after: Annotated[
-        str | None,
-        typer.Option(
-            "--start-after",
-            metavar="WHEN",
-            help="Earliest start (2026-12-01 or +3d).",
-            show_default=False,
-        ),
-    ] = None,
-    end_before: Annotated[
-        str | None,
-        typer.Option(
-            "--end-before",
-            metavar="WHEN",
-            help="Latest end (2026-12-31 or +8w).",
-            show_default=False,
-        ),
-    ] = None,
+    start_after: StartAfterOpt = None,
+    end_before: EndBeforeOpt = None,
     regions: RegionsOpt = None,
     purchase: Annotated[
         str | None,
@@ -187,7 +182,7 @@ def offerings(
         [cells(o) for o in results],
         f"Capacity Block offerings: {count} x {instance_type}, {duration} h",
     )
-    finish_listing(results)
+    finish_verdict(results)
 
 
 Terms = tuple[str, int, int, datetime | None, datetime | None, list[str]]

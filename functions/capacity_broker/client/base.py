@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..adapters.dynamodb_memory import MemoryTable
 from ..adapters.regions import enabled_regions
+from ..domain.discovery import Verdict
 from ..logic import InvalidInput
 from ..logic.capacity import Listing
 from ..logic.discovery import Discovery
@@ -272,10 +273,10 @@ class BrokerBase:
         except ValidationError:
             raise BrokerError(str(answer.get("message") or answer), answer) from None
 
-    def _results(self, listing: Listing[T]) -> Results[T]:
+    def _results(self, listing: Listing[T], when_found: Verdict | None = None) -> Results[T]:
         if listing.status == "error":
             raise RegionsFailed(listing.errors)
-        return Results(listing.items, listing.errors, listing.regions)
+        return Results(listing.items, listing.errors, listing.regions, when_found=when_found)
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -12,13 +12,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ..domain.discovery import Verdict
 from ..logic.capacity import Progress
 from ..models.capacity import (
+    AheadAnswer,
     AzRow,
     BlockOffering,
     CapacityRequest,
     CapacityResponse,
     CapacityRow,
+    ExtendAnswer,
     InstanceTypeRow,
     PlanAnswer,
     PurchaseAnswer,
@@ -97,6 +100,7 @@ class DiscoveryCalls(BrokerBase):
             response.regions,
             response.summary,
             response.message,
+            when_found=Verdict.READY,
         )
 
     # -- discovery --------------------------------------------------------------------------
@@ -111,18 +115,21 @@ class DiscoveryCalls(BrokerBase):
         *,
         progress: Progress | None = None,
     ) -> Results[BlockOffering]:
-        """Capacity Blocks on sale, cheapest per instance-hour first, then soonest."""
+        """Capacity Blocks on sale, cheapest per instance-hour first, then soonest
+        (``start_after``/``end_before``: ISO dates or times, ``+3d``, or datetimes).
+        ``.verdict``: ``buy`` when something is on sale, ``unavailable`` when not."""
+        now = self.discovery.clock()
         with _arguments():
             listing = self.discovery.offerings(
                 instance_type,
                 instance_count,
                 duration_hours,
-                when.optional_moment(start_after, "start_after"),
-                when.optional_moment(end_before, "end_before"),
+                when.optional_moment(start_after, "start_after", now),
+                when.optional_moment(end_before, "end_before", now),
                 self.resolve_regions(regions),
                 progress,
             )
-        return self._results(listing)
+        return self._results(listing, when_found=Verdict.BUY)
 
     def purchase_capacity_block(
         self,
@@ -228,14 +235,20 @@ class DiscoveryCalls(BrokerBase):
     def plan(
         self,
         workload: str,
-        instance_type: str,
+        instance_type: str | Sequence[str],
         instance_count: int,
         days: float | None = None,
         regions: Sequence[str] | str | None = None,
+        start_after: datetime | str | None = None,
+        end_before: datetime | str | None = None,
         *,
         progress: Progress | None = None,
     ) -> PlanAnswer:
-        """Capacity Blocks or ODCRs for this workload, why, and what is available now."""
+        """Can ``instance_count`` x ``instance_type`` (one type, or several in preference
+        order) run for ``days`` between ``start_after`` and ``end_before`` (ISO dates or times,
+        ``+3d``, datetimes: as ``offerings``)? ``status`` is the verdict: ``ready``, ``buy``,
+        ``split``, ``extend`` or ``unavailable`` (contract v3, ``plan``)."""
+        now = self.discovery.clock()
         with _arguments():
             return self.discovery.plan(
                 workload,
@@ -243,11 +256,115 @@ class DiscoveryCalls(BrokerBase):
                 instance_count,
                 days,
                 self.resolve_regions(regions),
+                when.optional_moment(start_after, "start_after", now),
+                when.optional_moment(end_before, "end_before", now),
                 progress=progress,
             )
 
     def validate_training_capacity(
         self, instance_type: str, count: int, duration_days: int
     ) -> bool:
-        """The seeds' pre-training check: a block, else an ODCR, covers the run."""
+        """The seeds' pre-training check, answered truthfully: held capacity (a block with
+        the run's hours left before EC2 stops it, else an ODCR) covers the run."""
         return self.plan("training", instance_type, count, duration_days).status == "ready"
+
+    # -- Capacity Block life ----------------------------------------------------------------
+    def extend(
+        self,
+        reservation_id: str,
+        days: int,
+        regions: Sequence[str] | str | None = None,
+        *,
+        again: bool = False,
+    ) -> ExtendAnswer:
+        """Buy a ``days``-day extension of the Capacity Block ``reservation_id``, at most once
+        (``status`` ``already_extended`` when this request was bought; ``again`` buys another
+        of the same length). ``extension_offer`` says what it costs first."""
+        with _arguments():
+            return self.discovery.extend(
+                reservation_id, days * 24, self.resolve_regions(regions), again=again
+            )
+
+    def extension_offer(
+        self, reservation_id: str, days: int, regions: Sequence[str] | str | None = None
+    ) -> ExtendAnswer:
+        """What extending the block by ``days`` would cost (``status`` ``offered``): nothing
+        is bought."""
+        with _arguments():
+            return self.discovery.extend(
+                reservation_id, days * 24, self.resolve_regions(regions), buy=False
+            )
+
+    # -- future-dated ODCRs -----------------------------------------------------------------
+    def reserve_ahead(
+        self,
+        instance_type: str,
+        count: int,
+        availability_zone: str,
+        start: datetime | str,
+        commitment_days: float,
+        *,
+        instance_platform: str = "Linux/UNIX",
+        tenancy: str = "default",
+    ) -> AheadAnswer:
+        """Request a future-dated ODCR (5 to 120 days ahead, committed for at least 14 days
+        once delivered), at most once per request."""
+        with _arguments():
+            moment = when.moment(start, "start", self.discovery.clock())
+            return self.discovery.reserve_ahead(
+                instance_type,
+                count,
+                availability_zone,
+                moment,
+                commitment_days,
+                instance_platform,
+                tenancy,
+            )
+
+    def reserve_ahead_terms(
+        self,
+        instance_type: str,
+        count: int,
+        availability_zone: str,
+        start: datetime | str,
+        commitment_days: float,
+    ) -> str:
+        """What ``reserve_ahead`` with these terms would commit to, after checking them as EC2
+        would (``InvalidArguments`` when it would refuse): nothing is requested."""
+        with _arguments():
+            moment = when.moment(start, "start", self.discovery.clock())
+            return self.discovery.check_ahead(
+                instance_type, count, availability_zone, moment, commitment_days
+            )
+
+    def change_start(
+        self,
+        reservation_id: str,
+        new_start: datetime | str,
+        regions: Sequence[str] | str | None = None,
+        *,
+        quote_id: str | None = None,
+        confirm: bool = False,
+    ) -> AheadAnswer:
+        """Postpone a scheduled future-dated ODCR: EC2's date-change quote (``quoted``), then,
+        with ``quote_id`` and ``confirm=True``, that quote accepted (``changed``)."""
+        with _arguments():
+            moment = when.moment(new_start, "new_start", self.discovery.clock())
+            return self.discovery.change_start(
+                reservation_id, moment, self.resolve_regions(regions), quote_id, confirm
+            )
+
+    def cancel_ahead(
+        self,
+        reservation_id: str,
+        regions: Sequence[str] | str | None = None,
+        *,
+        quote_id: str | None = None,
+        confirm: bool = False,
+    ) -> AheadAnswer:
+        """Cancel a future-dated ODCR: free before it is scheduled; inside its commitment only
+        by accepting EC2's cancellation quote (``quote_id``, ``confirm=True``)."""
+        with _arguments():
+            return self.discovery.cancel_ahead(
+                reservation_id, self.resolve_regions(regions), quote_id, confirm
+            )

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from ..domain.discovery import Verdict, listing_verdict
 from ..models.capacity import CapacitySummary
 from ..models.common import ItemError
 
@@ -87,7 +88,10 @@ class Results(list[T]):
     """A listing: the rows, plus what could not be listed.
 
     ``status`` is ``ok``, or ``partial`` when some regions failed (``errors``); ``regions``
-    are the regions that were asked (an empty listing says where it looked).
+    are the regions that were asked (an empty listing says where it looked). ``verdict``
+    (``capacity``, ``offerings``): the contract's word for the answer, as ``plan`` says it:
+    ``ready`` (capacity is held) or ``buy`` (something is on sale) when rows were found,
+    ``unavailable`` when none.
     """
 
     def __init__(
@@ -97,12 +101,21 @@ class Results(list[T]):
         regions: Iterable[str] = (),
         summary: CapacitySummary | None = None,
         message: str = "",
+        *,
+        when_found: Verdict | None = None,
     ) -> None:
         super().__init__(items)
         self.errors = list(errors)
         self.regions = list(regions)
         self.summary = summary
         self.message = message
+        self._when_found = when_found
+
+    @property
+    def verdict(self) -> str | None:
+        if self._when_found is None:
+            return None
+        return listing_verdict(bool(self), self._when_found).value
 
     @property
     def status(self) -> str:

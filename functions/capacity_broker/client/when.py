@@ -79,8 +79,10 @@ def moment(value: str | datetime, name: str, now: datetime | None = None) -> dat
     return _near(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC), repr(value), name, now)
 
 
-def optional_moment(value: str | datetime | None, name: str) -> datetime | None:
-    return None if value is None else moment(value, name)
+def optional_moment(
+    value: str | datetime | None, name: str, now: datetime | None = None
+) -> datetime | None:
+    return None if value is None else moment(value, name, now)
 
 
 def _near(when: datetime, shown: str, name: str, now: datetime) -> datetime:

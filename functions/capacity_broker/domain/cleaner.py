@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum, StrEnum
 
+from .ahead import in_commitment
 from .clock import utc
 from .tags import Purpose, is_owned
 
@@ -119,6 +120,10 @@ class Held:
     instance_count: int = 0
     used_count: int = 0
     reservation_type: str = "default"
+    # A future-dated reservation's commitment (CommitmentInfo): its end, once delivered, and
+    # its length in seconds.
+    commitment_end: datetime | None = None
+    commitment_seconds: int | None = None
 
     def __post_init__(self) -> None:
         # Accept "probe"/"hold" from callers that read the tag, but compare enum members.
@@ -155,18 +160,37 @@ def in_scope(
     )
 
 
+def never_cancelled(held: Held, now: datetime) -> Decision | None:
+    """Why no rule may cancel this reservation (a Capacity Block; one inside its commitment:
+    ``ahead.in_commitment``), or ``None``. Read first by the sweep (``decide``) and by a stack
+    event (which cancels its stack's holds without the sweep's rules)."""
+    if held.reservation_type == CAPACITY_BLOCK:
+        return Decision.keep("capacity block")
+    if in_commitment(held.commitment_end, held.commitment_seconds is not None, held.state, now):
+        until = (
+            f" until {utc(held.commitment_end):%Y-%m-%d %H:%M} UTC"
+            if held.commitment_end is not None
+            else ""
+        )
+        return Decision.keep(f"inside its commitment{until}")
+    return None
+
+
 def decide(held: Held, stack: StackState, now: datetime, graces: Graces) -> Decision:
     """Cancel or keep one owned reservation, and why.
 
-    Order: a passed EndDate first (EC2 may keep the reservation active up to an hour longer);
+    Order: never a reservation inside its commitment (``ahead.in_commitment``: EC2 would charge
+    for the rest of it, and the capacity was asked for weeks ahead on purpose), whatever else
+    holds; then a passed EndDate (EC2 may keep the reservation active up to an hour longer);
     then probes by age; then holds by their stack, or by usage when they have none; finally the
     hold limit, which needs no stack knowledge, so a failing stack lookup can delay a hold's
     end but never make it immortal. ``stack`` is only read for a hold that names a stack.
     """
     now = utc(now)
     created = utc(held.created, "created")
-    if held.reservation_type == CAPACITY_BLOCK:
-        return Decision.keep("capacity block")
+    kept = never_cancelled(held, now)
+    if kept is not None:
+        return kept
     if held.state not in ACTIVE_STATES:
         return Decision.keep(f"state {held.state}")
     if held.end_date is not None and now >= utc(held.end_date, "end_date"):

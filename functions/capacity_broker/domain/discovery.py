@@ -37,12 +37,17 @@ def kinds_for(selection: str) -> frozenset[ReservationKind]:
     return frozenset({ReservationKind(selection)})
 
 
-# What "active only" keeps (contract): ODCRs that can be launched into now, and blocks that
-# are running or booked (a scheduled block is capacity the team holds).
+# What "active only" keeps (contract): ODCRs that can be launched into now and future-dated
+# ones on their way (assessing, scheduled, delayed: capacity the team asked for, v3), and
+# blocks that are running or booked (a scheduled block is capacity the team holds). An
+# ``unsupported`` request will never be delivered: listed with --include-inactive only.
 USABLE_STATES: Mapping[ReservationKind, frozenset[str]] = {
-    ReservationKind.ODCR: frozenset({"active"}),
+    ReservationKind.ODCR: frozenset({"active", "assessing", "scheduled", "delayed"}),
     ReservationKind.CAPACITY_BLOCK: frozenset({"active", "scheduled"}),
 }
+# A future-dated ODCR before delivery: EC2 reports TotalInstanceCount 0 ("The total instance
+# count remains 0 ... in the scheduled state"); its size is CommitmentInfo's committed count.
+FUTURE_WAITING_STATES = frozenset({"assessing", "scheduled", "delayed"})
 # States in which EC2 places a reservation in its network topology (botocore's model,
 # CapacityReservationTopology.NetworkNodes: "null or empty if ... the Capacity Reservation is
 # in a state other than active or pending"): a block that has not started has none yet.
@@ -56,10 +61,19 @@ BLOCK_NOT_STARTED = frozenset({"payment-pending", "scheduled"})
 BLOCK_SIZE_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
 
 
-def reserved_size(reservation_type: str | None, total_count: int, tags: Mapping[str, str]) -> int:
-    """How many instances a reservation is for: EC2's TotalInstanceCount, and for a Capacity
-    Block the size tag when that says more (a block that has not started reports 0)."""
+def reserved_size(
+    reservation_type: str | None,
+    total_count: int,
+    tags: Mapping[str, str],
+    committed_count: int | None = None,
+    state: str = "",
+) -> int:
+    """How many instances a reservation is for: EC2's TotalInstanceCount; for a Capacity
+    Block the size tag when that says more (a block that has not started reports 0); for a
+    future-dated ODCR on its way, the committed count."""
     if kind_of(reservation_type) is not ReservationKind.CAPACITY_BLOCK:
+        if committed_count and state in FUTURE_WAITING_STATES:
+            return max(total_count, committed_count)
         return total_count
     try:
         tagged = int(tags.get(BLOCK_SIZE_TAG, ""))
@@ -447,6 +461,32 @@ def latest_prices(points: Iterable[PricePoint]) -> list[PricePoint]:
     return list(newest.values())
 
 
+# -- verdicts ---------------------------------------------------------------------------------
+
+
+class Verdict(StrEnum):
+    """The answer's word, the same in ``plan``, ``offerings`` and ``capacity`` (contract v3):
+    ``ready`` held capacity covers it, ``buy`` an offering does, ``split`` several blocks do,
+    ``extend`` a held block would if extended, ``unavailable`` nothing does."""
+
+    READY = "ready"
+    BUY = "buy"
+    SPLIT = "split"
+    EXTEND = "extend"
+    UNAVAILABLE = "unavailable"
+
+    @property
+    def exists(self) -> bool:
+        """What was asked exists (exit 0) or not (exit 4)."""
+        return self is not Verdict.UNAVAILABLE
+
+
+def listing_verdict(found: bool, when_found: Verdict) -> Verdict:
+    """A listing's word: ``capacity`` says ``ready`` when it lists held capacity, ``offerings``
+    ``buy`` when something is on sale; ``unavailable`` when nothing matched."""
+    return when_found if found else Verdict.UNAVAILABLE
+
+
 # -- the decision guide ---------------------------------------------------------------------
 
 
@@ -469,13 +509,16 @@ def recommend(
     instance_count: int,
     days: float | None,
     accelerated: bool | None,
+    block_hours: int | None = None,
 ) -> Recommendation:
     """The seeds' decision tree, with EC2's actual limits.
 
     Training on a fixed schedule → Capacity Blocks (UltraCluster networking, booked up to
     eight weeks ahead, cannot be cancelled); continuous or unpredictable training, inference
     and development → ODCRs (no fixed end, cancel any time, pay only the On-Demand rate).
-    A block must also exist for the type (GPU/Trainium), fit in 64 instances and in 182 days.
+    A block must also exist for the type (GPU/Trainium) and fit in 182 days: ``block_hours``
+    is the block the run needs, its end-of-block stop counted (``blocks.block_hours_for_run``;
+    without it, whole days). More than 64 instances is several blocks (``plan``'s split).
     """
     workload = Workload(workload)
     if workload is not Workload.TRAINING:
@@ -495,28 +538,28 @@ def recommend(
                 "Capacity Block has fixed start and end dates",
             ),
         )
-    hours = block_hours_for_days(days)
+    hours = block_hours if block_hours is not None else block_hours_for_days(days)
     fallback: list[str] = []
     if accelerated is False:
         fallback.append(
             "Capacity Blocks are sold for accelerated (GPU/Trainium) instance types; EC2 "
             "describes no accelerator for this one"
         )
-    if instance_count > MAX_BLOCK_INSTANCES:
-        fallback.append(
-            f"{instance_count} instances exceed the {MAX_BLOCK_INSTANCES} a single Capacity "
-            "Block can hold"
-        )
     if hours is None:
         fallback.append(f"{days:g} days exceed the longest Capacity Block ({MAX_BLOCK_DAYS} days)")
     if fallback:
         return Recommendation(ReservationKind.ODCR, tuple(fallback))
     assert hours is not None
-    notes: tuple[str, ...] = ()
-    if hours != math.ceil(days) * HOURS_PER_DAY:
-        notes = (
-            f"{days:g} days rounded up to {hours // HOURS_PER_DAY} days, the next duration "
-            "EC2 sells",
+    notes: list[str] = []
+    if hours > days * HOURS_PER_DAY:
+        notes.append(
+            f"a {days:g}-day run needs a block of {hours // HOURS_PER_DAY} days: EC2 stops a "
+            "block's instances before its end, and sells whole days (1 to 14, then weeks)"
+        )
+    if instance_count > MAX_BLOCK_INSTANCES:
+        notes.append(
+            f"{instance_count} instances exceed the {MAX_BLOCK_INSTANCES} one Capacity Block "
+            "holds: several blocks (a split)"
         )
     return Recommendation(
         ReservationKind.CAPACITY_BLOCK,
@@ -528,18 +571,5 @@ def recommend(
             "blocks can be booked up to 8 weeks ahead; they cannot be cancelled",
         ),
         block_hours=hours,
-        notes=notes,
-    )
-
-
-def block_covers(
-    block_count: int, block_hours: float | None, state: str, instance_count: int, days: float
-) -> bool:
-    """The seeds' ``validate_training_capacity`` test for an owned Capacity Block."""
-    if block_hours is None:
-        return False
-    return (
-        block_count >= instance_count
-        and block_hours // HOURS_PER_DAY >= days
-        and state in USABLE_STATES[ReservationKind.CAPACITY_BLOCK]
+        notes=tuple(notes),
     )

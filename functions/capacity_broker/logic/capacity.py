@@ -12,10 +12,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Generic, Literal, TypeVar
 
 from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2, Reservation, TopologyUnreadable
+from ..domain import blocks as block_rules
 from ..domain import discovery as rules
 from ..domain.tags import is_owned
 from ..models.capacity import (
@@ -146,12 +148,21 @@ def used_count(item: Mapping[str, Any], total: int, available: int) -> int:
     return max(total - available, 0)
 
 
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
 def to_row(
     reservation: Reservation,
     raw: Mapping[str, Any],
     cluster_id: str | None,
     network_nodes: Mapping[str, list[str]] | None,
+    *,
+    statuses: Mapping[str, str] | None = None,
+    now: datetime | None = None,
 ) -> CapacityRow:
+    """One listing row. ``statuses``: Capacity Block id → interconnect status (unknown when
+    absent); ``now``: when the block's ``hours_left`` is counted from (none without it)."""
     kind = rules.kind_of(reservation.reservation_type)
     placement: bool | None = None
     nodes: list[str] | None = None
@@ -187,6 +198,15 @@ def to_row(
         # Owned = this cluster's tags; never claimed when no cluster id is configured.
         owned_by_broker=bool(cluster_id) and is_owned(reservation.tags, cluster_id or ""),
         tags=dict(reservation.tags),
+        interconnect_status=(statuses or {}).get(reservation.capacity_block_id or "") or None
+        if kind is rules.ReservationKind.CAPACITY_BLOCK
+        else None,
+        hours_left=block_rules.hours_left(
+            reservation.start_date, reservation.end_date, reservation.instance_type, now
+        )
+        if kind is rules.ReservationKind.CAPACITY_BLOCK and now is not None
+        else None,
+        commitment_end_date=reservation.commitment_end,
         ultra_cluster_placement=placement,
         network_nodes=nodes,
     )
@@ -221,6 +241,7 @@ class CapacityLister:
         max_workers: int = 16,
         *,
         ec2_for: Ec2Factory,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.cluster_id = cluster_id or None
         self.default_regions = list(default_regions)
@@ -228,6 +249,8 @@ class CapacityLister:
         # The EC2 adapter of a region: the root's, one per region (its pacer and caches).
         self.ec2 = ec2_for
         self.accelerators = AcceleratorFacts()
+        # What a block's hours_left counts from.
+        self.clock = clock
 
     def rows(
         self,
@@ -309,7 +332,36 @@ class CapacityLister:
                 if (found := facts.get(r.instance_type)) is not None and found.accelerated
             ]
         nodes = self._topology(ec2, [r for r, _ in candidates], deadline)
-        return [to_row(r, raw, self.cluster_id, nodes) for r, raw in candidates]
+        statuses = self._statuses(ec2, [r for r, _ in candidates], deadline)
+        now = self.clock()
+        return [
+            to_row(r, raw, self.cluster_id, nodes, statuses=statuses, now=now)
+            for r, raw in candidates
+        ]
+
+    def _statuses(
+        self, ec2: Ec2, reservations: Sequence[Reservation], deadline: float | None
+    ) -> dict[str, str]:
+        """Interconnect status per Capacity Block (DescribeCapacityBlockStatus), or nothing
+        when EC2 would not say: like the topology, the listing stands without it (null)."""
+        ids = [
+            r.capacity_block_id
+            for r in reservations
+            if r.capacity_block_id
+            and rules.kind_of(r.reservation_type) is rules.ReservationKind.CAPACITY_BLOCK
+        ]
+        if not ids:
+            return {}
+        try:
+            return ec2.block_statuses(ids, deadline)
+        except AwsError as error:
+            log.warning(
+                "no interconnect status for %d Capacity Block(s) in %s: %s",
+                len(ids),
+                ec2.region,
+                error,
+            )
+            return {}
 
     def _topology(
         self, ec2: Ec2, reservations: Sequence[Reservation], deadline: float | None

@@ -43,7 +43,7 @@ from ..domain.cleaner import (
 from ..domain.clock import utc
 from ..domain.tags import TAG_CLUSTER_ID, TAG_STACK_NAME, Purpose, purpose_of
 from ..models import CleanerItem, CleanerResponse, ItemError
-from .reservations import NotOwnedError, ReservationCore
+from .reservations import CommittedError, NotOwnedError, ReservationCore
 from .templates import Deletion, Templates
 
 Action = Literal["cancel", "keep", "failed"]
@@ -400,6 +400,8 @@ class Cleaner:
                 )
             except NotOwnedError as error:  # in_scope said owned: never expected
                 return record("failed", error_code="NotOwned", message=str(error))
+            except CommittedError as error:  # decide keeps these: never expected
+                return record("failed", error_code="InCommitment", message=str(error))
             return record("cancel", hours_saved=saved)
 
         records = list(io.map(one, decided))
@@ -449,10 +451,11 @@ class Cleaner:
                 why_kept = f"stack {newer.status} (a newer stack of that name)"
         decision = Decision.cancel_for(reason) if reason is not None else Decision.keep(why_kept)
         now = utc(self.clock())
+        decided = [(r, held, rules.never_cancelled(held, now) or decision) for r, held in holds]
         with ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="cleaner-io") as io:
             run.records = self._act(
                 region,
-                [(r, held, decision) for r, held in holds],
+                decided,
                 now,
                 False,
                 deadline,
@@ -518,6 +521,8 @@ def _held(reservation: Reservation, now: datetime) -> Held:
         instance_count=reservation.total_count,
         used_count=used,
         reservation_type=reservation.reservation_type or "default",
+        commitment_end=reservation.commitment_end,
+        commitment_seconds=reservation.commitment_seconds,
     )
 
 

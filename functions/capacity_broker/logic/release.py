@@ -19,7 +19,7 @@ from ..domain.tags import TAG_CLUSTER_ID, TAG_JOB_ID, TAG_PURPOSE, TAG_STACK_NAM
 from ..models import ReleaseRequest, ReleaseResponse
 from ..models.common import ItemError
 from ..models.release import SkippedReservation
-from .reservations import NotOwnedError, ReservationCore
+from .reservations import CommittedError, NotOwnedError, ReservationCore
 from .templates import Templates
 
 HOLDING = ("active", "pending")
@@ -48,11 +48,9 @@ class Releaser:
         skipped = [
             SkippedReservation(id=r.id, reason=_why_not(r, self.core))
             for r in found
-            if not self.core.owns(r) or r.tags.get(TAG_PURPOSE) != Purpose.HOLD.value
+            if not self._cancellable(r)
         ]
-        mine = [
-            r for r in found if self.core.owns(r) and r.tags.get(TAG_PURPOSE) == Purpose.HOLD.value
-        ]
+        mine = [r for r in found if self._cancellable(r)]
         live = [r for r in mine if r.state in HOLDING]
 
         def cancel(reservation: Reservation) -> ItemError | None:
@@ -66,6 +64,8 @@ class Releaser:
                 )
             except NotOwnedError as error:  # pragma: no cover - filtered above
                 return ItemError(id=reservation.id, error_code="NotOwned", message=str(error))
+            except CommittedError as error:  # pragma: no cover - filtered above
+                return ItemError(id=reservation.id, error_code="InCommitment", message=str(error))
             return None
 
         errors: list[ItemError] = []
@@ -107,6 +107,13 @@ class Releaser:
             )
             + gone,
             **extra,
+        )
+
+    def _cancellable(self, reservation: Reservation) -> bool:
+        return (
+            self.core.owns(reservation)
+            and reservation.tags.get(TAG_PURPOSE) == Purpose.HOLD.value
+            and not self.core.committed(reservation)
         )
 
     def _versions(
@@ -151,4 +158,6 @@ def _why_not(reservation: Reservation, core: ReservationCore) -> str:
         return "a Capacity Block: never cancelled by the broker"
     if not core.owns(reservation):
         return "not owned by this broker"
+    if core.committed(reservation):
+        return "inside its commitment (a future-dated reservation): never cancelled by the broker"
     return f"a {reservation.tags.get(TAG_PURPOSE)} reservation, not a job's hold"

@@ -24,6 +24,7 @@ from typing import TypeVar
 from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2, NewReservation, Reservation, Subnet
 from ..domain import tags as tagging
+from ..domain.ahead import in_commitment
 from ..domain.errors import ErrorClass, no_longer_holds, not_seen_yet
 from ..domain.tokens import (
     CHANGED_REQUEST,
@@ -272,6 +273,15 @@ class ReservationCore:
                 )
             looks += 1
 
+    def committed(self, reservation: Reservation) -> bool:
+        """Inside a future-dated reservation's commitment (``domain.ahead.in_commitment``)."""
+        return in_commitment(
+            reservation.commitment_end,
+            reservation.commitment_seconds is not None,
+            reservation.state,
+            self.clock(),
+        )
+
     def owns(self, reservation: Reservation) -> bool:
         return reservation.reservation_type != "capacity-block" and tagging.is_owned(
             reservation.tags, self.cluster_id
@@ -304,10 +314,14 @@ class ReservationCore:
         cancel is still tried: its refusal is the error.
 
         The ownership check lives here, in front of the only cancel call the broker makes, so
-        no flow can cancel a reservation it does not own or a Capacity Block.
+        no flow can cancel a reservation it does not own or a Capacity Block; and so does the
+        commitment check: a future-dated reservation inside its commitment is never cancelled
+        (``CommittedError``).
         """
         if not self.owns(reservation):
             raise NotOwnedError(reservation.id)
+        if self.committed(reservation):
+            raise CommittedError(reservation.id, reservation.commitment_end)
         limit = self._limit(deadline)
         if patience is not None:
             limit = min(limit, self.monotonic() + patience)
@@ -425,3 +439,13 @@ class NotOwnedError(Exception):
     def __init__(self, reservation_id: str) -> None:
         super().__init__(f"{reservation_id} is not owned by this broker")
         self.reservation_id = reservation_id
+
+
+class CommittedError(Exception):
+    """Refused: the reservation is inside its commitment (a future-dated reservation)."""
+
+    def __init__(self, reservation_id: str, until: datetime | None) -> None:
+        when = f" until {until:%Y-%m-%d %H:%M} UTC" if until is not None else ""
+        super().__init__(f"{reservation_id} is inside its commitment{when}: never cancelled")
+        self.reservation_id = reservation_id
+        self.until = until

@@ -118,6 +118,11 @@ CAPACITY_ROW_FIELDS = (
     "owner_id",
     "owned_by_broker",
     "tags",
+    # v3: blocks' interconnect and the hours they can still run; future-dated ODCRs' end of
+    # commitment ("Block life", "Future-dated ODCRs").
+    "interconnect_status",
+    "hours_left",
+    "commitment_end_date",
 )
 
 
@@ -152,6 +157,15 @@ class CapacityRow(_KeepsContractFields):
     owner_id: str | None = None
     owned_by_broker: bool = False
     tags: dict[str, str] = Field(default_factory=dict)
+    # Capacity Blocks: DescribeCapacityBlockStatus's InterconnectStatus (ok | impaired |
+    # insufficient-data; null when EC2 did not say), and the hours a run starting now (or at
+    # the block's start) can last before EC2 stops the block's instances
+    # (``domain.blocks.hours_left``: 30 minutes before its end, 60 for UltraServers).
+    interconnect_status: str | None = None
+    hours_left: float | None = None
+    # Future-dated ODCRs (CommitmentInfo): until when the reservation cannot be cancelled or
+    # shrunk without EC2's charge; null before delivery and for other reservations.
+    commitment_end_date: UtcDateTime | None = None
     # Capacity Blocks, from DescribeCapacityReservationTopology: True when EC2 places the
     # block on network nodes (EC2 UltraCluster placement), False when it answered without
     # them, None when not asked (ODCRs, blocks that are not active), when EC2 would not answer
@@ -270,22 +284,162 @@ class SpotPriceRow(ResponseModel):
     savings_note: str | None = None
 
 
-class PlanAnswer(ResponseModel):
-    """``plan``: the decision guide's recommendation and what is actually available."""
+class ExtensionOffer(ResponseModel):
+    """A Capacity Block extension EC2 offers (DescribeCapacityBlockExtensionOfferings): the
+    block ``reservation_id`` would end at ``end_date`` instead of ``start_date``."""
 
-    status: Literal["ready", "bookable", "unavailable", "partial", "error"]
-    workload: str
+    offering_id: str
+    reservation_id: str
+    region: str
     instance_type: str
     instance_count: int
+    availability_zone: str | None = None
+    start_date: UtcDateTime | None = None
+    end_date: UtcDateTime | None = None
+    duration_hours: int
+    upfront_fee: float | None = None
+    currency: str | None = None
+
+
+class SplitPiece(ResponseModel):
+    """One block of a split: one held (``held``, its reservation id) or to buy (``offering``,
+    its offering id)."""
+
+    source: Literal["held", "offering"]
+    id: str
+    region: str
+    availability_zone: str | None = None
+    instance_type: str
+    instance_count: int
+    start_date: UtcDateTime | None = None
+    end_date: UtcDateTime | None = None
+    upfront_fee: float | None = None
+    currency: str | None = None
+
+
+class Split(ResponseModel):
+    """Several blocks that together hold the run's instances over the same hours, and what
+    splitting costs (``costs``: separate blocks, no shared placement)."""
+
+    pieces: list[SplitPiece] = Field(default_factory=list)
+    instance_count: int
+    run_start: UtcDateTime
+    upfront_fee: float | None = None
+    costs: list[str] = Field(default_factory=list)
+
+
+class PlanAnswer(ResponseModel):
+    """``plan`` (contract v3): the decision guide's recommendation and what really covers the
+    run in its window. ``status`` is the verdict: ``ready`` (held capacity covers it),
+    ``buy`` (an offering does: ``offerings[0]``, the cheapest), ``split`` (no single block
+    holds the count: ``split``), ``extend`` (a held block would, extended: ``extension``),
+    ``unavailable`` (nothing does: ``largest_offerings`` say what is on sale), or ``error``
+    (no region could be asked). ``run_start`` is when the run can start under the verdict."""
+
+    status: Literal["ready", "buy", "split", "extend", "unavailable", "error"]
+    workload: str
+    instance_type: str
+    instance_types: list[str] = Field(default_factory=list)
+    instance_count: int
     days: float | None = None
+    run_hours: float | None = None
+    start_after: UtcDateTime | None = None
+    end_before: UtcDateTime | None = None
     recommendation: Literal["odcr", "capacity-block"]
     reasons: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     block_duration_hours: int | None = None
+    run_start: UtcDateTime | None = None
     capacity_blocks: list[CapacityRow] = Field(default_factory=list)
     odcrs: list[CapacityRow] = Field(default_factory=list)
     offerings: list[BlockOffering] = Field(default_factory=list)
+    largest_offerings: list[BlockOffering] = Field(default_factory=list)
+    split: Split | None = None
+    extension: ExtensionOffer | None = None
     errors: list[ItemError] = Field(default_factory=list)
+    message: str
+
+
+class BlockExtension(ResponseModel):
+    """An extension bought for a block (DescribeCapacityBlockExtensionHistory)."""
+
+    offering_id: str | None = None
+    status: str
+    duration_hours: int
+    purchase_date: UtcDateTime | None = None
+    start_date: UtcDateTime | None = None
+    end_date: UtcDateTime | None = None
+    upfront_fee: float | None = None
+    currency: str | None = None
+
+
+class ExtendAnswer(ResponseModel):
+    """``extend``: extending one Capacity Block, at most once per idempotency key.
+
+    ``offered`` (what it would cost: nothing bought), ``extended``, ``already_extended`` (an
+    extension with this key is already bought: ``extension``), ``not_offered`` (EC2 offers no
+    extension of that length now), ``refused`` (EC2 would not extend this block: the message
+    says why), ``unknown`` (the purchase failed without a clear answer and no extension shows
+    yet: the same command checks again and never buys twice), ``error``."""
+
+    status: Literal[
+        "offered", "extended", "already_extended", "not_offered", "refused", "unknown", "error"
+    ]
+    reservation_id: str
+    region: str | None = None
+    duration_hours: int
+    idempotency_key: str
+    offer: ExtensionOffer | None = None
+    extension: BlockExtension | None = None
+    reservation: CapacityRow | None = None
+    error_code: str | None = None
+    message: str
+
+
+class AheadQuote(ResponseModel):
+    """EC2's quote before a future-dated reservation changes: ``cancellation`` (the charge:
+    ``charge_hours`` of the committed instances at the On-Demand rate, until
+    ``charge_end_date``) or ``date-change`` (the new start and the commitment it brings)."""
+
+    quote_id: str
+    kind: Literal["cancellation", "date-change"]
+    reservation_id: str
+    state: str | None = None
+    expires: UtcDateTime | None = None
+    reservation_state_after: str | None = None
+    committed_instance_count: int | None = None
+    charge_hours: int | None = None
+    charge_end_date: UtcDateTime | None = None
+    current_start_date: UtcDateTime | None = None
+    new_start_date: UtcDateTime | None = None
+    new_commitment_hours: float | None = None
+    new_commitment_end_date: UtcDateTime | None = None
+
+
+class AheadAnswer(ResponseModel):
+    """``reserve-ahead``: requesting a future-dated ODCR (``requested``, ``already_requested``,
+    ``unknown``), or changing one: ``quoted`` (EC2's quote shown, nothing changed),
+    ``changed`` / ``cancelled`` (the quote accepted), ``refused`` (EC2 said no: the message
+    says why), ``not_found``, ``error``."""
+
+    status: Literal[
+        "requested",
+        "already_requested",
+        "quoted",
+        "changed",
+        "cancelled",
+        "refused",
+        "not_found",
+        "unknown",
+        "error",
+    ]
+    action: Literal["request", "change-start", "cancel"]
+    reservation_id: str | None = None
+    region: str | None = None
+    request_key: str | None = None
+    reservation: CapacityRow | None = None
+    quote: AheadQuote | None = None
+    error_code: str | None = None
     message: str
 
 

@@ -313,7 +313,6 @@ def test_training_durations_round_up_to_what_ec2_sells() -> None:
         ("inference", 20, None, True, "inference"),
         ("dev", 2, 3, True, "dev"),
         ("training", 8, None, True, "without a fixed schedule"),
-        ("training", 65, 7, True, "64"),
         ("training", 8, 200, True, "182"),
         ("training", 8, 7, False, "accelerat"),
     ],
@@ -337,19 +336,26 @@ def test_unknown_workload_is_refused() -> None:
         rules.recommend("batch", 1, 1, True)
 
 
-@pytest.mark.parametrize(
-    ("count", "hours", "state", "expected"),
-    [
-        (32, 168, "active", True),
-        (32, 168, "scheduled", True),
-        (31, 168, "active", False),
-        (32, 144, "active", False),
-        (32, 168, "expired", False),
-        (32, None, "active", False),
-    ],
-)
-def test_the_seeds_block_check(count: int, hours: float | None, state: str, expected: bool) -> None:
-    assert rules.block_covers(count, hours, state, instance_count=32, days=7) is expected
+def test_more_instances_than_one_block_are_several_blocks() -> None:
+    # v3 "plan": split across blocks (it used to fall back to an ODCR past 64 instances).
+    choice = rules.recommend("training", 65, 7, accelerated=True)
+    assert choice.reservation_type is rules.ReservationKind.CAPACITY_BLOCK
+    assert any("64" in note and "split" in note for note in choice.notes)
+
+
+def test_the_block_a_run_needs_counts_ec2s_stop() -> None:
+    # v3 "plan": a block covers a run only with the run's hours left before EC2 stops it, so
+    # a 7-day run needs an 8-day block (the seeds' check, whole days of the block, said 7).
+    choice = rules.recommend("training", 32, 7, True, block_hours=192)
+    assert choice.block_hours == 192
+    assert any("block of 8 days" in note for note in choice.notes)
+
+
+def test_verdicts() -> None:
+    assert [v.value for v in rules.Verdict] == ["ready", "buy", "split", "extend", "unavailable"]
+    assert [v.exists for v in rules.Verdict] == [True, True, True, True, False]
+    assert rules.listing_verdict(True, rules.Verdict.BUY) is rules.Verdict.BUY
+    assert rules.listing_verdict(False, rules.Verdict.READY) is rules.Verdict.UNAVAILABLE
 
 
 def test_kinds_and_usable_states() -> None:
@@ -359,5 +365,9 @@ def test_kinds_and_usable_states() -> None:
     assert rules.kind_of("default") is rules.ReservationKind.ODCR
     assert rules.kind_of(None) is rules.ReservationKind.ODCR
     assert rules.is_usable(rules.ReservationKind.CAPACITY_BLOCK, "scheduled")
-    assert not rules.is_usable(rules.ReservationKind.ODCR, "scheduled")
+    # v3 "Future-dated ODCRs": capacity lists them on their way (an ODCR is scheduled only
+    # when future-dated); one EC2 will not deliver is inactive.
+    for state in ("assessing", "scheduled", "delayed"):
+        assert rules.is_usable(rules.ReservationKind.ODCR, state)
+    assert not rules.is_usable(rules.ReservationKind.ODCR, "unsupported")
     assert not rules.is_usable(rules.ReservationKind.ODCR, "cancelled")

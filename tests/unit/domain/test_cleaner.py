@@ -363,3 +363,45 @@ def test_waiting_longer_never_saves_a_reservation(held: Held, later: timedelta) 
     first = decide(held, STACK_UNKNOWN, NOW, G)
     if first.cancel:
         assert decide(held, STACK_UNKNOWN, NOW + later, G).cancel
+
+
+# -- a reservation inside its commitment (future-dated ODCRs, contract v3) -------------------
+
+COMMITTED = {"commitment_end": NOW + timedelta(days=10), "commitment_seconds": 14 * 86400}
+# Every sweep rule's condition, each of which cancels the same reservation without a
+# commitment.
+EVERY_RULE = [
+    (probe(S, end_in=-S), None, "past_end_date"),
+    (probe(G.probe + TINY), None, "leaked_probe"),
+    (hold(S, "job-1"), "CREATE_COMPLETE", "consumed"),
+    (hold(S, "job-1"), "ROLLBACK_COMPLETE", "orphaned"),
+    (hold(G.stack + TINY, "job-1"), STACK_MISSING, "orphaned"),
+    (hold(S, used=8), None, "consumed"),
+    (hold(G.idle + TINY), None, "idle"),
+    (hold(G.hold_limit + TINY, "job-1"), IP, "stale"),
+]
+
+
+@pytest.mark.parametrize(("held", "stack", "reason"), EVERY_RULE)
+def test_a_reservation_inside_its_commitment_survives_every_rule(
+    held: Held, stack: StackState, reason: str
+) -> None:
+    assert decide(held, stack, NOW, G) == Decision(True, reason)
+    committed = replace(held, **COMMITTED)
+    decision = decide(committed, stack, NOW, G)
+    assert not decision.cancel
+    assert decision.reason.startswith("inside its commitment until 2026-12-01 10:00")
+    # scheduled for delivery, not delivered yet: committed too
+    waiting = replace(held, state="scheduled", commitment_end=None, commitment_seconds=1209600)
+    assert not decide(waiting, stack, NOW, G).cancel
+    # once the commitment ends, the rules apply again
+    ended = replace(held, commitment_end=NOW, commitment_seconds=1209600)
+    assert decide(ended, stack, NOW, G) == Decision(True, reason)
+
+
+@given(helds, stacks, st.timedeltas(min_value=TINY, max_value=timedelta(days=60)))
+def test_nothing_inside_its_commitment_is_ever_cancelled(
+    held: Held, stack: StackState, left: timedelta
+) -> None:
+    committed = replace(held, commitment_end=NOW + left, commitment_seconds=1209600)
+    assert not decide(committed, stack, NOW, G).cancel

@@ -295,6 +295,10 @@ def test_capacity_answer() -> None:
         "owner_id",
         "owned_by_broker",
         "tags",
+        # contract v3 ("Block life", "Future-dated ODCRs"): null when unknown
+        "interconnect_status",
+        "hours_left",
+        "commitment_end_date",
     }
     assert dumped["summary"]["block_duration_hours"] == {"min_hours": 168.0, "max_hours": 168.0}
 

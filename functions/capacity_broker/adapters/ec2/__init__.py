@@ -21,7 +21,7 @@ from .launches import (
     TemplateVersion,
 )
 from .network import Image, NetworkMixin, Subnet
-from .reservations import NewReservation, Reservation, ReservationsMixin
+from .reservations import FutureReservation, NewReservation, Reservation, ReservationsMixin
 
 
 class Ec2(DiscoveryMixin, ReservationsMixin, LaunchesMixin, InstancesMixin, NetworkMixin, Ec2Base):
@@ -35,6 +35,7 @@ __all__ = [
     "Filters",
     "FleetError",
     "FleetResult",
+    "FutureReservation",
     "Image",
     "Instance",
     "LaunchTemplate",

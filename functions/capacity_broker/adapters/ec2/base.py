@@ -8,6 +8,11 @@ from typing import Any
 from ..aws import Clients, RetryPolicy, call
 from ..throttle import Pacer
 
+# A purchase (or an accepted quote) is never repeated by the broker: Capacity Blocks and their
+# extensions cannot be undone and their purchase calls have no ClientToken (botocore already
+# makes one attempt per call).
+NO_RETRY = RetryPolicy(max_attempts=1)
+
 
 class Ec2Base:
     def __init__(
@@ -45,6 +50,10 @@ class Ec2Base:
             )
 
         return once
+
+    def _call_once(self, action: str, **params: Any) -> Any:
+        """One paced attempt, never retried: for calls that must not happen twice."""
+        return NO_RETRY.run(action, self._attempt(action, params))
 
     def _pages(
         self, action: str, key: str, deadline: float | None = None, **params: Any

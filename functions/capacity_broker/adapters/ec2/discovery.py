@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..aws import AwsError, Clients, RetryPolicy, call
+from ..aws import AwsError, Clients, call
 from .base import Ec2Base
 from .filters import Filters, Wanted
 from .reservations import RESOURCE_TYPE, Reservation
@@ -22,9 +22,9 @@ from .reservations import RESOURCE_TYPE, Reservation
 TOPOLOGY_IDS_PER_CALL = 10
 INSTANCE_TYPES_PER_CALL = 100
 SPOT_TYPES_PER_CALL = 100
-# A purchase is never repeated by the broker: Capacity Blocks cannot be cancelled and
-# PurchaseCapacityBlock has no ClientToken (botocore already makes one attempt per call).
-NO_RETRY = RetryPolicy(max_attempts=1)
+# Ids per DescribeCapacityBlockStatus call (botocore gives no limit; EC2's describe calls take
+# up to 1000 results a page, and a listing names far fewer blocks).
+BLOCK_STATUS_IDS_PER_CALL = 100
 
 
 @dataclass(frozen=True)
@@ -205,19 +205,26 @@ class DiscoveryMixin(Ec2Base):
 
     def block_offerings(
         self,
-        instance_type: str,
+        instance_types: str | Sequence[str],
         instance_count: int,
         duration_hours: int,
         start_after: datetime | None = None,
         end_before: datetime | None = None,
         deadline: float | None = None,
     ) -> list[dict[str, Any]]:
+        """Every page of DescribeCapacityBlockOfferings. Several types go in one call as
+        ``InstanceTypePreferences`` (botocore: "Either this or the legacy InstanceType
+        parameter is required"); one type as ``InstanceType``."""
+        types = [instance_types] if isinstance(instance_types, str) else list(instance_types)
         params: dict[str, Any] = {
-            "InstanceType": instance_type,
             "InstanceCount": instance_count,
             "CapacityDurationHours": duration_hours,
             "MaxResults": 1000,
         }
+        if len(types) == 1:
+            params["InstanceType"] = types[0]
+        else:
+            params["InstanceTypePreferences"] = [{"InstanceType": t} for t in types]
         if start_after is not None:
             params["StartDateRange"] = start_after
         if end_before is not None:
@@ -227,6 +234,66 @@ class DiscoveryMixin(Ec2Base):
                 "DescribeCapacityBlockOfferings", "CapacityBlockOfferings", deadline, **params
             )
         )
+
+    def block_extension_offerings(
+        self, reservation_id: str, hours: int, deadline: float | None = None
+    ) -> list[dict[str, Any]]:
+        """DescribeCapacityBlockExtensionOfferings: what extending the block by ``hours``
+        would cost (none when EC2 has not the capacity)."""
+        return list(
+            self._pages(
+                "DescribeCapacityBlockExtensionOfferings",
+                "CapacityBlockExtensionOfferings",
+                deadline,
+                CapacityReservationId=reservation_id,
+                CapacityBlockExtensionDurationHours=hours,
+                MaxResults=1000,
+            )
+        )
+
+    def block_extensions(
+        self, reservation_ids: Sequence[str], deadline: float | None = None
+    ) -> list[dict[str, Any]]:
+        """DescribeCapacityBlockExtensionHistory of these blocks: every extension bought for
+        them, with its status (payment-pending | payment-failed | payment-succeeded)."""
+        return list(
+            self._pages(
+                "DescribeCapacityBlockExtensionHistory",
+                "CapacityBlockExtensions",
+                deadline,
+                CapacityReservationIds=list(reservation_ids),
+                MaxResults=1000,
+            )
+        )
+
+    def purchase_block_extension(self, offering_id: str, reservation_id: str) -> dict[str, Any]:
+        """Buy one extension. Called once, like a block purchase: the call has no ClientToken
+        and an extension cannot be undone; an unclear failure is resolved by reading the
+        block's extension history, never by buying again."""
+        data = self._call_once(
+            "PurchaseCapacityBlockExtension",
+            CapacityBlockExtensionOfferingId=offering_id,
+            CapacityReservationId=reservation_id,
+        )
+        extensions = data.get("CapacityBlockExtensions") or []
+        return dict(extensions[0]) if extensions else {}
+
+    def block_statuses(
+        self, block_ids: Sequence[str], deadline: float | None = None
+    ) -> dict[str, str]:
+        """Capacity Block id → its interconnect status (DescribeCapacityBlockStatus:
+        ok | impaired | insufficient-data), for the blocks EC2 answered about."""
+        found: dict[str, str] = {}
+        for chunk in _chunks(list(dict.fromkeys(block_ids)), BLOCK_STATUS_IDS_PER_CALL):
+            for item in self._pages(
+                "DescribeCapacityBlockStatus",
+                "CapacityBlockStatuses",
+                deadline,
+                CapacityBlockIds=chunk,
+            ):
+                if isinstance(item, Mapping) and isinstance(item.get("CapacityBlockId"), str):
+                    found[item["CapacityBlockId"]] = str(item.get("InterconnectStatus") or "")
+        return found
 
     def purchase_capacity_block(
         self, offering_id: str, platform: str, tags: Mapping[str, str]
@@ -245,9 +312,6 @@ class DiscoveryMixin(Ec2Base):
             ],
         )
         return Reservation.from_api(self.region, data["CapacityReservation"])
-
-    def _call_once(self, action: str, **params: Any) -> Any:
-        return NO_RETRY.run(action, self._attempt(action, params))
 
 
 # -- the AWS Price List (On-Demand prices) ----------------------------------------------------

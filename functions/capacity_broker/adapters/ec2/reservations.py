@@ -38,6 +38,12 @@ class Reservation:
     capacity_block_id: str | None = None
     placement_group_arn: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    # A future-dated reservation (CommitmentInfo): the end of its commitment once delivered,
+    # its length in seconds and the instances committed.
+    commitment_end: datetime | None = None
+    commitment_seconds: int | None = None
+    committed_count: int | None = None
+    delivery_preference: str | None = None
 
     @property
     def used_count(self) -> int:
@@ -51,7 +57,9 @@ class Reservation:
         # points need only this one, and only for Capacity Blocks (cold import, issue 16).
         from ...domain.discovery import reserved_size
 
-        return reserved_size(self.reservation_type, self.total_count, self.tags)
+        return reserved_size(
+            self.reservation_type, self.total_count, self.tags, self.committed_count, self.state
+        )
 
     def filter_fields(self) -> dict[str, str | None]:
         """What the ``DescribeCapacityReservations`` filters the broker sends compare."""
@@ -68,6 +76,7 @@ class Reservation:
 
     @classmethod
     def from_api(cls, region: str, data: Mapping[str, Any]) -> Reservation:
+        commitment = data.get("CommitmentInfo") or {}
         return cls(
             id=data["CapacityReservationId"],
             region=region,
@@ -89,7 +98,15 @@ class Reservation:
             capacity_block_id=data.get("CapacityBlockId"),
             placement_group_arn=data.get("PlacementGroupArn"),
             tags={t["Key"]: t["Value"] for t in data.get("Tags", [])},
+            commitment_end=commitment.get("CommitmentEndDate"),
+            commitment_seconds=_int_or_none(commitment.get("CommitmentDuration")),
+            committed_count=_int_or_none(commitment.get("CommittedInstanceCount")),
+            delivery_preference=data.get("DeliveryPreference"),
         )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 @dataclass(frozen=True)
@@ -129,6 +146,43 @@ class NewReservation:
         return params
 
 
+@dataclass(frozen=True)
+class FutureReservation:
+    """A future-dated ODCR as the broker requests one: targeted (the only matching EC2 allows
+    for them), incremental delivery, no end date, tagged on create, with a ClientToken."""
+
+    instance_type: str
+    availability_zone: str
+    platform: str
+    tenancy: str
+    count: int
+    start: datetime
+    commitment_seconds: int
+    client_token: str
+    tags: Mapping[str, str]
+
+    def parameters(self) -> dict[str, Any]:
+        return {
+            "ClientToken": self.client_token,
+            "InstanceType": self.instance_type,
+            "InstancePlatform": self.platform,
+            "AvailabilityZone": self.availability_zone,
+            "Tenancy": self.tenancy,
+            "InstanceCount": self.count,
+            "InstanceMatchCriteria": "targeted",
+            "EndDateType": "unlimited",
+            "StartDate": self.start,
+            "CommitmentDuration": self.commitment_seconds,
+            "DeliveryPreference": "incremental",
+            "TagSpecifications": [
+                {
+                    "ResourceType": RESOURCE_TYPE,
+                    "Tags": [{"Key": k, "Value": v} for k, v in self.tags.items()],
+                }
+            ],
+        }
+
+
 class ReservationsMixin(Ec2Base):
     def create_reservation(self, new: NewReservation, deadline: float | None = None) -> Reservation:
         """Create (or, for a ClientToken EC2 has seen, get back) one reservation.
@@ -142,6 +196,82 @@ class ReservationsMixin(Ec2Base):
 
     def cancel_reservation(self, reservation_id: str, deadline: float | None = None) -> None:
         self._call("CancelCapacityReservation", deadline, CapacityReservationId=reservation_id)
+
+    # -- future-dated reservations ----------------------------------------------------------
+
+    def request_ahead(self, new: FutureReservation, deadline: float | None = None) -> Reservation:
+        """Request a future-dated reservation (or, for a ClientToken EC2 has seen, get back
+        the one it made): the same parameters on every retry."""
+        data = self._call("CreateCapacityReservation", deadline, **new.parameters())
+        return Reservation.from_api(self.region, data["CapacityReservation"])
+
+    def cancellation_quote(
+        self, reservation_id: str, client_token: str, deadline: float | None = None
+    ) -> dict[str, Any]:
+        """EC2's terms for cancelling a reservation inside its commitment (valid 24 hours)."""
+        data = self._call(
+            "CreateCapacityReservationCancellationQuote",
+            deadline,
+            CapacityReservationId=reservation_id,
+            ClientToken=client_token,
+        )
+        return dict(data["CapacityReservationCancellationQuote"])
+
+    def date_change_quote(
+        self,
+        reservation_id: str,
+        new_start: datetime,
+        client_token: str,
+        deadline: float | None = None,
+    ) -> dict[str, Any]:
+        """EC2's terms for postponing a scheduled reservation's start (valid 24 hours)."""
+        data = self._call(
+            "CreateCapacityReservationDateChangeQuote",
+            deadline,
+            CapacityReservationId=reservation_id,
+            NewStartDate=new_start,
+            ClientToken=client_token,
+        )
+        return dict(data["CapacityReservationModificationQuote"])
+
+    def quotes(
+        self, kind: str, quote_ids: Iterable[str], deadline: float | None = None
+    ) -> list[dict[str, Any]]:
+        """Quotes by id: ``kind`` ``cancellation`` or ``date-change``."""
+        if kind == "cancellation":
+            action, key, ids = (
+                "DescribeCapacityReservationCancellationQuotes",
+                "CapacityReservationCancellationQuotes",
+                "CapacityReservationCancellationQuoteIds",
+            )
+        else:
+            action, key, ids = (
+                "DescribeCapacityReservationDateChangeQuotes",
+                "CapacityReservationModificationQuotes",
+                "CapacityReservationModificationQuoteIds",
+            )
+        return list(self._pages(action, key, deadline, **{ids: list(quote_ids)}))
+
+    def cancel_with_quote(self, reservation_id: str, quote_id: str) -> None:
+        """Accept a cancellation quote: EC2 charges its wind-down. Sent once (a repeat would
+        meet a quote already used); the caller reads the reservation to know."""
+        self._call_once(
+            "CancelCapacityReservation",
+            CapacityReservationId=reservation_id,
+            QuoteId=quote_id,
+            ApplyCancellationCharges="commitment-wind-down",
+        )
+
+    def apply_date_change(self, reservation_id: str, quote_id: str) -> dict[str, Any]:
+        """Accept a date-change quote (ModifyCapacityReservation); sent once."""
+        return dict(
+            self._call_once(
+                "ModifyCapacityReservation",
+                CapacityReservationId=reservation_id,
+                QuoteId=quote_id,
+                AcceptModificationTerms=True,
+            )
+        )
 
     def reservations(
         self,

@@ -8,23 +8,36 @@ purchase key (see there). Every multi-region look-up runs the regions at once
 
 from __future__ import annotations
 
+from .ahead import TAG_AHEAD_KEY, ReserveAhead, ahead_key
 from .base import DEFAULT_PRODUCT, DiscoveryBase, OnDemandPrices, utcnow
 from .blocks import TAG_PURCHASE_KEY, BlockOfferings, check_offering_terms, purchase_key
+from .extend import BlockExtensions, extension_key
 from .instance_types import InstanceTypes
 from .plan import Planning
 from .spot import SpotPrices
 
 
-class Discovery(Planning, BlockOfferings, InstanceTypes, SpotPrices, DiscoveryBase):
+class Discovery(
+    Planning,
+    BlockExtensions,
+    BlockOfferings,
+    ReserveAhead,
+    InstanceTypes,
+    SpotPrices,
+    DiscoveryBase,
+):
     """Every discovery look-up; one mixin per AWS concept (see the modules)."""
 
 
 __all__ = [
     "DEFAULT_PRODUCT",
+    "TAG_AHEAD_KEY",
     "TAG_PURCHASE_KEY",
     "Discovery",
     "OnDemandPrices",
+    "ahead_key",
     "check_offering_terms",
+    "extension_key",
     "purchase_key",
     "utcnow",
 ]

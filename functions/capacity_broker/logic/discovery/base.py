@@ -12,7 +12,8 @@ from ...models.capacity import (
     CapacityRequest,
     CapacityRow,
 )
-from ..capacity import CapacityLister, Ec2Factory, Listing, Progress
+from ...models.common import ItemError
+from ..capacity import CapacityLister, Ec2Factory, Listing, Progress, fan_out, to_row
 
 DEFAULT_PRODUCT = "Linux/UNIX"
 # Look-ups inside one region (per instance type, per price) at once.
@@ -67,14 +68,19 @@ class DiscoveryBase:
         *,
         ec2_for: Ec2Factory,
         pricing: Pricing,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.default_regions = list(default_regions)
         self.max_workers = max_workers
-        self.lister = CapacityLister(cluster_id, default_regions, max_workers, ec2_for=ec2_for)
+        # The lister counts blocks' hours left on this object's clock (which a test may set).
+        self.lister = CapacityLister(
+            cluster_id, default_regions, max_workers, ec2_for=ec2_for, clock=lambda: self.clock()
+        )
         self.ec2 = self.lister.ec2
         self.on_demand = OnDemandPrices(pricing)
-        self.clock = clock
+        # What "now" is for blocks' hours left, windows and relative dates; without a clock of
+        # its own, this module's ``utcnow`` at each call (a test may replace it).
+        self.clock: Callable[[], datetime] = clock or (lambda: utcnow())
 
     def _regions(self, regions: Sequence[str] | None) -> list[str]:
         return list(dict.fromkeys(regions or self.default_regions))
@@ -84,3 +90,19 @@ class DiscoveryBase:
         self, request: CapacityRequest, progress: Progress | None = None
     ) -> Listing[CapacityRow]:
         return self.lister.rows(request, progress=progress)
+
+    def find_reservation(
+        self, reservation_id: str, regions: Sequence[str]
+    ) -> tuple[CapacityRow | None, list[ItemError]]:
+        """The reservation ``reservation_id`` in whichever of ``regions`` has it (ids are
+        regional), as a capacity row; and the regions that could not be asked."""
+
+        def one(region: str) -> list[CapacityRow]:
+            found = self.ec2(region).reservation(reservation_id)
+            if found is None:
+                return []
+            return [to_row(found, {}, self.lister.cluster_id, None, now=self.clock())]
+
+        rows, errors = fan_out(regions, one, self.max_workers)
+        hits = [row for region in regions for row in rows.get(region, [])]
+        return (hits[0] if hits else None), errors

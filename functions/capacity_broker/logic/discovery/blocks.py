@@ -34,7 +34,8 @@ def purchase_key(offering_id: str) -> str:
     return "pk-" + hashlib.sha256(offering_id.encode()).hexdigest()[:24]
 
 
-def _offering(region: str, item: dict[str, Any]) -> BlockOffering:
+def offering_of(region: str, item: dict[str, Any]) -> BlockOffering:
+    """One DescribeCapacityBlockOfferings item as an offering row."""
     count = int(item.get("InstanceCount") or 0)
     hours = int(item.get("CapacityBlockDurationHours") or 0)
     fee = rules.parse_price(item.get("UpfrontFee"))
@@ -83,7 +84,7 @@ class BlockOfferings(DiscoveryBase):
             items = self.ec2(region).block_offerings(
                 instance_type, instance_count, duration_hours, start_after, end_before
             )
-            return [_offering(region, item) for item in items]
+            return [offering_of(region, item) for item in items]
 
         found, errors = fan_out(wanted, one, self.max_workers, progress)
         rows = sorted((o for r in wanted for o in found.get(r, [])), key=_offering_order)

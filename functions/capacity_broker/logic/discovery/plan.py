@@ -1,165 +1,615 @@
-"""The reservation-type plan: the decision guide, then what exists (the seeds'
-validate_training_capacity)."""
+"""``plan`` (contract v3): can this run happen in this window, and how?
+
+The decision guide (``domain.discovery.recommend``) says Capacity Blocks or ODCRs; then what
+exists decides the verdict, in this order:
+
+1. ``ready``: a held block (or ODCR, or future-dated ODCR that is ``scheduled``) has the
+   instances and the run's hours inside the window. Hours are counted to when EC2 stops the
+   block's instances (``domain.blocks.usable_until``), never to its end date.
+2. ``extend``: a held block has the instances but runs out before the run ends; EC2 offers
+   the extension that makes it last (DescribeCapacityBlockExtensionOfferings).
+3. ``buy``: an offering holds the count for a block long enough (the run plus EC2's stop,
+   in the lengths EC2 sells), across the instance-type preferences in one call
+   (``InstanceTypePreferences``); the first type in preference order that has one, cheapest.
+4. ``split``: no single block holds the count (or more than 64): the largest offerings (found
+   by asking for fewer instances, halving the gap) and held blocks, combined over the same
+   hours in one Region and type (``domain.blocks.split``), with what splitting costs.
+5. ``unavailable``: nothing does; the largest offering is said.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ...adapters.aws import AwsError
+from ...domain import blocks as block_rules
 from ...domain import discovery as rules
+from ...domain.clock import utc
+from ...domain.errors import ErrorClass
 from ...models.capacity import (
     BlockOffering,
     CapacityRequest,
+    CapacityRow,
+    ExtensionOffer,
     PlanAnswer,
+    Split,
+    SplitPiece,
 )
 from ...models.common import ItemError
 from .. import InvalidInput
-from ..capacity import Progress
-from .blocks import BlockOfferings
+from ..capacity import Progress, fan_out, status_of
+from .blocks import BlockOfferings, offering_of
+from .extend import BlockExtensions
+
+MAX_TYPES = 10
+# Blocks whose extension EC2 is asked about, at most (each is one call in its Region).
+MAX_EXTENSION_LOOKUPS = 3
+SHOWN = 5
 
 
-class Planning(BlockOfferings):
+def preference_list(instance_type: str | Sequence[str]) -> list[str]:
+    """``p5.48xlarge,p5e.48xlarge`` (or a list): the types in preference order, once each."""
+    names = [instance_type] if isinstance(instance_type, str) else list(instance_type)
+    parts = [p.strip().lower() for name in names for p in str(name).split(",")]
+    return list(dict.fromkeys(p for p in parts if p))
+
+
+class Planning(BlockExtensions, BlockOfferings):
     """The reservation-type plan."""
 
     def plan(
         self,
         workload: str,
-        instance_type: str,
+        instance_type: str | Sequence[str],
         instance_count: int,
         days: float | None = None,
         regions: Sequence[str] | None = None,
         start_after: datetime | None = None,
+        end_before: datetime | None = None,
         progress: Progress | None = None,
     ) -> PlanAnswer:
-        """The decision guide, then what exists: owned blocks that cover the run, ODCRs with
-        enough free instances, and offerings to buy (the seeds' validate_training_capacity)."""
-        try:
-            workload = rules.Workload(workload).value
-        except ValueError:
-            raise InvalidInput(
-                [("workload", "must be one of " + ", ".join(w.value for w in rules.Workload))]
-            ) from None
-        if rules.has_wildcard(instance_type):
-            raise InvalidInput([("instance_type", "must be one instance type, not a pattern")])
-        if instance_count < 1:
-            raise InvalidInput([("instance_count", "must be at least 1")])
-        if days is not None and days <= 0:
-            raise InvalidInput([("days", "must be more than 0")])
+        """Whether ``instance_count`` x ``instance_type`` (a preference list) for ``days``
+        can run between ``start_after`` and ``end_before``, and on what (see the module)."""
+        types = preference_list(instance_type)
+        now = self.clock()
+        window = self._check(workload, types, instance_count, days, start_after, end_before, now)
         wanted = self._regions(regions)
         errors: list[ItemError] = []
-        facts = self.lister.accelerators
-        accelerated: bool | None = None
+        accelerated = self._accelerated(types[0], wanted[0], errors)
+        run = timedelta(days=days) if days is not None else None
+        needed = (
+            block_rules.block_hours_for_run(run.total_seconds() / 3600, types[0])
+            if run is not None
+            else None
+        )
+        choice = rules.recommend(workload, instance_count, days, accelerated, needed)
+        listing = self.lister.rows(
+            CapacityRequest(reservation_type="all", instance_types=types, regions=wanted),
+            progress=progress,
+        )
+        errors.extend(listing.errors)
+        blocks = [r for r in listing.items if r.is_capacity_block]
+        odcrs = [r for r in listing.items if not r.is_capacity_block]
+        covering_blocks = _covering(blocks, instance_count, run, window)
+        covering_odcrs = _covering(odcrs, instance_count, run, window)
+        base: dict[str, Any] = {
+            "workload": rules.Workload(workload).value,
+            "instance_type": types[0],
+            "instance_types": types,
+            "instance_count": instance_count,
+            "days": days,
+            "run_hours": run.total_seconds() / 3600 if run is not None else None,
+            "start_after": start_after,
+            "end_before": end_before,
+            "recommendation": choice.reservation_type.value,
+            "reasons": list(choice.reasons),
+            "block_duration_hours": choice.block_hours,
+            "capacity_blocks": [row for row, _ in covering_blocks],
+            "odcrs": [row for row, _ in covering_odcrs],
+            "errors": errors,
+        }
+        notes = list(choice.notes) + _waiting_notes(odcrs, instance_count)
+        blocks_first = choice.reservation_type is rules.ReservationKind.CAPACITY_BLOCK
+        if blocks_first and covering_blocks:
+            row, start = covering_blocks[0]
+            return PlanAnswer(
+                status="ready",
+                run_start=start,
+                notes=notes,
+                message=f"Capacity Block {row.reservation_id} covers it: {_free(row)} x "
+                f"{row.instance_type} in {row.availability_zone}, the run from {_at(start)} "
+                f"to {_at(start + _run(run))}, before EC2 stops the block's instances at "
+                f"{_at(_usable_end(row))}.",
+                **base,
+            )
+        if covering_odcrs:
+            row, start = covering_odcrs[0]
+            networking = " (standard networking, not UltraCluster)" if blocks_first else ""
+            when = "" if row.state == "active" else f" from {_at(row.start_date)} ({row.state})"
+            return PlanAnswer(
+                status="ready",
+                run_start=start,
+                notes=notes,
+                message=f"ODCR {row.reservation_id} has {_free(row)} of {row.total_capacity} "
+                f"free in {row.availability_zone}{when}{networking}.",
+                **base,
+            )
+        if not blocks_first or run is None or choice.block_hours is None:
+            status = "error" if status_of(wanted, errors) == "error" else "unavailable"
+            ahead = (
+                "; or request one ahead (capacity-broker reserve-ahead) 5 to 120 days before "
+                "you need it"
+            )
+            return PlanAnswer(
+                status=status,
+                notes=notes,
+                message=f"No ODCR has {instance_count} x {types[0]} free: create one "
+                f"(On-Demand Capacity Reservation){ahead}.",
+                **base,
+            )
+        extension = self._extension(blocks, instance_count, run, window, now, notes, errors)
+        if extension is not None:
+            row, grow = extension
+            start = max(window.start, utc(row.start_date or window.start))
+            return PlanAnswer(
+                status="extend",
+                run_start=start,
+                extension=grow,
+                notes=notes,
+                message=f"Capacity Block {row.reservation_id} holds {_free(row)} x "
+                f"{row.instance_type} but EC2 stops it at {_at(_usable_end(row))}, before the "
+                f"run ends ({_at(start + run)}): extending it by {grow.duration_hours} h "
+                f"(offering {grow.offering_id}, {_money(grow.upfront_fee, grow.currency)}) "
+                f"makes it end {_at(grow.end_date)}.",
+                **base,
+            )
+        search = _Search(types, choice.block_hours, run, window, start_after, end_before)
+        offers = self._fitting(search, instance_count, wanted, errors)
+        if offers:
+            offer = offers[0]
+            return PlanAnswer(
+                status="buy",
+                run_start=offer.start_date,
+                offerings=offers[:SHOWN],
+                notes=notes,
+                message=f"Nothing held covers it; buy offering {offer.offering_id}: "
+                f"{offer.instance_count} x {offer.instance_type} in {offer.availability_zone} "
+                f"({offer.region}) from {_at(offer.start_date)} for {offer.duration_hours} h, "
+                f"{_money(offer.upfront_fee, offer.currency)} up front"
+                + (
+                    f" ({offer.price_per_instance_hour:g} per instance-hour)"
+                    if offer.price_per_instance_hour is not None
+                    else ""
+                )
+                + ".",
+                **base,
+            )
+        largest = self._largest(search, instance_count, wanted, errors)
+        plan = block_rules.split(
+            _pieces(blocks, largest, choice.block_hours, window), instance_count, run, window
+        )
+        biggest = _biggest(largest)
+        said = _largest_text(biggest, types)
+        if plan is not None:
+            return PlanAnswer(
+                status="split",
+                run_start=plan.run_start,
+                largest_offerings=biggest[:SHOWN],
+                split=_split_model(plan, largest, blocks),
+                notes=notes,
+                message=f"No single Capacity Block holds {instance_count} x {types[0]}"
+                f"{said}. Split: {_pieces_text(plan)} from {_at(plan.run_start)}"
+                + (f", {_money(plan.fee, _currency(largest))} up front" if plan.fee else "")
+                + ". A split is "
+                + block_rules.SPLIT_COSTS[0]
+                + ".",
+                **base,
+            )
+        status = "error" if status_of(wanted, errors) == "error" else "unavailable"
+        return PlanAnswer(
+            status=status,
+            largest_offerings=biggest[:SHOWN],
+            notes=notes,
+            message=f"Nothing held or on sale covers {instance_count} x {types[0]} for "
+            f"{days:g} days in {_window_text(window)}"
+            f"{said or ' (no Capacity Block of that length is on sale)'}.",
+            **base,
+        )
+
+    # -- checks -------------------------------------------------------------------------
+
+    def _check(
+        self,
+        workload: str,
+        types: list[str],
+        instance_count: int,
+        days: float | None,
+        start_after: datetime | None,
+        end_before: datetime | None,
+        now: datetime,
+    ) -> block_rules.Window:
+        problems: list[tuple[str, str]] = []
         try:
-            known = facts.of(self.ec2(wanted[0]), [instance_type]).get(instance_type)
-            accelerated = known.accelerated if known is not None else None
+            rules.Workload(workload)
+        except ValueError:
+            problems.append(
+                ("workload", "must be one of " + ", ".join(w.value for w in rules.Workload))
+            )
+        if not types:
+            problems.append(("instance_type", "is required"))
+        elif len(types) > MAX_TYPES:
+            problems.append(("instance_type", f"at most {MAX_TYPES} types in preference order"))
+        for name in types:
+            if rules.has_wildcard(name) or "." not in name:
+                problems.append(
+                    ("instance_type", f"{name!r} must be an instance type, not a pattern")
+                )
+        if instance_count < 1:
+            problems.append(("instance_count", "must be at least 1"))
+        if days is not None and days <= 0:
+            problems.append(("days", "must be more than 0"))
+        for name, value in (("start_after", start_after), ("end_before", end_before)):
+            if value is not None and (value.tzinfo is None or value.utcoffset() is None):
+                problems.append((name, "must be timezone-aware (UTC)"))
+        if problems:
+            raise InvalidInput(problems)
+        start = max(now, start_after) if start_after is not None else now
+        if end_before is not None and end_before <= start:
+            raise InvalidInput([("end_before", "must be later than start_after and than now")])
+        if (
+            end_before is not None
+            and days is not None
+            and end_before - start < timedelta(days=days)
+        ):
+            raise InvalidInput([("end_before", f"the window is shorter than the {days:g}-day run")])
+        return block_rules.Window(start, end_before)
+
+    def _accelerated(self, instance_type: str, region: str, errors: list[ItemError]) -> bool | None:
+        try:
+            known = self.lister.accelerators.of(self.ec2(region), [instance_type]).get(
+                instance_type
+            )
         except AwsError as error:
             if error.code == "InvalidInstanceType":
                 raise InvalidInput(
                     [("instance_type", f"EC2 knows no instance type {instance_type}")]
                 ) from None
             errors.append(
-                ItemError(region=wanted[0], error_code=error.code, message=error.message[:300])
+                ItemError(region=region, error_code=error.code, message=error.message[:300])
             )
-        choice = rules.recommend(workload, instance_count, days, accelerated)
-        listing = self.lister.rows(
-            CapacityRequest(reservation_type="all", instance_types=[instance_type], regions=wanted),
-            progress=progress,
-        )
-        errors.extend(listing.errors)
-        blocks = [
-            r
-            for r in listing.items
-            if r.is_capacity_block
-            and days is not None
-            and rules.block_covers(
-                r.total_capacity, r.duration_hours, r.state, instance_count, days
-            )
-        ]
-        odcrs = [
-            r
-            for r in listing.items
-            if not r.is_capacity_block and r.available_capacity >= instance_count
-        ]
-        offers: list[BlockOffering] = []
-        block_hours = choice.block_hours
-        if (
-            choice.reservation_type is rules.ReservationKind.CAPACITY_BLOCK
-            and block_hours is not None
-            and not blocks
-        ):
-            found = self.offerings(
-                instance_type, instance_count, block_hours, start_after, None, wanted
-            )
-            offers = found.items[:5]
-            errors.extend(found.errors)
-        base: dict[str, Any] = {
-            "workload": workload,
-            "instance_type": instance_type,
-            "instance_count": instance_count,
-            "days": days,
-            "recommendation": choice.reservation_type.value,
-            "reasons": list(choice.reasons),
-            "notes": list(choice.notes),
-            "block_duration_hours": block_hours,
-            "capacity_blocks": blocks,
-            "odcrs": odcrs,
-            "offerings": offers,
-            "errors": errors,
-        }
-        if choice.reservation_type is rules.ReservationKind.CAPACITY_BLOCK:
-            if blocks:
-                b = blocks[0]
-                return PlanAnswer(
-                    status="ready",
-                    message=f"Capacity Block {b.reservation_id} covers it: "
-                    f"{b.total_capacity} x {b.instance_type} for {b.duration_hours} h "
-                    f"({b.state}), UltraCluster networking.",
-                    **base,
+            return None
+        return known.accelerated if known is not None else None
+
+    # -- what EC2 offers ----------------------------------------------------------------
+
+    def _extension(
+        self,
+        blocks: list[CapacityRow],
+        count: int,
+        run: timedelta,
+        window: block_rules.Window,
+        now: datetime,
+        notes: list[str],
+        errors: list[ItemError],
+    ) -> tuple[CapacityRow, ExtensionOffer] | None:
+        """The cheapest extension that makes a held block with the instances last the run."""
+        found: list[tuple[CapacityRow, ExtensionOffer]] = []
+        asked = 0
+        for row in blocks:
+            if (
+                _free(row) < count
+                or row.end_date is None
+                or row.state not in ("active", "scheduled")
+            ):
+                continue
+            start = max(window.start, utc(row.start_date or window.start))
+            if window.end is not None and start + run > window.end:
+                continue
+            hours = block_rules.extension_hours_needed(row.end_date, row.instance_type, start + run)
+            if not hours:
+                continue
+            refusal = block_rules.extension_refusal(row.state, row.end_date, hours, now)
+            if refusal is not None:
+                notes.append(
+                    f"{row.reservation_id} would cover it extended by {hours} h, but {refusal}"
                 )
-            if odcrs:
-                o = odcrs[0]
-                return PlanAnswer(
-                    status="ready",
-                    message=f"No Capacity Block covers it; ODCR {o.reservation_id} has "
-                    f"{o.available_capacity} free in {o.availability_zone} (standard "
-                    "networking, not UltraCluster).",
-                    **base,
+                continue
+            if asked >= MAX_EXTENSION_LOOKUPS:
+                break
+            asked += 1
+            try:
+                offers = self.extension_offers(row.region, row.reservation_id, hours)
+            except AwsError as error:
+                if error.error_class in (ErrorClass.INCORRECT_STATE, ErrorClass.INVALID):
+                    # EC2 answered: this block cannot be extended now (an extension still
+                    # payment-pending, say). An answer about the block, not a failed region.
+                    notes.append(
+                        f"{row.reservation_id} would cover it extended by {hours} h, but EC2 "
+                        f"would not extend it: {error.message}"[:300]
+                    )
+                    continue
+                errors.append(
+                    ItemError(
+                        region=row.region,
+                        id=row.reservation_id,
+                        error_code=error.code or "RequestFailed",
+                        message=f"{error.operation}: {error.message}"[:300],
+                    )
                 )
+                continue
             if offers:
-                offer = offers[0]
-                price = (
-                    f" at {offer.price_per_instance_hour:g} {offer.currency or 'USD'} per "
-                    "instance-hour"
-                    if offer.price_per_instance_hour is not None
-                    else ""
+                found.append((row, offers[0]))
+            else:
+                notes.append(
+                    f"{row.reservation_id} would cover it extended by {hours} h, but EC2 offers "
+                    "no such extension now"
                 )
-                return PlanAnswer(
-                    status="bookable",
-                    message=f"Nothing held covers it; offering {offer.offering_id} sells "
-                    f"{offer.instance_count} x {offer.instance_type} in "
-                    f"{offer.availability_zone} from {offer.start_date:%Y-%m-%d} for "
-                    f"{offer.duration_hours} h{price}.",
-                    **base,
+        if not found:
+            return None
+        return min(found, key=lambda f: (f[1].upfront_fee is None, f[1].upfront_fee or 0.0))
+
+    def _fitting(
+        self, search: _Search, count: int, regions: Sequence[str], errors: list[ItemError]
+    ) -> list[BlockOffering]:
+        """Offerings of ``count`` that fit the run, the first preferred type first, then the
+        cheapest."""
+        if count > rules.MAX_BLOCK_INSTANCES:
+            return []
+        found, failed = fan_out(
+            regions, lambda region: self._offers(region, search, count), self.max_workers
+        )
+        errors.extend(failed)
+        offers = [o for region in regions for o in found.get(region, [])]
+        return sorted(
+            offers,
+            key=lambda o: (search.types.index(o.instance_type), _offer_order(o)),
+        )
+
+    def _largest(
+        self, search: _Search, count: int, regions: Sequence[str], errors: list[ItemError]
+    ) -> list[BlockOffering]:
+        """Per Region, the offerings of the largest count below ``count`` that fit (asked by
+        halving the gap: EC2 answers for an exact count only), and of the rest that count
+        leaves, for a split."""
+
+        def one(region: str) -> list[BlockOffering]:
+            low, high = 0, min(count, rules.MAX_BLOCK_INSTANCES + 1)
+            best: list[BlockOffering] = []
+            while high - low > 1:
+                middle = (low + high) // 2
+                offers = self._offers(region, search, middle)
+                if offers:
+                    low, best = middle, offers
+                else:
+                    high = middle
+            if not best:
+                return []
+            rest = count % low
+            extra = self._offers(region, search, rest) if rest else []
+            return best + extra
+
+        found, failed = fan_out(regions, one, self.max_workers)
+        errors.extend(e for e in failed if e not in errors)
+        return [o for region in regions for o in found.get(region, [])]
+
+    def _offers(self, region: str, search: _Search, count: int) -> list[BlockOffering]:
+        items = self.ec2(region).block_offerings(
+            search.types, count, search.hours, search.start_after, search.end_before
+        )
+        offers = [offering_of(region, item) for item in items]
+        return [o for o in offers if o.instance_type in search.types and search.fits(o)]
+
+
+class _Search:
+    """One offerings search: the types, the block length, the run and its window."""
+
+    def __init__(
+        self,
+        types: list[str],
+        hours: int,
+        run: timedelta,
+        window: block_rules.Window,
+        start_after: datetime | None,
+        end_before: datetime | None,
+    ) -> None:
+        self.types = types
+        self.hours = hours
+        self.run = run
+        self.window = window
+        # EC2's StartDateRange/EndDateRange: what the caller asked, nothing earlier than now.
+        self.start_after = window.start if start_after is not None else None
+        self.end_before = end_before
+
+    def fits(self, offer: BlockOffering) -> bool:
+        if offer.start_date is None or offer.end_date is None:
+            return False
+        usable = block_rules.usable_until(offer.end_date, offer.instance_type)
+        return block_rules.run_start(offer.start_date, usable, self.run, self.window) is not None
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _free(row: CapacityRow) -> int:
+    """Instances a run can have: a running reservation's free ones, a future one's size."""
+    return row.available_capacity if row.state == "active" else row.total_capacity
+
+
+def _usable_end(row: CapacityRow) -> datetime | None:
+    if row.end_date is None:
+        return None
+    if row.is_capacity_block:
+        return block_rules.usable_until(row.end_date, row.instance_type)
+    return row.end_date
+
+
+def _covering(
+    rows: list[CapacityRow], count: int, run: timedelta | None, window: block_rules.Window
+) -> list[tuple[CapacityRow, datetime]]:
+    """The rows that hold ``count`` instances for the whole run inside the window, with when
+    the run can start on each; earliest first. Without a run (continuous use) an active ODCR
+    with the instances free covers it from now, a scheduled one from its start."""
+    found: list[tuple[CapacityRow, datetime]] = []
+    for row in rows:
+        usable_states = ("active", "scheduled")
+        if row.state not in usable_states or _free(row) < count:
+            continue
+        start_date = row.start_date if row.state != "active" else None
+        if run is None:
+            if row.is_capacity_block:
+                continue
+            begin = block_rules.run_start(start_date, None, timedelta(0), window)
+        else:
+            begin = block_rules.run_start(start_date, _usable_end(row), run, window)
+        if begin is not None:
+            found.append((row, begin))
+    return sorted(found, key=lambda f: (f[1], f[0].region, f[0].reservation_id))
+
+
+def _waiting_notes(odcrs: list[CapacityRow], count: int) -> list[str]:
+    """Future-dated ODCRs EC2 has not confirmed: said, never counted."""
+    return [
+        f"ODCR {row.reservation_id} ({row.total_capacity} x {row.instance_type} from "
+        f"{_at(row.start_date)}) is {row.state}: not counted until EC2 schedules and delivers it"
+        for row in odcrs
+        if row.state in ("assessing", "delayed") and row.total_capacity >= count
+    ]
+
+
+def _pieces(
+    blocks: list[CapacityRow],
+    offers: list[BlockOffering],
+    hours: int,
+    window: block_rules.Window,
+) -> list[block_rules.Piece]:
+    pieces = [
+        block_rules.Piece(
+            key=("held", row.reservation_id),
+            ref=row.reservation_id,
+            held=True,
+            region=row.region,
+            instance_type=row.instance_type,
+            count=_free(row),
+            start=row.start_date if row.state != "active" else None,
+            usable_end=_usable_end(row),
+        )
+        for row in blocks
+        if row.state in ("active", "scheduled") and _free(row) > 0
+    ]
+    pieces.extend(
+        block_rules.Piece(
+            key=("offering", o.region, o.availability_zone or "", o.instance_type),
+            ref=o.offering_id,
+            held=False,
+            region=o.region,
+            instance_type=o.instance_type,
+            count=o.instance_count,
+            start=o.start_date,
+            usable_end=block_rules.usable_until(o.end_date, o.instance_type)
+            if o.end_date is not None
+            else None,
+            fee=o.upfront_fee or 0.0,
+        )
+        for o in offers
+        if o.duration_hours == hours
+    )
+    return pieces
+
+
+def _split_model(
+    plan: block_rules.SplitPlan, offers: list[BlockOffering], blocks: list[CapacityRow]
+) -> Split:
+    by_offer = {o.offering_id: o for o in offers}
+    by_block = {r.reservation_id: r for r in blocks}
+    pieces: list[SplitPiece] = []
+    for piece in plan.pieces:
+        if piece.held:
+            row = by_block[piece.ref]
+            pieces.append(
+                SplitPiece(
+                    source="held",
+                    id=row.reservation_id,
+                    region=row.region,
+                    availability_zone=row.availability_zone,
+                    instance_type=row.instance_type,
+                    instance_count=piece.count,
+                    start_date=row.start_date,
+                    end_date=row.end_date,
                 )
-        elif odcrs:
-            o = odcrs[0]
-            return PlanAnswer(
-                status="ready",
-                message=f"ODCR {o.reservation_id} has {o.available_capacity} of "
-                f"{o.total_capacity} free in {o.availability_zone}.",
-                **base,
             )
-        status = "error" if errors and len(errors) >= len(wanted) else "unavailable"
-        advice = (
-            f"buy a Capacity Block for {instance_type}"
-            if choice.reservation_type is rules.ReservationKind.CAPACITY_BLOCK
-            else f"create an ODCR for {instance_count} x {instance_type}"
-        )
-        return PlanAnswer(
-            status=status,
-            message=f"No capacity held or on sale for {instance_count} x {instance_type}: "
-            f"{advice}.",
-            **base,
-        )
+        else:
+            offer = by_offer[piece.ref]
+            pieces.append(
+                SplitPiece(
+                    source="offering",
+                    id=offer.offering_id,
+                    region=offer.region,
+                    availability_zone=offer.availability_zone,
+                    instance_type=offer.instance_type,
+                    instance_count=offer.instance_count,
+                    start_date=offer.start_date,
+                    end_date=offer.end_date,
+                    upfront_fee=offer.upfront_fee,
+                    currency=offer.currency,
+                )
+            )
+    return Split(
+        pieces=pieces,
+        instance_count=plan.count,
+        run_start=plan.run_start,
+        upfront_fee=round(plan.fee, 2) if plan.fee else None,
+        costs=list(block_rules.SPLIT_COSTS),
+    )
+
+
+def _biggest(offers: list[BlockOffering]) -> list[BlockOffering]:
+    """The largest offerings: the greatest count found, cheapest then soonest first."""
+    if not offers:
+        return []
+    top = max(o.instance_count for o in offers)
+    return sorted((o for o in offers if o.instance_count == top), key=_offer_order)
+
+
+def _largest_text(biggest: list[BlockOffering], types: list[str]) -> str:
+    if not biggest:
+        return ""
+    first = biggest[0]
+    zones = sorted({f"{o.availability_zone} ({o.region})" for o in biggest})
+    return (
+        f": the largest on sale is {first.instance_count} x {first.instance_type} in "
+        f"{', '.join(zones)}, from {_at(first.start_date)}"
+    )
+
+
+def _pieces_text(plan: block_rules.SplitPlan) -> str:
+    return " + ".join(f"{p.count} ({'held ' if p.held else ''}{p.ref})" for p in plan.pieces)
+
+
+def _offer_order(o: BlockOffering) -> tuple[float, float, float, str, str]:
+    return rules.offering_order(
+        o.price_per_instance_hour, o.upfront_fee, o.start_date, o.availability_zone, o.offering_id
+    )
+
+
+def _currency(offers: list[BlockOffering]) -> str | None:
+    return next((o.currency for o in offers if o.currency), None)
+
+
+def _run(run: timedelta | None) -> timedelta:
+    return run if run is not None else timedelta(0)
+
+
+def _at(moment: datetime | None) -> str:
+    return f"{moment:%Y-%m-%d %H:%M} UTC" if moment is not None else "an unknown time"
+
+
+def _money(value: float | None, currency: str | None) -> str:
+    return "an unknown fee" if value is None else f"{value:,.2f} {currency or 'USD'}"
+
+
+def _window_text(window: block_rules.Window) -> str:
+    if window.end is None:
+        return f"the 8 weeks EC2 sells ahead from {_at(window.start)}"
+    return f"{_at(window.start)} to {_at(window.end)}"

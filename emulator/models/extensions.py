@@ -1,0 +1,291 @@
+"""Capacity Block extensions and block status: DescribeCapacityBlockExtensionOfferings,
+PurchaseCapacityBlockExtension, DescribeCapacityBlockExtensionHistory and
+DescribeCapacityBlockStatus, which moto does not have.
+
+EC2 User Guide, "Extend Capacity Blocks": a block must be ``active`` or ``scheduled`` and have
+no extension ``payment-pending``; it can be extended "up to a minimum of 1 hour or a maximum
+of 56 days before it expires", by "1-day increments up to 14 days, and 7-day increments up to
+182 days"; "Capacity Blocks can only be extended if there is sufficient capacity available";
+"The extension will remain in payment-pending until the bill is paid. If your payment can't be
+processed within 12 hours, or up to 35 minutes before the Capacity Block is scheduled to end
+(whichever comes first), your extension is not successful and the status changes to
+payment-failed. Your Capacity Block reservation will remain active and will terminate on the
+original end date"; once paid, "the end date of the Capacity Block reservation is updated".
+The capacity an extension needs comes from the scenario's supply in the block's AZ
+(``models.offerings``): the same supply new blocks are sold from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from ..exceptions import client_error
+from ..state import world
+from .expiry import Expiry
+from .offerings import Purchase, valid_duration
+from .reservations import CapacityReservation
+
+EXTEND_AT_LEAST_BEFORE_END = timedelta(hours=1)
+EXTEND_AT_MOST_BEFORE_END = timedelta(days=56)
+PAYMENT_WINDOW = timedelta(hours=12)
+PAYMENT_CUTOFF_BEFORE_END = timedelta(minutes=35)
+INTERCONNECT_STATUSES = ("ok", "impaired", "insufficient-data")
+
+
+@dataclass(frozen=True)
+class ExtensionOffer:
+    id: str
+    reservation_id: str
+    supply_index: int
+    block_end: datetime
+    hours: int
+    fee: Decimal
+    currency: str
+
+
+@dataclass
+class Extension:
+    """One extension bought for a block (what DescribeCapacityBlockExtensionHistory lists)."""
+
+    offer: ExtensionOffer
+    reservation: CapacityReservation
+    purchased: datetime
+    paid_at: datetime | None
+    fails_at: datetime
+    status: str = "payment-pending"
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.reservation
+        return {
+            "CapacityReservationId": r.id,
+            "InstanceType": r.instance_type,
+            "InstanceCount": r.total_instance_count,
+            "AvailabilityZone": r.availability_zone,
+            "AvailabilityZoneId": r.availability_zone_id,
+            "CapacityBlockExtensionOfferingId": self.offer.id,
+            "CapacityBlockExtensionDurationHours": self.offer.hours,
+            "CapacityBlockExtensionStatus": self.status,
+            "CapacityBlockExtensionPurchaseDate": self.purchased,
+            "CapacityBlockExtensionStartDate": self.offer.block_end,
+            "CapacityBlockExtensionEndDate": self.offer.block_end
+            + timedelta(hours=self.offer.hours),
+            "UpfrontFee": f"{self.offer.fee:.2f}",
+            "CurrencyCode": self.offer.currency,
+            "ZoneType": "availability-zone",
+        }
+
+
+def extension_offering_id(reservation_id: str, end: datetime, hours: int, sold: int) -> str:
+    terms = f"{reservation_id}|{end.isoformat()}|{hours}|{sold}"
+    return "cbe-" + hashlib.sha256(terms.encode()).hexdigest()[:17]
+
+
+class Extensions(Expiry):
+    """Extending a Capacity Block, and how its capacity stands."""
+
+    def _extendable(self, reservation_id: str, hours: int, now: datetime) -> CapacityReservation:
+        reservation = self.get(reservation_id)
+        if not reservation.is_capacity_block:
+            raise client_error(
+                "InvalidParameterValue",
+                f"The Capacity Reservation {reservation_id} is not a Capacity Block.",
+            )
+        if not valid_duration(hours):
+            raise client_error(
+                "InvalidParameterValue",
+                f"The requested extension duration {hours} hours is not valid. Capacity Block "
+                "extensions must be in 1-day increments up to 14 days, and in 7-day increments "
+                "up to 182 days.",
+            )
+        if reservation.state not in ("active", "scheduled"):
+            raise client_error(
+                "IncorrectState",
+                f"The Capacity Block {reservation_id} is in the '{reservation.state}' state "
+                "and cannot be extended.",
+            )
+        if any(e.status == "payment-pending" for e in reservation.extensions):
+            raise client_error(
+                "IncorrectState",
+                f"The Capacity Block {reservation_id} has an extension that is payment-pending.",
+            )
+        end = reservation.end_date
+        assert end is not None
+        if now > end - EXTEND_AT_LEAST_BEFORE_END or now < end - EXTEND_AT_MOST_BEFORE_END:
+            raise client_error(
+                "InvalidParameterValue",
+                f"The Capacity Block {reservation_id} can be extended from 56 days to 1 hour "
+                "before its end date.",
+            )
+        return reservation
+
+    def _supply_for(self, reservation: CapacityReservation, hours: int) -> int | None:
+        """The supply in the block's AZ with room for it over the extension, or None."""
+        assert reservation.end_date is not None
+        start, end = reservation.end_date, reservation.end_date + timedelta(hours=hours)
+        for index, supply in enumerate(self.catalogue.supply):
+            if (
+                supply.availability_zone == reservation.availability_zone
+                and supply.instance_type == reservation.instance_type
+                and supply.free_between(start, end) >= reservation.total_instance_count
+            ):
+                return index
+        return None
+
+    def describe_capacity_block_extension_offerings(
+        self, reservation_id: str, hours: int
+    ) -> list[ExtensionOffer]:
+        now = world.clock.now()
+        with world.lock:
+            self.refresh(now)
+            reservation = self._extendable(reservation_id, hours, now)
+            index = self._supply_for(reservation, hours)
+            if index is None:
+                return []  # "only ... if there is sufficient capacity available"
+            supply = self.catalogue.supply[index]
+            assert reservation.end_date is not None
+            offer = ExtensionOffer(
+                id=extension_offering_id(
+                    reservation.id, reservation.end_date, hours, len(supply.purchases)
+                ),
+                reservation_id=reservation.id,
+                supply_index=index,
+                block_end=reservation.end_date,
+                hours=hours,
+                fee=supply.price_per_instance_hour * reservation.total_instance_count * hours,
+                currency=supply.currency,
+            )
+            self.extension_offers[offer.id] = offer
+            return [offer]
+
+    def offer_dict(self, offer: ExtensionOffer) -> dict[str, Any]:
+        r = self.get(offer.reservation_id)
+        return {
+            "CapacityBlockExtensionOfferingId": offer.id,
+            "InstanceType": r.instance_type,
+            "InstanceCount": r.total_instance_count,
+            "AvailabilityZone": r.availability_zone,
+            "AvailabilityZoneId": r.availability_zone_id,
+            "StartDate": r.start_date,
+            "CapacityBlockExtensionStartDate": offer.block_end,
+            "CapacityBlockExtensionEndDate": offer.block_end + timedelta(hours=offer.hours),
+            "CapacityBlockExtensionDurationHours": offer.hours,
+            "UpfrontFee": f"{offer.fee:.2f}",
+            "CurrencyCode": offer.currency,
+            "Tenancy": r.tenancy,
+            "ZoneType": "availability-zone",
+        }
+
+    def purchase_capacity_block_extension(self, offering_id: str, reservation_id: str) -> Extension:
+        now = world.clock.now()
+        with world.lock:
+            self.refresh(now)
+            offer = self.extension_offers.get(offering_id)
+            if offer is None or offer.reservation_id != reservation_id:
+                raise client_error(
+                    "InvalidParameterValue",
+                    f"The Capacity Block extension offering '{offering_id}' does not exist.",
+                )
+            reservation = self._extendable(reservation_id, offer.hours, now)
+            supply = self.catalogue.supply[offer.supply_index]
+            assert reservation.end_date is not None
+            until = offer.block_end + timedelta(hours=offer.hours)
+            if (
+                reservation.end_date != offer.block_end
+                or supply.free_between(offer.block_end, until) < reservation.total_instance_count
+            ):
+                raise client_error(
+                    "InvalidParameterValue",
+                    f"The Capacity Block extension offering '{offering_id}' is no longer "
+                    "available.",
+                )
+            supply.purchases.append(
+                Purchase(offer.block_end, until, reservation.total_instance_count)
+            )
+            del self.extension_offers[offering_id]
+            delay = world.settings.extension_payment_seconds
+            extension = Extension(
+                offer=offer,
+                reservation=reservation,
+                purchased=now,
+                paid_at=None if delay is None else now + timedelta(seconds=delay),
+                fails_at=min(now + PAYMENT_WINDOW, offer.block_end - PAYMENT_CUTOFF_BEFORE_END),
+            )
+            reservation.extensions.append(extension)
+            self._settle_extensions(reservation, now)
+            return extension
+
+    def _settle_extensions(self, reservation: CapacityReservation, now: datetime) -> None:
+        for extension in reservation.extensions:
+            if extension.status != "payment-pending":
+                continue
+            paid = extension.paid_at is not None and extension.paid_at <= extension.fails_at
+            if paid and extension.paid_at is not None and now >= extension.paid_at:
+                extension.status = "payment-succeeded"
+                reservation.end_date = extension.offer.block_end + timedelta(
+                    hours=extension.offer.hours
+                )
+            elif now >= extension.fails_at:
+                extension.status = "payment-failed"
+                supply = self.catalogue.supply[extension.offer.supply_index]
+                until = extension.offer.block_end + timedelta(hours=extension.offer.hours)
+                for purchase in supply.purchases:
+                    if (purchase.start, purchase.end) == (extension.offer.block_end, until):
+                        supply.purchases.remove(purchase)
+                        break
+
+    def extension_history(self, ids: list[str]) -> list[Extension]:
+        with world.lock:
+            self.refresh()
+            wanted = [self.get(i) for i in ids] if ids else list(self.reservations.values())
+            return [e for r in wanted for e in r.extensions]
+
+    # -- DescribeCapacityBlockStatus ----------------------------------------------------------
+
+    def block_statuses(self, block_ids: list[str]) -> list[CapacityReservation]:
+        with world.lock:
+            self.refresh()
+            blocks = [r for r in self.reservations.values() if r.capacity_block_id]
+            if not block_ids:
+                return blocks
+            by_id = {r.capacity_block_id: r for r in blocks}
+            for block_id in block_ids:
+                if block_id not in by_id:
+                    raise client_error(
+                        "InvalidCapacityBlockId.NotFound",
+                        f"The Capacity Block ID '{block_id}' does not exist",
+                    )
+            return [by_id[b] for b in dict.fromkeys(block_ids)]
+
+
+def interconnect_status(reservation: CapacityReservation) -> str:
+    """What the block's accelerator interconnect reports: the scenario's word, else ``ok``
+    for a running block and ``insufficient-data`` for one with no instances yet (chosen: EC2
+    documents the three values, not when each appears)."""
+    if reservation.interconnect is not None:
+        return reservation.interconnect
+    return "ok" if reservation.state == "active" else "insufficient-data"
+
+
+def block_status(reservation: CapacityReservation) -> dict[str, Any]:
+    """DescribeCapacityBlockStatus's item, as botocore's model words it: TotalCapacity is
+    "the combined amount of Available and Unavailable capacity", Unavailable "unavailable for
+    use due to a system status check failure" (a scenario's ``unavailable``)."""
+    started = reservation.state == "active"
+    unavailable = min(reservation.unavailable_count, reservation.total_instance_count)
+    available = max(reservation.available_instance_count - unavailable, 0) if started else 0
+    unavailable = unavailable if started else 0
+    counts = {
+        "TotalCapacity": available + unavailable,
+        "TotalAvailableCapacity": available,
+        "TotalUnavailableCapacity": unavailable,
+    }
+    return {
+        "CapacityBlockId": reservation.capacity_block_id,
+        "InterconnectStatus": interconnect_status(reservation),
+        **counts,
+        "CapacityReservationStatuses": [{"CapacityReservationId": reservation.id, **counts}],
+    }
