@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from aws_cdk import Aws, Duration, RemovalPolicy
@@ -100,6 +100,13 @@ def function_specs(config: BrokerConfig) -> dict[str, FunctionSpec]:
             512,
             Duration.seconds(120),
         ),
+    ]
+    # The deploy option ``reservedConcurrency`` (docs/deploy.md) caps how many environments
+    # of a function run at once: how many EC2 pacers a burst starts.
+    reserved = dict(config.reserved_concurrency)
+    specs = [
+        replace(spec, reserved_concurrency=reserved[spec.name]) if spec.name in reserved else spec
+        for spec in specs
     ]
     by_name = {spec.name: spec for spec in specs}
     assert tuple(by_name) == FUNCTION_NAMES

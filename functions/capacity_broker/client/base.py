@@ -23,7 +23,7 @@ from ..logic.memory import CapacityMemory
 from ..root import Adapters, Root, discovery
 from . import regions as where
 from . import when
-from .deployed import invoke_function, lambda_client
+from .deployed import Patience, invoke_function, lambda_client
 from .in_process import run_function
 from .results import (
     BrokerError,
@@ -80,6 +80,8 @@ class BrokerBase:
             table_region=self._table_region(),
         )
         self._lambda: Any = None
+        # How long a deployed broker keeps asking a throttled Lambda (deployed.Patience).
+        self.patience = Patience()
         self._lock = threading.RLock()
         self._root: Root | None = None
         self._discovery: Discovery | None = None
@@ -223,7 +225,12 @@ class BrokerBase:
         broker's root."""
         if self.function_prefix:
             return invoke_function(
-                self._lambda_client, self.function_prefix, entry, event, self.function_qualifier
+                self._lambda_client,
+                self.function_prefix,
+                entry,
+                event,
+                self.function_qualifier,
+                self.patience,
             )
         return run_function(entry, event, self.root)
 
