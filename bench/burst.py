@@ -267,9 +267,23 @@ def run_class(
         w.stdin.write(f"{go_at}\n")
         w.stdin.flush()
     reports = []
-    for w in workers:
-        out, _ = w.communicate(timeout=BUDGET_S * 4)
-        reports.append(json.loads(out.strip().splitlines()[-1]))
+    for w, share in zip(workers, shares, strict=True):
+        try:
+            out, _ = w.communicate(timeout=max(0.0, go_at + BUDGET_S * 6 - time.time()))
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+        except (subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
+            # A worker that did not finish: its probes count as unanswered (not available).
+            w.kill()
+            w.communicate()
+            lost = {"began": go_at, "ended": time.time(), "status": "lost", "subnet_id": None}
+            reports.append(
+                {
+                    "answers": [{**lost, "code": "WorkerLost", "group": None}] * len(share),
+                    "cpu_s": 0.0,
+                    "maxrss_mb": 0.0,
+                    "budget": {},
+                }
+            )
     wall = time.time() - wall_start
     time.sleep(1.0)  # cancels the answers left to finish in the background
     return _measure(served, n, reports, wall, served.cpu_s() - emulator_cpu_before)

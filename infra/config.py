@@ -308,23 +308,27 @@ def _str_list(context: Mapping[str, Any], key: str) -> list[str]:
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 
 
-def _prices(context: Mapping[str, Any], key: str) -> tuple[tuple[str, float], ...]:
-    """``{"g6.xlarge": 0.8048}`` in cdk.json, or ``g6.xlarge=0.8048,p5.48xlarge=55.04`` from
-    `-c`: USD per instance-hour, in the order given."""
+def _pairs(context: Mapping[str, Any], key: str, shape: str) -> list[tuple[Any, Any]]:
+    """An object from cdk.json, or ``a=1,b=2`` from `-c`: its (name, value) pairs in order
+    (none when the key is absent or empty)."""
     value = _raw(context, key)
     if value is None:
-        return ()
-    pairs: list[tuple[Any, Any]]
+        return []
     if isinstance(value, Mapping):
-        pairs = list(value.items())
-    elif isinstance(value, str):
-        pairs = [
+        return list(value.items())
+    if isinstance(value, str):
+        return [
             (item.partition("=")[0], item.partition("=")[2] or None)
             for item in value.split(",")
             if item.strip()
         ]
-    else:
-        raise ConfigError(f"context {key} must be an object or type=price,type=price")
+    raise ConfigError(f"context {key} must be an object or {shape}")
+
+
+def _prices(context: Mapping[str, Any], key: str) -> tuple[tuple[str, float], ...]:
+    """``{"g6.xlarge": 0.8048}`` in cdk.json, or ``g6.xlarge=0.8048,p5.48xlarge=55.04`` from
+    `-c`: USD per instance-hour, in the order given."""
+    pairs = _pairs(context, key, "type=price,type=price")
     prices: list[tuple[str, float]] = []
     for name, price in pairs:
         name = str(name).strip()
@@ -349,23 +353,9 @@ RESERVABLE = ("probe", "reserve", "release", "capacity")
 def _reserved(context: Mapping[str, Any], key: str) -> tuple[tuple[str, int], ...]:
     """``{"probe": 50}`` in cdk.json, or ``probe=50,reserve=20`` from `-c`: each function's
     reserved concurrency (1 to MAX_PROVISIONED_CONCURRENCY), in the order given."""
-    value = _raw(context, key)
-    if value is None:
-        return ()
-    pairs: list[tuple[Any, Any]]
-    if isinstance(value, Mapping):
-        pairs = list(value.items())
-    elif isinstance(value, str):
-        pairs = [
-            (item.partition("=")[0].strip(), item.partition("=")[2].strip() or None)
-            for item in value.split(",")
-            if item.strip()
-        ]
-    else:
-        raise ConfigError(f"context {key} must be an object or function=N,function=N")
     reserved: list[tuple[str, int]] = []
-    for name, count in pairs:
-        name = str(name)
+    for name, count in _pairs(context, key, "function=N,function=N"):
+        name = str(name).strip()
         if name not in RESERVABLE:
             raise ConfigError(
                 f"context {key}: {name!r} is not one of {', '.join(RESERVABLE)} (the cleaner "
