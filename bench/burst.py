@@ -231,6 +231,7 @@ def run_class(
     }
     if table:
         env["BROKER_STATE_TABLE"] = TABLE
+        env["BROKER_SHARED_EC2_BUDGET"] = "true"
     else:
         env.pop("BROKER_STATE_TABLE", None)
     probes = [

@@ -142,7 +142,7 @@ class Root:
             pacer,
             retry,
             rate_scale=settings.ec2_rate_scale,
-            state_table=settings.state_table,
+            state_table=settings.state_table if settings.shared_ec2_budget else None,
             table_region=settings.region,
         )
         # The capacity memory probe and reserve learn into and ``history`` reads: the state
