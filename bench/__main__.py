@@ -18,7 +18,7 @@ from typing import Any
 from .harness import prepare_environment
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
-BENCHES = ("probe", "reserve", "fanout", "cleaner", "pacing", "capacity", "imports")
+BENCHES = ("probe", "reserve", "fanout", "cleaner", "pacing", "capacity", "imports", "burst")
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -60,6 +60,18 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         default="32,16",
         help="BROKER_MAX_CONCURRENCY values for reserve (32 is the default; 16 = two waves)",
     )
+    parser.add_argument(
+        "--burst-sizes",
+        default="10,50,200",
+        help="class sizes N of the burst bench (N cold containers probing at once)",
+    )
+    parser.add_argument(
+        "--burst-processes",
+        type=int,
+        default=10,
+        help="worker processes the burst's containers are spread over (memory: ~100 MB each)",
+    )
+    parser.add_argument("--lone-reps", type=int, default=5, help="lone probes each way (burst)")
     parser.add_argument(
         "--quick", action="store_true", help="a fast smoke run (fewer of everything)"
     )
@@ -164,6 +176,11 @@ def _run(name: str, args: argparse.Namespace) -> dict[str, Any]:
         from .listing import bench_capacity
 
         return bench_capacity(args.reps)
+    if name == "burst":
+        from .burst import bench_burst
+
+        sizes = [int(n) for n in args.burst_sizes.split(",") if n.strip()]
+        return bench_burst(sizes, args.burst_processes, args.lone_reps)
     from .imports import bench_imports
 
     return bench_imports(args.rounds)

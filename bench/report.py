@@ -28,6 +28,12 @@ WARM_MEMORY_FLOOR = Target(1.2)
 NO_MEMORY_FLOOR = Target(1.6)
 QUOTA_SEQUENTIAL = Target(1.0)
 SAME_ANSWER = Target(1, "exactly")
+# Issue 23: a class at 9:00.
+NONE = Target(0, "exactly")
+MUTATING_PER_DESKTOP = Target(0.25)
+ONE_TYPE_P99 = Target(0.15)
+MIXED_P99 = Target(1.2)
+LONE_PROBE = Target(1.1)
 
 
 def _ms(seconds: float) -> str:
@@ -191,6 +197,92 @@ def rows_for(results: dict[str, Any]) -> list[Row]:
                     f"wall ratio {walls.get(name, 0):.2f}x",
                 )
             )
+    burst = results.get("burst")
+    if burst:
+        rows += _burst_rows(burst)
+    return rows
+
+
+def _burst_rows(burst: dict[str, Any]) -> list[Row]:
+    """Issue 23's table: per class and N, then the lone probe."""
+    rows: list[Row] = []
+    grouping = "grouping on" if burst["grouping_available"] else "no grouping in this code"
+    for name, run in burst["runs"].items():
+        kind, n, budget = name.split("/")
+        how = "shared budget" if budget == "shared" else "each pacer alone"
+        title = f"class of {n} ({kind}, {how})"
+        cpu = (
+            f"containers' CPU {run['workers_cpu_s']:.1f} s + emulator's "
+            f"{run['emulator_cpu_s']:.1f} s in {run['wall_s']:.1f} s wall on "
+            f"{run['processes']} processes"
+        )
+        spread = f"p50 {run['p50_s']:.1f} s, p99 {run['p99_s']:.1f} s; {run['statuses']}"
+        alone = budget != "shared"
+        rows.append(
+            Row(
+                f"{title}: wrong answers",
+                run["wrong"],
+                None if alone else NONE,
+                unit="count",
+                detail=spread,
+            )
+        )
+        rows.append(
+            Row(
+                f"{title}: answers not available (capacity plentiful)",
+                run["not_available"],
+                None if alone else NONE,
+                unit="count",
+                detail=f"codes {run['codes']}",
+            )
+        )
+        rows.append(
+            Row(
+                f"{title}: EC2 calls throttled / calls",
+                run["throttled_share"],
+                None if alone else THROTTLED_SHARE,
+                unit="share",
+                detail=f"{run['throttled']} of {run['ec2_calls']}; {cpu}",
+            )
+        )
+        rows.append(
+            Row(
+                f"{title}: reservations left holding that no answer flagged",
+                run["left_holding"],
+                None if alone else NONE,
+                unit="count",
+            )
+        )
+        if alone or int(n) < 200:
+            continue
+        if kind == "one-type":
+            rows.append(
+                Row(
+                    f"{title}: mutating EC2 calls per desktop",
+                    run["mutating_per_desktop"],
+                    MUTATING_PER_DESKTOP,
+                    detail=f"{run['mutating']} mutating calls, {run['grouped']} answers "
+                    f"grouped; {grouping}",
+                )
+            )
+        rows.append(
+            Row(
+                f"{title}: p99 / the bucket's bound",
+                run["p99_s"] / run["bound_s"],
+                ONE_TYPE_P99 if kind == "one-type" else MIXED_P99,
+                detail=f"p99 {run['p99_s']:.1f} s vs (N*2-50)/5 = {run['bound_s']:.0f} s; "
+                + (grouping if kind == "one-type" else "no grouping possible"),
+            )
+        )
+    lone = burst["lone"]
+    rows.append(
+        Row(
+            f"a lone probe, shared budget ({grouping}) / today's lone probe",
+            lone["shared"]["median_s"] / lone["today"]["median_s"],
+            LONE_PROBE,
+            detail=f"median {_ms(lone['shared']['median_s'])} vs {_ms(lone['today']['median_s'])}",
+        )
+    )
     return rows
 
 

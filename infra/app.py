@@ -32,6 +32,7 @@ CONTEXT_KEYS = (
     "holdLimitSeconds",
     "snapStart",
     "probeProvisionedConcurrency",
+    "reservedConcurrency",
     "onDemandPrices",
 )
 

@@ -92,6 +92,14 @@ class BrokerConfig:
     # every invoker then calls.
     snap_start: bool = False
     probe_provisioned_concurrency: int = 0
+    # Reserved concurrency per function (docs/deploy.md): at most that many environments of
+    # the function run at once, each with its own EC2 pacer; more concurrent invocations are
+    # refused by Lambda with TooManyRequestsException, which the client and the Slurm
+    # programs back off on. The cleaner's is always 1.
+    reserved_concurrency: tuple[tuple[str, int], ...] = ()
+    # The functions' EC2 pacers draw from one budget in the state table (BROKER_SHARED_EC2_BUDGET,
+    # docs/performance.md): for accounts where bursts of many containers meet EC2's buckets.
+    shared_ec2_budget: bool = False
 
     @property
     def live_alias(self) -> str | None:
@@ -217,6 +225,17 @@ class BrokerConfig:
                 "kept warm, paid per hour); see docs/deploy.md"
             )
 
+        reserved = _reserved(context, "reservedConcurrency")
+        probe_reserved = dict(reserved).get("probe")
+        if probe_reserved is not None and provisioned > probe_reserved:
+            # AWS: provisioned concurrency cannot exceed the function's reserved concurrency.
+            raise ConfigError(
+                f"context probeProvisionedConcurrency={provisioned} exceeds probe's "
+                f"reservedConcurrency={probe_reserved}: Lambda allocates provisioned "
+                "concurrency out of the reserved concurrency "
+                "(https://docs.aws.amazon.com/lambda/latest/dg/provisioned-concurrency.html)"
+            )
+
         return cls(
             cluster_id=cluster_id,
             function_prefix=function_prefix,
@@ -238,6 +257,8 @@ class BrokerConfig:
             snap_start=snap_start,
             probe_provisioned_concurrency=provisioned,
             on_demand_prices=_prices(context, "onDemandPrices"),
+            reserved_concurrency=reserved,
+            shared_ec2_budget=_bool(context, "sharedEc2Budget", default=False),
         )
 
 
@@ -291,23 +312,27 @@ def _str_list(context: Mapping[str, Any], key: str) -> list[str]:
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 
 
-def _prices(context: Mapping[str, Any], key: str) -> tuple[tuple[str, float], ...]:
-    """``{"g6.xlarge": 0.8048}`` in cdk.json, or ``g6.xlarge=0.8048,p5.48xlarge=55.04`` from
-    `-c`: USD per instance-hour, in the order given."""
+def _pairs(context: Mapping[str, Any], key: str, shape: str) -> list[tuple[Any, Any]]:
+    """An object from cdk.json, or ``a=1,b=2`` from `-c`: its (name, value) pairs in order
+    (none when the key is absent or empty)."""
     value = _raw(context, key)
     if value is None:
-        return ()
-    pairs: list[tuple[Any, Any]]
+        return []
     if isinstance(value, Mapping):
-        pairs = list(value.items())
-    elif isinstance(value, str):
-        pairs = [
+        return list(value.items())
+    if isinstance(value, str):
+        return [
             (item.partition("=")[0], item.partition("=")[2] or None)
             for item in value.split(",")
             if item.strip()
         ]
-    else:
-        raise ConfigError(f"context {key} must be an object or type=price,type=price")
+    raise ConfigError(f"context {key} must be an object or {shape}")
+
+
+def _prices(context: Mapping[str, Any], key: str) -> tuple[tuple[str, float], ...]:
+    """``{"g6.xlarge": 0.8048}`` in cdk.json, or ``g6.xlarge=0.8048,p5.48xlarge=55.04`` from
+    `-c`: USD per instance-hour, in the order given."""
+    pairs = _pairs(context, key, "type=price,type=price")
     prices: list[tuple[str, float]] = []
     for name, price in pairs:
         name = str(name).strip()
@@ -324,6 +349,34 @@ def _prices(context: Mapping[str, Any], key: str) -> tuple[tuple[str, float], ..
     if len({name for name, _ in prices}) != len(prices):
         raise ConfigError(f"context {key} names an instance type twice")
     return tuple(prices)
+
+
+RESERVABLE = ("probe", "reserve", "release", "capacity")
+
+
+def _reserved(context: Mapping[str, Any], key: str) -> tuple[tuple[str, int], ...]:
+    """``{"probe": 50}`` in cdk.json, or ``probe=50,reserve=20`` from `-c`: each function's
+    reserved concurrency (1 to MAX_PROVISIONED_CONCURRENCY), in the order given."""
+    reserved: list[tuple[str, int]] = []
+    for name, count in _pairs(context, key, "function=N,function=N"):
+        name = str(name).strip()
+        if name not in RESERVABLE:
+            raise ConfigError(
+                f"context {key}: {name!r} is not one of {', '.join(RESERVABLE)} (the cleaner "
+                "always runs one at a time)"
+            )
+        text = str(count).strip()
+        if isinstance(count, bool) or not text.isdigit() or int(text) < 1:
+            raise ConfigError(f"context {key}: {name}={count!r} must be a whole number from 1")
+        if int(text) > MAX_PROVISIONED_CONCURRENCY:
+            raise ConfigError(
+                f"context {key}: {name}={count!r} is above Lambda's default concurrency quota "
+                f"of {MAX_PROVISIONED_CONCURRENCY} a region"
+            )
+        reserved.append((name, int(text)))
+    if len({name for name, _ in reserved}) != len(reserved):
+        raise ConfigError(f"context {key} names a function twice")
+    return tuple(reserved)
 
 
 def _bool(context: Mapping[str, Any], key: str, *, default: bool) -> bool:

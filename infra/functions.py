@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from aws_cdk import Aws, Duration, RemovalPolicy
@@ -101,6 +101,13 @@ def function_specs(config: BrokerConfig) -> dict[str, FunctionSpec]:
             Duration.seconds(120),
         ),
     ]
+    # The deploy option ``reservedConcurrency`` (docs/deploy.md) caps how many environments
+    # of a function run at once: how many EC2 pacers a burst starts.
+    reserved = dict(config.reserved_concurrency)
+    specs = [
+        replace(spec, reserved_concurrency=reserved[spec.name]) if spec.name in reserved else spec
+        for spec in specs
+    ]
     by_name = {spec.name: spec for spec in specs}
     assert tuple(by_name) == FUNCTION_NAMES
     return by_name
@@ -136,6 +143,7 @@ class BrokerFunctions(Construct):
             "BROKER_PARAMETER_PREFIX": config.parameter_prefix,
             "BROKER_REGIONS": regions,
             "BROKER_STATE_TABLE": state_table.table_name,
+            "BROKER_SHARED_EC2_BUDGET": "true" if config.shared_ec2_budget else "false",
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             # The broker uses no pydantic plugin; without this pydantic scans every installed
             # distribution's entry points when it builds the first model (cold start).

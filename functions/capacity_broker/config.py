@@ -43,6 +43,7 @@ VARIABLES: Mapping[str, tuple[str, ...]] = {
     "idle_grace_seconds": ("BROKER_IDLE_GRACE_SECONDS",),
     "hold_limit_seconds": ("BROKER_HOLD_LIMIT_SECONDS",),
     "ec2_rate_scale": ("BROKER_EC2_RATE_SCALE",),
+    "shared_ec2_budget": ("BROKER_SHARED_EC2_BUDGET",),
 }
 _DEFAULT_GRACES = Graces()
 
@@ -117,6 +118,11 @@ class Settings(BaseModel):
     ec2_rate_scale: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] = Field(
         default=1.0, validation_alias=_alias("ec2_rate_scale")
     )
+    # Whether the EC2 pacer draws from the state table's shared budget (adapters/
+    # dynamodb_budget.py) instead of pacing this process alone. Off by default: measured, a
+    # lone probe pays 3-6 table round trips for it (1.45x its latency, docs/performance.md),
+    # which only a burst of many containers repays.
+    shared_ec2_budget: bool = Field(default=False, validation_alias=_alias("shared_ec2_budget"))
 
     @field_validator("cluster_id", "state_table", mode="before")
     @classmethod
@@ -202,4 +208,5 @@ RULES: Mapping[str, str] = {
     "idle_grace_seconds": f"must be a number of seconds from 0 to {MAX_GRACE_SECONDS}",
     "hold_limit_seconds": f"must be a number of seconds from 0 to {MAX_GRACE_SECONDS}",
     "ec2_rate_scale": "must be a number greater than 0 (at most 10000)",
+    "shared_ec2_budget": "must be true or false",
 }

@@ -114,6 +114,8 @@ def test_environment_per_contract(broker: Synth, name: str) -> None:
         # Default: the function's own region.
         "BROKER_REGIONS": {"Ref": "AWS::Region"},
         "BROKER_STATE_TABLE": {"Ref": table_id},
+        # Default: each process paces EC2 alone (docs/performance.md).
+        "BROKER_SHARED_EC2_BUDGET": "false",
         "POWERTOOLS_SERVICE_NAME": name,
         "POWERTOOLS_METRICS_NAMESPACE": "CapacityBroker",
         # No pydantic plugin: no scan of every installed distribution at the first model.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 from datetime import timedelta
+from random import Random
 from typing import Any
 
 import boto3
@@ -24,6 +25,7 @@ from capacity_broker.client import (
     RegionsFailed,
     Results,
 )
+from capacity_broker.client.deployed import Patience
 from capacity_broker.logic.discovery import TAG_PURCHASE_KEY, purchase_key
 from capacity_broker.models.capacity import CapacityRow
 
@@ -572,6 +574,8 @@ def test_deployed_invokes_prefix_entry_functions() -> None:
     [("AccessDeniedException", 403), ("TooManyRequestsException", 429)],
 )
 def test_deployed_invoke_refused_raises_invoke_failed(code: str, status: int) -> None:
+    """Refused (or still throttled when the caller's patience is spent: none here; issue 23
+    made throttled invokes wait, see test_deployed_throttled_invoke_backs_off)."""
     lam = boto3.client(
         "lambda", region_name="us-east-1", config=Config(retries={"total_max_attempts": 1})
     )
@@ -580,12 +584,75 @@ def test_deployed_invoke_refused_raises_invoke_failed(code: str, status: int) ->
     stub.add_client_error("invoke", code, "not now", status)
     with stub:
         tf = CapacityBroker.deployed("cb-prod", lambda_client=lam)
+        tf.patience = Patience(seconds=0)
         with pytest.raises(InvokeFailed) as raised:
             tf.probe("g6.xlarge", ["subnet-0d1a0000000000e1a"])
         assert raised.value.code == code
         assert "cb-prod-probe" in str(raised.value)
         with pytest.raises(BrokerError):  # the client's documented base error
             tf.capacity()
+
+
+class Moment:
+    """A clock the backoff's sleeps move (no real waiting)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.pauses: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+@pytest.mark.parametrize("code", ["TooManyRequestsException", "EC2ThrottledException"])
+def test_deployed_throttled_invoke_backs_off(code: str) -> None:
+    """Lambda throttles the invoke (reserved concurrency used up, issue 23): the client asks
+    again with jittered, growing pauses until the function answers, within its patience."""
+    lam = boto3.client(
+        "lambda", region_name="us-east-1", config=Config(retries={"total_max_attempts": 1})
+    )
+    stub = Stubber(lam)
+    for _ in range(4):
+        stub.add_client_error("invoke", code, "Rate Exceeded.", 429)
+    answer = {
+        "status": "ok",
+        "request_id": "r",
+        "regions": ["us-east-1"],
+        "summary": {"reservations": 0},
+        "reservations": [],
+        "message": "0 ODCRs",
+    }
+    stub.add_response("invoke", {"StatusCode": 200, "Payload": _payload(answer)})
+    clock = Moment()
+    with stub:
+        tf = CapacityBroker.deployed("cb-prod", lambda_client=lam)
+        tf.patience = Patience(seconds=30, sleep=clock.sleep, monotonic=clock, rng=Random(23))
+        assert tf.capacity(reservation_type=ReservationType.ALL) == []
+    assert len(clock.pauses) == 4
+    assert len(set(clock.pauses)) == 4  # jittered
+    assert all(0 <= p <= min(8.0, 0.5 * 2**i) for i, p in enumerate(clock.pauses))
+
+
+def test_deployed_throttled_invoke_gives_up_within_its_patience() -> None:
+    lam = boto3.client(
+        "lambda", region_name="us-east-1", config=Config(retries={"total_max_attempts": 1})
+    )
+    stub = Stubber(lam)
+    for _ in range(200):
+        stub.add_client_error("invoke", "TooManyRequestsException", "Rate Exceeded.", 429)
+    clock = Moment()
+    with stub:
+        tf = CapacityBroker.deployed("cb-prod", lambda_client=lam)
+        tf.patience = Patience(seconds=20, sleep=clock.sleep, monotonic=clock, rng=Random(5))
+        with pytest.raises(InvokeFailed) as raised:
+            tf.clean()
+    assert raised.value.code == "TooManyRequestsException"
+    assert clock.now < 20
+    assert len(clock.pauses) >= 3
 
 
 def test_deployed_lambda_unreachable_raises_invoke_failed() -> None:

@@ -27,6 +27,13 @@ Each (region, bucket) of a container has one ``AdaptiveBucket``, shared by its t
   below it; too soon after the last one to measure, it drops by 30% and climbs back to the
   share measured before. Calls sent before a cut do not cut again.
 
+With a state table, the buckets of every process of the account and region also take their
+tokens from one ledger there (``dynamodb_budget``): a bucket then holds only what it leased,
+a few tokens at a time, instead of starting with EC2's whole burst, and everything above
+(the pace, the cuts, the probes) still adapts to what EC2 answers this process. A probe is
+spent beyond the ledger (``overdraw``): the others wait one token longer. When the table
+cannot be asked the bucket refills on its own, as without a table.
+
 botocore's adaptive retry mode (``botocore/retries/adaptive.py``, ``throttling.py``,
 ``bucket.py``) was read and not reused: its limiter stays off until the first throttle (a
 sweep first bursts past the bucket), its token bucket holds one second of its rate where EC2's
@@ -43,7 +50,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ..domain.errors import RATE_BUDGET_EXHAUSTED, ErrorClass
 from .aws import AwsError
@@ -105,6 +112,33 @@ def bucket_of(action: str, params: Mapping[str, Any] | None = None) -> tuple[str
     return action, NON_MUTATING
 
 
+class Leased(Protocol):
+    """What a ledger answers a lease (``dynamodb_budget.Grant``)."""
+
+    @property
+    def tokens(self) -> int: ...
+
+    @property
+    def wait(self) -> float: ...
+
+
+class SharedLedger(Protocol):
+    """One bucket's tokens shared with every process of the account and region
+    (``dynamodb_budget.Ledger``)."""
+
+    def lease(self, burst: float, rate: float) -> Leased | None:
+        """Some tokens, or how long until one; None: pace alone (the ledger is unavailable)."""
+        ...
+
+    def overdraw(self, rate: float) -> None: ...
+
+
+class SharedBudget(Protocol):
+    """Every bucket's ledger (``dynamodb_budget.BudgetTable``)."""
+
+    def ledger(self, region: str, bucket: str) -> SharedLedger: ...
+
+
 class Tuning(NamedTuple):
     """How the pacer adapts (the numbers are discussed in docs/performance.md). Durations are
     counted in tokens of the starting rate (5 tokens: 1 s at the mutating default of 5/s, 33 s
@@ -149,16 +183,20 @@ class AdaptiveBucket:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         tuning: Tuning | None = None,
+        ledger: SharedLedger | None = None,
     ) -> None:
         self.tuning = tuning or Tuning()
         self.burst = max(1.0, limits.burst)
         self.start = limits.refill * scale
         self.rate = self.start
-        self.tokens = self.burst
+        # Alone, a bucket starts full, as EC2's does; sharing a ledger, with what it leases.
+        self.ledger = ledger
+        self.tokens = self.burst if ledger is None else 0.0
         self.limit: float | None = None  # our share of EC2's bucket, once a throttle showed it
         self._clock = clock
         self._sleep = sleep
         self._stamp = clock()
+        self._asked = self._stamp  # when the ledger was last asked
         self._last_cut = -math.inf
         self._answered_since_cut = 0
         # Paced calls EC2 answered since the rate last changed: a probe waits for ``confirm``.
@@ -179,13 +217,33 @@ class AdaptiveBucket:
     # -- admission ------------------------------------------------------------------------
     def _refill(self, now: float) -> None:
         if now > self._stamp:
-            self.tokens = min(self.burst, self.tokens + (now - self._stamp) * self.rate)
+            if self.ledger is None:
+                self.tokens = min(self.burst, self.tokens + (now - self._stamp) * self.rate)
             self._stamp = now
+
+    def _lease(self, now: float) -> float:
+        """Out of tokens with a ledger: lease some (0.0), or the seconds until the ledger has
+        one. A ledger that cannot be asked refills the bucket as if alone since it was last
+        asked."""
+        assert self.ledger is not None
+        grant = self.ledger.lease(self.burst, self.rate)
+        if grant is None:
+            alone = min(self.burst, self.tokens + (now - self._asked) * self.rate)
+            self.tokens = max(self.tokens, alone)
+            wait = 0.0 if self.tokens >= 1 else (1 - self.tokens) / self.rate
+        else:
+            self.tokens += grant.tokens
+            wait = 0.0 if self.tokens >= 1 else grant.wait
+        self._asked = now
+        return wait
 
     def try_take(self, now: float) -> Ticket | float:
         """A ticket if a call may go now, else the seconds to wait before asking again."""
         with self._lock:
             self._refill(now)
+            shared_wait = None
+            if self.tokens < 1 and self.ledger is not None:
+                shared_wait = self._lease(now)
             if self.tokens >= 1:
                 self.tokens -= 1
                 self.counts["paced"] += 1
@@ -194,8 +252,10 @@ class AdaptiveBucket:
             if may_probe and now >= self._next_probe:
                 self._probe_out = True
                 self.counts["probes"] += 1
+                if self.ledger is not None:
+                    self.ledger.overdraw(self.rate)
                 return Ticket(now, probe=True)
-            wait = (1 - self.tokens) / self.rate
+            wait = (1 - self.tokens) / self.rate if shared_wait is None else shared_wait
             if may_probe:
                 wait = min(wait, self._next_probe - now)
             return max(wait, 1e-3)
@@ -303,7 +363,8 @@ class AdaptiveBucket:
 
 class Pacer:
     """One ``AdaptiveBucket`` per (region, bucket), shared by every thread and EC2 adapter of
-    a root (``root.Root``: one pacer per root, so per Lambda container)."""
+    a root (``root.Root``: one pacer per root, so per Lambda container); with ``shared`` (the
+    state table's ledgers) every bucket also draws from its ledger, one per account."""
 
     def __init__(
         self,
@@ -311,11 +372,14 @@ class Pacer:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         tuning: Tuning | None = None,
+        shared: SharedBudget | None = None,
     ) -> None:
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"the rate scale must be a number greater than 0, not {scale!r}")
         self.scale = scale
         self.tuning = tuning
+        # The account's ledgers (the state table's), or None: this pacer alone.
+        self.shared = shared
         self._clock = clock
         self._sleep = sleep
         self._buckets: dict[tuple[str, str], AdaptiveBucket] = {}
@@ -337,8 +401,9 @@ class Pacer:
             with self._lock:
                 found = self._buckets.get(key)
                 if found is None:
+                    ledger = self.shared.ledger(region, name) if self.shared else None
                     found = self._buckets[key] = AdaptiveBucket(
-                        limits, self.scale, self._clock, self._sleep, self.tuning
+                        limits, self.scale, self._clock, self._sleep, self.tuning, ledger
                     )
         return found
 

@@ -24,7 +24,7 @@ from ..logic.memory import CapacityMemory
 from ..root import Adapters, Root, discovery
 from . import regions as where
 from . import when
-from .deployed import invoke_function, lambda_client
+from .deployed import Patience, invoke_function, lambda_client
 from .in_process import run_function
 from .results import (
     BrokerError,
@@ -72,10 +72,17 @@ class BrokerBase:
         # use from the AWS SDK's defaults).
         self.session = session
         functions = self.settings.functions
+        # In direct mode its EC2 calls draw from the state table's budget with the Lambdas'
+        # (the table in the region its functions run in).
         self.adapters = Adapters(
-            session, rate_scale=functions.ec2_rate_scale if functions is not None else 1.0
+            session,
+            rate_scale=functions.ec2_rate_scale if functions is not None else 1.0,
+            state_table=self.settings.state_table if not self.settings.function_prefix else None,
+            table_region=self._table_region(),
         )
         self._lambda: Any = None
+        # How long a deployed broker keeps asking a throttled Lambda (deployed.Patience).
+        self.patience = Patience()
         self._lock = threading.RLock()
         self._root: Root | None = None
         self._discovery: Discovery | None = None
@@ -174,6 +181,12 @@ class BrokerBase:
                 self._enabled = enabled_regions(self.home_region, self.adapters.clients)
             return list(self._enabled)
 
+    def _table_region(self) -> str:
+        """The state table's region: the function region, without asking EC2 for the
+        enabled regions (the first of those given, else the home region)."""
+        given = [r for r in self._regions if r != where.EVERY_REGION]
+        return given[0] if given and len(given) == len(self._regions) else self.home_region
+
     @property
     def function_regions(self) -> list[str]:
         """``BROKER_REGIONS`` of a function run in this process: the client's regions, else
@@ -213,7 +226,12 @@ class BrokerBase:
         broker's root."""
         if self.function_prefix:
             return invoke_function(
-                self._lambda_client, self.function_prefix, entry, event, self.function_qualifier
+                self._lambda_client,
+                self.function_prefix,
+                entry,
+                event,
+                self.function_qualifier,
+                self.patience,
             )
         return run_function(entry, event, self.root)
 

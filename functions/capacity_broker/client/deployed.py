@@ -3,21 +3,47 @@ the stack's ``FunctionQualifier`` output, when the stack publishes versions for 
 provisioned concurrency).
 
 Lambda's own failures (the call refused, throttled, unreachable) and a function that raised
-become the client's errors; the function's JSON answer is returned as it came.
+become the client's errors; the function's JSON answer is returned as it came. A throttled
+invoke (the account's or the function's reserved concurrency is used up, or EC2 throttled the
+function's start) is asked again, with jittered exponential backoff, within the caller's
+``Patience``: a class of desktops or a Slurm queue flushing meets it by design.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..domain import backoff
 from .results import EntryPointUnavailable, FunctionError, InvokeFailed
 
 # Lambda's longest timeout is 15 minutes; the client waits a little longer for an answer.
 INVOKE_READ_TIMEOUT = 910
+
+
+# Lambda's answers to an invoke it will take later: concurrency used up (the account's, or the
+# function's reserved concurrency: docs/deploy.md), or EC2 throttling the function's start.
+THROTTLED = frozenset({"TooManyRequestsException", "EC2ThrottledException"})
+
+
+@dataclass(frozen=True)
+class Patience:
+    """How long a caller keeps asking a throttled Lambda: full-jitter exponential backoff
+    (``domain.backoff``) from ``base`` to ``cap`` seconds, for at most ``seconds`` from the
+    first try (then the throttle is the answer, as ``InvokeFailed``)."""
+
+    seconds: float = 60.0
+    base: float = 0.5
+    cap: float = 8.0
+    sleep: Callable[[float], None] = time.sleep
+    monotonic: Callable[[], float] = time.monotonic
+    rng: random.Random = field(default_factory=random.Random)
 
 
 def lambda_client(session: Any, region: str) -> Any:
@@ -46,10 +72,35 @@ def invoke_function(
     entry: str,
     event: Mapping[str, Any],
     qualifier: str | None = None,
+    patience: Patience | None = None,
 ) -> dict[str, Any]:
     """``<prefix>-<entry>``'s answer to ``event`` (``lam`` gives the Lambda client), from the
     alias ``qualifier`` when given (SnapStart and provisioned concurrency serve only
-    published versions, never $LATEST)."""
+    published versions, never $LATEST). A throttled invoke is asked again within
+    ``patience`` (the same event: every call carries its request id)."""
+    patience = patience or Patience()
+    budget = backoff.Budget.starting(patience.monotonic(), patience.seconds)
+    attempt = 0
+    while True:
+        try:
+            return _invoke_once(lam, prefix, entry, event, qualifier)
+        except InvokeFailed as failed:
+            if failed.code not in THROTTLED:
+                raise
+            pause = backoff.delay(attempt, patience.base, patience.cap, patience.rng)
+            if not budget.allows(pause, patience.monotonic()):
+                raise
+            attempt += 1
+            patience.sleep(pause)
+
+
+def _invoke_once(
+    lam: Callable[[], Any],
+    prefix: str,
+    entry: str,
+    event: Mapping[str, Any],
+    qualifier: str | None,
+) -> dict[str, Any]:
     name = f"{prefix}-{entry}" + (f":{qualifier}" if qualifier else "")
     try:
         response = lam().invoke(

@@ -92,6 +92,7 @@ BAD = [
     ("BROKER_EC2_RATE_SCALE", "0"),
     ("BROKER_EC2_RATE_SCALE", "-1"),
     ("BROKER_EC2_RATE_SCALE", "inf"),
+    ("BROKER_SHARED_EC2_BUDGET", "sometimes"),
 ]
 
 

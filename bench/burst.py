@@ -1,0 +1,413 @@
+"""A class at 9:00 (issue 23): N cold containers probing at once, against the emulator served
+over HTTP with EC2's published buckets, eventual consistency and 50 ms per call.
+
+Each container is a ``Root`` of its own (its session, clients, EC2 pacer, capacity memory),
+built cold in a worker process before the start; the containers are spread over at most
+``--burst-processes`` processes (each process imports boto3 and the broker once: 200
+processes would need ~20 GB, and this machine is shared). Every container starts its probe at
+the same wall-clock instant, with a 30 s Lambda budget. The world: 4 subnets, the first two
+AZs empty, so the right answer is always the third subnet; capacity is plentiful there.
+
+Two classes: one instance type for everyone (what grouping can merge, when the code has it:
+``BROKER_PROBE_GROUPING``), and the same class over several types (no grouping possible). Each
+with the state table (every container's pacer on the shared EC2 budget) and, for comparison,
+without (each pacer alone: what issue 23 measured). Then a lone probe, with and without the
+table, several times: what the shared budget costs one desktop when there is no burst.
+
+What a run reports, from the answers and from the emulator's call log: wrong answers (an
+``available`` answer that is not the third subnet), answers not ``available``, EC2 calls and
+throttled calls, mutating calls per desktop, p50/p99 of the probes' wall time, reservations
+left holding that no answer flagged, and the workers' CPU seconds against the wall.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REGION = "us-east-1"
+CLUSTER = "bench-burst"
+TABLE = "broker-state"
+AZS = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"]
+SUBNETS = [
+    "subnet-0a000000000009a01",
+    "subnet-0b000000000009a02",
+    "subnet-0c000000000009a03",
+    "subnet-0d000000000009a04",
+]
+RIGHT = SUBNETS[2]
+ONE_TYPE = "m7i.large"
+MIXED_TYPES = ["m7i.large", "c7i.large", "r7i.large", "m6i.large", "c6i.large", "r6i.large"]
+BUDGET_S = 30.0
+CALL_S = 0.05  # every EC2 call (the issue's 50 ms)
+TABLE_CALL_S = 0.005  # DynamoDB's single-digit milliseconds
+MUTATING = ("CreateCapacityReservation", "CancelCapacityReservation", "ModifyCapacityReservation")
+
+
+def scenario() -> dict[str, Any]:
+    return {
+        "regions": {
+            REGION: {
+                "vpcs": [
+                    {
+                        "name": "burst",
+                        "cidr": "10.9.0.0/16",
+                        "subnets": [
+                            {
+                                "id": s,
+                                "name": f"burst-{i}",
+                                "availability_zone": az,
+                                "cidr": f"10.9.{i}.0/24",
+                            }
+                            for i, (s, az) in enumerate(zip(SUBNETS, AZS, strict=True))
+                        ],
+                    }
+                ],
+                "pools": [
+                    {"availability_zone": az, "instance_type": t, "capacity": cap}
+                    for az, cap in zip(AZS, (0, 0, 100_000, 100_000), strict=True)
+                    for t in MIXED_TYPES
+                ],
+            }
+        }
+    }
+
+
+def bound_s(n: int) -> float:
+    """The bucket's bound for n desktops one at a time: (n·2 − 50) / 5 s (≥ 0)."""
+    return max(0.0, (n * 2 - 50) / 5)
+
+
+# -- the worker (a process of containers) ---------------------------------------------------
+
+
+def worker(spec: dict[str, Any]) -> None:
+    """Build ``spec['containers']`` cold roots, say ready, wait for the start instant on
+    stdin, probe once per container at that instant, print the answers as JSON."""
+    started_cpu = time.process_time()
+    from capacity_broker.client.in_process import InProcessContext, handler_module
+    from capacity_broker.config import Settings
+    from capacity_broker.handlers._runtime import PLAIN, serve
+    from capacity_broker.root import Root
+
+    module = handler_module("probe")
+    roots = [Root(Settings.from_env(os.environ)) for _ in spec["probes"]]
+    print(json.dumps({"ready": True}), flush=True)
+    go_at = float(sys.stdin.readline())
+    answers: list[dict[str, Any]] = [{} for _ in spec["probes"]]
+
+    def one(i: int, root: Any, event: dict[str, Any]) -> None:
+        delay = go_at - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        began = time.time()
+        context = InProcessContext(function_name="capacity-broker-probe", timeout_ms=30_000)
+        try:
+            answer = dict(serve("probe", module.run, dict(event), context, lambda: root, PLAIN))
+        except Exception as error:
+            answer = {"status": "crash", "message": repr(error)[:300]}
+        answers[i] = {
+            "began": began,
+            "ended": time.time(),
+            "status": answer.get("status"),
+            "subnet_id": answer.get("subnet_id"),
+            "code": answer.get("error_code") or answer.get("code"),
+            "group": answer.get("group"),
+            "flags": {k: answer[k] for k in ("leaked", "left_holding") if k in answer},
+        }
+
+    threads = [
+        threading.Thread(target=one, args=(i, root, event))
+        for i, (root, event) in enumerate(zip(roots, spec["probes"], strict=True))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for root in roots:
+        root.close(timeout=2)
+    budget = {}
+    for root in roots:
+        shared = root.adapters.budget
+        if shared is not None:
+            for k, v in shared.counts.items():
+                budget[k] = budget.get(k, 0) + v
+    print(
+        json.dumps(
+            {
+                "answers": answers,
+                "cpu_s": time.process_time() - started_cpu,
+                "maxrss_mb": _maxrss_mb(),
+                "budget": budget,
+            }
+        ),
+        flush=True,
+    )
+
+
+def _maxrss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# -- the parent --------------------------------------------------------------------------------
+
+
+class Served:
+    """``python -m emulator serve`` in a process of its own, and a client of its controls."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "emulator", "serve"],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().strip()
+        if not line.startswith("AWS_ENDPOINT_URL="):
+            raise RuntimeError(f"the emulator did not start: {line!r}")
+        self.endpoint = line.partition("=")[2]
+        from emulator.remote import RemoteEmulator
+
+        self.emu = RemoteEmulator(self.endpoint)
+
+    def cpu_s(self) -> float:
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def _fresh_world(served: Served, table: bool) -> None:
+    import boto3
+
+    emu = served.emu
+    emu.reset()
+    emu.load_scenario(scenario())
+    emu.throttle(enabled=True)  # EC2's published buckets, on the real clock
+    emu.latency(
+        CALL_S,
+        actions=dict.fromkeys(("UpdateItem", "BatchGetItem", "GetItem", "PutItem"), TABLE_CALL_S),
+    )
+    if table:
+        boto3.client("dynamodb", region_name=REGION, endpoint_url=served.endpoint).create_table(
+            TableName=TABLE,
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+    emu.clear_calls()
+
+
+def run_class(
+    served: Served, n: int, types: list[str], table: bool, grouping: bool, processes: int
+) -> dict[str, Any]:
+    """One class of ``n`` desktops, all at once; what it measured."""
+    _fresh_world(served, table)
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": served.endpoint,
+        "BROKER_CLUSTER_ID": CLUSTER,
+        "BROKER_PROBE_GROUPING": "true" if grouping else "false",
+        "POWERTOOLS_LOG_LEVEL": "ERROR",
+        "LOG_LEVEL": "ERROR",
+    }
+    if table:
+        env["BROKER_STATE_TABLE"] = TABLE
+        env["BROKER_SHARED_EC2_BUDGET"] = "true"
+    else:
+        env.pop("BROKER_STATE_TABLE", None)
+    probes = [
+        {
+            "request_id": f"class-{n}-{i:04d}",
+            "instance_type": types[i % len(types)],
+            "subnet_ids": SUBNETS,
+        }
+        for i in range(n)
+    ]
+    count = max(1, min(processes, n))
+    shares = [probes[i::count] for i in range(count)]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "bench.burst", "--worker", json.dumps({"probes": share})],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        for share in shares
+    ]
+    for w in workers:
+        assert w.stdout is not None
+        ready = w.stdout.readline()
+        if '"ready"' not in ready:
+            raise RuntimeError(f"a worker did not start: {ready!r}")
+    emulator_cpu_before = served.cpu_s()
+    go_at = time.time() + 1.0
+    wall_start = go_at
+    for w in workers:
+        assert w.stdin is not None
+        w.stdin.write(f"{go_at}\n")
+        w.stdin.flush()
+    reports = []
+    for w, share in zip(workers, shares, strict=True):
+        try:
+            out, _ = w.communicate(timeout=max(0.0, go_at + BUDGET_S * 6 - time.time()))
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+        except (subprocess.TimeoutExpired, json.JSONDecodeError, IndexError):
+            # A worker that did not finish: its probes count as unanswered (not available).
+            w.kill()
+            w.communicate()
+            lost = {"began": go_at, "ended": time.time(), "status": "lost", "subnet_id": None}
+            reports.append(
+                {
+                    "answers": [{**lost, "code": "WorkerLost", "group": None}] * len(share),
+                    "cpu_s": 0.0,
+                    "maxrss_mb": 0.0,
+                    "budget": {},
+                }
+            )
+    wall = time.time() - wall_start
+    time.sleep(1.0)  # cancels the answers left to finish in the background
+    return _measure(served, n, reports, wall, served.cpu_s() - emulator_cpu_before)
+
+
+def _measure(
+    served: Served, n: int, reports: list[dict[str, Any]], wall: float, emulator_cpu: float
+) -> dict[str, Any]:
+    answers = [a for r in reports for a in r["answers"]]
+    calls = served.emu.calls()
+    ec2 = [c for c in calls if c.get("service", "ec2") == "ec2"]
+    throttled = [c for c in ec2 if c.get("outcome") == "RequestLimitExceeded"]
+    mutating = [c for c in ec2 if c.get("action") in MUTATING]
+    seconds = sorted(a["ended"] - a["began"] for a in answers)
+    available = [a for a in answers if a["status"] == "available"]
+    holding = _left_holding(served)
+    return {
+        "n": n,
+        "statuses": _tally(a["status"] for a in answers),
+        "codes": _tally(a["code"] for a in answers if a["code"]),
+        "wrong": sum(1 for a in available if a["subnet_id"] != RIGHT),
+        "not_available": n - len(available),
+        "grouped": sum(1 for a in answers if a.get("group")),
+        "ec2_calls": len(ec2),
+        "throttled": len(throttled),
+        "throttled_share": len(throttled) / len(ec2) if ec2 else 0.0,
+        "mutating": len(mutating),
+        "mutating_per_desktop": len(mutating) / n,
+        "p50_s": _quantile(seconds, 0.5),
+        "p99_s": _quantile(seconds, 0.99),
+        "bound_s": bound_s(n),
+        "left_holding": holding,
+        "wall_s": wall,
+        "workers_cpu_s": sum(r["cpu_s"] for r in reports),
+        "emulator_cpu_s": emulator_cpu,
+        "worker_maxrss_mb": max(r["maxrss_mb"] for r in reports),
+        "processes": len(reports),
+        "budget": _sum_counts(r.get("budget", {}) for r in reports),
+    }
+
+
+def _left_holding(served: Served) -> int:
+    import boto3
+
+    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=served.endpoint)
+    found = ec2.describe_capacity_reservations(
+        Filters=[{"Name": "state", "Values": ["active", "pending"]}]
+    )["CapacityReservations"]
+    return sum(
+        1
+        for r in found
+        if any(
+            t["Key"] == "capacity-broker:cluster-id" and t["Value"] == CLUSTER
+            for t in r.get("Tags", [])
+        )
+    )
+
+
+def _tally(values: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[str(v)] = out.get(str(v), 0) + 1
+    return out
+
+
+def _sum_counts(counts: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in counts:
+        for k, v in c.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def _quantile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    index = min(len(values) - 1, max(0, round(q * (len(values) - 1))))
+    return values[index]
+
+
+def grouping_available() -> bool:
+    from capacity_broker.config import Settings
+
+    return "probe_grouping" in Settings.model_fields
+
+
+def bench_burst(sizes: list[int], processes: int, lone_reps: int) -> dict[str, Any]:
+    served = Served()
+    try:
+        grouping = grouping_available()
+        runs: dict[str, Any] = {}
+        for n in sizes:
+            runs[f"one-type/{n}/shared"] = run_class(
+                served, n, [ONE_TYPE], True, grouping, processes
+            )
+            runs[f"mixed/{n}/shared"] = run_class(served, n, MIXED_TYPES, True, grouping, processes)
+        # Today's behaviour for the record: every pacer alone (the largest class only).
+        largest = max(sizes)
+        runs[f"one-type/{largest}/alone"] = run_class(
+            served, largest, [ONE_TYPE], False, False, processes
+        )
+        lone = {
+            "shared": [
+                run_class(served, 1, [ONE_TYPE], True, grouping, 1) for _ in range(lone_reps)
+            ],
+            "today": [run_class(served, 1, [ONE_TYPE], False, False, 1) for _ in range(lone_reps)],
+        }
+        return {
+            "grouping_available": grouping,
+            "runs": runs,
+            "lone": {
+                k: {
+                    "median_s": statistics.median(r["p50_s"] for r in v),
+                    "seconds": [round(r["p50_s"], 3) for r in v],
+                    "ec2_calls": [r["ec2_calls"] for r in v],
+                }
+                for k, v in lone.items()
+            },
+        }
+    finally:
+        served.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        worker(json.loads(sys.argv[2]))

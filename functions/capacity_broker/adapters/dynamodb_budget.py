@@ -1,0 +1,282 @@
+"""DynamoDB: EC2's request buckets as one budget per account and region, in the state table.
+
+EC2 throttles per account and region (``adapters.throttle``), so every container, the
+cleaner, the Slurm programs and the CLI draw from the same buckets. Each process paces
+itself (``AdaptiveBucket``); with a state table they also keep one ledger per (EC2 region,
+bucket) and take their tokens from it, so a hundred new containers no longer each start
+with EC2's whole burst.
+
+The ledger is GCRA (the "generic cell rate algorithm", a token bucket kept as one number):
+``tat``, the time at which the bucket would be full again. With ``T`` = 1 / rate and the
+burst ``B``, taking ``k`` tokens at ``now`` is allowed while ``max(tat, now) + k·T − now <=
+B·T`` and moves ``tat`` to ``max(tat, now) + k·T``. DynamoDB has no ``max``, so a lease is a
+conditional ``UpdateItem`` on one of two cases: the bucket is busy (``tat > now``: ``SET tat =
+tat + k·T``, if it stays within the burst) or idle (``tat <= now`` or no item: ``SET tat =
+now + k·T``). A lease tries the case the last answer suggests; a failed condition returns the
+item (``ReturnValuesOnConditionCheckFailure``), which says which case holds, or how long until
+a token. Most calls therefore make one round trip, and a lone caller leases a small batch so
+that most EC2 calls make none.
+
+One item per (EC2 region, bucket), under this module's own prefix of the table's ids::
+
+    id          budget#us-east-1#CreateCapacityReservation
+    tat         the time the bucket is full again (epoch seconds, the processes' wall clocks)
+    expiration  TTL: a day after the last lease
+
+Each process leases at the rate it believes (its ``AdaptiveBucket``'s, adapted to what EC2
+answers it): a throttled process leases more slowly, a process whose probe found more room
+faster; every lease advances the same ledger.
+
+The budget is advice: a table that cannot be reached (an error that is not a failed
+condition, a call past its short deadline) is logged once, and the caller paces on its own
+(``lease`` answers None) until ``DOWN_SECONDS`` later. Its calls are retried by the adapter's
+``RetryPolicy`` within that short deadline and never make a request fail.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from .aws import AwsError, Clients, RetryPolicy, call
+from .dynamodb_memory import _n
+
+PREFIX = "budget#"
+EXPIRATION_SECONDS = 24 * 60 * 60
+# How long a lease may take, retries included, before the caller paces on its own.
+LEASE_SECONDS = 1.0
+DOWN_SECONDS = 60.0  # how long a process paces alone after the table failed it
+BATCH = 5  # tokens leased at once when the bucket is idle (a lone caller's round trips)
+SKEW_SECONDS = 60.0  # the processes' wall clocks may disagree by this much
+ATTEMPTS = 4  # conditional updates per lease (two cases, each may lose a race once)
+log = logging.getLogger(__name__)
+
+
+def item_id(region: str, bucket: str) -> str:
+    return f"{PREFIX}{region}#{bucket}"
+
+
+class Grant(NamedTuple):
+    """What a lease got: ``tokens`` (0 or more), else the seconds until one is free."""
+
+    tokens: int
+    wait: float
+
+
+def grantable(tat: float | None, now: float, burst: float, rate: float) -> tuple[int, float]:
+    """The whole tokens the ledger holds at ``now`` and, when none, the seconds to the next."""
+    period = 1 / rate
+    start = now if tat is None else max(tat, now)
+    room = now + burst * period - start  # seconds of refill not yet spoken for
+    tokens = math.floor(room / period + 1e-9)
+    if tokens >= 1:
+        return min(tokens, math.floor(burst)), 0.0
+    return 0, max(period - room, 1e-3)
+
+
+class BudgetTable:
+    """The ledgers of one state table (``table`` in ``region``); ``lease`` is thread-safe."""
+
+    def __init__(
+        self,
+        table: str,
+        region: str,
+        clients: Clients,
+        *,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        retry: RetryPolicy | None = None,
+        batch: int = BATCH,
+    ) -> None:
+        self.table = table
+        self.region = region
+        self.clients = clients
+        self.retry = retry or RetryPolicy(base=0.05, cap=0.25, max_attempts=3)
+        self.batch = max(1, batch)
+        self._clock = clock
+        self._monotonic = monotonic
+        self._seen: dict[str, float | None] = {}  # per item: its tat at the last answer
+        self._down_until = -math.inf
+        self._said_down = False
+        self._lock = threading.Lock()
+        self.counts = {"leases": 0, "updates": 0, "tokens": 0, "down": 0}
+
+    def ledger(self, region: str, bucket: str) -> Ledger:
+        """The ledger of EC2 ``region``'s ``bucket`` (what a pacer's bucket is handed)."""
+        return Ledger(self, item_id(region, bucket))
+
+    def lease(self, key: str, burst: float, rate: float) -> Grant | None:
+        """Tokens of EC2 ``region``'s ``bucket`` (``burst`` at most, refilled at ``rate``):
+        a small batch when the bucket is idle, one when others are drawing from it too;
+        None when the table cannot be asked (the caller paces on its own)."""
+        if self._monotonic() < self._down_until:
+            return None
+        try:
+            return self._lease(key, burst, rate)
+        except AwsError as error:
+            self._down(error)
+            return None
+
+    def _lease(self, key: str, burst: float, rate: float) -> Grant:
+        self.counts["leases"] += 1
+        deadline = self._monotonic() + LEASE_SECONDS
+        seen = self._seen.get(key)  # the ledger's tat at this process's last lease
+        now = self._clock()
+        for _ in range(ATTEMPTS):
+            # Half of what the ledger held last time, up to a batch: a lone caller leases a
+            # few tokens per round trip, callers that share a busy bucket one at a time.
+            room, _ = grantable(seen, now, burst, rate)
+            want = max(1, min(self.batch, room // 2))
+            busy = seen is not None and seen > now
+            taken, tat = self._update(key, busy, now, want, burst, rate, deadline)
+            self._seen[key] = tat
+            if taken:
+                self.counts["tokens"] += want
+                return Grant(want, 0.0)
+            seen = tat
+            tokens, wait = grantable(tat, now, burst, rate)
+            if tokens < 1:
+                return Grant(0, wait)
+            now = self._clock()
+        return Grant(0, 1 / rate)  # lost every race: ask again after one token's time
+
+    def _update(
+        self,
+        key: str,
+        busy: bool,
+        now: float,
+        want: int,
+        burst: float,
+        rate: float,
+        deadline: float,
+    ) -> tuple[bool, float | None]:
+        """One conditional update of the ledger: (True, the new tat) when it took ``want``
+        tokens, else (False, the tat the item holds; None: no item, or not a sound one)."""
+        period = 1 / rate
+        values: dict[str, Any] = {
+            ":now": _n(now),
+            ":exp": _n(math.ceil(now) + EXPIRATION_SECONDS),
+        }
+        if busy:
+            expression = "SET tat = tat + :take, expiration = :exp"
+            condition = "tat > :now AND tat <= :last"
+            values[":take"] = _n(want * period)
+            values[":last"] = _n(now + (burst - want) * period)
+        else:
+            # Idle, or a value no lease could have written (not a number, or further ahead
+            # than a full bucket plus a skew between the processes' clocks): start afresh.
+            expression = "SET tat = :then, expiration = :exp"
+            condition = (
+                "attribute_not_exists(tat) OR NOT attribute_type(tat, :number) "
+                "OR tat <= :now OR tat > :absurd"
+            )
+            values[":then"] = _n(now + want * period)
+            values[":number"] = {"S": "N"}
+            values[":absurd"] = _n(now + burst * period + SKEW_SECONDS)
+        params = {
+            "TableName": self.table,
+            "Key": {"id": {"S": key}},
+            "UpdateExpression": expression,
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ReturnValues": "UPDATED_NEW",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        client = self.clients.client("dynamodb", self.region)
+        self.counts["updates"] += 1
+        try:
+            answer = self.retry.run(
+                "UpdateItem",
+                lambda: call("UpdateItem", client.update_item, **params),
+                deadline=deadline,
+            )
+        except AwsError as error:
+            if error.code != "ConditionalCheckFailedException":
+                raise
+            tat = _tat(_failed_item(error))
+            if tat is not None and tat > now + burst * period + SKEW_SECONDS:
+                tat = None  # the idle case's condition takes it over
+            return False, tat
+        return True, _tat(answer.get("Attributes"))
+
+    def overdraw(self, key: str, rate: float) -> None:
+        """Spend one token beyond the ledger (a pacer's probe, ``AdaptiveBucket``): the
+        others wait one token longer, so the account's pace stays the ledger's while the probe
+        tells whether EC2 has room beyond it."""
+        if self._monotonic() < self._down_until:
+            return
+        now = self._clock()
+        params = {
+            "TableName": self.table,
+            "Key": {"id": {"S": key}},
+            "UpdateExpression": "SET tat = if_not_exists(tat, :now) + :take, expiration = :exp",
+            "ExpressionAttributeValues": {
+                ":now": _n(now),
+                ":take": _n(1 / rate),
+                ":exp": _n(math.ceil(now) + EXPIRATION_SECONDS),
+            },
+        }
+        client = self.clients.client("dynamodb", self.region)
+        self.counts["updates"] += 1
+        try:
+            self.retry.run(
+                "UpdateItem",
+                lambda: call("UpdateItem", client.update_item, **params),
+                deadline=self._monotonic() + LEASE_SECONDS,
+            )
+        except AwsError as error:
+            self._down(error)
+
+    def _down(self, error: AwsError) -> None:
+        """The table failed a lease: pace alone for a while, and say so once."""
+        with self._lock:
+            self.counts["down"] += 1
+            self._down_until = self._monotonic() + DOWN_SECONDS
+            if self._said_down:
+                return
+            self._said_down = True
+        log.warning(
+            "EC2 rate budget: the state table %s cannot be used (%s); this process paces EC2 "
+            "calls on its own",
+            self.table,
+            str(error)[:300],
+            extra={"budget_table": self.table},
+        )
+
+
+class Ledger(NamedTuple):
+    """One (EC2 region, bucket)'s ledger in the table (``throttle.SharedLedger``)."""
+
+    table: BudgetTable
+    key: str
+
+    def lease(self, burst: float, rate: float) -> Grant | None:
+        return self.table.lease(self.key, burst, rate)
+
+    def overdraw(self, rate: float) -> None:
+        self.table.overdraw(self.key, rate)
+
+
+def _failed_item(error: AwsError) -> dict[str, Any] | None:
+    """The item a failed condition returned (``ReturnValuesOnConditionCheckFailure``)."""
+    cause = error.__cause__
+    response = getattr(cause, "response", None)
+    item = response.get("Item") if isinstance(response, dict) else None
+    return item if isinstance(item, dict) else None
+
+
+def _tat(item: dict[str, Any] | None) -> float | None:
+    """The ledger's ``tat``; None for no item or a value that is not a finite number (the
+    table is shared: a broken value reads as an idle bucket, the next lease rewrites it)."""
+    if item is None:
+        return None
+    value = item.get("tat")
+    try:
+        tat = float(str(value["N"])[:64]) if isinstance(value, dict) else math.nan
+    except (KeyError, ValueError):
+        return None
+    return tat if math.isfinite(tat) else None

@@ -1,0 +1,228 @@
+"""One EC2 rate budget per account and region (contract v3, issue 23 item 2): with a state
+table, every root's pacer takes its tokens from the table's ledgers, so several containers
+that start together stay within EC2's buckets; without a table each paces alone, as before;
+a table that fails is advice lost, never a request failed.
+
+Everything runs on the emulator's clock (``EmulatedTime``): EC2's buckets refill by it at
+their published sizes (mutating 50, 5 a second), the ledgers' leases and every pacer's waits
+read and move it. Several roots ("containers") take turns on one thread, each probe run to
+its end before the next starts, so a burst of them is as many calls as EC2 can see at one
+instant. Counts of calls are asserted, never durations.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from capacity_broker.adapters.dynamodb_budget import PREFIX, BudgetTable
+from capacity_broker.adapters.throttle import Pacer
+from capacity_broker.client.in_process import run_function
+from capacity_broker.config import Settings
+from capacity_broker.root import Adapters, Root
+
+pytestmark = pytest.mark.integration
+
+REGION = "us-east-1"
+TABLE = "broker-state"
+AZS = ["us-east-1a", "us-east-1b", "us-east-1c"]
+SUBNETS = ["subnet-0a00000000000bd01", "subnet-0b00000000000bd02", "subnet-0c00000000000bd03"]
+TYPE = "m7i.large"
+CONTAINERS = 8
+PROBES_EACH = 4
+
+
+def world() -> dict[str, Any]:
+    """Three subnets; the first two AZs empty, so every right answer is the third (each
+    probe creates and cancels in all three: ≥ 6 mutating calls)."""
+    return {
+        "regions": {
+            REGION: {
+                "vpcs": [
+                    {
+                        "name": "budget",
+                        "cidr": "10.24.0.0/16",
+                        "subnets": [
+                            {
+                                "id": s,
+                                "name": f"b{i}",
+                                "availability_zone": az,
+                                "cidr": f"10.24.{i}.0/24",
+                            }
+                            for i, (s, az) in enumerate(zip(SUBNETS, AZS, strict=True))
+                        ],
+                    }
+                ],
+                "pools": [
+                    {"availability_zone": az, "instance_type": TYPE, "capacity": cap}
+                    for az, cap in zip(AZS, (0, 0, 10_000), strict=True)
+                ],
+            }
+        }
+    }
+
+
+@pytest.fixture
+def burst(emulated_time: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The world with EC2's buckets on the emulator's clock, and a state table."""
+    emu = emulated_time.emu
+    emu.load_scenario(world())
+    emu.freeze()
+    emu.throttle(emulator_clock=True)
+    boto3.client("dynamodb", region_name=REGION).create_table(
+        TableName=TABLE,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    monkeypatch.setenv("BROKER_MAX_CONCURRENCY", "1")
+    return emulated_time
+
+
+def container(time: Any, table: str | None, budget_clock: Any = None) -> Root:
+    """A new container's root on the emulator's clock: its own session, clients and pacer;
+    with ``table``, its pacer draws from the table's ledgers (as ``Adapters`` builds it from
+    the settings, on the emulator's clocks)."""
+    settings = Settings.from_env({"BROKER_CLUSTER_ID": "demo-cluster", "AWS_REGION": REGION})
+    adapters = Adapters(boto3.session.Session())
+    if table is not None:
+        adapters.budget = BudgetTable(
+            table,
+            REGION,
+            adapters.clients,
+            clock=budget_clock or time.monotonic,
+            monotonic=time.monotonic,
+        )
+    adapters.pacer = Pacer(clock=time.monotonic, sleep=time.sleep, shared=adapters.budget)
+    return Root(
+        settings,
+        adapters=adapters,
+        clock=time.utcnow,
+        monotonic=time.monotonic,
+        sleep=time.sleep,
+    )
+
+
+def probe(root: Root, n: int) -> dict[str, Any]:
+    event = {
+        "request_id": f"budget-{n:04d}",
+        "instance_type": TYPE,
+        "subnet_ids": SUBNETS,
+    }
+    return run_function("probe", event, root)
+
+
+def class_at_nine(time: Any, table: str | None) -> tuple[list[dict[str, Any]], int, int]:
+    """CONTAINERS new containers, each probing PROBES_EACH times, in turns: the answers,
+    EC2's mutating calls and how many of those EC2 throttled."""
+    emu = time.emu
+    emu.clear_calls()
+    roots = [container(time, table) for _ in range(CONTAINERS)]
+    answers = [probe(roots[i % CONTAINERS], i) for i in range(CONTAINERS * PROBES_EACH)]
+    mutating = [
+        c
+        for c in emu.calls()
+        if c.action in ("CreateCapacityReservation", "CancelCapacityReservation")
+    ]
+    throttled = sum(1 for c in mutating if c.outcome == "RequestLimitExceeded")
+    return answers, len(mutating), throttled
+
+
+def test_containers_sharing_a_table_stay_within_the_bucket(burst: Any) -> None:
+    answers, calls, throttled = class_at_nine(burst, TABLE)
+    assert [a["status"] for a in answers] == ["available"] * len(answers)
+    assert {a["subnet_id"] for a in answers} == {SUBNETS[2]}
+    # More mutating calls than EC2's burst of 50, all made within it: none throttled.
+    assert calls > 2 * 50
+    assert throttled == 0
+    ledger = boto3.client("dynamodb", region_name=REGION).get_item(
+        TableName=TABLE, Key={"id": {"S": f"{PREFIX}{REGION}#CreateCapacityReservation"}}
+    )
+    assert "tat" in ledger["Item"]
+
+
+def test_containers_without_a_table_each_spend_the_burst(burst: Any) -> None:
+    """Without a table each pacer is alone and starts with EC2's whole burst, as before: the
+    same class is throttled (and still answered right: throttling is not an answer)."""
+    answers, _, throttled = class_at_nine(burst, None)
+    assert {a["subnet_id"] for a in answers if a["status"] == "available"} <= {SUBNETS[2]}
+    assert throttled > 0
+
+
+def test_a_failing_table_falls_back_to_pacing_alone(
+    burst: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The state table answers errors to every lease: the probes are still answered (the
+    budget is advice), the container paces on its own, and says so once."""
+    emu = burst.emu
+    emu.fail("UpdateItem", "InternalServerError", service="dynamodb", times=10_000, status=500)
+    root = container(burst, TABLE)
+    with caplog.at_level("WARNING"):
+        answers = [probe(root, 900 + i) for i in range(3)]
+    assert [a["status"] for a in answers] == ["available"] * 3
+    assert {a["subnet_id"] for a in answers} == {SUBNETS[2]}
+    # (One record, which caplog may hold twice when a handler of an earlier test forwards.)
+    said = {id(r) for r in caplog.records if "EC2 rate budget" in r.getMessage()}
+    assert len(said) == 1
+    assert root.adapters.budget is not None and root.adapters.budget.counts["down"] >= 1
+
+
+def test_the_root_builds_the_budget_from_its_settings(burst: Any) -> None:
+    """A root whose settings name a state table and turn the shared budget on hands its pacer
+    the table's ledgers; one without (or with the budget off, the default) keeps its pacer
+    alone; a pacer handed in is left as it is."""
+    base = {"BROKER_CLUSTER_ID": "demo-cluster", "AWS_REGION": REGION, "BROKER_STATE_TABLE": TABLE}
+    with_table = Settings.from_env(base | {"BROKER_SHARED_EC2_BUDGET": "true"})
+    assert Root(Settings.from_env(base)).pacer.shared is None
+    alone = Settings.from_env({"BROKER_CLUSTER_ID": "demo-cluster", "AWS_REGION": REGION})
+    shared = Root(with_table)
+    assert isinstance(shared.pacer.shared, BudgetTable)
+    assert (shared.pacer.shared.table, shared.pacer.shared.region) == (TABLE, REGION)
+    assert Root(alone).pacer.shared is None
+    assert Root(with_table, pacer=Pacer()).pacer.shared is None
+
+
+class Driven:
+    """A wall clock the test moves."""
+
+    def __init__(self, at: float) -> None:
+        self.now = at
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(("burst", "rate"), [(50, 5), (100, 20), (10, 0.15)])
+def test_leases_of_many_processes_never_exceed_the_bucket(
+    broker: Any, burst: float, rate: float
+) -> None:
+    """Processes leasing from one ledger, in turns, on one clock that moves a little between
+    turns: what they were granted by any moment is at most the bucket's burst plus its refill
+    since the first lease, and a process that waits is told how long."""
+    boto3.client("dynamodb", region_name=REGION).create_table(
+        TableName=TABLE,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    clock = Driven(1_800_000_000.0)
+    processes = [
+        BudgetTable(TABLE, REGION, Adapters(boto3.session.Session()).clients, clock=clock)
+        for _ in range(6)
+    ]
+    start = clock.now
+    granted = 0
+    waits = 0
+    for turn in range(180):
+        grant = processes[turn % len(processes)].lease(f"{PREFIX}{REGION}#Create", burst, rate)
+        assert grant is not None
+        granted += grant.tokens
+        assert granted <= burst + rate * (clock.now - start) + 1e-6
+        if grant.tokens == 0:
+            waits += 1
+            assert 0 < grant.wait <= 1 / rate + 1e-6
+        clock.now += 0.37 / rate  # a little more than a third of a token's time
+    # The bucket was used, not merely refused: all but a token or two of what refilled.
+    assert granted >= burst + rate * (clock.now - start) - 2 * 5
+    assert waits > 0
