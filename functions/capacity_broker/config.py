@@ -43,6 +43,8 @@ VARIABLES: Mapping[str, tuple[str, ...]] = {
     "idle_grace_seconds": ("BROKER_IDLE_GRACE_SECONDS",),
     "hold_limit_seconds": ("BROKER_HOLD_LIMIT_SECONDS",),
     "ec2_rate_scale": ("BROKER_EC2_RATE_SCALE",),
+    "probe_grouping": ("BROKER_PROBE_GROUPING",),
+    "probe_group_window_seconds": ("BROKER_PROBE_GROUP_WINDOW_SECONDS",),
 }
 _DEFAULT_GRACES = Graces()
 
@@ -116,6 +118,13 @@ class Settings(BaseModel):
     # EC2 buckets were raised, or a test's emulator running its buckets faster.
     ec2_rate_scale: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] = Field(
         default=1.0, validation_alias=_alias("ec2_rate_scale")
+    )
+    # Grouped probes (contract v3; logic.group): probes alike that arrive while one is in flight
+    # are answered together. Off: every probe alone, as before. The window: how long a group
+    # takes members (its leader's added wait; a lone probe never waits).
+    probe_grouping: bool = Field(default=True, validation_alias=_alias("probe_grouping"))
+    probe_group_window_seconds: Annotated[float, Field(ge=0, le=5, allow_inf_nan=False)] = Field(
+        default=0.25, validation_alias=_alias("probe_group_window_seconds")
     )
 
     @field_validator("cluster_id", "state_table", mode="before")

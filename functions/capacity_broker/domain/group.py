@@ -2,10 +2,10 @@
 member's answer is. Pure bookkeeping on times passed in; ``logic.group`` runs it.
 
 **Forming** (``Lobby``). Probes *alike* (``GroupKey``: region, instance type, the subnet list in
-order, platform, tenancy) may be answered together. A probe that arrives when no other probe
-alike arrived within ``burst`` seconds is *alone*: it probes at once, exactly as without
-grouping (a lone desktop is never delayed). A probe that arrives while one alike arrived
-within ``burst`` seconds has seen a burst: it opens a group and *leads* it; the group takes
+order, platform, tenancy) may be answered together. A probe that arrives while no other probe
+alike is in flight is *alone*: it probes at once, exactly as without grouping (a lone desktop
+is never delayed; probes one after another never group). A probe that arrives while one alike
+is in flight has seen a burst: it opens a group and *leads* it; the group takes
 *members* (later arrivals alike) for ``window`` seconds, or until it holds ``max_count``
 instances, then closes and the leader answers it. Arrival order in a group is the order of
 joining; the leader is first.
@@ -57,9 +57,8 @@ from enum import StrEnum
 from .errors import ErrorClass, Outcome, attempt_outcome, keeps_earlier
 from .fanout import Kind, kind_of, retry_pause
 
-# Defaults (``config.Settings`` may change them): a burst is two probes alike within this many
-# seconds; a group takes members for this long after it opens; at most this many instances.
-BURST_SECONDS = 2.0
+# Defaults (``config.Settings`` may change them): a group takes members for this long after it
+# opens; at most this many instances (the contract's largest probe).
 WINDOW_SECONDS = 0.25
 MAX_GROUP_COUNT = 1000
 
@@ -123,27 +122,19 @@ def group_id(leader_request_id: str, key: GroupKey, moment: float) -> str:
 
 
 class Lobby:
-    """Where probes alike meet. One per container (in memory) or, through the state table,
-    per cluster: ``arrive`` is the whole decision, the caller keeps it consistent (a lock, or a
-    conditional write)."""
+    """Where probes alike meet. One per root (in memory); ``arrive`` is the whole decision, the
+    caller keeps it consistent (a lock)."""
 
-    def __init__(
-        self,
-        *,
-        burst: float = BURST_SECONDS,
-        window: float = WINDOW_SECONDS,
-        max_count: int = MAX_GROUP_COUNT,
-    ) -> None:
-        self.burst = burst
+    def __init__(self, *, window: float = WINDOW_SECONDS, max_count: int = MAX_GROUP_COUNT) -> None:
         self.window = window
         self.max_count = max_count
-        self.last_seen: dict[GroupKey, float] = {}
         self.forming: dict[GroupKey, Forming] = {}
 
-    def arrive(self, key: GroupKey, count: int, request_id: str, moment: float) -> Arrival:
-        seen = self.last_seen.get(key)
-        self.last_seen[key] = moment
-        self._forget(moment)
+    def arrive(
+        self, key: GroupKey, count: int, request_id: str, moment: float, *, burst: bool
+    ) -> Arrival:
+        """``burst``: another probe alike is in flight now (answered neither alone nor by a
+        group yet). Without one, the probe is alone: never delayed."""
         open_ = self.forming.get(key)
         if (
             open_ is not None
@@ -153,7 +144,7 @@ class Lobby:
         ):
             open_.counts.append(count)
             return Arrival(Role.MEMBER, open_, len(open_.counts) - 1)
-        if seen is None or moment - seen > self.burst or count >= self.max_count:
+        if not burst or count >= self.max_count:
             return Arrival(Role.ALONE)
         forming = Forming(group_id(request_id, key, moment), key, moment, moment + self.window)
         forming.counts.append(count)
@@ -166,10 +157,6 @@ class Lobby:
         if self.forming.get(group.key) is group:
             del self.forming[group.key]
         return tuple(group.counts)
-
-    def _forget(self, moment: float) -> None:
-        for key in [k for k, t in self.last_seen.items() if moment - t > self.burst]:
-            del self.last_seen[key]
 
 
 # -- answering ---------------------------------------------------------------------------

@@ -187,35 +187,32 @@ def test_a_single_members_quota_error_while_the_group_holds_is_probed_alone() ->
 
 
 def test_a_lone_probe_is_never_grouped_and_a_burst_opens_a_group() -> None:
-    lobby = Lobby(burst=2.0, window=0.25)
-    assert lobby.arrive(KEY, 1, "r1", 0.0).role is Role.ALONE
-    # Another alike 10 s later: still no burst.
-    assert lobby.arrive(KEY, 1, "r2", 10.0).role is Role.ALONE
-    # One more within 2 s of the last: a burst; it leads.
-    lead = lobby.arrive(KEY, 1, "r3", 10.5)
+    lobby = Lobby(window=0.25)
+    # Nothing alike in flight: alone, however close in time to the last.
+    assert lobby.arrive(KEY, 1, "r1", 0.0, burst=False).role is Role.ALONE
+    assert lobby.arrive(KEY, 1, "r2", 0.01, burst=False).role is Role.ALONE
+    # One alike in flight: a burst; it leads.
+    lead = lobby.arrive(KEY, 1, "r3", 10.5, burst=True)
     assert lead.role is Role.LEADER and lead.group is not None
-    joined = [lobby.arrive(KEY, 2, f"m{i}", 10.6) for i in range(3)]
+    joined = [lobby.arrive(KEY, 2, f"m{i}", 10.6, burst=True) for i in range(3)]
     assert [j.role for j in joined] == [Role.MEMBER] * 3
     assert [j.position for j in joined] == [1, 2, 3]
-    # Another instance type, or another subnet order, is another group.
+    # Another subnet order is another group (its own burst only).
     other = GroupKey(KEY.region, KEY.instance_type, KEY.subnet_ids[::-1], KEY.platform, KEY.tenancy)
-    assert lobby.arrive(other, 1, "o", 10.6).role is Role.ALONE
+    assert lobby.arrive(other, 1, "o", 10.6, burst=False).role is Role.ALONE
     assert lobby.close(lead.group) == (1, 2, 2, 2)
-    # Closed (or past its window): the next arrival alike leads a new group.
-    again = lobby.arrive(KEY, 1, "r4", 10.7)
+    # Closed: the next arrival in the burst leads a new group.
+    again = lobby.arrive(KEY, 1, "r4", 10.7, burst=True)
     assert again.role is Role.LEADER and again.group is not lead.group
     assert again.group is not None and again.group.group_id != lead.group.group_id
-    # Past that group's window (10.95) and still in the burst: a new group.
-    late = lobby.arrive(KEY, 1, "r5", 11.0)
+    # Past that group's window (10.95), still in the burst: a new group.
+    late = lobby.arrive(KEY, 1, "r5", 11.0, burst=True)
     assert late.role is Role.LEADER and late.group is not again.group
-    # The burst is over: alone again.
-    assert lobby.arrive(KEY, 1, "r6", 20.0).role is Role.ALONE
 
 
 def test_a_group_never_exceeds_its_count() -> None:
-    lobby = Lobby(burst=2.0, window=1.0, max_count=5)
-    lobby.arrive(KEY, 1, "a", 0.0)
-    lead = lobby.arrive(KEY, 3, "b", 0.1)
+    lobby = Lobby(window=1.0, max_count=5)
+    lead = lobby.arrive(KEY, 3, "b", 0.1, burst=True)
     assert lead.role is Role.LEADER
-    assert lobby.arrive(KEY, 2, "c", 0.2).role is Role.MEMBER
-    assert lobby.arrive(KEY, 1, "d", 0.3).role is not Role.MEMBER
+    assert lobby.arrive(KEY, 2, "c", 0.2, burst=True).role is Role.MEMBER
+    assert lobby.arrive(KEY, 1, "d", 0.3, burst=True).role is not Role.MEMBER
