@@ -11,7 +11,7 @@ meet never depends on how fast the machine is.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -120,11 +120,11 @@ class Class:
 
 
 @pytest.fixture
-def classroom(emulated_time: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def classroom(emulated_time: Any, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Class]:
     def make(capacity: list[int]) -> Class:
         return Class(emulated_time, monkeypatch, capacity)
 
-    yield make
+    return make
 
 
 def held_now(emu: Any) -> list[str]:

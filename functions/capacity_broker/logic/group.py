@@ -13,7 +13,8 @@ the window (on the root's monotonic clock) while later probes alike join, then a
 member with one reservation of the summed count per subnet tried (``GroupPlan``), gives every
 hold back, and publishes each member's answer. The leader stops asking at the earliest
 member's ``answer_by`` (half that member's budget); a member waits for its answer until its
-deadline, and probes alone if the leader failed (or never published by then). A leader left alone by its window probes alone too: a group of one is a lone probe.
+deadline, and probes alone if the leader failed (or never published by then). A leader left
+alone by its window probes alone too: a group of one is a lone probe.
 
 The group's reservations are the broker's like any other: owned and tagged on create (purpose
 ``probe``, the request-id tag the part's id ``<group id>:<first>-<last>``), targeted, limited,
