@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from .errors import ErrorClass, Outcome, attempt_outcome, keeps_earlier
-from .fanout import Kind, kind_of, retry_pause
+from .fanout import Kind, Tried, retry_pause
 
 # Defaults (``config.Settings`` may change them): a group takes members for this long after it
 # opens; at most this many instances (the contract's largest probe).
@@ -187,21 +187,13 @@ class Ask:
         return f"{self.subnet}:{self.members[0]}-{self.members[-1]}"
 
 
-@dataclass(frozen=True)
-class Said:
-    """What one create answered: a hold's reservation id, or an error class and code."""
+# What one create answered: the fan-out's ``Tried`` (a live hold, here its reservation id, or
+# an error class and code), so that both read EC2's answers by one table (``kind_of``).
+Said = Tried[str]
 
-    reservation_id: str | None = None
-    error_class: ErrorClass | None = None
-    error_code: str | None = None
 
-    def __post_init__(self) -> None:
-        if (self.reservation_id is None) == (self.error_class is None):
-            raise ValueError("a create answers either a reservation or an error class")
-
-    @property
-    def kind(self) -> Kind:
-        return kind_of(self.error_class)
+def held(reservation_id: str) -> Said:
+    return Tried(hold=reservation_id, reservation_id=reservation_id)
 
 
 @dataclass

@@ -42,6 +42,7 @@ from ..domain.group import (
     MemberAnswer,
     Role,
     Said,
+    held,
 )
 from ..domain.tags import Purpose
 from .reservations import Held, HoldSpec, NotOwnedError, ReservationCore
@@ -62,6 +63,17 @@ class Outcome:
     answers: list[MemberAnswer] | None
     subnets: list[Subnet] = field(default_factory=list)
     creates: int = 0
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a group asks for: ``instance_type`` x the group's count in ``subnets`` (in order),
+    of this platform and tenancy."""
+
+    subnets: list[Subnet]
+    instance_type: str
+    platform: str
+    tenancy: str
 
 
 @dataclass(frozen=True)
@@ -133,10 +145,7 @@ class Coalescer:
     def lead(
         self,
         arrival: Arrival,
-        subnets: list[Subnet],
-        instance_type: str,
-        platform: str,
-        tenancy: str,
+        target: Target,
         deadline: float,
         hard_deadline: float,
     ) -> Grouped | None:
@@ -154,15 +163,12 @@ class Coalescer:
         if len(counts) == 1:
             self._publish(group, Outcome(forming.group_id, 1, None))
             return None
-        outcome = Outcome(forming.group_id, len(counts), None, list(subnets))
+        outcome = Outcome(forming.group_id, len(counts), None, list(target.subnets))
         try:
             outcome.answers = self._answer(
                 forming.group_id,
                 counts,
-                subnets,
-                instance_type,
-                platform,
-                tenancy,
+                target,
                 min(deadline, answer_by),
                 hard_deadline,
                 outcome,
@@ -181,16 +187,13 @@ class Coalescer:
         self,
         group_id: str,
         counts: tuple[int, ...],
-        subnets: list[Subnet],
-        instance_type: str,
-        platform: str,
-        tenancy: str,
+        target: Target,
         deadline: float,
         hard_deadline: float,
         outcome: Outcome,
     ) -> list[MemberAnswer]:
-        plan = GroupPlan(counts, len(subnets), self.monotonic())
-        held: dict[str, Held] = {}
+        plan = GroupPlan(counts, len(target.subnets), self.monotonic())
+        holds: dict[str, Held] = {}
         while not plan.decided:
             moment = self.monotonic()
             if moment >= deadline:
@@ -203,9 +206,7 @@ class Coalescer:
                     break
                 self.core.sleep(max(0.0, min(wake, deadline) - moment))
                 continue
-            said = self._create(
-                group_id, ask, subnets, instance_type, platform, tenancy, deadline, held
-            )
+            said = self._create(group_id, ask, target, deadline, holds)
             outcome.creates += 1
             plan.answered(ask, said, self.monotonic())
         if not plan.decided:
@@ -213,7 +214,7 @@ class Coalescer:
         for hold in plan.to_give_back():
             confirmed = True
             try:
-                self.core.release(held[hold.reservation_id].reservation, hard_deadline)
+                self.core.release(holds[hold.reservation_id].reservation, hard_deadline)
             except (AwsError, NotOwnedError):
                 confirmed = False
             plan.returned(hold.reservation_id, confirmed, self.monotonic())
@@ -223,29 +224,26 @@ class Coalescer:
         self,
         group_id: str,
         ask: Ask,
-        subnets: list[Subnet],
-        instance_type: str,
-        platform: str,
-        tenancy: str,
+        target: Target,
         deadline: float,
-        held: dict[str, Held],
+        holds: dict[str, Held],
     ) -> Said:
         spec = HoldSpec(
             purpose=Purpose.PROBE,
             # The part's own request id: its tag and the seed of its ClientToken.
             request_id=f"{group_id}:{ask.members[0]}-{ask.members[-1]}",
-            instance_type=instance_type,
-            subnet=subnets[ask.subnet],
+            instance_type=target.instance_type,
+            subnet=target.subnets[ask.subnet],
             count=ask.count,
-            platform=platform,
-            tenancy=tenancy,
+            platform=target.platform,
+            tenancy=target.tenancy,
         )
         try:
             hold = self.core.hold(spec, deadline)
         except AwsError as error:
             return Said(error_class=error.error_class, error_code=error.code or "RequestTimeout")
-        held[hold.reservation.id] = hold
-        return Said(reservation_id=hold.reservation.id)
+        holds[hold.reservation.id] = hold
+        return held(hold.reservation.id)
 
     def _publish(self, group: _Group, outcome: Outcome) -> None:
         with self._changed:

@@ -29,7 +29,7 @@ from ..models import Attempt, ProbeRequest, ProbeResponse
 from ..models.probe import ProbeGroup
 from . import placement
 from .attempts import Attempts, Place, Ran, Spending
-from .group import Coalescer, Grouped
+from .group import Coalescer, Grouped, Target
 from .memory import CapacityMemory, Recall
 from .reservations import HoldSpec, ReservationCore
 
@@ -115,18 +115,16 @@ class Prober:
             try:
                 grouped: Grouped | None = None
                 if arrival.role is Role.LEADER:
-                    grouped = self.grouping.lead(
-                        arrival,
-                        place.subnets,
-                        request.instance_type,
-                        place.platform,
-                        place.tenancy,
-                        deadline,
-                        hard_deadline,
+                    target = Target(
+                        place.subnets, request.instance_type, place.platform, place.tenancy
                     )
+                    grouped = self.grouping.lead(arrival, target, deadline, hard_deadline)
                 elif arrival.role is Role.MEMBER:
                     grouped = self.grouping.wait(arrival, deadline)
                 if grouped is not None and grouped.answer.verdict is not Verdict.ALONE:
+                    stats.grouped = True
+                    if arrival.role is Role.LEADER:
+                        stats.led_group_of = grouped.outcome.size
                     return _grouped_answer(base, request, grouped), stats
                 return self._alone(
                     request, request_id, place, recall, deadline, hard_deadline, base, stats

@@ -23,6 +23,7 @@ from capacity_broker.domain.group import (
     Role,
     Said,
     Verdict,
+    held,
     oracle,
 )
 from hypothesis import given, settings
@@ -56,7 +57,7 @@ class World:
         self.free[ask.subnet] -= ask.count
         rid = f"cr-{len(self.held):017x}"
         self.held[rid] = (ask.subnet, ask.count)
-        return Said(reservation_id=rid)
+        return held(rid)
 
     def cancel(self, rid: str) -> None:
         subnet, count = self.held.pop(rid)
