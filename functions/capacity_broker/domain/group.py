@@ -86,7 +86,6 @@ class Forming:
 
     group_id: str
     key: GroupKey
-    opened_at: float
     closes_at: float
     counts: list[int] = field(default_factory=list)  # per member, in arrival order
     closed: bool = False
@@ -146,7 +145,7 @@ class Lobby:
             return Arrival(Role.MEMBER, open_, len(open_.counts) - 1)
         if not burst or count >= self.max_count:
             return Arrival(Role.ALONE)
-        forming = Forming(group_id(request_id, key, moment), key, moment, moment + self.window)
+        forming = Forming(group_id(request_id, key, moment), key, moment + self.window)
         forming.counts.append(count)
         self.forming[key] = forming
         return Arrival(Role.LEADER, forming, 0)
@@ -204,7 +203,6 @@ class Seen:
     outcome: Outcome
     error_code: str | None = None
     reservation_id: str | None = None  # the part's hold (available)
-    part_size: int = 1
 
 
 @dataclass
@@ -247,7 +245,6 @@ class GroupPlan:
         self.unanswered = 0
         self.unanswered_class: ErrorClass | None = None
         self.unanswered_code: str | None = None
-        self.creates = 0
         # Per subnet: the smallest count it had no room for (insufficient capacity).
         self.no_room: dict[int, int] = {}
         self.no_room_code = "InsufficientInstanceCapacity"
@@ -272,7 +269,6 @@ class GroupPlan:
             count = sum(self.members[i].count for i in part)
             floor = self.no_room.get(self.subnet)
             if floor is None or count < floor:
-                self.creates += 1
                 return Ask(self.subnet, part, count)
             # A part as large as one this subnet had no room for a moment ago has none now
             # either: the group's holds only took more of it.
@@ -342,7 +338,7 @@ class GroupPlan:
             )
             for i in part:
                 member = self.members[i]
-                member.seen.append(Seen(ask.subnet, outcome, None, said.reservation_id, len(part)))
+                member.seen.append(Seen(ask.subnet, outcome, None, said.reservation_id))
                 member.verdict = Verdict.WON
             return
         splittable = kind in (Kind.INSUFFICIENT, Kind.QUOTA) and len(part) > 1
@@ -354,7 +350,7 @@ class GroupPlan:
             return
         for i in part:
             member = self.members[i]
-            member.seen.append(Seen(ask.subnet, outcome, said.error_code, None, len(part)))
+            member.seen.append(Seen(ask.subnet, outcome, said.error_code))
             if kind is Kind.STOP:
                 member.verdict, member.error_code = Verdict.STOPPED, said.error_code
             elif kind is Kind.QUOTA:
@@ -384,8 +380,6 @@ class GroupPlan:
                     self.subnet,
                     attempt_outcome(self.unanswered_class or ErrorClass.TRANSIENT),
                     self.unanswered_code,
-                    None,
-                    len(blocked),
                 )
             )
         for member in self.members:
@@ -414,7 +408,6 @@ class GroupPlan:
                 share = hold.seconds * member.count / hold.count
             out.append(
                 MemberAnswer(
-                    position=member.position,
                     verdict=member.verdict,
                     subnet=member.subnet if member.verdict is Verdict.WON else None,
                     seen=tuple(member.seen),
@@ -429,7 +422,6 @@ class GroupPlan:
 
 @dataclass(frozen=True)
 class MemberAnswer:
-    position: int
     verdict: Verdict
     subnet: int | None
     seen: tuple[Seen, ...]

@@ -62,7 +62,6 @@ class Outcome:
     size: int
     answers: list[MemberAnswer] | None
     subnets: list[Subnet] = field(default_factory=list)
-    creates: int = 0
 
 
 @dataclass(frozen=True)
@@ -109,8 +108,6 @@ class Coalescer:
         self._changed = threading.Condition()
         self._in_flight: dict[GroupKey, int] = {}
         self._groups: dict[str, _Group] = {}
-        # What this root's groups did, for the metrics (read by the handler's stats).
-        self.formed = 0
 
     # -- arriving and leaving --------------------------------------------------------------
     def arrive(self, key: GroupKey, count: int, request_id: str, answer_by: float) -> Arrival:
@@ -176,8 +173,6 @@ class Coalescer:
         except Exception:  # the members must not wait for a leader that failed
             log.exception("a probe group failed; its members probe alone")
             outcome.answers = None
-        with self._changed:
-            self.formed += 1
         self._publish(group, outcome)
         if outcome.answers is None:
             return None
@@ -207,7 +202,6 @@ class Coalescer:
                 self.core.sleep(max(0.0, min(wake, deadline) - moment))
                 continue
             said = self._create(group_id, ask, target, deadline, holds)
-            outcome.creates += 1
             plan.answered(ask, said, self.monotonic())
         if not plan.decided:
             plan.expire()
