@@ -189,10 +189,31 @@ class Coalescer:
     ) -> list[MemberAnswer]:
         plan = GroupPlan(counts, len(target.subnets), self.monotonic())
         holds: dict[str, Held] = {}
+        try:
+            self._ask(plan, group_id, target, deadline, holds)
+        except BaseException:
+            # The members probe alone: nothing of the group may stay held behind them.
+            for made in holds.values():
+                self._give_back(made, hard_deadline)
+            raise
+        for back in plan.to_give_back():
+            confirmed = self._give_back(holds.pop(back.reservation_id), hard_deadline)
+            plan.returned(back.reservation_id, confirmed, self.monotonic())
+        return plan.answers()
+
+    def _ask(
+        self,
+        plan: GroupPlan,
+        group_id: str,
+        target: Target,
+        deadline: float,
+        holds: dict[str, Held],
+    ) -> None:
+        """Ask EC2 what the plan asks, one create at a time, until every member is decided or
+        the deadline comes."""
         while not plan.decided:
             moment = self.monotonic()
             if moment >= deadline:
-                plan.expire()
                 break
             ask = plan.next_ask(moment)
             if ask is None:
@@ -205,14 +226,14 @@ class Coalescer:
             plan.answered(ask, said, self.monotonic())
         if not plan.decided:
             plan.expire()
-        for hold in plan.to_give_back():
-            confirmed = True
-            try:
-                self.core.release(holds[hold.reservation_id].reservation, hard_deadline)
-            except (AwsError, NotOwnedError):
-                confirmed = False
-            plan.returned(hold.reservation_id, confirmed, self.monotonic())
-        return plan.answers()
+
+    def _give_back(self, hold: Held, hard_deadline: float) -> bool:
+        """True only when EC2 confirmed the cancel."""
+        try:
+            self.core.release(hold.reservation, hard_deadline)
+        except (AwsError, NotOwnedError):
+            return False
+        return True
 
     def _create(
         self,
