@@ -323,6 +323,11 @@ class Observability(Construct):
             _graph("Holds by outcome", "reserve", ("HoldRequests", *HOLD_OUTCOMES)),
         )
         dashboard.add_widgets(
+            # Grouped probes (contract v3): answers groups gave and groups formed; their
+            # ratio is the mean group size.
+            _graph("Grouped probes", "probe", ("ProbeGrouped", "ProbeGroupsFormed")),
+        )
+        dashboard.add_widgets(
             _graph(
                 "Cleaner cancels by reason",
                 "cleaner",

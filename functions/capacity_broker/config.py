@@ -44,6 +44,8 @@ VARIABLES: Mapping[str, tuple[str, ...]] = {
     "hold_limit_seconds": ("BROKER_HOLD_LIMIT_SECONDS",),
     "ec2_rate_scale": ("BROKER_EC2_RATE_SCALE",),
     "shared_ec2_budget": ("BROKER_SHARED_EC2_BUDGET",),
+    "probe_grouping": ("BROKER_PROBE_GROUPING",),
+    "probe_group_window_seconds": ("BROKER_PROBE_GROUP_WINDOW_SECONDS",),
 }
 _DEFAULT_GRACES = Graces()
 
@@ -123,6 +125,13 @@ class Settings(BaseModel):
     # lone probe pays 3-6 table round trips for it (1.45x its latency, docs/performance.md),
     # which only a burst of many containers repays.
     shared_ec2_budget: bool = Field(default=False, validation_alias=_alias("shared_ec2_budget"))
+    # Grouped probes (contract v3; logic.group): probes alike that arrive while one is in flight
+    # are answered together. Off: every probe alone, as before. The window: how long a group
+    # takes members (its leader's added wait; a lone probe never waits).
+    probe_grouping: bool = Field(default=True, validation_alias=_alias("probe_grouping"))
+    probe_group_window_seconds: Annotated[float, Field(ge=0, le=5, allow_inf_nan=False)] = Field(
+        default=0.25, validation_alias=_alias("probe_group_window_seconds")
+    )
 
     @field_validator("cluster_id", "state_table", mode="before")
     @classmethod

@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # the flows are imported where they are built: a probe Lambda
     from .logic.capacity import CapacityLister
     from .logic.cleaner import Cleaner
     from .logic.discovery import Discovery
+    from .logic.group import Coalescer
     from .logic.probe import Prober
     from .logic.release import Releaser
     from .logic.reservations import Patience, ReservationCore
@@ -235,7 +236,22 @@ class Root:
     def probe(self) -> Prober:
         from .logic.probe import Prober
 
-        return self._once("probe", lambda: Prober(**self._placement()))
+        return self._once("probe", lambda: Prober(**self._placement(), grouping=self._coalescer()))
+
+    def _coalescer(self) -> Coalescer | None:
+        """Grouped probes of this root (None when the settings turn grouping off)."""
+        from .domain.group import MAX_GROUP_COUNT
+        from .logic.group import Coalescer
+
+        config = self.settings
+        if not config.probe_grouping:
+            return None
+        return Coalescer(
+            self.core,
+            window=config.probe_group_window_seconds,
+            max_count=MAX_GROUP_COUNT,
+            monotonic=self.monotonic,
+        )
 
     @property
     def reserve(self) -> Reserver:

@@ -136,6 +136,8 @@ def test_dashboard_shows_outcomes_cancels_and_reservation_hours(broker: Synth) -
         "ReservationSecondsHeld",
         "ReservationHoursSaved",
         "OldestOwnedReservationAgeSeconds",
+        "ProbeGrouped",
+        "ProbeGroupsFormed",
     ):
         assert f'"{metric}"' in body, metric
     assert "(probe + reserve) / 3600" in body

@@ -128,7 +128,12 @@ def holds(emu: Any, tag: str, value: str) -> list[str]:
     ]
 
 
-def test_one_broker_from_eight_threads_answers_as_one_at_a_time(emu: Any) -> None:
+def test_one_broker_from_eight_threads_answers_as_one_at_a_time(
+    emu: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Eight independent calls, each of which must reach EC2 (the gate below): the probes alike
+    # are not grouped here (grouping answers them with fewer creates: test_grouped_probes.py).
+    monkeypatch.setenv("BROKER_PROBE_GROUPING", "false")
     # One at a time: the reference answers.
     world_with_old_holds(emu)
     alone = CapacityBroker(regions=[REGION], cluster_id=CLUSTER)

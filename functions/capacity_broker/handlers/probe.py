@@ -37,6 +37,12 @@ def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
         if flow.memory is not None:
             finish(flow.memory, invocation)
     metrics.add_metric(name=f"Probe{response.status.title()}", unit=MetricUnit.Count, value=1)
+    if stats.grouped:
+        # Contract v3, grouped probes: answers a group gave, and the groups formed (their mean
+        # size is ProbeGrouped / ProbeGroupsFormed).
+        metrics.add_metric(name="ProbeGrouped", unit=MetricUnit.Count, value=1)
+    if stats.led_group_of:
+        metrics.add_metric(name="ProbeGroupsFormed", unit=MetricUnit.Count, value=1)
     emit(out, stats)
     out.logger.info(
         "probe answered",

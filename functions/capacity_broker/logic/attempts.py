@@ -98,6 +98,9 @@ class Spending:
     instance_count: int = 1
     observations: list[Observation] = field(default_factory=list)
     cancel_failures: int = 0
+    # probe: answered by a group (contract v3), and the group's size when this request led it.
+    grouped: bool = False
+    led_group_of: int = 0
 
     @property
     def reservation_seconds(self) -> float:

@@ -20,13 +20,17 @@ from collections.abc import Callable
 from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2
 from ..adapters.ssm import Flags, FlagValues
+from ..domain.errors import Outcome
 from ..domain.fanout import DecisionKind
 from ..domain.flags import FlagError
+from ..domain.group import GroupKey, Role, Verdict
 from ..domain.tags import Purpose
-from ..models import ProbeRequest, ProbeResponse
+from ..models import Attempt, ProbeRequest, ProbeResponse
+from ..models.probe import ProbeGroup
 from . import placement
 from .attempts import Attempts, Place, Ran, Spending
-from .memory import CapacityMemory
+from .group import Coalescer, Grouped, Target
+from .memory import CapacityMemory, Recall
 from .reservations import HoldSpec, ReservationCore
 
 # What the handler's metrics are made of (every create's answer, every give-back's seconds).
@@ -42,8 +46,10 @@ class Prober:
         max_concurrency: int = 16,
         monotonic: Callable[[], float] = time.monotonic,
         memory: CapacityMemory | None = None,
+        grouping: Coalescer | None = None,
     ) -> None:
         self.ec2 = ec2
+        self.grouping = grouping
         self.flags = flags
         self.core = core
         self.max_concurrency = max_concurrency
@@ -92,6 +98,53 @@ class Prober:
             place = placement.resolve(self.ec2, request, request.subnet_ids, deadline)
         except AwsError as error:
             return _failed(base, error, "Could not look up the subnets, image or VPC"), stats
+
+        if self.grouping is not None:
+            key = GroupKey(
+                self.ec2.region,
+                request.instance_type,
+                tuple(s.subnet_id for s in place.subnets),
+                place.platform,
+                place.tenancy,
+            )
+            now = self.monotonic()
+            # The group answers within half of each member's budget; the rest is for probing
+            # alone if it cannot.
+            answer_by = now + max(0.0, deadline - now) / 2
+            arrival = self.grouping.arrive(key, request.instance_count, request_id, answer_by)
+            try:
+                grouped: Grouped | None = None
+                if arrival.role is Role.LEADER:
+                    target = Target(
+                        place.subnets, request.instance_type, place.platform, place.tenancy
+                    )
+                    grouped = self.grouping.lead(arrival, target, deadline, hard_deadline)
+                elif arrival.role is Role.MEMBER:
+                    grouped = self.grouping.wait(arrival, deadline)
+                if grouped is not None and grouped.answer.verdict is not Verdict.ALONE:
+                    stats.grouped = True
+                    if arrival.role is Role.LEADER:
+                        stats.led_group_of = grouped.outcome.size
+                    return _grouped_answer(base, request, grouped), stats
+                return self._alone(
+                    request, request_id, place, recall, deadline, hard_deadline, base, stats
+                )
+            finally:
+                self.grouping.leave(key)
+        return self._alone(request, request_id, place, recall, deadline, hard_deadline, base, stats)
+
+    def _alone(
+        self,
+        request: ProbeRequest,
+        request_id: str,
+        place: placement.Placement,
+        recall: Recall | None,
+        deadline: float,
+        hard_deadline: float,
+        base: dict[str, str],
+        stats: ProbeStats,
+    ) -> tuple[ProbeResponse, ProbeStats]:
+        """The probe on its own: the fan-out over its subnets."""
 
         def spec_of(where: Place) -> HoldSpec:
             return HoldSpec(
@@ -207,5 +260,75 @@ def _answer(
         response.message += (
             "; a probe reservation could not be cancelled: its EndDate and the cleaner will "
             "remove it"
+        )
+    return response
+
+
+def _grouped_answer(base: dict[str, str], request: ProbeRequest, grouped: Grouped) -> ProbeResponse:
+    """A member's answer from its group (``domain.group``): the same statuses as a lone
+    probe's, its attempts as its part of the group saw them, and ``group``."""
+    outcome, answer = grouped.outcome, grouped.answer
+    subnets = outcome.subnets
+    seen = {s.subnet: s for s in answer.seen}
+    attempts = []
+    for index, subnet in enumerate(subnets):
+        at = seen.get(index)
+        won = at is not None and at.outcome is Outcome.AVAILABLE
+        attempts.append(
+            Attempt(
+                subnet_id=subnet.subnet_id,
+                availability_zone=subnet.availability_zone,
+                availability_zone_id=subnet.availability_zone_id,
+                outcome=at.outcome if at is not None else Outcome.NOT_TRIED,
+                error_code=at.error_code if at is not None and not won else None,
+                reservation_id=at.reservation_id if won and at is not None else None,
+                cancelled=answer.cancelled if won else None,
+            )
+        )
+    group = ProbeGroup(id=outcome.group_id, size=outcome.size, reservation_id=answer.reservation_id)
+    seconds = round(answer.reservation_seconds, 6)
+    common = {"attempts": attempts, "reservation_seconds": seconds, "group": group, **base}
+    together = f" (answered with {outcome.size} probes alike, group {outcome.group_id})"
+    if answer.verdict is Verdict.WON and answer.subnet is not None:
+        won_at = subnets[answer.subnet]
+        response = ProbeResponse(
+            status="available",
+            subnet_id=won_at.subnet_id,
+            availability_zone=won_at.availability_zone,
+            availability_zone_id=won_at.availability_zone_id,
+            message=f"{request.instance_type} has capacity for {request.instance_count} in "
+            f"{won_at.subnet_id} ({won_at.availability_zone})" + together,
+            **common,
+        )
+    elif answer.verdict is Verdict.NONE:
+        response = ProbeResponse(
+            status="unavailable",
+            message=f"No capacity for {request.instance_count} × {request.instance_type} in "
+            f"any of the {len(subnets)} subnets" + together,
+            **common,
+        )
+    else:
+        code = answer.error_code or "RequestTimeout"
+        if answer.verdict is Verdict.BLOCKED:
+            text = (
+                f"EC2 did not say whether the next subnet has capacity ({code}) before the "
+                "time budget ran out; a later subnet is never answered over an earlier one. "
+                "Ask again."
+            )
+        elif answer.verdict is Verdict.TIMED_OUT:
+            text = "The time budget ran out before every subnet was tried"
+        else:
+            text = f"Stopped: {code}; other subnets cannot help with that."
+        response = ProbeResponse(
+            status="error",
+            error_code=code,
+            message=text + together,
+            **common,
+        )
+    if answer.cancelled is False:
+        response.cleanup = "pending"
+        response.message += (
+            "; the group's reservation could not be cancelled: its EndDate and the cleaner "
+            "will remove it"
         )
     return response

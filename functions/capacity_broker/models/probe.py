@@ -46,6 +46,16 @@ class Attempt(ResponseModel):
 ProbeAttempt = Attempt
 
 
+class ProbeGroup(ResponseModel):
+    """Contract v3, "Grouped probes": the group that answered this probe, its size (members),
+    and the reservation (of the group's summed count, or of the part this probe was in) that
+    answered it (none when no subnet had room for it)."""
+
+    id: str
+    size: int
+    reservation_id: str | None = None
+
+
 class ProbeResponse(ResponseModel):
     status: ProbeStatus
     request_id: str
@@ -59,4 +69,7 @@ class ProbeResponse(ResponseModel):
     # Contract v2: the seconds every reservation this request created was held, summed, as
     # the broker measured them (0 when it made none).
     reservation_seconds: float = 0.0
+    # Contract v3: answered with other probes alike; ``reservation_seconds`` is then this
+    # probe's share (its count over the reservation's) of the reservation that answered it.
+    group: ProbeGroup | None = None
     message: str

@@ -1,0 +1,219 @@
+"""Grouped probes' policy (``domain.group``): the group's answers equal the sequential oracle's
+(each desktop alone, in arrival order, its launch taking the capacity it found), whatever the
+capacity per subnet, the members' counts and the creates throttled on the way; a lone probe is
+never grouped; throttling blocks a part (contract v3).
+
+The world is a tiny EC2 run by hand: a create holds ``count`` of a subnet's free capacity or
+answers InsufficientInstanceCapacity; a hold gives its capacity back when cancelled. Time is a
+number the test moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from capacity_broker.domain.errors import ErrorClass, Outcome
+from capacity_broker.domain.group import (
+    Ask,
+    GroupKey,
+    GroupPlan,
+    Lobby,
+    MemberAnswer,
+    Role,
+    Said,
+    Verdict,
+    held,
+    oracle,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+UNSUPPORTED = -1  # a subnet whose AZ does not offer the type (any count)
+KEY = GroupKey(
+    "us-east-1", "g6.xlarge", ("subnet-a", "subnet-b", "subnet-c"), "Linux/UNIX", "default"
+)
+
+
+@dataclass
+class World:
+    free: list[int]
+    # Per ask token: how many of its creates are throttled before one is answered.
+    throttled: dict[str, int] = field(default_factory=dict)
+    throttle_every_ask: int = 0
+    creates: int = 0
+    held: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def create(self, ask: Ask) -> Said:
+        self.creates += 1
+        left = self.throttled.setdefault(ask.token, self.throttle_every_ask)
+        if left:
+            self.throttled[ask.token] = left - 1
+            return Said(error_class=ErrorClass.THROTTLE, error_code="RequestLimitExceeded")
+        if self.free[ask.subnet] == UNSUPPORTED:
+            return Said(error_class=ErrorClass.UNSUPPORTED, error_code="Unsupported")
+        if self.free[ask.subnet] < ask.count:
+            return Said(error_class=ErrorClass.CAPACITY, error_code="InsufficientInstanceCapacity")
+        self.free[ask.subnet] -= ask.count
+        rid = f"cr-{len(self.held):017x}"
+        self.held[rid] = (ask.subnet, ask.count)
+        return held(rid)
+
+    def cancel(self, rid: str) -> None:
+        subnet, count = self.held.pop(rid)
+        self.free[subnet] += count
+
+
+def run(counts: list[int], world: World, budget: float = 1000.0) -> list[MemberAnswer]:
+    """A leader's loop on a simulated clock: each create takes 0.1 s."""
+    moment = 0.0
+    plan = GroupPlan(counts, len(world.free), moment)
+    while not plan.decided:
+        if moment >= budget:
+            plan.expire()
+            break
+        ask = plan.next_ask(moment)
+        if ask is None:
+            if plan.decided:
+                break
+            wake = plan.wake_at
+            assert wake is not None and wake > moment, "the plan waits on nothing"
+            moment = min(wake, budget)
+            continue
+        said = world.create(ask)
+        moment += 0.1
+        plan.answered(ask, said, moment)
+    for hold in plan.to_give_back():
+        world.cancel(hold.reservation_id)
+        moment += 0.1
+        plan.returned(hold.reservation_id, True, moment)
+    return plan.answers()
+
+
+def _capacity(free: list[int]) -> list[int]:
+    return [max(0, f) for f in free]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    counts=st.lists(st.integers(1, 4), min_size=1, max_size=40),
+    free=st.lists(st.one_of(st.integers(0, 60), st.just(UNSUPPORTED)), min_size=1, max_size=5),
+    throttled=st.integers(0, 2),
+)
+def test_grouped_answers_equal_the_sequential_oracle(
+    counts: list[int], free: list[int], throttled: int
+) -> None:
+    world = World(list(free), throttle_every_ask=throttled)
+    answers = run(counts, world)
+    expected = oracle(counts, _capacity(free))
+    assert [a.subnet for a in answers] == expected
+    for answer, where in zip(answers, expected, strict=True):
+        assert answer.verdict is (Verdict.WON if where is not None else Verdict.NONE)
+        # Each answer's attempts: every subnet before its winner (or every subnet) said no.
+        tried = [s.subnet for s in answer.seen]
+        assert tried == list(range(len(free) if where is None else where + 1))
+        assert all(s.outcome is not Outcome.AVAILABLE for s in answer.seen[:-1] if where)
+    # Every hold was given back, and each member's share sums to the holds' seconds.
+    assert world.held == {}
+    assert world.free == free
+    assert all(a.cancelled in (True, None) for a in answers)
+
+
+def test_a_class_of_40_fills_a_then_spills_to_c_never_b() -> None:
+    world = World([25, 0, 1000])
+    answers = run([1] * 40, world)
+    subnets = [a.subnet for a in answers]
+    assert subnets == [0] * 25 + [2] * 15
+    assert 1 not in subnets
+    # Fewer creates than 40 desktops one at a time (each of whom would need 1 to 3).
+    assert world.creates < 40
+    # Every member of a hold names it; shares add up to the hold's seconds.
+    by_hold: dict[str, list[MemberAnswer]] = {}
+    for a in answers:
+        assert a.reservation_id is not None
+        by_hold.setdefault(a.reservation_id, []).append(a)
+    assert sum(len(v) for v in by_hold.values()) == 40
+
+
+def test_plenty_of_capacity_costs_one_create() -> None:
+    world = World([1000, 1000])
+    answers = run([1] * 200, world)
+    assert {a.subnet for a in answers} == {0}
+    assert world.creates == 1
+    shares = [a.reservation_seconds for a in answers]
+    assert sum(shares) == pytest.approx(0.1)  # the one hold's seconds, split 200 ways
+
+
+def test_throttling_blocks_the_part_never_a_later_subnet() -> None:
+    world = World([10, 10], throttle_every_ask=10**6)
+    answers = run([1] * 5, world, budget=30.0)
+    assert {a.verdict for a in answers} == {Verdict.BLOCKED}
+    assert {a.subnet for a in answers} == {None}
+    assert {a.error_code for a in answers} == {"RequestLimitExceeded"}
+    assert world.held == {}
+    # Retried with pauses (doubling to the cap), not at every tick.
+    assert world.creates < 20
+
+
+def test_throttled_for_a_while_then_answered_is_the_first_subnet() -> None:
+    world = World([10, 10], throttle_every_ask=3)
+    answers = run([1] * 5, world)
+    assert {a.subnet for a in answers} == {0}
+
+
+def test_a_permission_error_stops_every_member() -> None:
+    class Denied(World):
+        def create(self, ask: Ask) -> Said:
+            self.creates += 1
+            return Said(error_class=ErrorClass.PERMISSION, error_code="UnauthorizedOperation")
+
+    answers = run([1, 2, 3], Denied([10, 10]))
+    assert {a.verdict for a in answers} == {Verdict.STOPPED}
+    assert {a.error_code for a in answers} == {"UnauthorizedOperation"}
+
+
+def test_a_single_members_quota_error_while_the_group_holds_is_probed_alone() -> None:
+    class Quota(World):
+        limit = 6
+
+        def create(self, ask: Ask) -> Said:
+            used = sum(c for _, c in self.held.values())
+            if used + ask.count > self.limit:
+                self.creates += 1
+                return Said(error_class=ErrorClass.QUOTA, error_code="InstanceLimitExceeded")
+            return super().create(ask)
+
+    answers = run([4, 4], Quota([100]))
+    assert [a.verdict for a in answers] == [Verdict.WON, Verdict.ALONE]
+
+
+def test_a_lone_probe_is_never_grouped_and_a_burst_opens_a_group() -> None:
+    lobby = Lobby(window=0.25)
+    # Nothing alike in flight: alone, however close in time to the last.
+    assert lobby.arrive(KEY, 1, "r1", 0.0, burst=False).role is Role.ALONE
+    assert lobby.arrive(KEY, 1, "r2", 0.01, burst=False).role is Role.ALONE
+    # One alike in flight: a burst; it leads.
+    lead = lobby.arrive(KEY, 1, "r3", 10.5, burst=True)
+    assert lead.role is Role.LEADER and lead.group is not None
+    joined = [lobby.arrive(KEY, 2, f"m{i}", 10.6, burst=True) for i in range(3)]
+    assert [j.role for j in joined] == [Role.MEMBER] * 3
+    assert [j.position for j in joined] == [1, 2, 3]
+    # Another subnet order is another group (its own burst only).
+    other = GroupKey(KEY.region, KEY.instance_type, KEY.subnet_ids[::-1], KEY.platform, KEY.tenancy)
+    assert lobby.arrive(other, 1, "o", 10.6, burst=False).role is Role.ALONE
+    assert lobby.close(lead.group) == (1, 2, 2, 2)
+    # Closed: the next arrival in the burst leads a new group.
+    again = lobby.arrive(KEY, 1, "r4", 10.7, burst=True)
+    assert again.role is Role.LEADER and again.group is not lead.group
+    assert again.group is not None and again.group.group_id != lead.group.group_id
+    # Past that group's window (10.95), still in the burst: a new group.
+    late = lobby.arrive(KEY, 1, "r5", 11.0, burst=True)
+    assert late.role is Role.LEADER and late.group is not again.group
+
+
+def test_a_group_never_exceeds_its_count() -> None:
+    lobby = Lobby(window=1.0, max_count=5)
+    lead = lobby.arrive(KEY, 3, "b", 0.1, burst=True)
+    assert lead.role is Role.LEADER
+    assert lobby.arrive(KEY, 2, "c", 0.2, burst=True).role is Role.MEMBER
+    assert lobby.arrive(KEY, 1, "d", 0.3, burst=True).role is not Role.MEMBER
