@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..domain.errors import classify, leaves_capacity_open
 from ..domain.reserve import ReserveStatus
 
 # Answers about capacity: the broker and the node set work, there is just nothing to launch on
@@ -52,9 +53,20 @@ class Count:
         return budget > 0 and self.errors >= budget
 
 
-def counts(status: str) -> bool:
-    """Whether a launch that ended with ``status`` is an error the breaker counts."""
-    return status != ReserveStatus.PROVISIONED and status not in CAPACITY_WAITS
+def counts(status: str, passing: bool = False) -> bool:
+    """Whether a launch that ended with ``status`` is an error the breaker counts: not an
+    answer about capacity, nor a ``passing`` error (throttled, a server fault, no answer at
+    all: EC2's or Lambda's trouble of the moment, which the next try may not meet)."""
+    return status != ReserveStatus.PROVISIONED and status not in CAPACITY_WAITS and not passing
+
+
+def passing(code: str | None, answered: bool = True) -> bool:
+    """An error code (EC2's, Lambda's) that says nothing about the node set: throttling, a
+    server fault (``domain.errors.leaves_capacity_open``); ``answered=False``: no answer at
+    all."""
+    if not answered and code is None:
+        return True
+    return code is not None and leaves_capacity_open(classify(code))
 
 
 _ReadWrite = tuple[Callable[[], Count], Callable[[Count], None]]

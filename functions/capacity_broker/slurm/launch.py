@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 
 from ..adapters.aws import AwsError
 from ..adapters.ec2 import Prefix
-from ..client import BrokerError, InvalidArguments
+from ..client import BrokerError, InvalidArguments, InvokeFailed
 from ..domain.reserve import ReserveStatus
 from ..domain.tags import TAG_NAME, TAG_REQUEST_ID
 from . import breaker, plan
@@ -59,11 +59,15 @@ POWER_DOWN_SLACK = 30.0
 class Failed(Exception):
     """The unit cannot run now; ``status`` names why (the broker's status when it answered)."""
 
-    def __init__(self, status: str, detail: str, retry_after: int | None = None) -> None:
+    def __init__(
+        self, status: str, detail: str, retry_after: int | None = None, passing: bool = False
+    ) -> None:
         super().__init__(f"{status}: {detail}")
         self.status = status
         self.detail = detail
         self.retry_after = retry_after
+        # Throttled, a server fault, no answer: not counted by the breaker (breaker.passing).
+        self.passing = passing
 
 
 @dataclass
@@ -106,7 +110,12 @@ def _resume_unit(runtime: Runtime, unit: plan.Unit) -> bool:
     except Failed as failure:
         return _give_back(runtime, attempt, failure)
     except (AwsError, BrokerError, ScontrolError, ValueError) as error:
-        return _give_back(runtime, attempt, Failed("error", f"{type(error).__name__}: {error}"))
+        code = getattr(error, "code", None)
+        transient = isinstance(error, (AwsError, InvokeFailed)) and breaker.passing(
+            code, answered=code is not None
+        )
+        failed = Failed("error", f"{type(error).__name__}: {error}", passing=transient)
+        return _give_back(runtime, attempt, failed)
     except Exception as error:  # noqa: BLE001 - nothing may leave a node half-configured
         log.exception("%s: unexpected failure", unit.label)
         return _give_back(runtime, attempt, Failed("error", f"{type(error).__name__}: {error}"))
@@ -179,10 +188,11 @@ def _provision(runtime: Runtime, attempt: Attempt, nodeset: NodeSet, nodes: list
         attempt.lost.append(request_id)
         raise
     attempt.instances += answer.instances
-    if not breaker.counts(str(answer.status)):
+    transient = breaker.passing(answer.error_code)
+    if not transient and not breaker.counts(str(answer.status)):
         _worked(runtime, nodeset)
     if answer.status != ReserveStatus.PROVISIONED:
-        raise Failed(str(answer.status), answer.message, answer.retry_after_seconds)
+        raise Failed(str(answer.status), answer.message, answer.retry_after_seconds, transient)
     attempt.nodeset = None
     if len(answer.instances) != len(nodes):
         raise Failed("error", f"{len(answer.instances)} instances for {len(nodes)} nodes")
@@ -414,7 +424,7 @@ def _give_back(runtime: Runtime, attempt: Attempt, failure: Failed) -> bool:
         log.error("%s: could not power down %s: %s", unit.label, fold(unit.nodes), error)
         return False
     nodeset = attempt.nodeset
-    if nodeset is not None and breaker.counts(failure.status):
+    if nodeset is not None and breaker.counts(failure.status, failure.passing):
         tripped = _count_error(runtime, nodeset, failure)
         if tripped is not None:
             return _trip(runtime, attempt, nodeset, tripped, failure) and done

@@ -109,3 +109,23 @@ def test_the_budget_is_per_node_set_with_the_files_default() -> None:
     assert [config.error_budget_of(n) for n in config.nodesets] == [5, 0]
     with pytest.raises(ValueError, match="absolute"):
         SlurmConfig.model_validate(base | {"state_dir": "relative"})
+
+
+@pytest.mark.parametrize(
+    ("code", "answered", "transient"),
+    [
+        ("RequestLimitExceeded", True, True),
+        ("RateBudgetExhausted", True, True),
+        ("InternalError", True, True),
+        (None, False, True),  # no answer at all (a dropped connection, a timeout)
+        ("EntryPointUnavailable", True, False),
+        ("UnauthorizedOperation", True, False),
+        ("InvalidLaunchTemplateId.NotFound", True, False),
+        (None, True, False),
+    ],
+)
+def test_throttling_and_no_answer_are_not_the_node_sets_errors(
+    code: str | None, answered: bool, transient: bool
+) -> None:
+    assert breaker.passing(code, answered) is transient
+    assert breaker.counts("error", breaker.passing(code, answered)) is not transient
