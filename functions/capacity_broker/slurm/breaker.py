@@ -38,8 +38,6 @@ from ..domain.reserve import ReserveStatus
 # now. They never count, and they end a run of errors.
 CAPACITY_WAITS = frozenset({str(ReserveStatus.NO_CAPACITY), str(ReserveStatus.UNRESERVED)})
 DIRECTORY = "capacity-broker"
-# One process launches several jobs at once: flock is per open file, so threads take turns.
-_THREADS = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -77,6 +75,9 @@ class Breaker:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        # One program launches several jobs at once (threads, one runtime, one Breaker), and
+        # each open file holds its own flock: the threads take turns here first.
+        self._threads = threading.Lock()
 
     def failed(self, nodeset: str, why: str) -> Count:
         """One more error in a row for ``nodeset``; the count after it."""
@@ -107,7 +108,7 @@ class Breaker:
     def _locked(self, nodeset: str) -> Iterator[_ReadWrite]:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = self._path(nodeset)
-        with _THREADS:
+        with self._threads:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)

@@ -45,9 +45,14 @@ EXIT_USAGE = 2
 EXIT_FAILED = 3
 # Time the look-ups of one node set's template may take (retries included).
 CHECK_SECONDS = 20.0
+
+
 # Each call of the check: one attempt, a short wait to connect (an endpoint that does not
 # answer is a finding, not something to wait out), a reply within a function's cold start.
-QUICK = Config(connect_timeout=3, read_timeout=30, retries={"total_max_attempts": 1})
+def quick() -> Config:
+    return Config(connect_timeout=3, read_timeout=30, retries={"total_max_attempts": 1})
+
+
 # A release of this job id finds nothing: no Slurm job id has letters.
 PROBE_JOB = "capacity-broker-slurm-check"
 
@@ -95,14 +100,14 @@ class Report:
 
 class QuickSession:
     """The check's boto3 session: every client it makes tries each call once and gives up
-    connecting after a few seconds (``QUICK`` over the adapters' own settings)."""
+    connecting after a few seconds (``quick()`` over the adapters' own settings)."""
 
     def __init__(self, session: Any) -> None:
         self._wrapped = session
 
     def client(self, service_name: str, *args: Any, **kwargs: Any) -> Any:
         given = kwargs.get("config")
-        kwargs["config"] = QUICK if given is None else given.merge(QUICK)
+        kwargs["config"] = quick() if given is None else given.merge(quick())
         return self._wrapped.client(service_name, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
