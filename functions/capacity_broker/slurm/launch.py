@@ -343,12 +343,14 @@ def _given_up(runtime: Runtime, attempt: Attempt, pairs: list[tuple[str, str]]) 
     except ScontrolError as error:
         log.error("%s: could not check that Slurm still wants its nodes: %s", label, error)
         return False
-    abandoned = [
-        (node, iid)
-        for node, iid in pairs
-        if node in orphaned
-        or (node in states and any(flag in states[node].state for flag in GIVEN_UP))
-    ]
+    given_up = {
+        node
+        for node, _ in pairs
+        if node in states and any(flag in states[node].state for flag in GIVEN_UP)
+    }
+    # Nodes Slurm is powering down already need no power-down of their own.
+    orphaned = [node for node in orphaned if node not in given_up]
+    abandoned = [(node, iid) for node, iid in pairs if node in given_up or node in orphaned]
     if not abandoned:
         return True
     ids = [iid for _, iid in abandoned]
