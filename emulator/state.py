@@ -65,6 +65,11 @@ class Settings:
     # late one ``delayed``).
     future_assessment_seconds: float = 86_400.0
     future_delivery_delay_seconds: float = 0.0
+    # Launched instances' private addresses moved into 127.0.0.0/8 (the subnet address's last
+    # three octets kept): a local Slurm that reaches its nodes at their NodeAddr never sends a
+    # packet off the machine. Not EC2 (a VPC has no loopback addresses); off by default, on in
+    # the demo scenario that docs/slurm.md's walkthrough uses.
+    loopback_addresses: bool = False
 
 
 class World:

@@ -6,7 +6,9 @@ Capacity Block, the On-Demand pool), and the bookkeeping that gives it back on t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ..exceptions import client_error, insufficient_capacity
 from ..state import world
@@ -166,3 +168,19 @@ class Launches(Expiry):
                     key = types[instance_id]
                     self._pool(*key).give(1)
                     self.pool_instances[key] = max(self.pool_instances[key] - 1, 0)
+
+
+def loopback_addresses(instances: Iterable[Any]) -> None:
+    """With ``Settings.loopback_addresses``: each new instance's primary private address
+    moved into 127.0.0.0/8, keeping its subnet address's last three octets (10.10.1.5 becomes
+    127.10.1.5), so the addresses of one subnet stay distinct."""
+    if not world.settings.loopback_addresses:
+        return
+    for instance in instances:
+        nic = instance.nics[0]
+        original = str(nic.private_ip_address)
+        moved = "127." + original.split(".", 1)[1]
+        nic.private_ip_address = moved
+        for entry in nic.private_ip_addresses:
+            if entry.get("PrivateIpAddress") == original:
+                entry["PrivateIpAddress"] = moved

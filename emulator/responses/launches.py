@@ -19,6 +19,7 @@ from moto.ec2.responses.instances import InstanceResponse
 from ..exceptions import EC2ServerError, client_error
 from ..models import Allocation, LaunchRequest
 from ..models import launch_templates as versions
+from ..models.launches import loopback_addresses
 from ..state import world
 from ._base import CapacityResponse
 
@@ -132,6 +133,7 @@ class Launches(CapacityResponse):
             self.params["MinCount"] = count
             result = InstanceResponse.run_instances(self)
             reservation = result.result
+            loopback_addresses(reservation.instances)  # type: ignore[attr-defined]
             self.capacity.commit(plan, [i.id for i in reservation.instances])  # type: ignore[attr-defined]
         return result
 
@@ -412,6 +414,7 @@ class Launches(CapacityResponse):
                 tags=tag_spec,
                 launch_template=candidate["pinned"],
             )
+            loopback_addresses(reservation.instances)
             ids = [i.id for i in reservation.instances]
             self.capacity.commit(plan, ids)
             for instance in reservation.instances:

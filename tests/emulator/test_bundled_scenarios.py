@@ -58,3 +58,31 @@ def test_in_the_demo_a_hold_ends_at_its_end_date(emu, client) -> None:
     with pytest.raises(ClientError) as exc:
         ec2.cancel_capacity_reservation(CapacityReservationId=made["CapacityReservationId"])
     assert error_of(exc)[0] == "IncorrectState"
+
+
+def test_the_demo_gives_instances_loopback_addresses_and_other_scenarios_do_not(
+    emu, client
+) -> None:
+    """docs/slurm.md's walkthrough makes demo instances Slurm nodes: slurmctld sends to their
+    addresses, which must never leave the machine."""
+    assert Settings().loopback_addresses is False
+    emu.load_scenario("demo")
+    ec2 = client("ec2")
+    subnet = "subnet-01c0000000000000c"  # 10.10.3.0/24
+    launched = ec2.run_instances(
+        ImageId=ec2.describe_images()["Images"][0]["ImageId"],
+        InstanceType="c7i.48xlarge",
+        MinCount=2,
+        MaxCount=2,
+        SubnetId=subnet,
+    )["Instances"]
+    addresses = [i["PrivateIpAddress"] for i in launched]
+    assert all(a.startswith("127.10.3.") for a in addresses), addresses
+    assert len(set(addresses)) == 2
+    described = ec2.describe_instances(InstanceIds=[i["InstanceId"] for i in launched])
+    for reservation in described["Reservations"]:
+        for instance in reservation["Instances"]:
+            assert instance["PrivateIpAddress"].startswith("127.10.3.")
+            nic = instance["NetworkInterfaces"][0]
+            assert nic["PrivateIpAddress"] == instance["PrivateIpAddress"]
+            assert nic["PrivateIpAddresses"][0]["PrivateIpAddress"] == instance["PrivateIpAddress"]

@@ -64,11 +64,10 @@ def nodeset(**change: Any) -> dict[str, Any]:
     } | change
 
 
-def check(tmp_path: Path, *nodesets: dict[str, Any], output: str = "table") -> Any:
+def check(tmp_path: Path, *nodesets: dict[str, Any], output: str = "table", **top: Any) -> Any:
     path = tmp_path / "slurm.yaml"
-    path.write_text(
-        yaml.safe_dump({"region": "us-east-1", "cluster_id": "c1", "nodesets": list(nodesets)})
-    )
+    config = {"region": "us-east-1", "cluster_id": "c1", "nodesets": list(nodesets)} | top
+    path.write_text(yaml.safe_dump({k: v for k, v in config.items() if v is not None}))
     return CliRunner().invoke(
         app, ["slurm", "check", "--config", str(path), "--output", output], catch_exceptions=False
     )
@@ -82,7 +81,13 @@ def test_a_good_configuration(emu: Any, tmp_path: Path) -> None:
     [found] = report["nodesets"]
     assert found["node_count"] == 8
     assert found["subnets"] == {SUBNET_A: "us-east-1a", SUBNET_B: "us-east-1b"}
-    assert found["launch_template"] == {"id": TEMPLATE, "version": "$Latest", "is": 1}
+    assert found["launch_template"] == {
+        "id": TEMPLATE,
+        "version": "$Latest",
+        "is": 1,
+        "image": AMI,
+        "platform": "Linux/UNIX",
+    }
     assert found["offered"] == {"c5.large": ["us-east-1a", "us-east-1b"]}
     assert found["request"]["provision"] is True
     assert found["problems"] == []
@@ -138,3 +143,67 @@ def test_a_file_that_is_wrong_is_a_usage_error(tmp_path: Path) -> None:
     result = check(tmp_path, nodeset(nodes="hpc-[1-"))
     assert result.exit_code == 2
     assert "nodesets.0.nodes" in result.stderr
+
+
+def test_a_region_typo_is_refused_at_once_with_the_nearest_name(tmp_path: Path) -> None:
+    # No emulator, no endpoint: refused before any call (it used to take 56 s of retries).
+    result = check(tmp_path, nodeset(), region="us-esat-1")
+    assert result.exit_code == 3, result.output
+    assert "us-esat-1" in result.stderr
+    assert "us-east-1" in result.stderr
+
+
+def test_deployed_mode_missing_functions_and_an_untagged_template_fail_the_check(
+    emu: Any, tmp_path: Path
+) -> None:
+    untagged = json.loads(json.dumps(WORLD))
+    untagged["regions"]["us-east-1"]["launch_templates"][0]["tags"] = {}
+    emu.load_scenario(untagged)
+    result = check(tmp_path, nodeset(), output="json", cluster_id=None, function_prefix="cb-typo")
+    assert result.exit_code == 3, result.output
+    report = json.loads(result.stdout)
+    assert any(
+        p.startswith("cb-typo-reserve: function cb-typo-reserve does not exist")
+        for p in report["problems"]
+    ), report["problems"]
+    assert any(p.startswith("cb-typo-release:") for p in report["problems"])
+    [found] = report["nodesets"]
+    assert any(
+        f"launch template {TEMPLATE} is not tagged capacity-broker:cluster-id" in p
+        for p in found["problems"]
+    ), found["problems"]
+    table = check(tmp_path, nodeset(), cluster_id=None, function_prefix="cb-typo")
+    assert table.exit_code == 3
+    assert max(len(line) for line in table.stdout.splitlines()) <= 80
+
+
+def test_an_endpoint_that_does_not_answer_is_reported_after_one_try(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[default]\naws_access_key_id = x\naws_secret_access_key = y\n")
+    aws = {"endpoint_url": f"http://127.0.0.1:{port}", "credentials_file": str(credentials)}
+    result = check(tmp_path, nodeset(), output="json", aws=aws)
+    assert result.exit_code == 3, result.output
+    [found] = json.loads(result.stdout)["nodesets"]
+    assert any("could not look up the subnets" in p for p in found["problems"])
+
+
+def test_the_checks_clients_try_once_and_connect_briefly() -> None:
+    from botocore.config import Config
+    from capacity_broker.slurm.check import QuickSession
+
+    made: list[Any] = []
+
+    class Session:
+        def client(self, service: str, **kwargs: Any) -> None:
+            made.append(kwargs["config"])
+
+    QuickSession(Session()).client("ec2", config=Config(read_timeout=900, user_agent_extra="x"))
+    [config] = made
+    assert config.retries["total_max_attempts"] == 1
+    assert config.connect_timeout <= 5
+    assert config.user_agent_extra == "x"

@@ -5,6 +5,7 @@ drives the real one)."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -120,6 +121,10 @@ class FakeScontrol:
         self.delayed: list[tuple[int, int]] = []
         self.fail_addresses = False
         self.state = "CONFIGURING"
+        self.notes: list[tuple[int, str, str]] = []
+        self.held: list[int] = []
+        self.drained: list[tuple[list[str], str]] = []
+        self.state_dir = tempfile.mkdtemp(prefix="slurm-state-")
 
     def job(self, job_id: int) -> Job:
         return Job(job_id, self.state, self.restarts, [], datetime.now() + timedelta(seconds=121))
@@ -149,6 +154,19 @@ class FakeScontrol:
 
     def delay_job(self, job_id: int, seconds: int) -> None:
         self.delayed.append((job_id, seconds))
+
+    def note_job(self, job_id: int, text: str, field: str = "Comment") -> None:
+        self.notes.append((job_id, field, text))
+
+    def hold(self, job_id: int) -> None:
+        self.held.append(job_id)
+
+    def drain(self, nodes: list[str], reason: str) -> None:
+        self.drained.append((list(nodes), reason))
+
+    def setting(self, key: str) -> str:
+        assert key == "StateSaveLocation"
+        return self.state_dir
 
     def cluster_name(self) -> str:
         return "flows"

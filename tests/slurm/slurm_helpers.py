@@ -43,6 +43,7 @@ TOOLS = {
     "sbatch": "/usr/bin/sbatch",
     "squeue": "/usr/bin/squeue",
     "scancel": "/usr/bin/scancel",
+    "sinfo": "/usr/bin/sinfo",
 }
 BIN = Path(sys.executable).parent
 PROGRAMS = {

@@ -1,9 +1,15 @@
 """``capacity-broker slurm check``: the Slurm configuration against AWS, before any job runs.
 
-Per node set: do the subnets exist (and in which AZ), do the launch template and its version
-exist (and which version ``$Latest``/``$Default`` is now), does EC2 offer each instance type
-in those AZs; then what ``reserve`` each node set would be asked. Exit codes as the CLI's:
-0 fine, 2 the file itself is wrong, 3 a subnet, template or type would make every job fail.
+First what needs no network: the region is one AWS has (refused at once, with the nearest
+names). Then, each call tried once with a short connect timeout (an endpoint that does not
+answer is reported in seconds, not after a minute of retries): in deployed mode, the
+functions exist and answer (a ``reserve`` they refuse as invalid and a ``release`` of a job
+that cannot exist: nothing is created or cancelled); per node set, do the subnets exist (and
+in which AZ), do the launch template and its version exist (and which version
+``$Latest``/``$Default`` is now), is the template tagged for the broker's cluster (the rule the
+deployed IAM enforces, docs/deploy.md), which platform its image bills as, does EC2 offer each
+instance type in those AZs; then what ``reserve`` each node set would be asked. Exit codes as
+the CLI's: 0 fine, 2 the file itself is wrong, 3 anything that would make every job fail.
 """
 
 from __future__ import annotations
@@ -18,12 +24,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from botocore.config import Config
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..adapters.aws import AwsError
+from ..adapters.aws import AwsError, RetryPolicy
 from ..adapters.ec2 import Ec2
+from ..client.deployed import invoke_function
+from ..client.regions import check as check_regions
+from ..client.results import BrokerError, UnknownRegions
+from ..domain.tags import TAG_CLUSTER_ID
 from ..logic.templates import TemplateRefused, Templates
 from ..root import Adapters
 from .config import ENV_LOG, ConfigError, NodeSet, SlurmConfig, config_path, load
@@ -33,7 +44,17 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_FAILED = 3
 # Time the look-ups of one node set's template may take (retries included).
-CHECK_SECONDS = 60.0
+CHECK_SECONDS = 20.0
+
+
+# Each call of the check: one attempt, a short wait to connect (an endpoint that does not
+# answer is a finding, not something to wait out), a reply within a function's cold start.
+def quick() -> Config:
+    return Config(connect_timeout=3, read_timeout=30, retries={"total_max_attempts": 1})
+
+
+# A release of this job id finds nothing: no Slurm job id has letters.
+PROBE_JOB = "capacity-broker-slurm-check"
 
 app = typer.Typer(
     name="slurm",
@@ -69,10 +90,28 @@ class Report:
     broker: str
     nodesets: list[NodeSetReport]
     warnings: list[str] = field(default_factory=list)
+    # What fails every node set's jobs (the region, the functions).
+    problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not any(n.problems for n in self.nodesets)
+        return not self.problems and not any(n.problems for n in self.nodesets)
+
+
+class QuickSession:
+    """The check's boto3 session: every client it makes tries each call once and gives up
+    connecting after a few seconds (``quick()`` over the adapters' own settings)."""
+
+    def __init__(self, session: Any) -> None:
+        self._wrapped = session
+
+    def client(self, service_name: str, *args: Any, **kwargs: Any) -> Any:
+        given = kwargs.get("config")
+        kwargs["config"] = quick() if given is None else given.merge(quick())
+        return self._wrapped.client(service_name, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wrapped, name)
 
 
 @app.command()
@@ -96,8 +135,15 @@ def check(
     except ConfigError as error:
         sys.stderr.write(f"{error}\n")
         raise typer.Exit(EXIT_USAGE) from None
-    adapters = Adapters(aws_session(config))
-    report = inspect(config, adapters.ec2(config.region), str(path))
+    try:
+        # Known without the network: a typo is refused at once, not after a minute.
+        check_regions([config.region])
+    except UnknownRegions as error:
+        sys.stderr.write(f"{path}: region: {error}\n")
+        raise typer.Exit(EXIT_FAILED) from None
+    session = QuickSession(aws_session(config))
+    adapters = Adapters(session, retry=RetryPolicy(max_attempts=1))
+    report = inspect(config, adapters.ec2(config.region), str(path), session)
     if output is Output.json:
         sys.stdout.write(json.dumps(asdict(report), indent=2) + "\n")
     else:
@@ -105,7 +151,7 @@ def check(
     raise typer.Exit(EXIT_OK if report.ok else EXIT_FAILED)
 
 
-def inspect(config: SlurmConfig, ec2: Ec2, source: str = "") -> Report:
+def inspect(config: SlurmConfig, ec2: Ec2, source: str = "", session: Any = None) -> Report:
     report = Report(
         config=source,
         region=config.region,
@@ -115,14 +161,38 @@ def inspect(config: SlurmConfig, ec2: Ec2, source: str = "") -> Report:
             if config.function_prefix
             else f"in process, cluster id {config.cluster_id}"
         ),
-        nodesets=[_nodeset(config, nodeset, ec2) for nodeset in config.nodesets],
+        nodesets=[],
     )
+    if config.function_prefix:
+        report.problems += _functions(config, session)
+    report.nodesets = [_nodeset(config, nodeset, ec2) for nodeset in config.nodesets]
     if not os.access(config.scontrol, os.X_OK):
         report.warnings.append(f"{config.scontrol} is not an executable here (scontrol:)")
     log = config.log_destination({k: v for k, v in os.environ.items() if k == ENV_LOG})
     if log is not None and not os.access(log if log.exists() else log.parent, os.W_OK):
         report.warnings.append(f"the log {log} is not writable here (log_file:)")
     return report
+
+
+def _functions(config: SlurmConfig, session: Any) -> list[str]:
+    """The deployed functions exist and answer. Each is asked something it answers without
+    touching EC2: ``reserve`` an empty request (``invalid_request``), ``release`` a job id no
+    Slurm job has (nothing to cancel)."""
+    prefix = str(config.function_prefix)
+    client: list[Any] = []
+
+    def lam() -> Any:
+        if not client:
+            client.append(session.client("lambda", region_name=config.region))
+        return client[0]
+
+    problems = []
+    for entry, event in (("reserve", {}), ("release", {"job_id": PROBE_JOB})):
+        try:
+            invoke_function(lam, prefix, entry, event, config.function_qualifier)
+        except BrokerError as error:
+            problems.append(f"{prefix}-{entry}: {error}")
+    return problems
 
 
 def _nodeset(config: SlurmConfig, nodeset: NodeSet, ec2: Ec2) -> NodeSetReport:
@@ -160,6 +230,7 @@ def _nodeset(config: SlurmConfig, nodeset: NodeSet, ec2: Ec2) -> NodeSetReport:
             "version": template.version,
             "is": source.number,
         }
+        _template_facts(config, template.id, source.data, ec2, found)
     except (AwsError, TemplateRefused) as error:
         found.launch_template = {"id": template.id, "version": template.version, "is": None}
         found.problems.append(f"launch template {template.id} version {template.version}: {error}")
@@ -182,6 +253,36 @@ def _nodeset(config: SlurmConfig, nodeset: NodeSet, ec2: Ec2) -> NodeSetReport:
                     missing = ", ".join(z for z in zones if z not in where)
                     found.warnings.append(f"{instance_type} is not offered in {missing}")
     return found
+
+
+def _template_facts(
+    config: SlurmConfig, template_id: str, data: Any, ec2: Ec2, found: NodeSetReport
+) -> None:
+    """The template's cluster tag (deployed mode: direct mode's ``Templates`` refused a
+    template of another cluster already) and its image's platform."""
+    if not config.cluster_id:
+        tags = ec2.launch_template(template_id).tags
+        owner = tags.get(TAG_CLUSTER_ID)
+        found.launch_template["cluster_id"] = owner
+        if owner is None:
+            found.problems.append(
+                f"launch template {template_id} is not tagged {TAG_CLUSTER_ID}: the "
+                "functions' IAM lets them use only their cluster's templates (docs/deploy.md)"
+            )
+    image_id = data.get("ImageId") if isinstance(data, dict) else None
+    if not image_id:
+        found.warnings.append(f"launch template {template_id} names no image")
+        return
+    if str(image_id).startswith("resolve:ssm:"):
+        found.launch_template["image"] = image_id
+        return
+    image = ec2.image(str(image_id))
+    if image is None:
+        found.problems.append(f"image {image_id} of {template_id} does not exist")
+        return
+    found.launch_template["image"] = image_id
+    found.launch_template["platform"] = image.platform_details
+    # Seam: a node set's instance_platform (branch real-broker) is compared here.
 
 
 def _print(report: Report) -> None:
@@ -215,13 +316,16 @@ def _print(report: Report) -> None:
             console.print(f"[red]✗ {escape(found.nodeset)}: {escape(problem)}[/]")
         for warning in found.warnings:
             console.print(f"[yellow]! {escape(found.nodeset)}: {escape(warning)}[/]")
+    for problem in report.problems:
+        console.print(f"[red]✗ {escape(problem)}[/]")
     for warning in report.warnings:
         console.print(f"[yellow]! {escape(warning)}[/]")
     for found in report.nodesets:
         template = found.launch_template
+        platform = f" ({escape(str(template['platform']))})" if template.get("platform") else ""
         console.print(
             f"{escape(found.nodeset)}: launch template {template['id']} "
-            f"{escape(template['version'])} is version {template['is'] or 'MISSING'}; "
+            f"{escape(template['version'])} is version {template['is'] or 'MISSING'}{platform}; "
             f"each job asks reserve {escape(json.dumps(found.request))}"
         )
     console.print("[green]ok[/]" if report.ok else "[red]the configuration would fail jobs[/]")

@@ -38,6 +38,7 @@ ENV_LOG = "CAPACITY_BROKER_SLURM_LOG"
 DEFAULT_PATH = Path("/etc/capacity-broker/slurm.yaml")
 BESIDE_SLURM_CONF = "capacity-broker.yaml"
 DEFAULT_SCONTROL = Path("/usr/bin/scontrol")
+DEFAULT_ERROR_BUDGET = 3
 _SERVICE = re.compile(r"^[a-z0-9_-]+$")
 
 
@@ -69,6 +70,9 @@ class NodeSet(_Strict):
     launch_template: LaunchTemplate
     strict: bool | None = None
     name: Annotated[str | None, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")] = None
+    # Errors in a row (not capacity waits) before the node set's nodes are drained and its
+    # failing jobs held (slurm/breaker.py); unset: the file's ``error_budget``. 0: never.
+    error_budget: Annotated[int | None, Field(ge=0, le=1000)] = None
 
     @field_validator("nodes")
     @classmethod
@@ -128,9 +132,14 @@ class SlurmConfig(_Strict):
     scontrol: Path = DEFAULT_SCONTROL
     log_file: Path | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # Every node set's, unless it says its own (contract v3: default 3; 0: never drain).
+    error_budget: Annotated[int, Field(ge=0, le=1000)] = DEFAULT_ERROR_BUDGET
+    # Where the programs keep what must outlive one run (the breaker's counts); default:
+    # ``<StateSaveLocation>/capacity-broker``, SlurmUser's own directory.
+    state_dir: Path | None = None
     aws: AwsAccess = Field(default_factory=AwsAccess)
 
-    @field_validator("scontrol", "log_file")
+    @field_validator("scontrol", "log_file", "state_dir")
     @classmethod
     def _absolute(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_absolute():
@@ -165,6 +174,9 @@ class SlurmConfig(_Strict):
     @cached_property
     def _index(self) -> dict[str, NodeSet]:
         return {node: nodeset for nodeset in self.nodesets for node in nodeset.members()}
+
+    def error_budget_of(self, nodeset: NodeSet) -> int:
+        return self.error_budget if nodeset.error_budget is None else nodeset.error_budget
 
     def nodeset_of(self, node: str) -> NodeSet | None:
         return self._index.get(node)

@@ -27,10 +27,10 @@ from datetime import UTC, datetime, timedelta
 
 from ..adapters.aws import AwsError
 from ..adapters.ec2 import Prefix
-from ..client import BrokerError, InvalidArguments
+from ..client import BrokerError, InvalidArguments, InvokeFailed
 from ..domain.reserve import ReserveStatus
 from ..domain.tags import TAG_NAME, TAG_REQUEST_ID
-from . import plan
+from . import breaker, plan
 from .config import NodeSet
 from .hostlist import fold
 from .runtime import Runtime, log
@@ -47,16 +47,27 @@ LOST_ANSWER_SECONDS = 12.0
 # Node states that say Slurm gave the node up while it was being launched (an operator's
 # POWER_DOWN_FORCE): its SuspendProgram may have run before the node's binding existed.
 GIVEN_UP = ("POWERING_DOWN", "POWERED_DOWN")
+# Job states in which a job still holds the nodes it was given. A job cancelled while its
+# nodes power up is CANCELLED at once, and Slurm leaves its nodes powering up (``idle#``)
+# until ResumeTimeout, running no program on them (measured, 22.05.8): the resume program
+# ends them itself.
+HOLDING = ("CONFIGURING", "RUNNING", "SUSPENDED")
+# Beyond SuspendTimeout, how long a tripping program waits for its nodes' power-down to end.
+POWER_DOWN_SLACK = 30.0
 
 
 class Failed(Exception):
     """The unit cannot run now; ``status`` names why (the broker's status when it answered)."""
 
-    def __init__(self, status: str, detail: str, retry_after: int | None = None) -> None:
+    def __init__(
+        self, status: str, detail: str, retry_after: int | None = None, passing: bool = False
+    ) -> None:
         super().__init__(f"{status}: {detail}")
         self.status = status
         self.detail = detail
         self.retry_after = retry_after
+        # Throttled, a server fault, no answer: not counted by the breaker (breaker.passing).
+        self.passing = passing
 
 
 @dataclass
@@ -67,6 +78,8 @@ class Attempt:
     instances: list[str] = field(default_factory=list)
     # Requests whose answer never came (an error or a timeout while reserving).
     lost: list[str] = field(default_factory=list)
+    # The node set being asked for when the launch failed (the breaker counts its errors).
+    nodeset: NodeSet | None = None
 
     @property
     def restarts(self) -> int:
@@ -91,11 +104,18 @@ def _resume_unit(runtime: Runtime, unit: plan.Unit) -> bool:
     try:
         if unit.job_id is not None:
             attempt.job = runtime.scontrol.job(unit.job_id)
+            if not _holds_nodes(attempt.job):
+                return _job_gone(runtime, attempt)
         return _launch(runtime, attempt)
     except Failed as failure:
         return _give_back(runtime, attempt, failure)
     except (AwsError, BrokerError, ScontrolError, ValueError) as error:
-        return _give_back(runtime, attempt, Failed("error", f"{type(error).__name__}: {error}"))
+        code = getattr(error, "code", None)
+        transient = isinstance(error, (AwsError, InvokeFailed)) and breaker.passing(
+            code, answered=code is not None
+        )
+        failed = Failed("error", f"{type(error).__name__}: {error}", passing=transient)
+        return _give_back(runtime, attempt, failed)
     except Exception as error:  # noqa: BLE001 - nothing may leave a node half-configured
         log.exception("%s: unexpected failure", unit.label)
         return _give_back(runtime, attempt, Failed("error", f"{type(error).__name__}: {error}"))
@@ -135,6 +155,7 @@ def _provision(runtime: Runtime, attempt: Attempt, nodeset: NodeSet, nodes: list
             runtime.cluster, unit.job_id, attempt.restarts, nodeset.label, nodes
         )
     attempt.request_ids.append(request_id)
+    attempt.nodeset = nodeset
     template = nodeset.launch_template
     options: dict[str, object] = {
         "launch_template": {"id": template.id, "version": template.version},
@@ -167,11 +188,23 @@ def _provision(runtime: Runtime, attempt: Attempt, nodeset: NodeSet, nodes: list
         attempt.lost.append(request_id)
         raise
     attempt.instances += answer.instances
+    transient = breaker.passing(answer.error_code)
+    if not transient and not breaker.counts(str(answer.status)):
+        _worked(runtime, nodeset)
     if answer.status != ReserveStatus.PROVISIONED:
-        raise Failed(str(answer.status), answer.message, answer.retry_after_seconds)
+        raise Failed(str(answer.status), answer.message, answer.retry_after_seconds, transient)
+    attempt.nodeset = None
     if len(answer.instances) != len(nodes):
         raise Failed("error", f"{len(answer.instances)} instances for {len(nodes)} nodes")
     log.info("%s: %s", unit.label, answer.message)
+
+
+def _worked(runtime: Runtime, nodeset: NodeSet) -> None:
+    """The broker answered about capacity: the node set's run of errors is over."""
+    try:
+        runtime.breaker.worked(nodeset.label)
+    except (OSError, ScontrolError) as error:
+        log.error("%s: could not reset its error count: %s", nodeset.label, error)
 
 
 def _earlier_try(runtime: Runtime, node: str) -> list[str]:
@@ -246,25 +279,78 @@ def _bind(runtime: Runtime, attempt: Attempt) -> bool:
         attempt.unit.label,
         ", ".join(f"{n}={i}({described[i].private_ip})" for n, i in pairs),
     )
+    job = attempt.job
+    if job is not None and (job.comment or "").startswith(plan.REASON_PREFIX):
+        # The note of an earlier wait: the job is not waiting for the broker any more.
+        _note(runtime, job, "")
     return _given_up(runtime, attempt, pairs)
 
 
+def _holds_nodes(job: Job | None) -> bool:
+    return job is not None and job.state.startswith(HOLDING)
+
+
+def _free(runtime: Runtime, job_id: int | None, nodes: Sequence[str]) -> list[str]:
+    """Those of ``nodes`` no other live job holds (Slurm may give a powering-up node of an
+    ended job to the next job: that job keeps it)."""
+    taken = {
+        node
+        for job in runtime.scontrol.jobs()
+        if job.job_id != job_id and _holds_nodes(job)
+        for node in job.nodes
+    }
+    return [node for node in nodes if node not in taken]
+
+
+def _job_gone(runtime: Runtime, attempt: Attempt) -> bool:
+    """The job ended (``scancel``) before its nodes were launched: nothing is launched, and
+    its nodes no other job took are powered down at once rather than left powering up
+    until ResumeTimeout."""
+    unit = attempt.unit
+    state = attempt.job.state if attempt.job is not None else "gone"
+    nodes = _free(runtime, unit.job_id, unit.nodes)
+    log.info("%s: ended (%s) before its nodes launched: nothing launched", unit.label, state)
+    if not nodes:
+        return True
+    try:
+        runtime.scontrol.power_down(nodes, plan.reason("cancelled", f"{unit.label} {state}"))
+        log.info("%s: powered down %s", unit.label, fold(nodes))
+    except ScontrolError as error:
+        log.error("%s: could not power down %s: %s", unit.label, fold(nodes), error)
+        return False
+    return True
+
+
 def _given_up(runtime: Runtime, attempt: Attempt, pairs: list[tuple[str, str]]) -> bool:
-    """Nodes Slurm powered down while they were being launched: their SuspendProgram may
-    have run before their binding existed and found nothing, so their instances are ended
-    here. (Powered down after the binding, SuspendProgram finds it: either way, ended.) The
-    other nodes stay bound: Slurm gives them back as it does any idle node."""
+    """Nodes Slurm no longer wants from this launch, whose instances are ended here:
+    - powered down while they were being launched (an operator's POWER_DOWN_FORCE): their
+      SuspendProgram may have run before their binding existed and found nothing;
+    - of a job that ended meanwhile (``scancel`` of a CONFIGURING job): Slurm runs no program
+      on them and would keep them until ResumeTimeout; they are also powered down, so Slurm
+      takes them back at once. A node another job took meanwhile is kept for it.
+    The other nodes stay bound: Slurm gives them back as it does any idle node."""
     label = attempt.unit.label
+    job_id = attempt.unit.job_id
     try:
         states = runtime.scontrol.nodes([n for n, _ in pairs])
+        orphaned: list[str] = []
+        if job_id is not None:
+            job = runtime.scontrol.job(job_id)
+            if not _holds_nodes(job):
+                state = job.state if job is not None else "gone"
+                log.warning("%s: ended (%s) while its nodes launched", label, state)
+                orphaned = _free(runtime, job_id, [n for n, _ in pairs])
     except ScontrolError as error:
         log.error("%s: could not check that Slurm still wants its nodes: %s", label, error)
         return False
-    abandoned = [
-        (node, iid)
-        for node, iid in pairs
+    given_up = {
+        node
+        for node, _ in pairs
         if node in states and any(flag in states[node].state for flag in GIVEN_UP)
-    ]
+    }
+    # Nodes Slurm is powering down already need no power-down of their own.
+    orphaned = [node for node in orphaned if node not in given_up]
+    abandoned = [(node, iid) for node, iid in pairs if node in given_up or node in orphaned]
     if not abandoned:
         return True
     ids = [iid for _, iid in abandoned]
@@ -276,14 +362,23 @@ def _given_up(runtime: Runtime, attempt: Attempt, pairs: list[tuple[str, str]]) 
         log.error("%s: could not terminate %s: %s", label, ", ".join(ids), error)
         return False
     log.warning(
-        "%s: Slurm powered down %s while it launched: terminated %s",
+        "%s: Slurm %s %s while it launched: terminated %s",
         label,
+        "gave up" if orphaned else "powered down",
         fold([n for n, _ in abandoned]),
         ", ".join(ended) or "nothing",
     )
     left = sorted(set(ids) - set(ended))
     if left:
         log.error("%s: termination not confirmed for %s", label, ", ".join(left))
+    if orphaned:
+        # Else Slurm keeps them powering up until ResumeTimeout, counting them as busy.
+        try:
+            runtime.scontrol.power_down(orphaned, plan.reason("cancelled", f"{label} ended"))
+            log.info("%s: powered down %s", label, fold(orphaned))
+        except ScontrolError as error:
+            log.error("%s: could not power down %s: %s", label, fold(orphaned), error)
+            return False
     return not left
 
 
@@ -323,15 +418,122 @@ def _give_back(runtime: Runtime, attempt: Attempt, failure: Failed) -> bool:
     except (BrokerError, AwsError) as error:
         done = False
         log.error("%s: could not release its holds: %s", unit.label, error)
+    why = plan.reason(failure.status, failure.detail)
     try:
-        runtime.scontrol.power_down(list(unit.nodes), plan.reason(failure.status, failure.detail))
+        runtime.scontrol.power_down(list(unit.nodes), why)
         log.info("%s: powered down %s", unit.label, fold(unit.nodes))
     except ScontrolError as error:
         log.error("%s: could not power down %s: %s", unit.label, fold(unit.nodes), error)
         return False
-    if unit.job_id is not None and failure.retry_after:
-        done = _hold_back(runtime, unit.job_id, failure.retry_after) and done
+    nodeset = attempt.nodeset
+    if nodeset is not None and breaker.counts(failure.status, failure.passing):
+        tripped = _count_error(runtime, nodeset, failure)
+        if tripped is not None:
+            return _trip(runtime, attempt, nodeset, tripped, failure) and done
+    if unit.job_id is not None:
+        # Where users look (squeue, scontrol show job): the node's reason is the admins'.
+        _note(runtime, attempt.job, why)
+        if failure.retry_after:
+            done = _hold_back(runtime, unit.job_id, failure.retry_after) and done
     return done
+
+
+def _count_error(runtime: Runtime, nodeset: NodeSet, failure: Failed) -> breaker.Count | None:
+    """One more error in a row for the node set; the count when it reached its budget."""
+    budget = runtime.config.error_budget_of(nodeset)
+    try:
+        count = runtime.breaker.failed(nodeset.label, f"{failure.status}: {failure.detail}")
+    except (OSError, ScontrolError) as error:
+        log.error("%s: could not count its error: %s", nodeset.label, error)
+        return None
+    log.warning("%s: %d error(s) in a row (error_budget %d)", nodeset.label, count.errors, budget)
+    return count if count.tripped(budget) else None
+
+
+def _trip(
+    runtime: Runtime, attempt: Attempt, nodeset: NodeSet, count: breaker.Count, failure: Failed
+) -> bool:
+    """The node set keeps failing for a reason no wait will cure: its nodes are drained (no
+    new job is given them) and the job is held rather than requeued forever. Each says what
+    went wrong and the command that undoes it, once the cause is fixed."""
+    status = f"{count.errors} errors in a row, {failure.status}"
+    undo_nodes = f"scontrol update NodeName={nodeset.nodes} State=RESUME"
+    done = True
+    drain = plan.reason(status, failure.detail, undo_nodes)
+    try:
+        runtime.scontrol.drain(nodeset.members(), drain)
+        log.error("%s: drained %s after %s", nodeset.label, nodeset.nodes, status)
+    except ScontrolError as error:
+        done = False
+        log.error("%s: could not drain %s: %s", nodeset.label, nodeset.nodes, error)
+    unit = attempt.unit
+    if unit.job_id is not None:
+        held = f"held, {status}"
+        done = _hold(runtime, unit.job_id, attempt.job, held, failure, undo_nodes) and done
+    members = set(nodeset.members())
+    mine = [n for n in unit.nodes if n in members]
+    return _drain_once_powered_down(runtime, mine, drain) and done
+
+
+def _hold(
+    runtime: Runtime, job_id: int, before: Job | None, status: str, failure: Failed, undo: str
+) -> bool:
+    """The job waits held (``JobHeldAdmin``) rather than requeued again and again."""
+    # The note first: any update of a job resets its Reason, and a hold's must stay.
+    undo_job = f"{undo}; scontrol release {job_id}"
+    _note(runtime, before, plan.reason(status, failure.detail, undo_job))
+    try:
+        job = runtime.scontrol.job(job_id)
+        if job is not None and job.state.startswith("PENDING"):
+            runtime.scontrol.hold(job_id)
+            log.error("job %s: held (its node set is drained)", job_id)
+    except ScontrolError as error:
+        log.error("job %s: could not hold it: %s", job_id, error)
+        return False
+    return True
+
+
+def _drain_once_powered_down(runtime: Runtime, nodes: list[str], reason: str) -> bool:
+    """Slurm drains a node for the length of a ``POWER_DOWN_FORCE`` and clears DRAIN when
+    the power-down ends (22.05, measured: a drain set meanwhile is lost with it). The nodes
+    the program just powered down are therefore drained again once they are powered down,
+    within SuspendTimeout."""
+    try:
+        patience = float(runtime.scontrol.setting("SuspendTimeout")) + POWER_DOWN_SLACK
+    except (ScontrolError, ValueError):
+        patience = POWER_DOWN_SLACK
+    deadline = time.monotonic() + patience
+    try:
+        while True:
+            states = runtime.scontrol.nodes(nodes)
+            if all("POWERED_DOWN" in states[n].state for n in nodes if n in states):
+                break
+            if time.monotonic() > deadline:
+                log.error("%s: not powered down after %.0f s", fold(nodes), patience)
+                return False
+            time.sleep(1.0)
+        undrained = [n for n in nodes if n in states and "DRAIN" not in states[n].state]
+        if undrained:
+            runtime.scontrol.drain(undrained, reason)
+            log.info("drained %s again once powered down", fold(undrained))
+    except ScontrolError as error:
+        log.error("could not drain %s: %s", fold(nodes), error)
+        return False
+    return True
+
+
+def _note(runtime: Runtime, job: Job | None, text: str) -> None:
+    """Why the job waits, where its user looks: its ``Comment`` (``squeue -o %k``), unless
+    the user wrote one of their own (``sbatch --comment``), which is kept: then its
+    ``AdminComment`` (``scontrol show job``). A note that cannot be written changes nothing
+    else."""
+    if job is None:
+        return
+    theirs = job.comment is not None and not job.comment.startswith(plan.REASON_PREFIX)
+    try:
+        runtime.scontrol.note_job(job.job_id, text, "AdminComment" if theirs else "Comment")
+    except ScontrolError as error:
+        log.warning("job %s: could not note why it waits: %s", job.job_id, error)
 
 
 def _launched_by(runtime: Runtime, attempt: Attempt) -> list[str]:

@@ -289,10 +289,12 @@ def pair(nodes: Sequence[str], instances: Mapping[str, str | None]) -> list[tupl
     return [(node, bound.get(node) or next(free_instances)) for node in nodes]
 
 
-def reason(status: str, detail: str = "") -> str:
-    """``capacity-broker: no_capacity: …``: the status first, then why, on one line."""
-    text = f"{REASON_PREFIX} {status}" + (f": {detail}" if detail else "")
-    return " ".join(text.split())[:MAX_REASON]
+def reason(status: str, detail: str = "", undo: str = "") -> str:
+    """``capacity-broker: no_capacity: …``: the status first, then why, on one line; ``undo``
+    (the command that undoes what the programs did) ends it and is never cut."""
+    tail = f"; to undo: {' '.join(undo.split())}" if undo else ""
+    text = " ".join((f"{REASON_PREFIX} {status}" + (f": {detail}" if detail else "")).split())
+    return text[: max(MAX_REASON - len(tail), len(REASON_PREFIX) + 1)] + tail
 
 
 def answer_summary(answer: Mapping[str, Any]) -> str:

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -15,6 +16,7 @@ import botocore.session
 
 from ..adapters.ec2 import Ec2
 from ..client import CapacityBroker
+from .breaker import DIRECTORY, Breaker
 from .config import AwsAccess, SlurmConfig
 from .plan import Binding
 from .scontrol import Scontrol
@@ -101,6 +103,15 @@ class Runtime:
     def cluster(self) -> str:
         """Slurm's ClusterName (configured, else asked of slurmctld)."""
         return self.config.slurm_cluster or self.scontrol.cluster_name()
+
+    @cached_property
+    def breaker(self) -> Breaker:
+        """The node sets' error counts: in ``state_dir``, else in Slurm's StateSaveLocation
+        (SlurmUser's, kept across restarts, shared with a backup controller)."""
+        directory = self.config.state_dir
+        if directory is None:
+            directory = Path(self.scontrol.setting("StateSaveLocation")) / DIRECTORY
+        return Breaker(directory)
 
     def bindings(self, nodes: Sequence[str]) -> dict[str, Binding]:
         """Which instance each node was bound to, as Slurm keeps it (the node's Comment);

@@ -44,6 +44,9 @@ class Job:
     nodes: list[str]
     # Slurm prints times in slurmctld's local time, without a zone.
     eligible: datetime | None
+    # The first word of the job's Comment (a user's ``--comment``, or the programs' note of
+    # why the job waits).
+    comment: str | None = None
 
     @classmethod
     def parse(cls, line: str) -> Job:
@@ -62,6 +65,7 @@ class Job:
             restarts=int(field("Restarts") or 0),
             nodes=hostlist.expand(node_list) if node_list and node_list != "(null)" else [],
             eligible=when,
+            comment=field("Comment") or None,
         )
 
 
@@ -129,6 +133,16 @@ class Scontrol:
         ``now+N`` on its own clock)."""
         self.run("update", f"JobId={job_id}", f"StartTime=now+{int(seconds)}")
 
+    def hold(self, job_id: int) -> None:
+        """Kept pending (``JobHeldAdmin``) until ``scontrol release``."""
+        self.run("hold", str(job_id))
+
+    def note_job(self, job_id: int, text: str, field: str = "Comment") -> None:
+        """The job's ``Comment`` (``squeue -o %k``, ``-O Comment``; ``scontrol show job``), or
+        its ``AdminComment`` (only ``scontrol show job``: 22.05's ``squeue -O AdminComment``
+        prints nothing, measured). ``""`` clears it."""
+        self.run("update", f"JobId={job_id}", f"{field}={text}")
+
     # -- nodes --------------------------------------------------------------------------
     def nodes(self, names: Sequence[str]) -> dict[str, Node]:
         """The nodes by name (a node slurmctld does not know fails the call)."""
@@ -174,9 +188,20 @@ class Scontrol:
                 f"Reason={reason}",
             )
 
+    def drain(self, nodes: Sequence[str], reason: str) -> None:
+        """No new job is given the nodes (``sinfo -R`` lists them with ``reason``) until
+        ``scontrol update NodeName=… State=RESUME``."""
+        for start in range(0, len(nodes), _BATCH):
+            part = list(nodes[start : start + _BATCH])
+            self.run("update", f"NodeName={','.join(part)}", "State=DRAIN", f"Reason={reason}")
+
     def cluster_name(self) -> str:
+        return self.setting("ClusterName")
+
+    def setting(self, key: str) -> str:
+        """One value of ``scontrol show config`` (e.g. ``StateSaveLocation``)."""
         out = self.run("show", "config")
-        found = re.search(r"^ClusterName\s*=\s*(\S+)", out, re.MULTILINE)
+        found = re.search(rf"^{re.escape(key)}\s*=\s*(\S+)", out, re.MULTILINE)
         if not found:
-            raise ScontrolError("scontrol show config names no ClusterName")
+            raise ScontrolError(f"scontrol show config names no {key}")
         return found.group(1)
