@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from .domain.cleaner import Graces
-from .domain.flags import default_prefix
+from .domain.names import default_parameter_prefix
 from .models.common import REGION_PATTERN
 
 DEFAULT_REGION = "us-east-1"
@@ -134,7 +134,7 @@ class Settings(BaseModel):
     def _defaults(self) -> Settings:
         # Derived defaults (frozen model: set once, here).
         if not self.parameter_prefix:
-            object.__setattr__(self, "parameter_prefix", default_prefix(self.cluster_id))
+            object.__setattr__(self, "parameter_prefix", default_parameter_prefix(self.cluster_id))
         object.__setattr__(self, "parameter_prefix", self.parameter_prefix.rstrip("/") or "/")
         if not self.regions:
             object.__setattr__(self, "regions", (self.region,))

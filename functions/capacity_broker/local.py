@@ -241,7 +241,6 @@ class LocalBroker:
         # (``capacity-broker history`` reads it).
         self.state_table = state_table_name(prefix)
         self.server: Any = None
-        self.scenario_ids: dict[str, dict[str, str]] = {}
         self._saved_env: dict[str, str | None] = {}
 
     @property
@@ -290,7 +289,7 @@ class LocalBroker:
         # A fresh world every start (moto keeps its backends per process).
         self.server.emulator.reset()
         if data is not None:
-            self.scenario_ids = self.server.emulator.load_scenario(data).to_dict()
+            self.server.emulator.load_scenario(data)
         self.server.start()
         make_state_table(self.state_table, self.region, self.endpoint)
         return self

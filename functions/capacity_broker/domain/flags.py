@@ -6,7 +6,6 @@ FLAG_ENABLE = "EnableCapacityReservation"
 FLAG_STRICT = "EnforceStrictCapacityReservation"
 DEFAULT_ENABLE = True
 DEFAULT_STRICT = False
-DEFAULTS: dict[str, bool] = {FLAG_ENABLE: DEFAULT_ENABLE, FLAG_STRICT: DEFAULT_STRICT}
 
 FLAGS_PATH = "configuration/FeatureFlags"
 
@@ -21,13 +20,6 @@ class FlagError(ValueError):
         super().__init__(
             f"SSM parameter {name} must be 'true' or 'false' (any case), not {shown!r}"
         )
-
-
-def default_prefix(cluster_id: str) -> str:
-    """``/capacity-broker/<cluster id>``, used when BROKER_PARAMETER_PREFIX is not set."""
-    if not cluster_id:
-        raise ValueError("cluster_id is required")
-    return f"/capacity-broker/{cluster_id}"
 
 
 def flags_folder(prefix: str) -> str:

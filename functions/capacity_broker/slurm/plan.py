@@ -11,7 +11,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from ..domain.tags import TAG_REQUEST_ID
 from . import hostlist
@@ -293,8 +292,3 @@ def reason(status: str, detail: str = "") -> str:
     """``capacity-broker: no_capacity: …``: the status first, then why, on one line."""
     text = f"{REASON_PREFIX} {status}" + (f": {detail}" if detail else "")
     return " ".join(text.split())[:MAX_REASON]
-
-
-def answer_summary(answer: Mapping[str, Any]) -> str:
-    """One line for the log and the reason: the broker's own message."""
-    return str(answer.get("message") or answer.get("status") or "")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ...domain.tags import tag_dict
 from ..aws import AwsError
 from .base import Ec2Base
 from .filters import Filters, Wanted
@@ -88,7 +89,7 @@ class Reservation:
             owner_id=data.get("OwnerId"),
             capacity_block_id=data.get("CapacityBlockId"),
             placement_group_arn=data.get("PlacementGroupArn"),
-            tags={t["Key"]: t["Value"] for t in data.get("Tags", [])},
+            tags=tag_dict(data.get("Tags")),
         )
 
 
