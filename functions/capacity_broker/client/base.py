@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Self, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from ..adapters.dynamodb_memory import MemoryTable
 from ..adapters.regions import enabled_regions
@@ -23,15 +23,17 @@ from ..logic.memory import CapacityMemory
 from ..root import Adapters, Root, discovery
 from . import regions as where
 from . import when
-from .deployed import invoke_function, lambda_client
-from .in_process import run_function
+from .deployed import Deployed, lambda_client
+from .in_process import InProcess
 from .results import (
-    BrokerError,
     InvalidArguments,
     RegionsFailed,
     Results,
+    typed,
+    validated,
 )
 from .settings import ENV_FUNCTION_PREFIX, ClientSettings
+from .transport import Transport
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -80,6 +82,17 @@ class BrokerBase:
         self._discovery: Discovery | None = None
         self._enabled: list[str] | None = None
         self._memory: CapacityMemory | None = None
+        # Chosen once: the broker's calls never ask which (``client.transport``).
+        self.transport: Transport = (
+            Deployed(
+                self.settings.function_prefix,
+                self.settings.function_qualifier,
+                lambda: self._lambda_client(),
+                self._explicit,
+            )
+            if self.settings.function_prefix
+            else InProcess(lambda: self.root, lambda: self.discovery.lister, self.resolve_regions)
+        )
 
     @classmethod
     def deployed(
@@ -116,7 +129,7 @@ class BrokerBase:
     # -- how it was made --------------------------------------------------------------------
     @property
     def mode(self) -> str:
-        return self.settings.mode
+        return self.transport.mode
 
     @property
     def cluster_id(self) -> str | None:
@@ -208,13 +221,8 @@ class BrokerBase:
             return self._lambda
 
     def invoke(self, entry: str, event: Mapping[str, Any]) -> dict[str, Any]:
-        """One entry point's raw answer: the deployed function, or its entry run here on this
-        broker's root."""
-        if self.function_prefix:
-            return invoke_function(
-                self._lambda_client, self.function_prefix, entry, event, self.function_qualifier
-            )
-        return run_function(entry, event, self.root)
+        """One entry point's raw answer, through the broker's transport."""
+        return self.transport.invoke(entry, event)
 
     @property
     def root(self) -> Root:
@@ -261,16 +269,7 @@ class BrokerBase:
             return self._memory
 
     def _typed(self, model: type[M], answer: Mapping[str, Any]) -> M:
-        if answer.get("status") == "invalid_request":
-            errors = [
-                (str(e.get("field", "request")), str(e.get("message", "")))
-                for e in answer.get("errors") or []
-            ]
-            raise InvalidArguments(errors or [("request", str(answer.get("message")))], answer)
-        try:
-            return model.model_validate(answer)
-        except ValidationError:
-            raise BrokerError(str(answer.get("message") or answer), answer) from None
+        return typed(model, answer)
 
     def _results(self, listing: Listing[T]) -> Results[T]:
         if listing.status == "error":
@@ -285,16 +284,7 @@ def _event(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def _request(model: type[M], fields: Mapping[str, Any]) -> M:
-    try:
-        return model.model_validate(dict(fields))
-    except ValidationError as error:
-        raise InvalidArguments(
-            [
-                (".".join(str(p) for p in e.get("loc", ())) or "request", str(e.get("msg")))
-                for e in error.errors(include_url=False)
-            ]
-        ) from None
+_request = validated
 
 
 @contextlib.contextmanager

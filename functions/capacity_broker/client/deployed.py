@@ -9,12 +9,21 @@ become the client's errors; the function's JSON answer is returned as it came.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .results import EntryPointUnavailable, FunctionError, InvokeFailed
+from ..logic.capacity import Progress
+from ..models.capacity import CapacityResponse
+from .results import (
+    BrokerError,
+    EntryPointUnavailable,
+    FunctionError,
+    InvokeFailed,
+    RegionsFailed,
+    typed,
+)
 
 # Lambda's longest timeout is 15 minutes; the client waits a little longer for an answer.
 INVOKE_READ_TIMEOUT = 910
@@ -76,3 +85,45 @@ def invoke_function(
     if not isinstance(answer, dict):
         raise FunctionError(f"{name} answered {str(answer)[:200]!r}, not a JSON object")
     return answer
+
+
+class Deployed:
+    """The deployed transport (``client.transport``): Lambda ``Invoke`` of
+    ``<prefix>-<entry point>`` (through the alias ``qualifier`` when given) with the client
+    ``lam`` gives. ``capacity`` asks the ``capacity`` function for the regions ``explicit``
+    names (``None``: the function's ``BROKER_REGIONS``)."""
+
+    mode = "deployed"
+
+    def __init__(
+        self,
+        prefix: str,
+        qualifier: str | None,
+        lam: Callable[[], Any],
+        explicit: Callable[[Sequence[str] | str | None], list[str] | None],
+    ) -> None:
+        self.prefix = prefix
+        self.qualifier = qualifier
+        self._lam = lam
+        self._explicit = explicit
+
+    def invoke(self, entry: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        return invoke_function(self._lam, self.prefix, entry, event, self.qualifier)
+
+    def capacity(
+        self,
+        fields: dict[str, Any],
+        regions: Sequence[str] | str | None,
+        request_id: str,
+        progress: Progress | None,
+    ) -> CapacityResponse:
+        explicit = self._explicit(regions)
+        event = {**fields, **({"regions": explicit} if explicit else {}), "request_id": request_id}
+        response = typed(CapacityResponse, self.invoke("capacity", event))
+        if response.status == "error":
+            raise (
+                RegionsFailed(response.errors)
+                if response.errors
+                else BrokerError(response.message, response.to_json_dict())
+            )
+        return response
