@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from .domain.cleaner import Graces
+from .domain.failures import BrokerFailure
 from .domain.names import default_parameter_prefix
 from .models.common import REGION_PATTERN
 
@@ -50,7 +51,7 @@ Seconds = Annotated[float, Field(ge=0, le=MAX_GRACE_SECONDS, allow_inf_nan=False
 RegionName = Annotated[str, Field(max_length=32, pattern=REGION_PATTERN)]
 
 
-class InvalidConfiguration(ValueError):
+class InvalidConfiguration(BrokerFailure, ValueError):
     """Settings that cannot run the broker; ``problems`` names each variable and what is
     wrong with it."""
 
@@ -59,6 +60,10 @@ class InvalidConfiguration(ValueError):
         super().__init__(
             "Invalid configuration: " + "; ".join(f"{name}: {text}" for name, text in problems)
         )
+
+    @property
+    def error_code(self) -> str:
+        return "InvalidConfiguration"
 
 
 def _alias(field: str) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .failures import BrokerFailure
+
 FLAG_ENABLE = "EnableCapacityReservation"
 FLAG_STRICT = "EnforceStrictCapacityReservation"
 DEFAULT_ENABLE = True
@@ -10,8 +12,12 @@ DEFAULT_STRICT = False
 FLAGS_PATH = "configuration/FeatureFlags"
 
 
-class FlagError(ValueError):
+class FlagError(BrokerFailure, ValueError):
     """A flag parameter holds something other than true/false: a configuration error."""
+
+    @property
+    def error_code(self) -> str:
+        return "InvalidConfiguration"
 
     def __init__(self, name: str, raw: str) -> None:
         self.name = name

@@ -25,6 +25,7 @@ from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2, NewReservation, Reservation, Subnet
 from ..domain import tags as tagging
 from ..domain.errors import ErrorClass, no_longer_holds, not_seen_yet
+from ..domain.failures import BrokerFailure
 from ..domain.tokens import (
     CHANGED_REQUEST,
     CHANGED_REQUEST_CODE,
@@ -419,8 +420,12 @@ class ReservationCore:
         return True
 
 
-class NotOwnedError(Exception):
+class NotOwnedError(BrokerFailure):
     """Refused: the reservation is not this cluster's (or is a Capacity Block)."""
+
+    @property
+    def error_code(self) -> str:
+        return "NotOwned"
 
     def __init__(self, reservation_id: str) -> None:
         super().__init__(f"{reservation_id} is not owned by this broker")
