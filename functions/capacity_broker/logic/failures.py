@@ -20,8 +20,8 @@ MAX_ITEM_MESSAGE = 300  # of one item's
 
 
 def failed(failure: BrokerFailure) -> dict[str, Any]:
-    """The fields of the answer to a request ``failure`` stopped. (``InvalidInput`` is
-    answered before a flow starts, by the handler: ``invalid_request`` with each field's
+    """The fields of the answer to a request ``failure`` stopped. (Not ``InvalidInput``: a
+    flow lets it through to the handler, whose answer is ``invalid_request`` with each field's
     error, ``models.invalid``.)"""
     return {
         "status": "error",

@@ -23,7 +23,7 @@ from ..domain.failures import BrokerFailure
 from ..domain.fanout import DecisionKind
 from ..domain.tags import Purpose
 from ..models import ProbeRequest, ProbeResponse
-from . import placement
+from . import InvalidInput, placement
 from .attempts import Attempts, Place, Ran, Spending
 from .failures import failed, step
 from .memory import CapacityMemory
@@ -79,6 +79,8 @@ class Prober:
                 ), stats
             with step("Could not look up the subnets, image or VPC"):
                 place = placement.resolve(self.ec2, request, request.subnet_ids, deadline)
+        except InvalidInput:
+            raise  # the handler's answer: invalid_request, each field's error
         except BrokerFailure as failure:
             return ProbeResponse(**failed(failure), **base), stats
 

@@ -19,6 +19,7 @@ from ..domain.tags import TAG_CLUSTER_ID, TAG_JOB_ID, TAG_PURPOSE, TAG_STACK_NAM
 from ..models import ReleaseRequest, ReleaseResponse
 from ..models.common import ItemError
 from ..models.release import SkippedReservation
+from . import InvalidInput
 from .failures import failed, item_error, step
 from .reservations import ReservationCore
 from .templates import Templates
@@ -40,6 +41,8 @@ class Releaser:
         try:
             with step("Could not list the holds"):
                 found = self._matching(field, value, deadline)
+        except InvalidInput:
+            raise  # the handler's answer: invalid_request, each field's error
         except BrokerFailure as failure:
             return ReleaseResponse(request_id=request_id, **failed(failure))
         skipped = [
