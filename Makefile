@@ -46,6 +46,7 @@ test: $(STAMP) node_modules/.installed lint typecheck pytest
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/vulture
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -17,7 +17,6 @@ from typing import Literal
 
 # EC2's published request token buckets per account and region: (burst, refill per second).
 EC2_MUTATING = (50.0, 5.0)
-EC2_NON_MUTATING = (100.0, 20.0)
 
 
 # -- statistics -------------------------------------------------------------------------------

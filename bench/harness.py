@@ -252,7 +252,6 @@ class ThreadSampler:
         self.interval = 1.0 / hz
         self.states: Counter[str] = Counter()
         self.pacer_regions: Counter[str] = Counter()
-        self.idle_while_others_wait = 0
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)

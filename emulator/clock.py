@@ -38,12 +38,6 @@ class Clock:
             self._frozen = _aware(at)
         return self.now()
 
-    def unfreeze(self) -> None:
-        with self._lock:
-            if self._frozen is not None:
-                self._offset = self._frozen - datetime.now(UTC)
-            self._frozen = None
-
     def set(self, at: datetime) -> datetime:
         """Jump to ``at``; the clock keeps running (or stays frozen) from there."""
         with self._lock:
@@ -57,10 +51,6 @@ class Clock:
         with self._lock:
             self._offset = timedelta(0)
             self._frozen = None
-
-    @property
-    def frozen(self) -> bool:
-        return self._frozen is not None
 
 
 def _aware(value: datetime) -> datetime:

@@ -45,10 +45,6 @@ def insufficient_capacity(instance_type: str, az: str) -> EC2ServerError:
     )
 
 
-def request_limit_exceeded() -> EC2ServerError:
-    return EC2ServerError("RequestLimitExceeded", "Request limit exceeded.", status=503)
-
-
 def reservation_not_found(reservation_id: str) -> EC2ClientError:
     return EC2ClientError(
         "InvalidCapacityReservationId.NotFound",

@@ -28,9 +28,6 @@ class RemoteEmulator:
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
             return json.loads(response.read() or b"null")
 
-    def health(self) -> bool:
-        return bool(self._call("health").get("ok"))
-
     def reset(self) -> None:
         self._call("reset", "POST", {})
 

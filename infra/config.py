@@ -15,8 +15,7 @@ from typing import Any
 # The rules the runtime keeps (pure functions of ``capacity_broker.domain``), so the stack and
 # the functions read names the same way.
 from capacity_broker.domain import tags
-from capacity_broker.domain.flags import default_prefix as default_parameter_prefix
-from capacity_broker.domain.names import default_stack_prefix
+from capacity_broker.domain.names import default_parameter_prefix, default_stack_prefix
 
 # The five entry points of the contract, in the order they are presented everywhere.
 FUNCTION_NAMES: tuple[str, ...] = ("probe", "reserve", "release", "cleaner", "capacity")

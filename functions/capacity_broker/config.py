@@ -24,7 +24,8 @@ from pydantic import (
 )
 
 from .domain.cleaner import Graces
-from .domain.flags import default_prefix
+from .domain.failures import BrokerFailure
+from .domain.names import default_parameter_prefix
 from .models.common import REGION_PATTERN
 
 DEFAULT_REGION = "us-east-1"
@@ -53,7 +54,7 @@ Seconds = Annotated[float, Field(ge=0, le=MAX_GRACE_SECONDS, allow_inf_nan=False
 RegionName = Annotated[str, Field(max_length=32, pattern=REGION_PATTERN)]
 
 
-class InvalidConfiguration(ValueError):
+class InvalidConfiguration(BrokerFailure, ValueError):
     """Settings that cannot run the broker; ``problems`` names each variable and what is
     wrong with it."""
 
@@ -62,6 +63,10 @@ class InvalidConfiguration(ValueError):
         super().__init__(
             "Invalid configuration: " + "; ".join(f"{name}: {text}" for name, text in problems)
         )
+
+    @property
+    def error_code(self) -> str:
+        return "InvalidConfiguration"
 
 
 def _alias(field: str) -> Any:
@@ -149,7 +154,7 @@ class Settings(BaseModel):
     def _defaults(self) -> Settings:
         # Derived defaults (frozen model: set once, here).
         if not self.parameter_prefix:
-            object.__setattr__(self, "parameter_prefix", default_prefix(self.cluster_id))
+            object.__setattr__(self, "parameter_prefix", default_parameter_prefix(self.cluster_id))
         object.__setattr__(self, "parameter_prefix", self.parameter_prefix.rstrip("/") or "/")
         if not self.regions:
             object.__setattr__(self, "regions", (self.region,))

@@ -256,7 +256,6 @@ class LocalBroker:
         # (``capacity-broker history`` reads it).
         self.state_table = state_table_name(prefix)
         self.server: Any = None
-        self.scenario_ids: dict[str, dict[str, str]] = {}
         self._saved_env: dict[str, str | None] = {}
 
     @property
@@ -310,7 +309,7 @@ class LocalBroker:
         # A fresh world every start (moto keeps its backends per process).
         self.server.emulator.reset()
         if data is not None:
-            self.scenario_ids = self.server.emulator.load_scenario(data).to_dict()
+            self.server.emulator.load_scenario(data)
         if self.iam:
             self._use_roles()
         self.server.start()

@@ -235,3 +235,9 @@ def documented_filters(operation: str) -> set[str]:
 @pytest.mark.parametrize(("operation", "accepted"), FILTERS)
 def test_every_filter_accepted_is_documented(operation: str, accepted: Any) -> None:
     assert set(accepted) <= documented_filters(operation)
+
+
+def test_the_operations_the_training_work_uses_are_ec2s() -> None:
+    """Every operation named above is one of botocore's EC2 operations (a misspelt or
+    invented one would be modelled by nobody)."""
+    assert set(OPERATIONS.values()) >= ADDED, ADDED - set(OPERATIONS.values())

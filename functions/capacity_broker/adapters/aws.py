@@ -17,6 +17,7 @@ from botocore.utils import parse_timestamp
 
 from ..domain import backoff
 from ..domain.errors import ErrorClass, classify, is_retryable, keeps_earlier
+from ..domain.failures import BrokerFailure
 
 T = TypeVar("T")
 
@@ -147,7 +148,7 @@ def _fast_timestamps(session: boto3.session.Session) -> None:
     factory.set_parser_defaults(timestamp_parser=_parse_timestamp)
 
 
-class AwsError(Exception):
+class AwsError(BrokerFailure):
     """An AWS call that failed, with the code EC2 (or another service) gave."""
 
     def __init__(
@@ -162,6 +163,15 @@ class AwsError(Exception):
     @property
     def error_class(self) -> ErrorClass:
         return classify(self.code, self.status)
+
+    @property
+    def error_code(self) -> str:
+        # No code: no answer at all (a timeout or a dropped connection).
+        return self.code or "RequestTimeout"
+
+    @property
+    def detail(self) -> str:
+        return self.message
 
     @classmethod
     def wrap(cls, operation: str, error: Exception) -> AwsError:

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 import typer
+from pydantic import BaseModel
 
+from ..client import CapacityBroker
+from ..client.results import Results
 from ..models.capacity import AzRow, InstanceTypeRow, SpotPriceRow
 from . import render
-from .app import OutputOpt, ProfileOpt, RegionsOpt, app, make_broker, progress_bar, split, state_of
+from .app import (
+    Advance,
+    OutputOpt,
+    ProfileOpt,
+    RegionsOpt,
+    State,
+    app,
+    make_broker,
+    progress_bar,
+    split,
+    state_of,
+)
 from .errors import finish_listing, guard, warn
 from .render import Col
+
+R = TypeVar("R")
 
 SEARCH_COLUMNS = [
     Col("Instance Type"),
@@ -73,24 +90,23 @@ def search(
 ) -> None:
     """Instance types by pattern, with vCPUs, memory, architecture and accelerators."""
     state = state_of(ctx, output, regions, profile)
-    with guard():
-        broker = make_broker(state)
-        wanted = broker.resolve_regions(state.regions)
-        with progress_bar(state, wanted, "search") as advance:
-            results = broker.search(
-                pattern,
-                wanted,
-                architecture,
-                min_vcpus,
-                min_memory,
-                gpu_only=gpu_only,
-                progress=advance,
-            )
-    render.listing(
-        state.output,
+    results = _across_regions(
+        state,
+        "search",
+        lambda broker, wanted, advance: broker.search(
+            pattern,
+            wanted,
+            architecture,
+            min_vcpus,
+            min_memory,
+            gpu_only=gpu_only,
+            progress=advance,
+        ),
+    )
+    _show(
+        state,
         InstanceTypeRow,
         results,
-        results.regions,
         f"No instance types match {pattern}",
         SEARCH_COLUMNS,
         [
@@ -105,7 +121,6 @@ def search(
             for r in results
         ],
     )
-    finish_listing(results)
 
 
 @app.command()
@@ -133,16 +148,17 @@ def az(
 ) -> None:
     """Which Availability Zones offer each instance type."""
     state = state_of(ctx, output, regions, profile)
-    with guard():
-        broker = make_broker(state)
-        wanted = broker.resolve_regions(state.regions)
-        with progress_bar(state, wanted, "az") as advance:
-            results = broker.az(pattern, wanted, min_az_count, split(azs), progress=advance)
-    render.listing(
-        state.output,
+    results = _across_regions(
+        state,
+        "az",
+        lambda broker, wanted, advance: broker.az(
+            pattern, wanted, min_az_count, split(azs), progress=advance
+        ),
+    )
+    _show(
+        state,
         AzRow,
         results,
-        results.regions,
         f"No Availability Zone offers {pattern}",
         AZ_COLUMNS,
         [
@@ -156,7 +172,6 @@ def az(
             for r in results
         ],
     )
-    finish_listing(results)
 
 
 @app.command()
@@ -194,20 +209,20 @@ def spot(
 ) -> None:
     """Spot prices by instance type and AZ."""
     state = state_of(ctx, output, regions, profile)
-    with guard():
-        broker = make_broker(state)
-        wanted = broker.resolve_regions(state.regions)
-        with progress_bar(state, wanted, "spot") as advance:
-            results = broker.spot(
-                pattern,
-                wanted,
-                max_price,
-                show_savings,
-                sort_by_price,
-                history_hours=history,
-                product_description=product,
-                progress=advance,
-            )
+    results = _across_regions(
+        state,
+        "spot",
+        lambda broker, wanted, advance: broker.spot(
+            pattern,
+            wanted,
+            max_price,
+            show_savings,
+            sort_by_price,
+            history_hours=history,
+            product_description=product,
+            progress=advance,
+        ),
+    )
     if show_savings:
         for note in sorted({r.savings_note for r in results if r.savings_note}):
             warn(note)
@@ -220,13 +235,36 @@ def spot(
                 render.number(r.savings_percent, "%") or "n/a",
             ]
         rows.append([*row, render.when(r.timestamp)])
-    render.listing(
-        state.output,
+    _show(
+        state,
         SpotPriceRow,
         results,
-        results.regions,
         f"No Spot prices for {pattern}",
         spot_columns(show_savings),
         rows,
     )
+
+
+def _across_regions(
+    state: State, label: str, ask: Callable[[CapacityBroker, list[str], Advance | None], R]
+) -> R:
+    """The one body of the discovery commands: the broker, the regions it resolves, a
+    progress bar over them, and one question asked across them (errors as ``guard`` says)."""
+    with guard():
+        broker = make_broker(state)
+        wanted = broker.resolve_regions(state.regions)
+        with progress_bar(state, wanted, label) as advance:
+            return ask(broker, wanted, advance)
+
+
+def _show(
+    state: State,
+    model: type[BaseModel],
+    results: Results[Any],
+    empty: str,
+    columns: list[Col],
+    rows: list[list[Any]],
+) -> None:
+    """The answer as a table or as ``--output`` says, then the exit code for partial answers."""
+    render.listing(state.output, model, results, results.regions, empty, columns, rows)
     finish_listing(results)

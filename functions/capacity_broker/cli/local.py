@@ -214,7 +214,7 @@ def _no_emulator(error: ModuleNotFoundError) -> typer.Exit:
     )
 
 
-def _interrupt(signum: int, frame: Any) -> None:
+def _interrupt(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
 
 

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Self, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from ..adapters.dynamodb_memory import MemoryTable
 from ..adapters.regions import enabled_regions
@@ -24,15 +24,17 @@ from ..logic.memory import CapacityMemory
 from ..root import Adapters, Root, discovery
 from . import regions as where
 from . import when
-from .deployed import Patience, invoke_function, lambda_client
-from .in_process import run_function
+from .deployed import Deployed, Patience, lambda_client
+from .in_process import InProcess
 from .results import (
-    BrokerError,
     InvalidArguments,
     RegionsFailed,
     Results,
+    typed,
+    validated,
 )
 from .settings import ENV_FUNCTION_PREFIX, ClientSettings
+from .transport import Transport
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -72,12 +74,18 @@ class BrokerBase:
         # use from the AWS SDK's defaults).
         self.session = session
         functions = self.settings.functions
-        # In direct mode its EC2 calls draw from the state table's budget with the Lambdas'
-        # (the table in the region its functions run in).
+        # In direct mode, with the shared budget on (BROKER_SHARED_EC2_BUDGET), its EC2 calls
+        # draw from the state table's budget with the Lambdas' (the table in the region its
+        # functions run in).
+        shared = (
+            functions is not None
+            and functions.shared_ec2_budget
+            and not self.settings.function_prefix
+        )
         self.adapters = Adapters(
             session,
             rate_scale=functions.ec2_rate_scale if functions is not None else 1.0,
-            state_table=self.settings.state_table if not self.settings.function_prefix else None,
+            state_table=self.settings.state_table if shared else None,
             table_region=self._table_region(),
         )
         self._lambda: Any = None
@@ -88,6 +96,18 @@ class BrokerBase:
         self._discovery: Discovery | None = None
         self._enabled: list[str] | None = None
         self._memory: CapacityMemory | None = None
+        # Chosen once: the broker's calls never ask which (``client.transport``).
+        self.transport: Transport = (
+            Deployed(
+                self.settings.function_prefix,
+                self.settings.function_qualifier,
+                lambda: self._lambda_client(),
+                self._explicit,
+                lambda: self.patience,
+            )
+            if self.settings.function_prefix
+            else InProcess(lambda: self.root, lambda: self.discovery.lister, self.resolve_regions)
+        )
 
     @classmethod
     def deployed(
@@ -124,7 +144,7 @@ class BrokerBase:
     # -- how it was made --------------------------------------------------------------------
     @property
     def mode(self) -> str:
-        return self.settings.mode
+        return self.transport.mode
 
     @property
     def cluster_id(self) -> str | None:
@@ -222,18 +242,8 @@ class BrokerBase:
             return self._lambda
 
     def invoke(self, entry: str, event: Mapping[str, Any]) -> dict[str, Any]:
-        """One entry point's raw answer: the deployed function, or its entry run here on this
-        broker's root."""
-        if self.function_prefix:
-            return invoke_function(
-                self._lambda_client,
-                self.function_prefix,
-                entry,
-                event,
-                self.function_qualifier,
-                self.patience,
-            )
-        return run_function(entry, event, self.root)
+        """One entry point's raw answer, through the broker's transport."""
+        return self.transport.invoke(entry, event)
 
     @property
     def root(self) -> Root:
@@ -280,16 +290,7 @@ class BrokerBase:
             return self._memory
 
     def _typed(self, model: type[M], answer: Mapping[str, Any]) -> M:
-        if answer.get("status") == "invalid_request":
-            errors = [
-                (str(e.get("field", "request")), str(e.get("message", "")))
-                for e in answer.get("errors") or []
-            ]
-            raise InvalidArguments(errors or [("request", str(answer.get("message")))], answer)
-        try:
-            return model.model_validate(answer)
-        except ValidationError:
-            raise BrokerError(str(answer.get("message") or answer), answer) from None
+        return typed(model, answer)
 
     def _results(self, listing: Listing[T], when_found: Verdict | None = None) -> Results[T]:
         if listing.status == "error":
@@ -304,16 +305,7 @@ def _event(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def _request(model: type[M], fields: Mapping[str, Any]) -> M:
-    try:
-        return model.model_validate(dict(fields))
-    except ValidationError as error:
-        raise InvalidArguments(
-            [
-                (".".join(str(p) for p in e.get("loc", ())) or "request", str(e.get("msg")))
-                for e in error.errors(include_url=False)
-            ]
-        ) from None
+_request = validated
 
 
 @contextlib.contextmanager

@@ -14,14 +14,23 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..domain import backoff
-from .results import EntryPointUnavailable, FunctionError, InvokeFailed
+from ..logic.capacity import Progress
+from ..models.capacity import CapacityResponse
+from .results import (
+    BrokerError,
+    EntryPointUnavailable,
+    FunctionError,
+    InvokeFailed,
+    RegionsFailed,
+    typed,
+)
 
 # Lambda's longest timeout is 15 minutes; the client waits a little longer for an answer.
 INVOKE_READ_TIMEOUT = 910
@@ -127,3 +136,51 @@ def _invoke_once(
     if not isinstance(answer, dict):
         raise FunctionError(f"{name} answered {str(answer)[:200]!r}, not a JSON object")
     return answer
+
+
+class Deployed:
+    """The deployed transport (``client.transport``): Lambda ``Invoke`` of
+    ``<prefix>-<entry point>`` (through the alias ``qualifier`` when given) with the client
+    ``lam`` gives. ``capacity`` asks the ``capacity`` function for the regions ``explicit``
+    names (``None``: the function's ``BROKER_REGIONS``)."""
+
+    mode = "deployed"
+
+    def __init__(
+        self,
+        prefix: str,
+        qualifier: str | None,
+        lam: Callable[[], Any],
+        explicit: Callable[[Sequence[str] | str | None], list[str] | None],
+        patience: Callable[[], Patience] = Patience,
+    ) -> None:
+        self.prefix = prefix
+        self.qualifier = qualifier
+        self._lam = lam
+        self._explicit = explicit
+        # The caller's patience with a throttled Lambda, read at each call (a client's
+        # ``patience`` may be changed after it is made).
+        self._patience = patience
+
+    def invoke(self, entry: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        return invoke_function(
+            self._lam, self.prefix, entry, event, self.qualifier, self._patience()
+        )
+
+    def capacity(
+        self,
+        fields: dict[str, Any],
+        regions: Sequence[str] | str | None,
+        request_id: str,
+        progress: Progress | None,
+    ) -> CapacityResponse:
+        explicit = self._explicit(regions)
+        event = {**fields, **({"regions": explicit} if explicit else {}), "request_id": request_id}
+        response = typed(CapacityResponse, self.invoke("capacity", event))
+        if response.status == "error":
+            raise (
+                RegionsFailed(response.errors)
+                if response.errors
+                else BrokerError(response.message, response.to_json_dict())
+            )
+        return response

@@ -1,8 +1,8 @@
 """The broker's discovery calls: the capacity listing (``capacity``), Capacity Block
 offerings and buying one, instance type search, Availability Zones, Spot prices and the plan.
 
-They read AWS with this broker's session (``Discovery``); a deployed broker's ``capacity``
-asks the ``<prefix>-capacity`` function instead.
+They read AWS with this broker's session (``Discovery``); ``capacity`` goes through the
+broker's transport (``client.transport``): listed here, or by the ``<prefix>-capacity`` function.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from ..models.capacity import (
     AheadAnswer,
     AzRow,
     BlockOffering,
-    CapacityRequest,
-    CapacityResponse,
     CapacityRow,
     ExtendAnswer,
     InstanceTypeRow,
@@ -29,11 +27,9 @@ from ..models.capacity import (
 )
 from . import regions as where
 from . import when
-from .base import BrokerBase, _arguments, _request
+from .base import BrokerBase, _arguments
 from .results import (
-    BrokerError,
     InvalidArguments,
-    RegionsFailed,
     ReservationType,
     Results,
 )
@@ -74,26 +70,7 @@ class DiscoveryCalls(BrokerBase):
         types = [t.lower() for t in where.names(instance_types)]
         if types:
             fields["instance_types"] = types
-        if self.function_prefix:
-            explicit = self._explicit(regions)
-            if explicit:
-                fields["regions"] = explicit
-            fields["request_id"] = f"client-{uuid.uuid4().hex}"
-            response = self._typed(CapacityResponse, self.invoke("capacity", fields))
-            if response.status == "error":
-                raise (
-                    RegionsFailed(response.errors)
-                    if response.errors
-                    else BrokerError(response.message, response.to_json_dict())
-                )
-        else:
-            fields["regions"] = self.resolve_regions(regions)
-            request = _request(CapacityRequest, fields)
-            response = self.discovery.lister.answer(
-                request, f"client-{uuid.uuid4().hex}", progress=progress
-            )
-            if response.status == "error":
-                raise RegionsFailed(response.errors)
+        response = self.transport.capacity(fields, regions, f"client-{uuid.uuid4().hex}", progress)
         return Results(
             response.reservations,
             response.errors,

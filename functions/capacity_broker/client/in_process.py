@@ -15,14 +15,17 @@ from __future__ import annotations
 import importlib
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..handlers._runtime import FUNCTION_LOG, PLAIN, serve
-from .results import EntryPointUnavailable
+from ..logic.capacity import Progress
+from ..models.capacity import CapacityRequest, CapacityResponse
+from .results import EntryPointUnavailable, RegionsFailed, validated
 
 if TYPE_CHECKING:
+    from ..logic.capacity import CapacityLister
     from ..root import Root
 
 ENTRY_POINTS = ("probe", "reserve", "release", "cleaner", "capacity")
@@ -32,6 +35,7 @@ IN_PROCESS_TIMEOUT_MS = 300_000
 
 __all__ = [
     "FUNCTION_LOG",
+    "InProcess",
     "InProcessContext",
     "handler_module",
     "invoke_in_process",
@@ -112,3 +116,37 @@ def run_function(entry: str, event: Mapping[str, Any], root: Root) -> dict[str, 
     )
     answer = serve(entry, module.run, dict(event), context, lambda: root, PLAIN)
     return dict(answer)
+
+
+class InProcess:
+    """The direct transport (``client.transport``): a broker's entry points run here, on the
+    root ``root`` gives (the broker's own, built on its first action), and its ``capacity``
+    listed with ``lister`` over the regions ``resolve`` names."""
+
+    mode = "direct"
+
+    def __init__(
+        self,
+        root: Callable[[], Root],
+        lister: Callable[[], CapacityLister],
+        resolve: Callable[[Sequence[str] | str | None], list[str]],
+    ) -> None:
+        self._root = root
+        self._lister = lister
+        self._resolve = resolve
+
+    def invoke(self, entry: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        return run_function(entry, event, self._root())
+
+    def capacity(
+        self,
+        fields: dict[str, Any],
+        regions: Sequence[str] | str | None,
+        request_id: str,
+        progress: Progress | None,
+    ) -> CapacityResponse:
+        request = validated(CapacityRequest, {**fields, "regions": self._resolve(regions)})
+        response = self._lister().answer(request, request_id, progress=progress)
+        if response.status == "error":
+            raise RegionsFailed(response.errors)
+        return response

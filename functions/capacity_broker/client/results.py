@@ -6,11 +6,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
 from ..domain.discovery import Verdict, listing_verdict
 from ..models.capacity import CapacitySummary
 from ..models.common import ItemError
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 
 class ReservationType(StrEnum):
@@ -120,3 +123,31 @@ class Results(list[T]):
     @property
     def status(self) -> str:
         return "partial" if self.errors else "ok"
+
+
+def typed(model: type[M], answer: Mapping[str, Any]) -> M:
+    """An entry point's JSON answer as its model; ``invalid_request`` as ``InvalidArguments``,
+    anything the model refuses as ``BrokerError``."""
+    if answer.get("status") == "invalid_request":
+        errors = [
+            (str(e.get("field", "request")), str(e.get("message", "")))
+            for e in answer.get("errors") or []
+        ]
+        raise InvalidArguments(errors or [("request", str(answer.get("message")))], answer)
+    try:
+        return model.model_validate(answer)
+    except ValidationError:
+        raise BrokerError(str(answer.get("message") or answer), answer) from None
+
+
+def validated(model: type[M], fields: Mapping[str, Any]) -> M:
+    """A request model from the caller's arguments, or ``InvalidArguments`` naming each."""
+    try:
+        return model.model_validate(dict(fields))
+    except ValidationError as error:
+        raise InvalidArguments(
+            [
+                (".".join(str(p) for p in e.get("loc", ())) or "request", str(e.get("msg")))
+                for e in error.errors(include_url=False)
+            ]
+        ) from None

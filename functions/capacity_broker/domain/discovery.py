@@ -151,8 +151,6 @@ MAX_BLOCK_DAYS = 182
 DAILY_STEPS_UP_TO_DAYS = 14
 WEEKLY_STEP_DAYS = 7
 MAX_BLOCK_INSTANCES = 64
-# Capacity Blocks can be booked up to eight weeks ahead.
-MAX_BLOCK_LEAD_DAYS = 56
 
 
 def tidy(value: float) -> float:

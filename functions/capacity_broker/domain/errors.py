@@ -150,33 +150,6 @@ def classify(code: str | None, http_status: int | None = None) -> ErrorClass:
     return ErrorClass.OTHER
 
 
-def attempt_outcome(error_class: ErrorClass) -> Outcome:
-    """The contract's attempt outcome for a failed create."""
-    if error_class is ErrorClass.CAPACITY:
-        return Outcome.INSUFFICIENT_CAPACITY
-    if error_class is ErrorClass.UNSUPPORTED:
-        return Outcome.UNSUPPORTED
-    if error_class is ErrorClass.QUOTA:
-        return Outcome.LIMIT_EXCEEDED
-    if error_class in (ErrorClass.THROTTLE, ErrorClass.RATE_BUDGET):
-        return Outcome.THROTTLED
-    return Outcome.ERROR
-
-
-def leaves_capacity_open(error_class: ErrorClass) -> bool:
-    """A create that ended without an answer about capacity: throttled (by EC2, or by the
-    broker's own rate budget before anything was sent), a server error, or no answer at all (a
-    timeout or a dropped connection, after which the reservation may well exist). Such an
-    attempt is not "no capacity here": it blocks the candidates after it (``domain.fanout``).
-
-    Server errors count with throttling: EC2 answers them for its own trouble, not for the
-    AZ's capacity (InsufficientInstanceCapacity is a 500 too, but has its own code, and
-    ``classify`` reads the code first), and a 5xx or a timeout after the request reached EC2
-    may have made the reservation. Other failures (an invalid request, a mismatched
-    ClientToken) are answers: retrying the same call cannot change them."""
-    return error_class in (ErrorClass.THROTTLE, ErrorClass.RATE_BUDGET, ErrorClass.TRANSIENT)
-
-
 def keeps_earlier(earlier: ErrorClass | None, latest: ErrorClass) -> bool:
     """Whether a call (or an attempt) that failed with ``earlier`` and then, tried again, with
     ``latest`` reports ``earlier``: the broker's own rate budget running out never hides what
@@ -187,11 +160,6 @@ def keeps_earlier(earlier: ErrorClass | None, latest: ErrorClass) -> bool:
         and earlier is not None
         and earlier is not ErrorClass.RATE_BUDGET
     )
-
-
-def stops_everything(error_class: ErrorClass) -> bool:
-    """A quota or permission failure: attempts not yet started are ``not_tried``."""
-    return error_class in (ErrorClass.QUOTA, ErrorClass.PERMISSION)
 
 
 def is_retryable(error_class: ErrorClass) -> bool:

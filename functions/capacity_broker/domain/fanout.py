@@ -21,7 +21,7 @@ below); any other answer moves on. ``Plan`` reaches that answer with concurrency
 - **Throttling is not an answer about capacity** (contract v3). A create that ended throttled
   (by EC2, or by the broker's own rate budget), with a server error, or with no answer at all
   (a timeout or a dropped connection, which may have made the reservation) said nothing about
-  the candidate's capacity (``errors.leaves_capacity_open``). Such a candidate is *unanswered*:
+  the candidate's capacity (``outcomes.leaves_capacity_open``). Such a candidate is *unanswered*:
   it is tried again, with the same ClientToken, after a pause (``retry_pause``, doubling up to
   ``RETRY_PAUSE_CAP``), for as long as the budget lasts, and until it answers it blocks every
   candidate after it: a later hold can never be the answer over it. If the deadline comes
@@ -49,58 +49,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-from .errors import (
-    ErrorClass,
-    Outcome,
-    attempt_outcome,
-    keeps_earlier,
-    leaves_capacity_open,
-    stops_everything,
-)
-from .memory import Hint, Seen
+from .errors import ErrorClass, Outcome, keeps_earlier
+from .memory import Hint
+from .outcomes import Kind, attempt_outcome, kind_of
 
 H = TypeVar("H")
 
 
-class Kind(StrEnum):
-    """What one create's answer means to the fan-out."""
-
-    HELD = "held"  # capacity: decisive
-    INSUFFICIENT = "insufficient"  # move on
-    UNSUPPORTED = "unsupported"  # move on
-    QUOTA = "quota"  # decisive only when the attempt ran solo; otherwise retried
-    STOP = "stop"  # permission-type: decisive
-    # Throttled, a server error or no answer: nothing said about capacity. Asked again while
-    # the budget lasts; blocks every later candidate (decisive, as BLOCKED, at the deadline).
-    UNANSWERED = "unanswered"
-    ERROR = "error"  # anything else (an invalid request, a token mismatch...): move on
-
-
-def kind_of(error_class: ErrorClass | None) -> Kind:
-    """Built on the contract's outcome of the same error (one table of codes, in ``errors``)."""
-    if error_class is None:
-        return Kind.HELD
-    outcome = attempt_outcome(error_class)
-    if outcome is Outcome.INSUFFICIENT_CAPACITY:
-        return Kind.INSUFFICIENT
-    if outcome is Outcome.UNSUPPORTED:
-        return Kind.UNSUPPORTED
-    if outcome is Outcome.LIMIT_EXCEEDED:
-        return Kind.QUOTA
-    if leaves_capacity_open(error_class):
-        return Kind.UNANSWERED
-    return Kind.STOP if stops_everything(error_class) else Kind.ERROR
-
-
-SEEN = {
-    Kind.HELD: Seen.AVAILABLE,
-    Kind.INSUFFICIENT: Seen.INSUFFICIENT,
-    Kind.UNSUPPORTED: Seen.UNSUPPORTED,
-    Kind.QUOTA: Seen.QUOTA,
-    Kind.STOP: Seen.ERROR,
-    Kind.UNANSWERED: Seen.ERROR,
-    Kind.ERROR: Seen.ERROR,
-}
 _MOVE_ON = frozenset({Kind.INSUFFICIENT, Kind.UNSUPPORTED, Kind.ERROR})
 # An unanswered candidate's next try, after its create gave up (its own retries, with backoff,
 # are the adapters'): this pause, doubling per unanswered try up to the cap, which is the
@@ -224,8 +179,6 @@ class Slot:
     parked_with: int = 0
     hold: HoldState = HoldState.NONE
     held_since: float = 0.0
-    reused: bool = False
-    requeue: bool = False  # its hold goes back to make room: try it again if still needed
     holds: list[HoldRecord] = field(default_factory=list)
     error_class: ErrorClass | None = None  # of the latest answer's error, if any
     unanswered: int = 0  # tries in a row that ended unanswered
@@ -301,7 +254,6 @@ class Plan:
         self.bound = first_bound(self.hints)
         self.widened_at = moment
         self.expired = False
-        self.stuck = 0  # holds whose give-back failed: EC2 may still count them
         self.max_busy = 0
         self.starts: list[tuple[int, int, int]] = []  # (index, busy before, cap) per start
         for index, reservation_id in held:
@@ -309,7 +261,7 @@ class Plan:
             # tried, and it is given back if one of them wins (or if it must make room).
             slot = self.slots[index]
             slot.phase, slot.kind, slot.outcome = Phase.DONE, Kind.HELD, Outcome.AVAILABLE
-            slot.hold, slot.held_since, slot.reused = HoldState.LIVE, moment, True
+            slot.hold, slot.held_since = HoldState.LIVE, moment
             slot.reservation_id = reservation_id
 
     # -- facts ----------------------------------------------------------------------------
@@ -400,8 +352,6 @@ class Plan:
             HoldRecord(slot.reservation_id, cancelled, max(0.0, moment - slot.held_since))
         )
         slot.hold = HoldState.NONE
-        if not cancelled:
-            self.stuck += 1
 
     def expire(self) -> None:
         self.expired = True
@@ -508,8 +458,7 @@ class Plan:
         if blocked is None:
             return
         kept = self.slots[cut]
-        kept.phase = Phase.WAITING
-        kept.requeue = True
+        kept.phase = Phase.WAITING  # its hold goes back to make room: tried again if still needed
         give_back.append(kept.index)
 
     # -- the answer -----------------------------------------------------------------------

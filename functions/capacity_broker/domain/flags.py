@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from .failures import BrokerFailure
+
 FLAG_ENABLE = "EnableCapacityReservation"
 FLAG_STRICT = "EnforceStrictCapacityReservation"
 DEFAULT_ENABLE = True
 DEFAULT_STRICT = False
-DEFAULTS: dict[str, bool] = {FLAG_ENABLE: DEFAULT_ENABLE, FLAG_STRICT: DEFAULT_STRICT}
 
 FLAGS_PATH = "configuration/FeatureFlags"
 
 
-class FlagError(ValueError):
+class FlagError(BrokerFailure, ValueError):
     """A flag parameter holds something other than true/false: a configuration error."""
+
+    @property
+    def error_code(self) -> str:
+        return "InvalidConfiguration"
 
     def __init__(self, name: str, raw: str) -> None:
         self.name = name
@@ -21,13 +26,6 @@ class FlagError(ValueError):
         super().__init__(
             f"SSM parameter {name} must be 'true' or 'false' (any case), not {shown!r}"
         )
-
-
-def default_prefix(cluster_id: str) -> str:
-    """``/capacity-broker/<cluster id>``, used when BROKER_PARAMETER_PREFIX is not set."""
-    if not cluster_id:
-        raise ValueError("cluster_id is required")
-    return f"/capacity-broker/{cluster_id}"
 
 
 def flags_folder(prefix: str) -> str:

@@ -54,8 +54,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from .errors import ErrorClass, Outcome, attempt_outcome, keeps_earlier
-from .fanout import Kind, Tried, retry_pause
+from .errors import ErrorClass, Outcome, keeps_earlier
+from .fanout import Tried, retry_pause
+from .outcomes import Kind, attempt_outcome
 
 # Defaults (``config.Settings`` may change them): a group takes members for this long after it
 # opens; at most this many instances (the contract's largest probe).

@@ -14,6 +14,14 @@ from __future__ import annotations
 JOB_STACK_SEPARATOR = "-job-"
 
 
+def default_parameter_prefix(cluster_id: str) -> str:
+    """``/capacity-broker/<cluster id>``: the cluster's SSM parameters (its feature flags), used
+    when BROKER_PARAMETER_PREFIX (the deployment's ``parameterPrefix``) is not set."""
+    if not cluster_id:
+        raise ValueError("cluster_id is required")
+    return f"/capacity-broker/{cluster_id}"
+
+
 def default_stack_prefix(cluster_id: str) -> str:
     """``<cluster id>-job-``, SOCA's name for a cluster's job stacks; ``ValueError`` when the
     id cannot give a prefix no other cluster's starts with (``stack_prefix_problem``)."""

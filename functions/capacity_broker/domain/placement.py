@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -35,17 +35,3 @@ def pairs(instance_types: Sequence[str], subnet_ids: Sequence[str]) -> list[Pair
     _require_unique("subnet_ids", subnet_ids)
     ranked = ((t, s) for t in instance_types for s in subnet_ids)
     return [Pair(t, s, index) for index, (t, s) in enumerate(ranked)]
-
-
-def first_success(results: Iterable[tuple[Pair, bool]] | Mapping[Pair, bool]) -> Pair | None:
-    """The most preferred pair that won (lowest index), whatever order results came in."""
-    items = results.items() if isinstance(results, Mapping) else results
-    winners = [pair for pair, won in items if won]
-    return min(winners, key=lambda pair: pair.index) if winners else None
-
-
-def subnets_in_az(
-    subnet_ids: Sequence[str], az_id_of: Mapping[str, str], availability_zone_id: str
-) -> list[str]:
-    """The request's subnets (in its order) that lie in one AZ, compared by AZ id."""
-    return [s for s in subnet_ids if az_id_of.get(s) == availability_zone_id]

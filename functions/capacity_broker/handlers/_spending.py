@@ -34,17 +34,11 @@ from collections.abc import Iterable
 from aws_lambda_powertools.metrics import MetricUnit
 
 from ..domain.memory import Observation, Seen
+from ..domain.outcomes import OUTCOME_METRICS
 from ..logic.attempts import Spending
 from ..logic.memory import WRITE_SECONDS, CapacityMemory
 from ._runtime import Invocation, Output
 
-OUTCOME_METRICS = {
-    Seen.AVAILABLE: "AttemptsAvailable",
-    Seen.INSUFFICIENT: "AttemptsInsufficient",
-    Seen.UNSUPPORTED: "AttemptsUnsupported",
-    Seen.QUOTA: "AttemptsLimitExceeded",
-    Seen.ERROR: "AttemptsFailed",
-}
 # What EC2 says only of a type it knows (``Unsupported`` it says of unknown ones too).
 _CAPACITY_FACTS = frozenset({Seen.AVAILABLE, Seen.INSUFFICIENT, Seen.QUOTA})
 

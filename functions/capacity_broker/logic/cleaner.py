@@ -41,9 +41,11 @@ from ..domain.cleaner import (
     StackState,
 )
 from ..domain.clock import utc
+from ..domain.failures import BrokerFailure
 from ..domain.tags import TAG_CLUSTER_ID, TAG_STACK_NAME, Purpose, purpose_of
 from ..models import CleanerItem, CleanerResponse, ItemError
-from .reservations import CommittedError, NotOwnedError, ReservationCore
+from .failures import item_error
+from .reservations import ReservationCore
 from .templates import Deletion, Templates
 
 Action = Literal["cancel", "keep", "failed"]
@@ -394,14 +396,9 @@ class Cleaner:
                 # No waiting for EC2 to let a cancel through (a reservation still pending): the
                 # cancel is reported as failed, and the next sweep asks again.
                 region.core.release(reservation, hard_deadline, patience=0)
-            except AwsError as error:
-                return record(
-                    "failed", error_code=error.code or "RequestTimeout", message=error.message[:300]
-                )
-            except NotOwnedError as error:  # in_scope said owned: never expected
-                return record("failed", error_code="NotOwned", message=str(error))
-            except CommittedError as error:  # decide keeps these: never expected
-                return record("failed", error_code="InCommitment", message=str(error))
+            except BrokerFailure as failure:  # AWS's error; NotOwned (never: in_scope said owned)
+                stopped = item_error(failure)
+                return record("failed", error_code=stopped.error_code, message=stopped.message)
             return record("cancel", hours_saved=saved)
 
         records = list(io.map(one, decided))

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar
 
 from ..domain.errors import ErrorClass
-from ..domain.fanout import SEEN, Decision, Kind, Plan, Report, Tried
+from ..domain.fanout import Decision, Plan, Report, Tried
 from ..domain.memory import MemoryKey, MemoryView, Observation
+from ..domain.outcomes import SEEN, Kind
 
 C = TypeVar("C")
 H = TypeVar("H")

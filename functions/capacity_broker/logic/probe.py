@@ -17,18 +17,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2
 from ..adapters.ssm import Flags, FlagValues
 from ..domain.errors import Outcome
+from ..domain.failures import BrokerFailure
 from ..domain.fanout import DecisionKind
-from ..domain.flags import FlagError
 from ..domain.group import GroupKey, Role, Verdict
 from ..domain.tags import Purpose
 from ..models import Attempt, ProbeRequest, ProbeResponse
 from ..models.probe import ProbeGroup
-from . import placement
+from . import InvalidInput, placement
 from .attempts import Attempts, Place, Ran, Spending
+from .failures import failed, step
 from .group import Coalescer, Grouped, Target
 from .memory import CapacityMemory, Recall
 from .reservations import HoldSpec, ReservationCore
@@ -73,31 +73,22 @@ class Prober:
             else None
         )
         try:
-            flags: FlagValues = self.flags.read(deadline)
-        except FlagError as error:
-            return ProbeResponse(
-                status="error", error_code="InvalidConfiguration", message=str(error), **base
-            ), stats
-        except AwsError as error:
-            return ProbeResponse(
-                status="error",
-                error_code=error.code or "ParameterStoreUnavailable",
-                message=f"Could not read the feature flags: {error.message}",
-                **base,
-            ), stats
-        if not flags.enable:
-            return ProbeResponse(
-                status="skipped",
-                subnet_id=request.subnet_ids[0],
-                message="EnableCapacityReservation is false: no probe was made; "
-                "launch in the first subnet.",
-                **base,
-            ), stats
-
-        try:
-            place = placement.resolve(self.ec2, request, request.subnet_ids, deadline)
-        except AwsError as error:
-            return _failed(base, error, "Could not look up the subnets, image or VPC"), stats
+            with step("Could not read the feature flags", unanswered="ParameterStoreUnavailable"):
+                flags: FlagValues = self.flags.read(deadline)
+            if not flags.enable:
+                return ProbeResponse(
+                    status="skipped",
+                    subnet_id=request.subnet_ids[0],
+                    message="EnableCapacityReservation is false: no probe was made; "
+                    "launch in the first subnet.",
+                    **base,
+                ), stats
+            with step("Could not look up the subnets, image or VPC"):
+                place = placement.resolve(self.ec2, request, request.subnet_ids, deadline)
+        except InvalidInput:
+            raise  # the handler's answer: invalid_request, each field's error
+        except BrokerFailure as failure:
+            return ProbeResponse(**failed(failure), **base), stats
 
         if self.grouping is not None:
             key = GroupKey(
@@ -174,15 +165,6 @@ class Prober:
             stats,
         )
         return _answer(base, request, ran, stats), stats
-
-
-def _failed(base: dict[str, str], error: AwsError, what: str) -> ProbeResponse:
-    return ProbeResponse(
-        status="error",
-        error_code=error.code or "RequestTimeout",
-        message=f"{what}: {error.message}"[:500],
-        **base,
-    )
 
 
 def _answer(

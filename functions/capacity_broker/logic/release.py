@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2, Reservation
+from ..domain.failures import BrokerFailure
 from ..domain.tags import TAG_CLUSTER_ID, TAG_JOB_ID, TAG_PURPOSE, TAG_STACK_NAME, Purpose
 from ..models import ReleaseRequest, ReleaseResponse
 from ..models.common import ItemError
 from ..models.release import SkippedReservation
-from .reservations import CommittedError, NotOwnedError, ReservationCore
+from . import InvalidInput
+from .failures import failed, item_error, step
+from .reservations import ReservationCore
 from .templates import Templates
 
 HOLDING = ("active", "pending")
@@ -37,14 +39,12 @@ class Releaser:
     ) -> ReleaseResponse:
         field, value = request.selector
         try:
-            found = self._matching(field, value, deadline)
-        except AwsError as error:
-            return ReleaseResponse(
-                status="error",
-                request_id=request_id,
-                error_code=error.code or "RequestTimeout",
-                message=f"Could not list the holds: {error.message}"[:500],
-            )
+            with step("Could not list the holds"):
+                found = self._matching(field, value, deadline)
+        except InvalidInput:
+            raise  # the handler's answer: invalid_request, each field's error
+        except BrokerFailure as failure:
+            return ReleaseResponse(request_id=request_id, **failed(failure))
         skipped = [
             SkippedReservation(id=r.id, reason=_why_not(r, self.core))
             for r in found
@@ -56,16 +56,8 @@ class Releaser:
         def cancel(reservation: Reservation) -> ItemError | None:
             try:
                 self.core.release(reservation, hard_deadline)
-            except AwsError as error:
-                return ItemError(
-                    id=reservation.id,
-                    error_code=error.code or "RequestTimeout",
-                    message=error.message[:300],
-                )
-            except NotOwnedError as error:  # pragma: no cover - filtered above
-                return ItemError(id=reservation.id, error_code="NotOwned", message=str(error))
-            except CommittedError as error:  # pragma: no cover - filtered above
-                return ItemError(id=reservation.id, error_code="InCommitment", message=str(error))
+            except BrokerFailure as failure:  # AWS's error; NotOwned (never: filtered above)
+                return item_error(failure, reservation.id)
             return None
 
         errors: list[ItemError] = []
@@ -73,8 +65,8 @@ class Releaser:
             workers = max(1, min(len(live), self.max_concurrency))
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="release") as pool:
                 errors = [e for e in pool.map(cancel, live) if e is not None]
-        failed = {e.id for e in errors}
-        cancelled = [r.id for r in live if r.id not in failed]
+        failed_ids = {e.id for e in errors}
+        cancelled = [r.id for r in live if r.id not in failed_ids]
         versions, version_errors = self._versions(field, value, deadline, hard_deadline)
         what = f"{field.replace('_', ' ')} {value}"
         gone = f"; deleted launch template version(s) {', '.join(versions)}" if versions else ""
@@ -121,15 +113,10 @@ class Releaser:
     ) -> tuple[list[str], list[ItemError]]:
         """Delete the job's versions that have no stack (what ``Templates.released`` says)."""
         try:
-            done = self.templates.released(field, value, deadline, hard_deadline)
-        except AwsError as error:
-            return [], [
-                ItemError(
-                    error_code=error.code or "RequestTimeout",
-                    message=f"could not look for the job's launch template versions: "
-                    f"{error.message}"[:500],
-                )
-            ]
+            with step("could not look for the job's launch template versions"):
+                done = self.templates.released(field, value, deadline, hard_deadline)
+        except BrokerFailure as failure:
+            return [], [ItemError(error_code=failure.error_code, message=failure.detail[:500])]
         return [own.ref for own, _ in done.deleted], done.errors
 
     def _matching(self, field: str, value: str, deadline: float) -> list[Reservation]:

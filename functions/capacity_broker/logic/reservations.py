@@ -26,6 +26,7 @@ from ..adapters.ec2 import Ec2, NewReservation, Reservation, Subnet
 from ..domain import tags as tagging
 from ..domain.ahead import in_commitment
 from ..domain.errors import ErrorClass, no_longer_holds, not_seen_yet
+from ..domain.failures import BrokerFailure
 from ..domain.tokens import (
     CHANGED_REQUEST,
     CHANGED_REQUEST_CODE,
@@ -433,16 +434,24 @@ class ReservationCore:
         return True
 
 
-class NotOwnedError(Exception):
+class NotOwnedError(BrokerFailure):
     """Refused: the reservation is not this cluster's (or is a Capacity Block)."""
+
+    @property
+    def error_code(self) -> str:
+        return "NotOwned"
 
     def __init__(self, reservation_id: str) -> None:
         super().__init__(f"{reservation_id} is not owned by this broker")
         self.reservation_id = reservation_id
 
 
-class CommittedError(Exception):
+class CommittedError(BrokerFailure):
     """Refused: the reservation is inside its commitment (a future-dated reservation)."""
+
+    @property
+    def error_code(self) -> str:
+        return "InCommitment"
 
     def __init__(self, reservation_id: str, until: datetime | None) -> None:
         when = f" until {until:%Y-%m-%d %H:%M} UTC" if until is not None else ""

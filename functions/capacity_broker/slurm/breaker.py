@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..domain.errors import classify, leaves_capacity_open
+from ..domain.errors import classify
+from ..domain.outcomes import leaves_capacity_open
 from ..domain.reserve import ReserveStatus
 
 # Answers about capacity: the broker and the node set work, there is just nothing to launch on

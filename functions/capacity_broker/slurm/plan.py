@@ -11,7 +11,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from ..domain.tags import TAG_REQUEST_ID
 from . import hostlist
@@ -295,8 +294,3 @@ def reason(status: str, detail: str = "", undo: str = "") -> str:
     tail = f"; to undo: {' '.join(undo.split())}" if undo else ""
     text = " ".join((f"{REASON_PREFIX} {status}" + (f": {detail}" if detail else "")).split())
     return text[: max(MAX_REASON - len(tail), len(REASON_PREFIX) + 1)] + tail
-
-
-def answer_summary(answer: Mapping[str, Any]) -> str:
-    """One line for the log and the reason: the broker's own message."""
-    return str(answer.get("message") or answer.get("status") or "")

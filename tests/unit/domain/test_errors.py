@@ -7,15 +7,13 @@ from capacity_broker.domain.errors import (
     CODES,
     ErrorClass,
     Outcome,
-    attempt_outcome,
     classify,
     is_retryable,
     keeps_earlier,
-    leaves_capacity_open,
     no_longer_holds,
     not_seen_yet,
-    stops_everything,
 )
+from capacity_broker.domain.outcomes import attempt_outcome, leaves_capacity_open, stops_everything
 from hypothesis import given
 from hypothesis import strategies as st
 

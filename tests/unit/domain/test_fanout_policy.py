@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from capacity_broker.domain.errors import ErrorClass, Outcome
-from capacity_broker.domain.fanout import Kind, Tried, first_bound, kind_of, widen
+from capacity_broker.domain.fanout import Tried, first_bound, widen
 from capacity_broker.domain.memory import (
     DECISION_WINDOW,
     HEDGE_CEILING,
@@ -22,6 +22,7 @@ from capacity_broker.domain.memory import (
     hour_of,
     latency_bucket,
 )
+from capacity_broker.domain.outcomes import Kind, kind_of
 
 A, X, U = Hint.AVAILABLE, Hint.OUT, Hint.UNKNOWN  # X: out
 KEY = MemoryKey("us-east-1", "use1-az1", "g6.xlarge")

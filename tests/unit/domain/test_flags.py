@@ -9,11 +9,11 @@ from capacity_broker.domain.flags import (
     FLAG_ENABLE,
     FLAG_STRICT,
     FlagError,
-    default_prefix,
     flag_path,
     flags_folder,
     parse_flag,
 )
+from capacity_broker.domain.names import default_parameter_prefix
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -55,9 +55,9 @@ def test_folder_and_empty_name() -> None:
 
 
 def test_default_prefix() -> None:
-    assert default_prefix("hpc-prod") == "/capacity-broker/hpc-prod"
+    assert default_parameter_prefix("hpc-prod") == "/capacity-broker/hpc-prod"
     with pytest.raises(ValueError, match="cluster_id"):
-        default_prefix("")
+        default_parameter_prefix("")
 
 
 @pytest.mark.parametrize(

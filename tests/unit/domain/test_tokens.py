@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from capacity_broker.domain.tokens import (
+    CLIENT_TOKEN_MAX_LENGTH,
     HOLD_LIFETIME,
     PROBE_LIFETIME,
     client_token,
@@ -57,7 +58,7 @@ def test_end_date_refuses_unknown_purpose() -> None:
 def test_token_shape() -> None:
     token = client_token("probe", "vdi-42", "g6.xlarge", "subnet-0a00000000000001")
     assert token.startswith("cb-probe-")
-    assert len(token) <= 64
+    assert len(token) <= CLIENT_TOKEN_MAX_LENGTH
     assert token.isascii()
     assert token == client_token("probe", "vdi-42", "g6.xlarge", "subnet-0a00000000000001")
 

@@ -27,11 +27,11 @@ from capacity_broker.domain.errors import (
     RATE_BUDGET_EXHAUSTED,
     ErrorClass,
     Outcome,
-    attempt_outcome,
     keeps_earlier,
 )
 from capacity_broker.domain.fanout import DecisionKind, Tried
 from capacity_broker.domain.memory import MemoryKey
+from capacity_broker.domain.outcomes import attempt_outcome
 from capacity_broker.logic.fanout import Candidate, Fanout, FanoutResult, Task
 
 REGION = "us-east-1"

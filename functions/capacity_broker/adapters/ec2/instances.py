@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ...domain.tags import tag_dict
 from ..aws import AwsError
 from .base import Ec2Base
 from .filters import Filters, Wanted
@@ -45,7 +46,7 @@ class Instance:
             state=(data.get("State") or {}).get("Name", "unknown"),
             private_ip=data.get("PrivateIpAddress") or None,
             private_dns=data.get("PrivateDnsName") or None,
-            tags={t["Key"]: t["Value"] for t in data.get("Tags") or []},
+            tags=tag_dict(data.get("Tags")),
         )
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ...domain.ahead import DELIVERY_PREFERENCE, MATCH_CRITERIA
+from ...domain.tags import tag_dict
 from ..aws import AwsError
 from .base import Ec2Base
 from .filters import Filters, Wanted
@@ -97,7 +99,7 @@ class Reservation:
             owner_id=data.get("OwnerId"),
             capacity_block_id=data.get("CapacityBlockId"),
             placement_group_arn=data.get("PlacementGroupArn"),
-            tags={t["Key"]: t["Value"] for t in data.get("Tags", [])},
+            tags=tag_dict(data.get("Tags")),
             commitment_end=commitment.get("CommitmentEndDate"),
             commitment_seconds=_int_or_none(commitment.get("CommitmentDuration")),
             committed_count=_int_or_none(commitment.get("CommittedInstanceCount")),
@@ -169,11 +171,11 @@ class FutureReservation:
             "AvailabilityZone": self.availability_zone,
             "Tenancy": self.tenancy,
             "InstanceCount": self.count,
-            "InstanceMatchCriteria": "targeted",
+            "InstanceMatchCriteria": MATCH_CRITERIA,
             "EndDateType": "unlimited",
             "StartDate": self.start,
             "CommitmentDuration": self.commitment_seconds,
-            "DeliveryPreference": "incremental",
+            "DeliveryPreference": DELIVERY_PREFERENCE,
             "TagSpecifications": [
                 {
                     "ResourceType": RESOURCE_TYPE,

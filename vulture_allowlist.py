@@ -1,0 +1,69 @@
+"""What only a framework or an outside caller uses, so ``vulture`` (``make lint``) cannot see a
+use. Each line names the caller. Typer commands, pydantic validators, pytest fixtures and hooks
+are left out by decorator and name in pyproject.toml's ``[tool.vulture]``.
+"""
+
+# ruff: noqa: B018
+from __future__ import annotations
+
+from typing import Any
+
+_: Any = None
+
+# Console scripts (pyproject.toml [project.scripts]): Slurm's SuspendProgram and
+# ResumeFailProgram.
+_.suspend
+_.resume_fail
+# Module __getattr__ (PEP 562): the package's lazy names.
+_.__getattr__
+# Lambda's context object, read by Powertools (Logger's and Metrics' context fields): the
+# in-process client's, the benchmark's and the tests' stand-ins for it.
+_.function_version
+_.memory_limit_in_mb
+_.invoked_function_arn
+_.log_group_name
+_.log_stream_name
+# Powertools' idempotency response hook is called with (response, idempotent_data).
+_.idempotent_data
+# pydantic fields: contract answers serialized to JSON, and events AWS sends (only validated).
+_.template_versions_deleted
+_.template_version_errors
+_.limit_exceeded
+_.status_reason
+_.client_request_token
+_.purchase_date
+# Enum values that arrive as text (the contract's statuses, the CLI's --workload choices).
+_.INVALID_REQUEST
+_.SPLIT
+_.EXTEND
+_.INFERENCE
+_.DEV
+_.training
+_.dev
+# reprlib.Repr's limits, read by Repr.repr.
+_.maxstring
+_.maxother
+_.maxdict
+_.maxlist
+_.maxset
+_.maxtuple
+_.maxlevel
+# moto: a backend's _url_module and a response class's url_paths are read by moto's server;
+# the attributes below by moto's response templates; WSGIApp is a type alias.
+_._url_module
+_.url_paths
+_.target_capacity
+_.target_capacity_specification
+_.fulfilled_capacity
+_.usage_operation
+_.WSGIApp
+# http.server.BaseHTTPRequestHandler.log_request (overridden to keep the emulator quiet).
+_.log_request
+# Hypothesis: a RuleBasedStateMachine's teardown; pytest: a fixture asked for its effect.
+_.teardown
+_.realistic
+# A limiter's clock protocol.
+_.current_time
+# Data read from EC2's answers and kept whole (an AZ's zone type, a fleet's id).
+_.zone_type
+_.fleet_id
