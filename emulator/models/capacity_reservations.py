@@ -320,7 +320,6 @@ _FILTERS = {
     "instance-match-criteria",
     "placement-group-arn",
     "reservation-type",
-    "capacity-reservation-id",
     "tag-key",
     "tag-value",
 }

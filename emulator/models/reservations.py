@@ -210,7 +210,6 @@ def filter_value(
         "instance-match-criteria": reservation.instance_match_criteria,
         "placement-group-arn": reservation.placement_group_arn,
         "reservation-type": reservation.reservation_type,
-        "capacity-reservation-id": reservation.id,
     }
     if name in simple:
         return simple[name]

@@ -1038,3 +1038,69 @@ def test_a_late_delete_event_spares_the_versions_of_a_new_stack_of_that_name(
     answer = handler(stack_event(old, "DELETE_COMPLETE", hpc_sweeper.now()), context)
     assert "template_versions_deleted" not in answer
     assert job["launch_template"]["version"] in lt_versions()
+
+
+# -- the sweep asks EC2 only what its API documents (issue 21) ---------------------------------
+
+
+def test_the_sweep_reads_the_versions_reservations_by_id(hpc_sweeper: Any, context: Any) -> None:
+    """DescribeCapacityReservations has no ``capacity-reservation-id`` filter (the API
+    reference lists none, and EC2 refuses a filter it does not know): the sweep that asked with
+    one failed on AWS, swallowed the failure and never deleted a version."""
+    done = hpc_job("done", context, provision=True)  # launched; its hold is cancelled
+    hpc_sweeper.clear_calls()
+    answer = handler({"action": "sweep", "dry_run": False, "regions": [EAST]}, context)
+    assert answer["status"] == "ok", answer
+    assert by_id(answer["template_versions_deleted"]) == {ref(done): "reservation cancelled"}
+    asked = hpc_sweeper.calls("DescribeCapacityReservations")
+    filters = {f["Name"] for call in asked for f in call.params.get("Filters") or []}
+    assert "capacity-reservation-id" not in filters
+    by_ids = [
+        call.params["CapacityReservationIds"]
+        for call in asked
+        if call.params.get("CapacityReservationIds")
+    ]
+    assert by_ids == [[done["reservation"]["id"]]]
+
+
+def test_a_version_whose_reservation_ec2_no_longer_knows_goes_and_the_others_are_judged(
+    hpc_sweeper: Any, context: Any
+) -> None:
+    """One id EC2 does not know fails a whole DescribeCapacityReservations by id
+    (InvalidCapacityReservationId.NotFound): the others of the call are still judged."""
+    gone = hpc_job("gone", context, provision=True)
+    held = hpc_job("held", context)  # its hold is active: its version stays
+    done = hpc_job("done", context, provision=True)
+    import emulator
+
+    # EC2 keeps a cancelled reservation visible for a while, then no longer knows it.
+    emulator.Emulator().capacity(EAST).reservations.pop(gone["reservation"]["id"])
+    hpc_sweeper.advance(4 * 60)  # past the grace that spares young versions "not found"
+    answer = handler({"action": "sweep", "dry_run": False, "regions": [EAST]}, context)
+    assert by_id(answer["template_versions_deleted"]) == {
+        ref(gone): "reservation gone",
+        ref(done): "reservation cancelled",
+    }
+    assert held["launch_template"]["version"] in lt_versions()
+
+
+def test_a_reservation_the_sweep_could_not_read_is_an_error_of_the_sweep(
+    hpc_sweeper: Any, context: Any
+) -> None:
+    """A failed look-up keeps the versions (nothing is concluded) and is reported: the sweep
+    is ``partial`` and says which reservation it could not read, in ``errors``."""
+    done = hpc_job("done", context, provision=True)
+    rid = done["reservation"]["id"]
+    hpc_sweeper.fail(
+        "DescribeCapacityReservations",
+        "UnauthorizedOperation",
+        times=10,
+        when={"CapacityReservationIds": [rid]},
+    )
+    answer = handler({"action": "sweep", "dry_run": False, "regions": [EAST]}, context)
+    assert answer["status"] == "partial", answer
+    (error,) = answer["errors"]
+    assert (error["id"], error["error_code"]) == (rid, "UnauthorizedOperation")
+    assert answer["template_version_errors"] == [error]
+    assert "template_versions_deleted" not in answer
+    assert done["launch_template"]["version"] in lt_versions()

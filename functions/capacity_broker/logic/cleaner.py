@@ -107,7 +107,10 @@ class CleanerRun:
 
     @property
     def error_count(self) -> int:
-        return len(self.of("failed")) + len(self.region_errors)
+        # A launch template version the sweep could not judge or delete is a failure of the
+        # sweep like a cancel that failed: it stays until a sweep succeeds (and versions of a
+        # shared template count toward EC2's 10,000-version quota meanwhile).
+        return len(self.of("failed")) + len(self.region_errors) + len(self.versions.errors)
 
     @property
     def status(self) -> Literal["ok", "partial", "error"]:
@@ -123,15 +126,19 @@ class CleanerRun:
             for r in self.of("cancel")
         ]
         kept = [CleanerItem(id=r.id, region=r.region, reason=r.reason) for r in self.of("keep")]
-        errors = [
-            ItemError(
-                id=r.id,
-                region=r.region,
-                error_code=r.error_code,
-                message=f"could not cancel ({r.reason}): {r.message}"[:500],
-            )
-            for r in self.of("failed")
-        ] + self.region_errors
+        errors = (
+            [
+                ItemError(
+                    id=r.id,
+                    region=r.region,
+                    error_code=r.error_code,
+                    message=f"could not cancel ({r.reason}): {r.message}"[:500],
+                )
+                for r in self.of("failed")
+            ]
+            + self.region_errors
+            + self.versions.errors
+        )
         deleted = [
             CleanerItem(id=own.ref, region=self.region_of(own), reason=reason)
             for own, reason in self.versions.deleted
