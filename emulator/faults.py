@@ -5,7 +5,8 @@
   answering ``RequestLimitExceeded`` when a bucket is empty;
 - faults: fail the next N calls of an action with an error code, or let the call take effect
   and then lose the answer (a timeout after the request reached AWS), or let it see EC2 lagging
-  behind (``lag``: eventual consistency, ``emulator.models.consistency``);
+  behind (``lag``: eventual consistency, ``emulator.models.consistency``), or (``failed``,
+  CreateCapacityReservation) answer with a reservation in state ``failed``;
 - a call log, so tests can count what the broker asked for.
 
 The hub sits in front of every moto action (``emulator.install``) and costs a dictionary
@@ -43,7 +44,8 @@ class Fault:
     code: str | None = None
     message: str = "Injected fault"
     # "error": fail before acting; "timeout": act, then lose the answer; "lag": act, but see
-    # (or make) what was made in this world as EC2 does a moment after: not there yet
+    # (or make) what was made in this world as EC2 does a moment after: not there yet;
+    # "failed": a create answers with a reservation in state failed (it holds nothing)
     mode: str = "error"
     remaining: int = 1
     region: str | None = None
@@ -83,6 +85,8 @@ class Call:
     fresh: bool = False
     lagged: bool = False
     lag_fault: Fault | None = None
+    # A "failed" fault: the create it made answers in state failed.
+    failed: bool = False
 
 
 class InjectedError(Exception):
@@ -138,7 +142,7 @@ class Hub:
         when: dict[str, Any] | None = None,
         status: int | None = None,
     ) -> Fault:
-        if mode not in ("error", "timeout", "lag"):
+        if mode not in ("error", "timeout", "lag", "failed"):
             raise ValueError(f"unknown fault mode {mode!r}")
         if mode == "error" and not code:
             raise ValueError("an error fault needs a code")
@@ -212,6 +216,9 @@ class Hub:
                     fault.remaining -= 1
                     if fault.mode == "timeout":
                         timeout = fault
+                        break
+                    if fault.mode == "failed":
+                        call.failed = True
                         break
                     call.outcome = fault.code or "error"
                     call.ended = time.monotonic()

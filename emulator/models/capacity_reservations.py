@@ -21,7 +21,7 @@ from ..exceptions import (
 )
 from ..state import world
 from .base import _utc_dates, new_reservation_id, platforms
-from .consistency import Seen, filters_by_tag
+from .consistency import Seen, answers_failed, filters_by_tag
 from .expiry import Expiry
 from .reservations import CapacityReservation, Shown, filter_value
 
@@ -74,6 +74,15 @@ class CapacityReservations(Expiry):
 
     def _create(self, params: dict[str, Any], tags: dict[str, str], now: datetime) -> str:
         reservation = self._validate_new(params, now)
+        if answers_failed():
+            # EC2 may answer a create with a reservation in state failed ("A request might
+            # fail due to invalid request parameters, capacity constraints, or instance limit
+            # constraints. Failed requests are retained for 60 minutes."): it holds nothing.
+            reservation.state = "failed"
+            self.reservations[reservation.id] = reservation
+            if tags:
+                self.ec2.create_tags([reservation.id], tags)
+            return reservation.id
         if not self.offered(reservation.availability_zone, reservation.instance_type):
             raise client_error(
                 "Unsupported",

@@ -56,6 +56,12 @@ def _call() -> Call | None:
     return getattr(_current, "call", None)
 
 
+def answers_failed() -> bool:
+    """The call being answered carries a ``failed`` fault (``emu.fail(..., mode="failed")``)."""
+    call = _call()
+    return call is not None and call.failed
+
+
 class Seen(StrEnum):
     UNKNOWN = "unknown"  # its id has not reached this call: NotFound
     PENDING = "pending"  # known, but its state still shows pending

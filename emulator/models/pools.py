@@ -40,7 +40,10 @@ class Pool:
 
 
 # EC2's On-Demand vCPU quota classes (Running On-Demand <class> instances), keyed by the
-# family letters that start an instance type.
+# family letters that start an instance type. "U" is the High Memory class: the first
+# generation's u-6tb1.metal … and the seventh's u7i-12tb.224xlarge, u7in-, u7ib-, u7inh-
+# alike (EC2 instance quotas page: "Running On-Demand High Memory instances"); the emulator
+# used to count the u7i family as Standard.
 _QUOTA_CLASS_BY_PREFIX = {
     "dl": "DL",
     "f": "F",
@@ -51,7 +54,7 @@ _QUOTA_CLASS_BY_PREFIX = {
     "p": "P",
     "trn": "Trn",
     "x": "X",
-    "u-": "HighMem",
+    "u": "HighMem",
 }
 
 
@@ -60,7 +63,8 @@ def quota_class(instance_type: str) -> str:
     for prefix in sorted(_QUOTA_CLASS_BY_PREFIX, key=len, reverse=True):
         if family.startswith(prefix):
             rest = family[len(prefix) :]
-            if not rest or rest[0].isdigit() or prefix.endswith("-"):
+            # the generation follows the letters (p5, trn2), or "-" (u-6tb1, dl1 has a digit)
+            if not rest or rest[0].isdigit() or rest[0] == "-":
                 return _QUOTA_CLASS_BY_PREFIX[prefix]
     return "Standard"
 

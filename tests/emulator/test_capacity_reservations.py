@@ -125,6 +125,29 @@ def test_vcpu_limit_exceeded(api):
     api.reserve("c5.large", "us-east-1b", 1)
 
 
+@pytest.mark.parametrize(
+    ("instance_type", "klass"),
+    [
+        ("u-6tb1.metal", "HighMem"),
+        ("u7i-12tb.224xlarge", "HighMem"),
+        ("u7in-16tb.224xlarge", "HighMem"),
+        ("u7inh-32tb.480xlarge", "HighMem"),
+        ("c7i.48xlarge", "Standard"),
+        ("m7i-flex.large", "Standard"),
+        ("hpc7a.96xlarge", "HPC"),
+        ("p6e-gb200.36xlarge", "P"),
+        ("trn2u.48xlarge", "Trn"),
+        ("vt1.3xlarge", "G"),
+    ],
+)
+def test_each_type_counts_against_its_on_demand_quota(instance_type, klass):
+    """EC2 instance quotas: "Running On-Demand High Memory instances" is every U type, the
+    seventh generation's u7i/u7in/u7inh too (they used to count as Standard)."""
+    from emulator.models.pools import quota_class
+
+    assert quota_class(instance_type) == klass
+
+
 def test_quota_is_freed_by_cancel(api, ec2):
     r = api.reserve("m5.large", "us-east-1a", 10)
     ec2.cancel_capacity_reservation(CapacityReservationId=r["CapacityReservationId"])

@@ -378,3 +378,23 @@ def test_a_cold_container_looks_everything_up_in_one_round_trip(broker: Any, con
     broker.clear_calls()
     assert probe(context, image_id="ami-0aaaaaaaaaaaaaaa1")["status"] == "available"
     assert not {c.action for c in broker.calls()} & set(lookups)
+
+
+def test_a_create_answered_failed_is_no_capacity_there(broker: Any, context: Any) -> None:
+    """EC2 may answer a create with a reservation in state ``failed`` ("capacity constraints,
+    or instance limit constraints"). It holds nothing: an answer about capacity in that subnet,
+    not a spent ClientToken to ask again under a new one (the broker used to make up to four
+    failed reservations there and answer IdempotentParameterMismatch)."""
+    broker.load_scenario(world([4, 4, 4]))
+    first = str(Emulator().capacity("us-east-1").zones[AZS[0]])
+    broker.fail(
+        "CreateCapacityReservation", mode="failed", times=10, when={"AvailabilityZoneId": first}
+    )
+    answer = probe(context, request_id="vdi-failed")
+    assert answer["status"] == "available", answer
+    assert answer["subnet_id"] == SUBNETS[1]
+    attempt = answer["attempts"][0]
+    assert attempt["outcome"] == "insufficient_capacity", attempt
+    assert "failed" in attempt["message"]
+    made = [r for r in owned("vdi-failed") if r["AvailabilityZone"] == AZS[0]]
+    assert [r["State"] for r in made] == ["failed"]

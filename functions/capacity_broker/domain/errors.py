@@ -45,6 +45,12 @@ _CODES: dict[ErrorClass, tuple[str, ...]] = {
         "InsufficientCapacity",
         "InsufficientReservedInstanceCapacity",
         "InsufficientHostCapacity",
+        # "The targeted Capacity Reservation does not [have] enough available instance
+        # capacity to fulfill your request ... or target a different Capacity Reservation"
+        # (EC2's error table): an answer about that reservation's capacity, never a call to
+        # repeat as it is. EC2 answers it too for a launch whose platform or tenancy does not
+        # match the reservation ("sufficient compatible and available capacity").
+        "ReservationCapacityExceeded",
     ),
     ErrorClass.UNSUPPORTED: (
         # "you might be trying to launch an instance in an Availability Zone that currently
@@ -57,6 +63,10 @@ _CODES: dict[ErrorClass, tuple[str, ...]] = {
         "InstanceLimitExceeded",
         "VcpuLimitExceeded",
         "ResourceLimitExceeded",
+        # A launch template's versions (10,000) and an account's templates (EC2's error
+        # table: "You've reached the limit on the number of launch template versions").
+        "MaxTemplateVersionLimitExceeded",
+        "MaxTemplateLimitExceeded",
     ),
     ErrorClass.PERMISSION: (
         "UnauthorizedOperation",

@@ -177,6 +177,8 @@ class ReservationCore:
                     given_back()
                 generation = next_generation(spec.purpose, generation, seen)
                 continue
+            if reservation.state == "failed":
+                raise _failed_create(reservation)
             if reservation.state not in HOLDING_STATES:
                 # EC2 answers a ClientToken it has seen (same parameters) with the reservation
                 # it made then; an earlier invocation of this request has since cancelled it
@@ -348,6 +350,22 @@ class ReservationCore:
             return False
         self.sleep(pause)
         return True
+
+
+def _failed_create(reservation: Reservation) -> AwsError:
+    """EC2 answered the create with a reservation in state ``failed``: "The Capacity
+    Reservation request has failed. A request might fail due to invalid request parameters,
+    capacity constraints, or instance limit constraints" (DescribeCapacityReservations, state
+    filter). The request's parameters were valid (EC2 refuses invalid ones with an error) and
+    a quota is answered with its own error, so it is an answer about capacity in this place: it
+    holds nothing, and asking again under a new ClientToken (which the broker used to do, up to
+    four times) would only make more failed reservations."""
+    return AwsError(
+        "CreateCapacityReservation",
+        "InsufficientInstanceCapacity",
+        f"EC2 answered with Capacity Reservation {reservation.id} in state failed (its "
+        "capacity constraints, or a limit); it holds nothing",
+    )
 
 
 class NotOwnedError(Exception):
