@@ -56,6 +56,7 @@ from moto.ec2.models.amis import Ami
 
 from .models import CapacityReservation, capacity_backend
 from .models.backend import new_block_id, new_reservation_id
+from .models.images import usage_operation
 from .models.offerings import BlockSupply
 from .models.regions import opted_in
 from .state import world
@@ -176,8 +177,10 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
             region_name=region,
         )
         # DescribeImages serializes these attribute names from botocore's output shape.
-        ami.platform_details = image.get("platform_details", "Linux/UNIX")  # type: ignore[attr-defined]
-        ami.usage_operation = image.get("usage_operation", "RunInstances")  # type: ignore[attr-defined]
+        details = image.get("platform_details", "Linux/UNIX")
+        ami.platform_details = details  # type: ignore[attr-defined]
+        # EC2 shows the billing pair together (models.images.BILLING).
+        ami.usage_operation = image.get("usage_operation", usage_operation(details))  # type: ignore[attr-defined]
         ec2.amis[ami.id] = ami
         ids.images[image.get("name", ami.id)] = ami.id
     for template in spec.get("launch_templates") or []:

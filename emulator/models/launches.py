@@ -120,12 +120,23 @@ class Launches(Expiry):
         if (
             reservation.instance_type != request.instance_type
             or reservation.availability_zone != request.availability_zone
+            or reservation.instance_platform != request.platform
             or reservation.tenancy != request.tenancy
         ):
+            # A reservation is used only by launches whose type, platform, AZ and tenancy
+            # match it; EC2 answers a targeted launch that does not match as it answers one
+            # too many for it (hashicorp/terraform-provider-aws#32458, an instance type that
+            # no longer matched its target: "ReservationCapacityExceeded: The requested
+            # reservation does not have sufficient compatible and available capacity for this
+            # request."). The emulator used to compare neither platform nor this code.
             raise client_error(
-                "InvalidParameterCombination",
-                f"The instance type, Availability Zone or tenancy of the launch does not match "
-                f"Capacity Reservation {reservation.id}.",
+                "ReservationCapacityExceeded",
+                "The requested reservation does not have sufficient compatible and available "
+                f"capacity for this request ({reservation.id} is for "
+                f"{reservation.instance_type}, {reservation.instance_platform}, "
+                f"{reservation.availability_zone}, {reservation.tenancy} tenancy; the launch is "
+                f"{request.instance_type}, {request.platform}, {request.availability_zone}, "
+                f"{request.tenancy} tenancy).",
             )
         if reservation.available_instance_count < count:
             raise client_error(

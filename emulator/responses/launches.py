@@ -17,7 +17,7 @@ from moto.ec2.responses.fleets import Fleets as MotoFleets
 from moto.ec2.responses.instances import InstanceResponse
 
 from ..exceptions import EC2ServerError, client_error
-from ..models import Allocation, LaunchRequest
+from ..models import Allocation, LaunchRequest, images
 from ..models import launch_templates as versions
 from ..state import world
 from ._base import CapacityResponse
@@ -33,14 +33,7 @@ def _platform_of_image(ec2: Any, image_id: str | None) -> str:
         image = ec2.describe_images(ami_ids=[image_id])[0]
     except Exception:  # noqa: BLE001 - an unknown AMI fails later, in moto's own checks
         return "Linux/UNIX"
-    details = getattr(image, "platform_details", None) or ""
-    if getattr(image, "platform", None) == "windows" or details.startswith("Windows"):
-        return "Windows"
-    if details.startswith("Red Hat"):
-        return "Red Hat Enterprise Linux"
-    if details.startswith("SUSE"):
-        return "SUSE Linux"
-    return "Linux/UNIX"
+    return images.launch_platform(image)
 
 
 def _template_version(ec2: Any, spec: dict[str, Any] | None) -> Any:
@@ -65,7 +58,8 @@ def _pinned(version: Any) -> dict[str, str]:
 def launch_request(
     ec2: Any, data: dict[str, Any], subnet_id: str | None, az: str | None
 ) -> LaunchRequest:
-    """What a launch asks of capacity, from merged RunInstances/template/override data."""
+    """What a launch asks of capacity, from merged RunInstances/template/override data (its
+    ``ImageId`` already resolved: ``resolved_image``)."""
     if subnet_id:
         az = ec2.get_subnet(subnet_id).availability_zone
     if not az:
@@ -114,13 +108,23 @@ def _check_capacity_block_fleet(target: dict[str, Any], options: dict[str, Any])
 
 
 class Launches(CapacityResponse):
+    def resolved_image(self, data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` with its ``resolve:ssm:`` image, if any, resolved (``images.resolve``)."""
+        image = data.get("ImageId")
+        resolved = images.resolve(self.current_account, self.region, image)
+        return data if resolved == image else {**data, "ImageId": resolved}
+
     # -- RunInstances -------------------------------------------------------------------
     def run_instances(self) -> ActionResult:
         version = _template_version(self.ec2_backend, self._get_param("LaunchTemplate"))
         if version is not None:
             self.params["LaunchTemplate"] = _pinned(version)
         template = dict(version.data) if version is not None else {}
-        data = {**template, **{k: v for k, v in self.params.items() if v is not None}}
+        data = self.resolved_image(
+            {**template, **{k: v for k, v in self.params.items() if v is not None}}
+        )
+        if data.get("ImageId") and data.get("ImageId") != self.params.get("ImageId"):
+            self.params["ImageId"] = data["ImageId"]  # moto would launch the parameter name
         nics = data.get("NetworkInterfaces") or []
         subnet_id = data.get("SubnetId") or (nics[0].get("SubnetId") if nics else None)
         az = (data.get("Placement") or {}).get("AvailabilityZone")
@@ -249,7 +253,9 @@ class Launches(CapacityResponse):
             template_id = found.template.id
             version = spec.get("Version") or "$Default"
             for position, override in enumerate(config.get("Overrides") or [{}]):
-                merged = {**data, **{k: v for k, v in override.items() if k != "Priority"}}
+                merged = self.resolved_image(
+                    {**data, **{k: v for k, v in override.items() if k != "Priority"}}
+                )
                 if reservations_first and _targets_a_reservation(merged):
                     unused.append(_unused_config(template_id, version, override))
                     continue

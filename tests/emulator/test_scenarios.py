@@ -115,6 +115,8 @@ def test_images_keep_their_platform_details(full, ec2):
     [image] = ec2.describe_images(ImageIds=["ami-0f00000000000001"])["Images"]
     assert image["Name"] == "rhel9"
     assert image["PlatformDetails"] == "Red Hat BYOL Linux"
+    # EC2 shows the billing pair together (AMI billing information fields)
+    assert image["UsageOperation"] == "RunInstances:00g0"
 
 
 def test_launch_templates_get_fixed_ids(full, ec2):

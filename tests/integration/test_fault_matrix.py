@@ -778,8 +778,13 @@ def check_cleaner(run: Run, answer: dict[str, Any]) -> None:
     in_scope = {rid for rid, s in run.before.items() if s.owned and s.holding}
     cancelled = {c["id"] for c in answer["cancelled"]}
     kept = {k["id"] for k in answer["kept"]}
-    failed = {e["id"] for e in answer["errors"] if e.get("id")}
-    region_errors = [e for e in answer["errors"] if not e.get("id")]
+    # What the launch template version sweep could not do is an error of the sweep too
+    # (issue 21: it used to be left out of ``errors`` and of the status).
+    version_errors = answer.get("template_version_errors") or []
+    assert all(e in answer["errors"] for e in version_errors), answer
+    errors = [e for e in answer["errors"] if e not in version_errors]
+    failed = {e["id"] for e in errors if e.get("id")}
+    region_errors = [e for e in errors if not e.get("id")]
     for rid in cancelled:
         assert run.after[rid].state == "cancelled", rid
     for rid in kept:
@@ -795,7 +800,7 @@ def check_cleaner(run: Run, answer: dict[str, Any]) -> None:
         assert answer["errors"] == []
         assert cancelled | kept == in_scope and answer["examined"] == len(in_scope)
     elif status == "partial":
-        assert failed and not region_errors
+        assert (failed or version_errors) and not region_errors
         assert cancelled | kept | failed == in_scope
     else:
         (error,) = region_errors

@@ -344,3 +344,114 @@ def test_a_block_version_is_capacity_block_whatever_the_source_said(hpc: Any, co
     assert answer["status"] == "provisioned", answer
     data = versions()[answer["launch_template"]["version"]]["LaunchTemplateData"]
     assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+
+
+# -- the platform the launches bill as (issue 21) ---------------------------------------------
+
+RHEL_IMAGE = "ami-0ccccccccccccccc2"
+RHEL_TEMPLATE = "lt-0ddddddddddddddd2"
+RHEL = "Red Hat Enterprise Linux"
+
+
+def rhel_world(emu: Any, image: str = RHEL_IMAGE) -> None:
+    """A RHEL image (billed as RHEL) and a cluster template that launches it."""
+    emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "images": [{"id": RHEL_IMAGE, "name": "rhel9", "platform_details": RHEL}],
+                    "launch_templates": [
+                        {
+                            "id": RHEL_TEMPLATE,
+                            "name": "rhel-nodes",
+                            "data": {"ImageId": image, "InstanceType": "hpc7a.96xlarge"},
+                            "tags": {"capacity-broker:cluster-id": "demo-cluster"},
+                        }
+                    ],
+                }
+            }
+        }
+    )
+
+
+def held_platforms(emu: Any) -> set[str]:
+    return {c.params["InstancePlatform"] for c in emu.calls("CreateCapacityReservation")}
+
+
+def test_a_rhel_template_holds_rhel_and_launches(hpc: Any, context: Any) -> None:
+    """EC2 uses a reservation only for launches whose platform matches it. Without
+    ``image_id`` or ``instance_platform`` the hold used to be Linux/UNIX whatever the
+    template launched, and EC2 refused the RHEL launch into it."""
+    rhel_world(hpc)
+    answer = reserve(
+        job(launch_template={"id": RHEL_TEMPLATE, "version": "1"}, provision=True), context
+    )
+    assert answer["status"] == "provisioned", answer
+    assert held_platforms(hpc) == {RHEL}
+    assert len(answer["instances"]) == 8
+
+
+def test_a_template_image_named_by_an_ssm_parameter_is_resolved_first(
+    hpc: Any, context: Any
+) -> None:
+    boto3.client("ssm", region_name="us-east-1").put_parameter(
+        Name="/golden-ami/rhel9", Value=RHEL_IMAGE, Type="String", DataType="aws:ec2:image"
+    )
+    rhel_world(hpc, image="resolve:ssm:/golden-ami/rhel9")
+    answer = reserve(
+        job(launch_template={"id": RHEL_TEMPLATE, "version": "1"}, provision=True), context
+    )
+    assert answer["status"] == "provisioned", answer
+    assert held_platforms(hpc) == {RHEL}
+
+
+def test_a_template_image_parameter_that_does_not_exist_is_invalid(hpc: Any, context: Any) -> None:
+    rhel_world(hpc, image="resolve:ssm:/golden-ami/missing")
+    answer = reserve(job(launch_template={"id": RHEL_TEMPLATE, "version": "1"}), context)
+    assert answer["status"] == "invalid_request", answer
+    assert answer["errors"][0]["field"] == "launch_template"
+    assert hpc.calls("CreateCapacityReservation") == []
+
+
+def test_an_explicit_platform_still_wins_over_the_template(hpc: Any, context: Any) -> None:
+    rhel_world(hpc)
+    answer = reserve(
+        job(
+            launch_template={"id": RHEL_TEMPLATE, "version": "1"},
+            instance_platform="Linux/UNIX",
+        ),
+        context,
+    )
+    assert answer["status"] == "reserved", answer
+    assert held_platforms(hpc) == {"Linux/UNIX"}
+
+
+def test_a_brought_rhel_reservation_fits_a_rhel_template(hpc: Any, context: Any) -> None:
+    rhel_world(hpc)
+    hpc.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "reservations": [
+                        {
+                            "id": "cr-0eeeeeeeeeeeeeee3",
+                            "instance_type": "hpc7a.96xlarge",
+                            "availability_zone": "us-east-1b",
+                            "count": 8,
+                            "match": "targeted",
+                            "platform": RHEL,
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    answer = reserve(
+        job(
+            capacity_reservation_id="cr-0eeeeeeeeeeeeeee3",
+            launch_template={"id": RHEL_TEMPLATE, "version": "1"},
+            provision=True,
+        ),
+        context,
+    )
+    assert answer["status"] == "provisioned", answer

@@ -472,3 +472,42 @@ def test_a_job_id_of_true_is_not_job_1(
         )
     ]
     assert len(live()) == 2
+
+
+def test_a_node_set_says_the_platform_its_nodes_are_held_for(emu: Any) -> None:
+    """Contract v3: a node set's ``instance_platform`` reaches reserve, and the holds are
+    made for it (RHEL nodes: a Linux/UNIX hold would refuse their launches)."""
+    world = scenario((8, 8))
+    world["regions"]["us-east-1"]["images"] = [
+        {"id": AMI, "name": "compute", "platform_details": "Red Hat Enterprise Linux"}
+    ]
+    emu.load_scenario(world)
+    rhel = nodeset("hpc-c5-[1-4]", "c5.large") | {"instance_platform": "Red Hat Enterprise Linux"}
+    config = SlurmConfig.model_validate(
+        {
+            "region": "us-east-1",
+            "cluster_id": "flows",
+            "slurm_cluster": "flows",
+            "nodesets": [rhel, nodeset("hpc-m5-[1-2]", "m5.large")],
+        }
+    )
+    built = Runtime.build(config)
+    slurm = FakeScontrol()
+    built.scontrol = slurm  # type: ignore[assignment]
+    asked: list[dict[str, Any]] = []
+    broker = built.broker
+
+    class Recorded:
+        def reserve(self, *args: Any, **kwargs: Any) -> Any:
+            asked.append(kwargs)
+            return broker.reserve(*args, **kwargs)
+
+        def release(self, **kwargs: Any) -> Any:
+            return broker.release(**kwargs)
+
+    built.broker = Recorded()  # type: ignore[assignment]
+    assert launch.resume(built, ["hpc-c5-1", "hpc-c5-2"], [(16, ["hpc-c5-1", "hpc-c5-2"])])
+    assert [a.get("instance_platform") for a in asked] == ["Red Hat Enterprise Linux"]
+    assert sorted(slurm.addresses) == ["hpc-c5-1", "hpc-c5-2"]
+    platforms = {c.params["InstancePlatform"] for c in emu.calls("CreateCapacityReservation")}
+    assert platforms == {"Red Hat Enterprise Linux"}

@@ -137,6 +137,7 @@ def _provision(runtime: Runtime, attempt: Attempt, nodeset: NodeSet, nodes: list
     options: dict[str, object] = {
         "launch_template": {"id": template.id, "version": template.version},
         "provision": True,
+        **nodeset.platform_options(),
     }
     if nodeset.strict is not None:
         options["strict"] = nodeset.strict
