@@ -117,6 +117,13 @@ class Launches(Expiry):
                 "IncorrectState",
                 f"The Capacity Reservation {reservation.id} is {reservation.state}, not active.",
             )
+        if reservation.reclaiming(world.clock.now()):
+            # EC2 is terminating the block's instances ("Thirty minutes before the
+            # reservation expires, we begin to terminate any instances that are still running
+            # in the Capacity Block"): nothing launched now could run. The emulator used to
+            # launch (and terminate at once); EC2 does not say what it answers, the emulator
+            # answers as for a block that has not started (the code EC2 documents for that).
+            raise insufficient_capacity(request.instance_type, request.availability_zone)
         if (
             reservation.instance_type != request.instance_type
             or reservation.availability_zone != request.availability_zone

@@ -18,6 +18,10 @@ BLOCK_WAITING_STATES = frozenset({"payment-pending", "scheduled"})
 BLOCK_SIZE_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
 BLOCK_TYPE_TAG = "aws:ec2capacityreservation:capacityReservationType"
 BLOCK_RECLAIM_BEFORE_END = timedelta(minutes=30)
+# UltraServer blocks: an hour (the P6e-GB200 UltraServer terms); the types EC2 sells only in
+# UltraServers count as such when a scenario names no UltraServer type.
+ULTRASERVER_RECLAIM_BEFORE_END = timedelta(minutes=60)
+ULTRASERVER_FAMILIES = frozenset({"p6e-gb200", "trn2u"})
 
 
 @dataclass
@@ -85,15 +89,20 @@ class CapacityReservation:
             return 0
         return max(self.total_instance_count - self.used_instance_count, 0)
 
+    @property
+    def reclaim_lead(self) -> timedelta:
+        ultra = self.ultraserver_type or self.instance_type.split(".", 1)[0] in ULTRASERVER_FAMILIES
+        return ULTRASERVER_RECLAIM_BEFORE_END if ultra else BLOCK_RECLAIM_BEFORE_END
+
     def reclaiming(self, now: datetime) -> bool:
-        """An active Capacity Block in its last 30 minutes: "Thirty minutes before the
-        reservation expires, we begin to terminate any instances that are still running in
-        the Capacity Block" (EC2 User Guide, "Work with Capacity Blocks")."""
+        """An active Capacity Block in its last 30 minutes (60 for UltraServers): "Thirty
+        minutes before the reservation expires, we begin to terminate any instances that are
+        still running in the Capacity Block" (EC2 User Guide, "Work with Capacity Blocks")."""
         return (
             self.is_capacity_block
             and self.state == "active"
             and self.end_date is not None
-            and now >= self.end_date - BLOCK_RECLAIM_BEFORE_END
+            and now >= self.end_date - self.reclaim_lead
         )
 
     @property

@@ -345,6 +345,48 @@ def test_instances_in_a_block_are_terminated_from_30_minutes_before_its_end(
     assert set(states.values()) <= {"shutting-down", "terminated"}, states
 
 
+@pytest.mark.parametrize(
+    ("instance_type", "ultraserver_type", "lead"),
+    [
+        ("p5.48xlarge", None, 30),
+        ("p6e-gb200.36xlarge", None, 60),  # a type EC2 sells only in UltraServers
+        ("trn2.48xlarge", "u-trn2x64", 60),
+    ],
+)
+def test_a_block_refuses_launches_once_ec2_is_ending_its_instances(
+    emu, api, instance_type, ultraserver_type, lead
+):
+    """Nothing launched into a block whose instances EC2 is terminating could run: the
+    emulator used to launch into it (up to its end) and terminate the instances at once."""
+    now = emu.now()
+    block = emu.capacity().new_block(
+        instance_type=instance_type,
+        availability_zone="us-east-1b",
+        count=2,
+        start=now - timedelta(hours=1),
+        end=now + timedelta(minutes=lead + 1),
+        ultraserver_type=ultraserver_type,
+    )
+    emu.capacity().add_existing(block, {})
+
+    def launch():
+        return api.run(
+            SUBNET_B,
+            instance_type,
+            1,
+            InstanceMarketOptions={"MarketType": "capacity-block"},
+            CapacityReservationSpecification={
+                "CapacityReservationTarget": {"CapacityReservationId": block.id}
+            },
+        )
+
+    assert len(launch()) == 1
+    emu.advance(2 * 60)  # inside its last `lead` minutes
+    with pytest.raises(ClientError) as exc:
+        launch()
+    assert error_of(exc) == ("InsufficientInstanceCapacity", 500)
+
+
 # -- blocks before their start ---------------------------------------------------------------
 def _seed_blocks(emu, *blocks: dict) -> dict[str, str]:
     ids = emu.load_scenario({"regions": {"us-east-1": {"capacity_blocks": list(blocks)}}})

@@ -109,8 +109,9 @@ CONFIG = SlurmConfig.model_validate(
 class FakeScontrol:
     """Slurm as the programs see it, recording what they tell it."""
 
-    def __init__(self, restarts: int = 0) -> None:
+    def __init__(self, restarts: int = 0, time_limit: int | None = None) -> None:
         self.restarts = restarts
+        self.time_limit = time_limit
         self.addresses: dict[str, tuple[str, str]] = {}
         self.comments: dict[str, str] = {}
         self.node_states: dict[str, str] = {}
@@ -120,7 +121,14 @@ class FakeScontrol:
         self.state = "CONFIGURING"
 
     def job(self, job_id: int) -> Job:
-        return Job(job_id, self.state, self.restarts, [], datetime.now() + timedelta(seconds=121))
+        return Job(
+            job_id,
+            self.state,
+            self.restarts,
+            [],
+            datetime.now() + timedelta(seconds=121),
+            self.time_limit,
+        )
 
     def jobs(self) -> list[Job]:
         return []
@@ -165,6 +173,23 @@ class LosesAnswers:
 
     def release(self, **kwargs: Any) -> Any:
         return self.broker.release(**kwargs)
+
+
+def recorded(built: Runtime) -> list[dict[str, Any]]:
+    """The options of every reserve the programs send through ``built``."""
+    asked: list[dict[str, Any]] = []
+    broker = built.broker
+
+    class Recorded:
+        def reserve(self, *args: Any, **kwargs: Any) -> Any:
+            asked.append(kwargs)
+            return broker.reserve(*args, **kwargs)
+
+        def release(self, **kwargs: Any) -> Any:
+            return broker.release(**kwargs)
+
+    built.broker = Recorded()  # type: ignore[assignment]
+    return asked
 
 
 def runtime(scontrol: FakeScontrol) -> Runtime:
@@ -494,20 +519,24 @@ def test_a_node_set_says_the_platform_its_nodes_are_held_for(emu: Any) -> None:
     built = Runtime.build(config)
     slurm = FakeScontrol()
     built.scontrol = slurm  # type: ignore[assignment]
-    asked: list[dict[str, Any]] = []
-    broker = built.broker
-
-    class Recorded:
-        def reserve(self, *args: Any, **kwargs: Any) -> Any:
-            asked.append(kwargs)
-            return broker.reserve(*args, **kwargs)
-
-        def release(self, **kwargs: Any) -> Any:
-            return broker.release(**kwargs)
-
-    built.broker = Recorded()  # type: ignore[assignment]
+    asked = recorded(built)
     assert launch.resume(built, ["hpc-c5-1", "hpc-c5-2"], [(16, ["hpc-c5-1", "hpc-c5-2"])])
     assert [a.get("instance_platform") for a in asked] == ["Red Hat Enterprise Linux"]
     assert sorted(slurm.addresses) == ["hpc-c5-1", "hpc-c5-2"]
     platforms = {c.params["InstancePlatform"] for c in emu.calls("CreateCapacityReservation")}
     assert platforms == {"Red Hat Enterprise Linux"}
+
+
+def test_the_jobs_time_limit_is_its_runtime(emu: Any) -> None:
+    """Contract v3: the programs pass a job's time limit as ``runtime_seconds``, so a Capacity
+    Block is used only when the job can finish before EC2 stops its instances."""
+    emu.load_scenario(scenario((8, 8)))
+    slurm = FakeScontrol(time_limit=2 * 3600)
+    built = runtime(slurm)
+    asked = recorded(built)
+    assert launch.resume(built, ["hpc-c5-1"], [(17, ["hpc-c5-1"])])
+    assert [a.get("runtime_seconds") for a in asked] == [7200]
+    unlimited = runtime(FakeScontrol())
+    asked = recorded(unlimited)
+    assert launch.resume(unlimited, ["hpc-c5-2"], [(18, ["hpc-c5-2"])])
+    assert [a.get("runtime_seconds") for a in asked] == [None]

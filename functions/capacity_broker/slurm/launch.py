@@ -143,6 +143,10 @@ def _provision(runtime: Runtime, attempt: Attempt, nodeset: NodeSet, nodes: list
         options["strict"] = nodeset.strict
     if attempt.job is not None:
         options["attempt"] = attempt.restarts
+        if attempt.job.time_limit_seconds is not None:
+            # A Capacity Block is used only if the job can finish before EC2 stops its
+            # instances (contract v3, "Capacity Blocks near their end").
+            options["runtime_seconds"] = attempt.job.time_limit_seconds
     log.info(
         "%s: reserve %s (%d × %s) request %s",
         unit.label,

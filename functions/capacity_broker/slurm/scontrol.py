@@ -36,6 +36,25 @@ class ScontrolError(RuntimeError):
     """scontrol failed or could not be run; the message has its stderr."""
 
 
+def duration_seconds(text: str | None) -> int | None:
+    """A Slurm time limit in seconds: ``minutes``, ``minutes:seconds``,
+    ``hours:minutes:seconds``, ``days-hours``, ``days-hours:minutes`` or
+    ``days-hours:minutes:seconds`` (sbatch(1), ``--time``); None for ``UNLIMITED``,
+    ``Partition_Limit`` and anything else that is no duration."""
+    found = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", (text or "").strip())
+    if not found:
+        return None
+    days, first, second, third = found.groups()
+    if days is not None:  # days-hours[:minutes[:seconds]]
+        hours, minutes, seconds = int(first), int(second or 0), int(third or 0)
+        return ((int(days) * 24 + hours) * 60 + minutes) * 60 + seconds
+    if third is not None:  # hours:minutes:seconds
+        return (int(first) * 60 + int(second)) * 60 + int(third)
+    if second is not None:  # minutes:seconds
+        return int(first) * 60 + int(second)
+    return int(first) * 60  # minutes
+
+
 @dataclass(frozen=True)
 class Job:
     job_id: int
@@ -44,6 +63,8 @@ class Job:
     nodes: list[str]
     # Slurm prints times in slurmctld's local time, without a zone.
     eligible: datetime | None
+    # The job's time limit (``TimeLimit``) when it has one: how long its nodes will run.
+    time_limit_seconds: int | None = None
 
     @classmethod
     def parse(cls, line: str) -> Job:
@@ -62,6 +83,7 @@ class Job:
             restarts=int(field("Restarts") or 0),
             nodes=hostlist.expand(node_list) if node_list and node_list != "(null)" else [],
             eligible=when,
+            time_limit_seconds=duration_seconds(field("TimeLimit")),
         )
 
 

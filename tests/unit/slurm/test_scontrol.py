@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pytest
 from capacity_broker.slurm.scontrol import Job, Node
 
 LINE = (
@@ -23,6 +24,26 @@ def test_the_fields_the_programs_read() -> None:
     assert job.restarts == 2
     assert job.nodes == ["hpc-c5-1", "hpc-c5-2"]  # not ReqNodeList, not the command's text
     assert job.eligible == datetime(2026, 11, 23, 20, 50, 8)
+
+
+@pytest.mark.parametrize(
+    ("limit", "seconds"),
+    [
+        ("01:00:00", 3600),
+        ("1-00:00:00", 86400),
+        ("2-03", 2 * 86400 + 3 * 3600),
+        ("2-03:04", 2 * 86400 + 3 * 3600 + 4 * 60),
+        ("90", 5400),
+        ("05:30", 330),
+        ("UNLIMITED", None),
+        ("Partition_Limit", None),
+    ],
+)
+def test_the_jobs_time_limit_is_how_long_it_runs(limit: str, seconds: int | None) -> None:
+    """sbatch(1) ``--time`` formats, as ``scontrol show job`` prints TimeLimit; reserve gets it
+    as ``runtime_seconds`` (a Capacity Block must outlast it)."""
+    job = Job.parse(f"JobId=9 JobState=PENDING Restarts=0 TimeLimit={limit} NodeList=(null)")
+    assert job.time_limit_seconds == seconds
 
 
 def test_a_pending_job_has_no_nodes_and_may_have_no_time() -> None:
