@@ -5,8 +5,11 @@
   answering ``RequestLimitExceeded`` when a bucket is empty;
 - faults: fail the next N calls of an action with an error code, or let the call take effect
   and then lose the answer (a timeout after the request reached AWS), or let it see EC2 lagging
-  behind (``lag``: eventual consistency, ``emulator.models.consistency``), or (``failed``,
-  CreateCapacityReservation) answer with a reservation in state ``failed``;
+  behind (``lag``: eventual consistency, ``emulator.models.consistency``), or shape EC2's
+  answer: ``failed`` (CreateCapacityReservation answers with a reservation in state
+  ``failed``), ``errors`` (an instant CreateFleet answers 200 with an ``Errors[]`` entry of the
+  fault's code and launches nothing), ``partial`` (it launches one node fewer than asked,
+  whatever its minimum, with an ``Errors[]`` entry for the rest);
 - a call log, so tests can count what the broker asked for.
 
 The hub sits in front of every moto action (``emulator.install``) and costs a dictionary
@@ -37,6 +40,10 @@ SERVER_ERROR_STATUS = {
 }
 
 
+# Fault modes in which the call succeeds and its answer is shaped by the fault.
+ANSWER_MODES = ("failed", "errors", "partial")
+
+
 @dataclass
 class Fault:
     action: str
@@ -45,7 +52,8 @@ class Fault:
     message: str = "Injected fault"
     # "error": fail before acting; "timeout": act, then lose the answer; "lag": act, but see
     # (or make) what was made in this world as EC2 does a moment after: not there yet;
-    # "failed": a create answers with a reservation in state failed (it holds nothing)
+    # "failed", "errors", "partial": the call succeeds with the answer the mode names (see
+    # the module docstring)
     mode: str = "error"
     remaining: int = 1
     region: str | None = None
@@ -85,8 +93,8 @@ class Call:
     fresh: bool = False
     lagged: bool = False
     lag_fault: Fault | None = None
-    # A "failed" fault: the create it made answers in state failed.
-    failed: bool = False
+    # A fault that shapes this call's answer ("failed", "errors", "partial").
+    answer_fault: Fault | None = None
 
 
 class InjectedError(Exception):
@@ -142,9 +150,9 @@ class Hub:
         when: dict[str, Any] | None = None,
         status: int | None = None,
     ) -> Fault:
-        if mode not in ("error", "timeout", "lag", "failed"):
+        if mode not in (*ANSWER_MODES, "error", "timeout", "lag"):
             raise ValueError(f"unknown fault mode {mode!r}")
-        if mode == "error" and not code:
+        if mode in ("error", "errors", "partial") and not code:
             raise ValueError("an error fault needs a code")
         fault = Fault(
             action=action,
@@ -217,8 +225,8 @@ class Hub:
                     if fault.mode == "timeout":
                         timeout = fault
                         break
-                    if fault.mode == "failed":
-                        call.failed = True
+                    if fault.mode in ANSWER_MODES:
+                        call.answer_fault = fault
                         break
                     call.outcome = fault.code or "error"
                     call.ended = time.monotonic()

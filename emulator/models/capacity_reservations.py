@@ -21,7 +21,7 @@ from ..exceptions import (
 )
 from ..state import world
 from .base import _utc_dates, new_reservation_id, platforms
-from .consistency import Seen, answers_failed, filters_by_tag
+from .consistency import Seen, answer_fault, filters_by_tag
 from .expiry import Expiry
 from .reservations import CapacityReservation, Shown, filter_value
 
@@ -74,7 +74,7 @@ class CapacityReservations(Expiry):
 
     def _create(self, params: dict[str, Any], tags: dict[str, str], now: datetime) -> str:
         reservation = self._validate_new(params, now)
-        if answers_failed():
+        if answer_fault("failed") is not None:
             # EC2 may answer a create with a reservation in state failed ("A request might
             # fail due to invalid request parameters, capacity constraints, or instance limit
             # constraints. Failed requests are retained for 60 minutes."): it holds nothing.

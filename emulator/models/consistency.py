@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from ..faults import Call
+from ..faults import Call, Fault
 from ..state import world
 
 _current = threading.local()
@@ -56,10 +56,12 @@ def _call() -> Call | None:
     return getattr(_current, "call", None)
 
 
-def answers_failed() -> bool:
-    """The call being answered carries a ``failed`` fault (``emu.fail(..., mode="failed")``)."""
+def answer_fault(mode: str) -> Fault | None:
+    """The fault of that mode shaping the answer of the call being served, if any
+    (``emu.fail(action, code, mode="failed"|"errors"|"partial")``)."""
     call = _call()
-    return call is not None and call.failed
+    fault = call.answer_fault if call is not None else None
+    return fault if fault is not None and fault.mode == mode else None
 
 
 class Seen(StrEnum):

@@ -19,6 +19,7 @@ from moto.ec2.responses.instances import InstanceResponse
 from ..exceptions import EC2ServerError, client_error
 from ..models import Allocation, LaunchRequest, images
 from ..models import launch_templates as versions
+from ..models.consistency import answer_fault
 from ..state import world
 from ._base import CapacityResponse
 
@@ -217,6 +218,23 @@ class Launches(CapacityResponse):
                 "Unsupported", "The capacity emulator's instant fleets launch On-Demand only."
             )
         candidates, unused = self._fleet_candidates(options)
+        transient = answer_fault("errors")
+        if transient is not None:
+            # A fault: EC2 answers 200 and says what it could not launch, in Errors[] (the
+            # fleet's transient failures: throttling, a version not visible yet, ...).
+            with world.lock:
+                fleet = self._fleet_record(total)
+            return ActionResult(
+                {
+                    "FleetId": fleet.id,
+                    "Errors": [_injected_error(candidates, transient)],
+                    "Instances": [],
+                }
+            )
+        partial = answer_fault("partial")
+        if partial is not None:
+            # A fault: EC2 launches one node fewer than asked, whatever the minimum.
+            total, minimum = max(total - 1, 0), 0
         with world.lock:
             placed, errors = self._place_fleet(candidates, total, single_az, single_type)
             errors = unused + errors
@@ -224,6 +242,8 @@ class Launches(CapacityResponse):
                 placed = []  # all or nothing
             fleet = self._fleet_record(total)
             instances = self._launch_fleet(fleet, placed)
+        if partial is not None:
+            errors = [*errors, _injected_error(candidates, partial)]
         result: dict[str, Any] = {"FleetId": fleet.id, "Errors": errors, "Instances": instances}
         if not instances and not errors:
             result["Errors"] = [
@@ -446,6 +466,22 @@ class Launches(CapacityResponse):
                     {t["Key"]: t["Value"] for t in spec.get("Tags", [])}
                 )
         return tags
+
+
+def _injected_error(candidates: list[dict[str, Any]], fault: Any) -> dict[str, Any]:
+    """An Errors[] entry (CreateFleetError) with a fault's code, for the fleet's first
+    launch template and override."""
+    entry: dict[str, Any] = {
+        "Lifecycle": "on-demand",
+        "ErrorCode": fault.code,
+        "ErrorMessage": fault.message,
+    }
+    if candidates:
+        entry["LaunchTemplateAndOverrides"] = {
+            "LaunchTemplateSpecification": candidates[0]["spec"],
+            "Overrides": candidates[0]["override"],
+        }
+    return entry
 
 
 def _targets_a_reservation(data: dict[str, Any]) -> bool:

@@ -455,3 +455,96 @@ def test_a_brought_rhel_reservation_fits_a_rhel_template(hpc: Any, context: Any)
         context,
     )
     assert answer["status"] == "provisioned", answer
+
+
+# -- a launch's transient errors, and all or nothing (issue 21) ------------------------------
+
+
+def provision(**fields: Any) -> dict[str, Any]:
+    return job(launch_template={"id": TEMPLATE, "version": "1"}, provision=True, **fields)
+
+
+def fleet_tokens(emu: Any) -> list[str]:
+    return [c.params["ClientToken"] for c in emu.calls("CreateFleet")]
+
+
+@pytest.mark.parametrize(
+    "code", ["InvalidLaunchTemplateId.VersionNotFound", "RequestLimitExceeded", "InternalError"]
+)
+def test_a_fleet_that_answers_a_transient_error_is_asked_again(
+    hpc: Any, context: Any, code: str
+) -> None:
+    """CreateFleet answers 200 with Errors[]; a version made a moment ago that EC2 does not
+    show yet, or throttling, is no answer about the launch: it is asked again, under a new
+    ClientToken (EC2 answers a token with its first answer), while the hold is kept. The
+    broker used to cancel the hold and fail the job."""
+    hpc.fail("CreateFleet", code, mode="errors", times=1)
+    answer = reserve(provision(request_id=f"job-transient-{code}"), context)
+    assert answer["status"] == "provisioned", answer
+    assert len(answer["instances"]) == 8
+    tokens = fleet_tokens(hpc)
+    assert len(tokens) == 2 and len(set(tokens)) == 2
+    assert state(answer["reservation"]["id"]) == "cancelled"  # after the launch
+
+
+def test_a_fleet_that_keeps_failing_transiently_ends_in_error_and_gives_the_hold_back(
+    hpc: Any, context: Any
+) -> None:
+    hpc.fail("CreateFleet", "RequestLimitExceeded", mode="errors", times=1000)
+    context.remaining_ms = 8_000  # a budget of about 5 s
+    answer = reserve(provision(request_id="job-throttled"), context)
+    assert answer["status"] == "error", answer
+    assert answer["error_code"] == "RequestLimitExceeded"
+    assert len(fleet_tokens(hpc)) >= 2
+    assert len(set(fleet_tokens(hpc))) == len(fleet_tokens(hpc))
+    assert state(answer["reservation"]["id"]) == "cancelled"
+    assert "cleanup" not in answer and running("job-throttled") == set()
+
+
+def test_a_fleet_error_about_the_launch_itself_is_final(hpc: Any, context: Any) -> None:
+    hpc.fail("CreateFleet", "InvalidParameterValue", mode="errors", times=1000)
+    answer = reserve(provision(request_id="job-invalid"), context)
+    assert answer["status"] == "error", answer
+    assert answer["error_code"] == "InvalidParameterValue"
+    assert len(fleet_tokens(hpc)) == 1
+    assert state(answer["reservation"]["id"]) == "cancelled"
+
+
+def test_a_launch_that_came_back_short_is_terminated_before_the_error(
+    hpc: Any, context: Any
+) -> None:
+    """All or nothing: a launch that answered with part of the nodes (EC2 not honouring the
+    minimum) used to be answered ``error`` and left running, billing."""
+    hpc.fail("CreateFleet", "InsufficientInstanceCapacity", mode="partial", times=1)
+    answer = reserve(provision(request_id="job-short"), context)
+    assert answer["status"] == "error", answer
+    assert "the 7 nodes it did launch are terminated" in answer["message"], answer
+    assert answer["instances"] == [] and "cleanup" not in answer
+    assert running("job-short") == set()
+    assert state(answer["reservation"]["id"]) == "cancelled"
+
+
+def test_a_block_is_launched_into_all_or_nothing_with_run_instances(hpc: Any, context: Any) -> None:
+    """EC2 documents a Capacity Block fleet as one that "fulfills as much capacity as it can";
+    RunInstances MinCount = MaxCount launches all or nothing (as AWS ParallelCluster launches
+    into a targeted reservation)."""
+    answer = reserve(
+        job(
+            request_id="job-block",
+            instance_types=["p5.48xlarge"],
+            instance_count=4,
+            capacity_reservation_id=BLOCK_NOW,
+            launch_template={"id": TEMPLATE, "version": "1"},
+            provision=True,
+        ),
+        context,
+    )
+    assert answer["status"] == "provisioned", answer
+    assert hpc.calls("CreateFleet") == []
+    (call,) = hpc.calls("RunInstances")
+    assert (call.params["MinCount"], call.params["MaxCount"]) == (4, 4)
+    assert call.params["LaunchTemplate"] == {
+        "LaunchTemplateId": TEMPLATE,
+        "Version": str(answer["launch_template"]["version"]),
+    }
+    assert set(answer["instances"]) == running("job-block")

@@ -207,12 +207,13 @@ class LaunchesMixin(Ec2Base):
         instance_type: str,
         subnet_id: str,
         count: int,
-        capacity_type: str,
         client_token: str,
         tags: Mapping[str, str],
         deadline: float | None = None,
     ) -> FleetResult:
-        """All or nothing: one type, one AZ, ``MinTargetCapacity`` = ``count``.
+        """All or nothing into an On-Demand Capacity Reservation: one type, one AZ,
+        ``MinTargetCapacity`` = ``count`` (a Capacity Block is launched into with
+        ``run_instances``: EC2 honours no minimum for a block fleet).
 
         No ``CapacityReservationOptions``: the template version targets the one reservation
         (``capacity-reservations-only``), and EC2 Fleet does not use a template that targets a
@@ -228,12 +229,9 @@ class LaunchesMixin(Ec2Base):
         tag_list = [{"Key": k, "Value": v} for k, v in tags.items()]
         target: dict[str, Any] = {
             "TotalTargetCapacity": count,
-            "DefaultTargetCapacityType": capacity_type,
+            "DefaultTargetCapacityType": "on-demand",
+            "OnDemandTargetCapacity": count,
         }
-        if capacity_type == "on-demand":
-            target["OnDemandTargetCapacity"] = count
-        # else a Capacity Block: EC2 refuses OnDemandTargetCapacity with capacity-block (EC2
-        # User Guide, "Configure your EC2 Fleet to launch instances into Capacity Blocks").
         answer = self._call(
             "CreateFleet",
             deadline,
@@ -274,6 +272,45 @@ class LaunchesMixin(Ec2Base):
             for e in answer.get("Errors", [])
         ]
         return FleetResult(answer.get("FleetId"), ids, errors)
+
+    def run_instances(
+        self,
+        template: TemplateVersion,
+        instance_type: str,
+        subnet_id: str,
+        count: int,
+        client_token: str,
+        tags: Mapping[str, str],
+        deadline: float | None = None,
+    ) -> FleetResult:
+        """All or nothing: ``MinCount`` = ``MaxCount`` = ``count`` ("If Amazon EC2 can't
+        launch at least MinCount instances, no instances are launched", RunInstances), from
+        the version that targets the reservation. How the broker launches into a Capacity
+        Block: EC2 documents a block fleet as one that "fulfills as much capacity as it can"
+        (no minimum honoured), and AWS ParallelCluster launches into a targeted reservation
+        with RunInstances MinCount=MaxCount ("CapacityReservationId is not supported by
+        create-fleet", aws/aws-parallelcluster#5862). A failure is
+        EC2's error (``AwsError``); ``client_token`` makes a retry idempotent."""
+        answer = self._call(
+            "RunInstances",
+            deadline,
+            ClientToken=client_token,
+            LaunchTemplate={
+                "LaunchTemplateId": template.template_id,
+                "Version": str(template.version),
+            },
+            InstanceType=instance_type,
+            SubnetId=subnet_id,
+            MinCount=count,
+            MaxCount=count,
+            TagSpecifications=[
+                {
+                    "ResourceType": "instance",
+                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+                }
+            ],
+        )
+        return FleetResult(None, [item["InstanceId"] for item in answer.get("Instances", [])])
 
     def request_instances(self, request_id: str, deadline: float | None = None) -> list[str]:
         """Pending or running instances launched for a request (tagged with its id).
