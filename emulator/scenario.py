@@ -233,6 +233,7 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
                 latest_start=when(item.get("latest_start", "+8w"), now),
                 currency=item.get("currency", "USD"),
                 ultraserver_type=item.get("ultraserver_type"),
+                segments=int(item.get("segments", 1)),
             )
         )
 

@@ -585,3 +585,52 @@ def test_the_same_terms_are_offered_again_while_supply_lasts(catalogue, ec2):
     buy(ec2, again)
     buy(ec2, next(o for o in offers(ec2, 4) if o["StartDate"] == FIRST_START))
     assert FIRST_START not in {o["StartDate"] for o in offers(ec2, 1)}  # all 8 sold
+
+
+def test_a_purchase_may_make_one_reservation_per_segment(emu, ec2):
+    """botocore 1.44.5 PurchaseCapacityBlockResult: "When a Capacity Block offering contains
+    multiple segments, a separate Capacity Reservation is created for each segment"
+    (``CapacityReservations``; ``CapacityReservation`` is the first). A supply's ``segments``
+    says how many; each is tagged as the purchase asked."""
+    emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "offerings": [
+                        {
+                            "instance_type": "p4d.24xlarge",
+                            "availability_zone": "us-east-1a",
+                            "max_instance_count": 8,
+                            "earliest_start": "+1d",
+                            "latest_start": "+2d",
+                            "segments": 2,
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    offer = ec2.describe_capacity_block_offerings(
+        InstanceType="p4d.24xlarge", InstanceCount=3, CapacityDurationHours=24
+    )["CapacityBlockOfferings"][0]
+    bought = ec2.purchase_capacity_block(
+        CapacityBlockOfferingId=offer["CapacityBlockOfferingId"],
+        InstancePlatform="Linux/UNIX",
+        TagSpecifications=[
+            {"ResourceType": "capacity-reservation", "Tags": [{"Key": "k", "Value": "v"}]}
+        ],
+    )
+    segments = bought["CapacityReservations"]
+    assert len(segments) == 2
+    assert bought["CapacityReservation"] == segments[0]
+    sizes = [
+        next(
+            t["Value"]
+            for t in s["Tags"]
+            if t["Key"] == "aws:ec2capacityreservation:incrementalRequestedQuantity"
+        )
+        for s in segments
+    ]
+    assert sorted(sizes) == ["1", "2"]
+    assert all({"Key": "k", "Value": "v"} in s["Tags"] for s in segments)
+    assert len({s["CapacityBlockId"] for s in segments}) == 1
