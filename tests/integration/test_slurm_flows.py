@@ -143,7 +143,12 @@ class FakeScontrol:
             for name in names
         }
 
-    def bind(self, node: str, addr: str, host: str, comment: str) -> None:
+    def node_comments(self, names: list[str]) -> dict[str, str]:
+        return {n: self.comments[n] for n in names if n in self.comments}
+
+    def bind(
+        self, node: str, addr: str, host: str, comment: str, instance_id: str | None = None
+    ) -> None:
         if self.fail_addresses:
             raise ScontrolError("scontrol update exited 1: Invalid node name specified")
         self.addresses[node] = (addr, host)
@@ -540,3 +545,21 @@ def test_the_jobs_time_limit_is_its_runtime(emu: Any) -> None:
     asked = recorded(unlimited)
     assert launch.resume(unlimited, ["hpc-c5-2"], [(18, ["hpc-c5-2"])])
     assert [a.get("runtime_seconds") for a in asked] == [None]
+
+
+def test_an_operators_note_in_a_nodes_comment_is_kept_beside_the_binding(emu: Any) -> None:
+    """Contract v3: the binding kept in a node's Comment preserves what an operator wrote
+    there (it used to be overwritten at every launch)."""
+    emu.load_scenario(scenario((8, 8)))
+    slurm = FakeScontrol()
+    slurm.comments["hpc-c5-1"] = "rack 12, DIMM swapped 2026-11-02"
+    assert launch.resume(runtime(slurm), ["hpc-c5-1"], [(19, ["hpc-c5-1"])])
+    binding, note = slurm.comments["hpc-c5-1"].split(" ", 1)
+    assert plan.Binding.read(binding) is not None
+    assert note == "rack 12, DIMM swapped 2026-11-02"
+    # The next launch (another job) replaces the binding and keeps the note.
+    assert launch.resume(runtime(slurm), ["hpc-c5-1"], [(20, ["hpc-c5-1"])])
+    again, note = slurm.comments["hpc-c5-1"].split(" ", 1)
+    assert note == "rack 12, DIMM swapped 2026-11-02"
+    assert plan.Binding.read(again) is not None and again != binding
+    assert slurm.comments["hpc-c5-1"].count("capacity-broker:") == 1

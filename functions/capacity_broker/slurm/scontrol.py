@@ -109,6 +109,7 @@ class Scontrol:
         environ = os.environ if environ is None else environ
         # scontrol finds slurmctld through SLURM_CONF, the one variable slurmctld passes on.
         self.env = {k: environ[k] for k in ("SLURM_CONF",) if environ.get(k)}
+        self._version: tuple[int, int] | None = None
 
     def run(self, *args: str) -> str:
         try:
@@ -163,22 +164,53 @@ class Scontrol:
                     found[node.name] = node
         return found
 
-    def bind(self, node: str, addr: str, host: str, comment: str) -> None:
+    def node_comments(self, names: Sequence[str]) -> dict[str, str]:
+        """The nodes' whole Comment (free text), from ``scontrol show node`` without ``-o``:
+        there each field group is a line of its own, and the Comment's line is
+        ``   Comment=<text>`` (22.05–25.11 ``slurm_sprint_node_table``), so its spaces are
+        kept. Nodes without a Comment are left out."""
+        found: dict[str, str] = {}
+        for start in range(0, len(names), _BATCH):
+            out = self.run("show", "node", ",".join(names[start : start + _BATCH]))
+            node = None
+            for line in out.splitlines():
+                if line.startswith("NodeName="):
+                    node = _field(line, "NodeName")
+                elif node and line.startswith("   Comment="):
+                    found[node] = line[len("   Comment=") :]
+        return found
+
+    def version(self) -> tuple[int, int]:
+        """slurmctld's release as scontrol reports it (``slurm 23.11.4``): (23, 11)."""
+        if self._version is None:
+            found = re.search(r"(\d+)\.(\d+)", self.run("--version"))
+            self._version = (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+        return self._version
+
+    def bind(
+        self, node: str, addr: str, host: str, comment: str, instance_id: str | None = None
+    ) -> None:
         """The node's address, host name and Comment in one update: one RPC, which slurmctld
         applies under its node lock (22.05's ``update_node``: nothing between the address and
         the comment can fail), so a node never shows an instance's address without the
-        record of which instance it is."""
+        record of which instance it is. From 23.11 the node's own ``InstanceId`` field is set
+        in the same update (what ``sinfo``/``scontrol`` show of a cloud node); the Comment stays
+        the record the programs read, since slurmctld clears InstanceId at power-off."""
+        extra = [f"InstanceId={instance_id}"] if instance_id and self.version() >= (23, 11) else []
         self.run(
             "update",
             f"NodeName={node}",
             f"NodeAddr={addr}",
             f"NodeHostname={host}",
             f"Comment={comment}",
+            *extra,
         )
 
     def power_down(self, nodes: Sequence[str], reason: str) -> None:
-        """Give the nodes back now: Slurm requeues their jobs (a batch job that may be),
-        runs SuspendProgram on them, and shows ``reason`` in sinfo/scontrol.
+        """Give the nodes back now: Slurm requeues their jobs (a batch job that may be;
+        POWER_DOWN_FORCE "will cancel all jobs on the node", so a job that may not be requeued
+        ends NODE_FAIL, as it would when the nodes go DOWN: docs/slurm.md, section 7), runs
+        SuspendProgram on them, and shows ``reason`` in sinfo/scontrol.
 
         Their NodeAddr is left as it is: set back to a node name that does not resolve (the
         usual case for cloud nodes), Slurm 22.05 looks the name up in the update itself,
