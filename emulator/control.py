@@ -99,10 +99,14 @@ class Emulator:
         time_scale: float = 1.0,
         raised: float = 1.0,
         others: dict[str, float] | None = None,
+        emulator_clock: bool = False,
     ) -> None:
         """EC2's request throttling (``emulator.throttling``): every action its own bucket at
-        EC2's published size, ``raised`` N times, with ``others`` taking a share."""
-        world.hub.set_throttle(enabled, buckets, groups, time_scale, raised, others)
+        EC2's published size, ``raised`` N times, with ``others`` taking a share. With
+        ``emulator_clock`` the buckets refill by the emulator's clock, not the real one: for a
+        caller whose own clocks are the emulator's (a frozen clock refills as it is moved)."""
+        clock = (lambda: world.clock.now().timestamp()) if emulator_clock else None
+        world.hub.set_throttle(enabled, buckets, groups, time_scale, raised, others, clock)
 
     def throttle_limits(self, action: str) -> tuple[float, float]:
         """(burst, refill per second) of ``action``'s bucket as configured (before

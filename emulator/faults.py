@@ -133,9 +133,10 @@ class Hub:
         time_scale: float = 1.0,
         raised: float = 1.0,
         others: dict[str, float] | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         """Turn EC2 throttling on (``emulator.throttling``: every action its own bucket)."""
-        self.throttling.configure(enabled, buckets, groups, time_scale, raised, others)
+        self.throttling.configure(enabled, buckets, groups, time_scale, raised, others, clock)
 
     def inject(
         self,

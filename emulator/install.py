@@ -13,6 +13,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
@@ -28,14 +29,14 @@ from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX, get_p
 
 from .exceptions import AnyServiceError, EC2ServerError, reservation_not_found
 from .faults import InjectedError
-from .models import capacity_backend
+from .models import capacity_backend, filters
 from .models.consistency import serving
 from .responses import RESPONSE_CLASSES
 from .responses._base import CapacityResponse
 from .state import world
 
 _lock = threading.Lock()
-_saved: dict[tuple[type, str], Any] = {}
+_saved: dict[tuple[type | ModuleType, str], Any] = {}
 _installed = False
 
 # Set when a call must be answered by dropping the connection (server mode timeouts).
@@ -62,6 +63,7 @@ def install() -> None:
         for name in _DYNAMODB_ORDERINGS:
             klass = getattr(comparisons, name)
             _replace(klass, "expr", _same_type_only(klass.expr))
+        _install_filters()
         _register_price_list()
         _installed = True
 
@@ -96,7 +98,22 @@ def _register_price_list() -> None:
         backend_index.backend_url_patterns.append(("pricing", re.compile(routes.url_bases[0])))
 
 
-def _replace(klass: type, name: str, value: Any) -> None:
+def _install_filters() -> None:
+    """Every EC2 filter value read as EC2 documents it (``models.filters``): moto's matchers
+    are module functions, looked up by name where they are called or imported."""
+    import moto.ec2.models.security_groups
+    import moto.ec2.models.tags
+    import moto.ec2.utils
+
+    utils = moto.ec2.utils
+    _replace(utils, "is_filter_matching", filters.filter_matching(utils.is_filter_matching))
+    for module in (utils, moto.ec2.models.security_groups):
+        _replace(module, "tag_filter_matches", filters.tag_filter_matches)
+    for module in (utils, moto.ec2.models.tags):
+        _replace(module, "simple_aws_filter_to_re", filters.to_regex)
+
+
+def _replace(klass: type | ModuleType, name: str, value: Any) -> None:
     if (klass, name) not in _saved:
         _saved[(klass, name)] = klass.__dict__.get(name)
     setattr(klass, name, value)

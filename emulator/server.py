@@ -194,6 +194,7 @@ class ControlAPI:
                 float(body.get("time_scale", 1.0)),
                 float(body.get("raised", 1.0)),
                 body.get("others"),
+                bool(body.get("emulator_clock", False)),
             )
             return _json({"ok": True})
         if verb == "faults":

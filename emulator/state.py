@@ -44,6 +44,11 @@ class Settings:
     # shows it without its tags. Reservations and instances alike.
     lag_listing_calls: int = 2
     lag_seconds: float = 2.0
+    # Filter values read as EC2 documents: "*" and "?" wildcards, a backslash makes the next
+    # character literal (``models.filters``). False: backslashes are dropped and wildcards read
+    # everywhere, a service that ignored the escapes (to show the broker compares what comes
+    # back itself).
+    filter_escapes: bool = True
 
 
 class World:

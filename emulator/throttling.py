@@ -12,7 +12,8 @@
 - an empty bucket answers ``RequestLimitExceeded`` (HTTP 503) and the call does nothing.
 
 Knobs, beyond EC2's defaults: ``buckets`` (sizes by category or action), ``groups`` (actions
-made to share one bucket), ``time_scale`` (refill faster: benchmarks compress time),
+made to share one bucket), ``time_scale`` (refill faster: benchmarks compress time), ``clock``
+(what the buckets refill by: the real clock, or the emulator's for a caller run on it),
 ``raised`` (every limit raised N times, the way the page's "Request a limit increase" advises:
 the refill rate first, the bucket raised with it when the rate would pass it) and ``others``
 (another client of the same account taking a share of a bucket's refill: the tokens it is
@@ -292,6 +293,7 @@ class Throttling:
     (the realistic behaviour), ``configure(enabled=False)`` turns them off."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._real_clock = clock
         self._clock = clock
         self._lock = threading.Lock()
         self.configure(enabled=True)
@@ -304,10 +306,12 @@ class Throttling:
         time_scale: float = 1.0,
         raised: float = 1.0,
         others: Mapping[str, float] | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         """``buckets`` maps a category or an action (or a ``groups`` name) to (burst,
         refill/s); ``others`` maps an action, a category or ``"*"`` to the share of a bucket's
-        refill rate another client takes. Every bucket starts full."""
+        refill rate another client takes; ``clock`` (seconds) is what the buckets refill by,
+        the real clock when None. Every bucket starts full."""
         if raised <= 0:
             raise ValueError("raised must be > 0")
         for key, share in (others or {}).items():
@@ -322,6 +326,7 @@ class Throttling:
             self.time_scale = time_scale
             self.raised = raised
             self.others = dict(others or {})
+            self._clock = clock or self._real_clock
             self._buckets: dict[tuple[str, str, str], TokenBucket] = {}
 
     def limits(self, action: str, params: Mapping[str, Any] | None = None) -> tuple[float, float]:

@@ -115,6 +115,23 @@ def test_an_unfiltered_unpaginated_describe_instances_draws_from_the_smaller_buc
     ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": ["running"]}])
 
 
+def test_buckets_can_refill_by_the_emulator_clock(emu, ec2):
+    # A caller whose clocks are the emulator's (the broker in tests/integration, EmulatedTime):
+    # the buckets refill as that clock moves, whatever the real clock does.
+    emu.freeze()
+    emu.throttle(buckets={"non_mutating": (20, 20.0)}, emulator_clock=True)
+    for _ in range(20):
+        ec2.describe_vpcs()
+    time.sleep(2 * SLOW)  # real time passes (two tokens' worth): the emulator clock stands
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_vpcs()
+    assert error_of(exc) == ("RequestLimitExceeded", 503)
+    emu.advance(0.075)  # on the emulator clock: one token and a half
+    ec2.describe_vpcs()
+    with pytest.raises(ClientError):
+        ec2.describe_vpcs()
+
+
 def test_raised_limits(emu, ec2):
     # Raised 6x as the page advises: refill 20 -> 120/s, which passes the bucket of 100, so the
     # bucket is raised with it (to 120). No refill here (time_scale=0): only the burst counts.

@@ -48,3 +48,124 @@ def broker(emu: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     reset_container()
     yield emu
     reset_container()
+
+
+class EmulatedTime:
+    """The broker on the emulator's clock: every clock the broker reads (its deadlines, the
+    retry policy's and the reservation core's pauses, the pacer, the fan-out's waits) is the
+    emulator's, frozen, and a sleep moves it on at once. A test then spends a Lambda's whole
+    budget, or EC2's throttling of it, in milliseconds, and its verdict does not depend on how
+    fast the machine is. EC2's eventual consistency settles by the same clock (``lag_seconds``),
+    and its request buckets refill by it (``emu.throttle(emulator_clock=True)``, at EC2's
+    published sizes).
+
+    Threads that sleep at the same time move the clock by the sum of their sleeps, so time runs
+    faster than it would, never slower: a test that must finish inside its budget keeps the
+    fan-out to one create at a time (``max_concurrency``) or its budget generous.
+
+    ``install`` builds the probe and reserve handlers' flows on it (the handlers' parsing and
+    answers stay the real ones), with the broker's own RetryPolicy (0.2 s doubling to 5 s, 10
+    tries; its jitter seeded) and a fresh pacer at EC2's published buckets (``scale`` as
+    BROKER_EC2_RATE_SCALE)."""
+
+    def __init__(self, emu: Any, seed: int = 23) -> None:
+        import random
+
+        self.emu = emu
+        self.rng = random.Random(seed)
+        emu.freeze()
+
+    def monotonic(self) -> float:
+        return float(self.emu.now().timestamp())
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self.emu.advance(seconds)
+
+    def utcnow(self) -> Any:
+        return self.emu.now()
+
+    def install(
+        self, monkeypatch: pytest.MonkeyPatch, max_concurrency: int | None = None, scale: float = 1
+    ) -> None:
+        import functools
+        from dataclasses import dataclass
+
+        from capacity_broker.adapters import throttle
+        from capacity_broker.adapters.aws import RetryPolicy
+        from capacity_broker.adapters.ec2 import Ec2
+        from capacity_broker.adapters.ssm import Flags
+        from capacity_broker.config import settings
+        from capacity_broker.handlers import _runtime, _spending
+        from capacity_broker.handlers import probe as probe_handler
+        from capacity_broker.handlers import reserve as reserve_handler
+        from capacity_broker.logic.probe import Prober
+        from capacity_broker.logic.reservations import ReservationCore
+        from capacity_broker.logic.reserve import Reserver
+
+        emulated = self
+        self.emu.freeze()  # (again: an emulator reset thaws it)
+        self.emu.throttle(emulator_clock=True)
+
+        @dataclass
+        class Paused(RetryPolicy):
+            """The broker's RetryPolicy, pausing on the emulator's clock."""
+
+            def run(self, operation: str, fn: Any, deadline: Any = None, *_: Any, **__: Any) -> Any:
+                return super().run(
+                    operation, fn, deadline, emulated.sleep, emulated.monotonic, emulated.rng
+                )
+
+        config = settings()
+        concurrency = max_concurrency or config.max_concurrency
+        retry = Paused()
+        ec2 = Ec2(config.region, retry)
+        core = ReservationCore(
+            ec2,
+            config.cluster_id,
+            clock=self.utcnow,
+            monotonic=self.monotonic,
+            sleep=self.sleep,
+        )
+        flags = Flags(config.parameter_prefix, config.region, retry)
+        memory = _spending.memory(config)
+
+        def deadlines(context: Any, margin: float) -> tuple[float, float]:
+            remaining = context.get_remaining_time_in_millis() / 1000.0
+            now = self.monotonic()
+            return now + max(remaining - margin, 0.5), now + max(remaining - 0.5, 0.5)
+
+        monkeypatch.setattr(
+            throttle, "pacer", throttle.Pacer(scale=scale, clock=self.monotonic, sleep=self.sleep)
+        )
+        monkeypatch.setattr(_runtime, "deadlines", deadlines)
+        monkeypatch.setattr(
+            probe_handler,
+            "prober",
+            functools.cache(
+                lambda: Prober(
+                    ec2, flags, core, concurrency, monotonic=self.monotonic, memory=memory
+                )
+            ),
+        )
+        monkeypatch.setattr(
+            reserve_handler,
+            "reserver",
+            functools.cache(
+                lambda: Reserver(
+                    ec2,
+                    flags,
+                    core,
+                    concurrency,
+                    monotonic=self.monotonic,
+                    clock=self.utcnow,
+                    memory=memory,
+                )
+            ),
+        )
+
+
+@pytest.fixture
+def emulated_time(broker: Any) -> EmulatedTime:
+    """``EmulatedTime`` over the test's emulator (call ``install`` once the world is loaded)."""
+    return EmulatedTime(broker)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -220,6 +221,26 @@ def test_a_request_id_reused_probe_after_probe_gets_a_fresh_answer_each_time(
     made = owned("vdi-session-42")
     assert {r["State"] for r in made} == {"cancelled"}
     assert len(made) == 6  # one per probe in the subnet with room, each given back
+
+
+def test_a_probe_costs_ec2_one_create_and_one_cancel(broker: Any, context: Any) -> None:
+    """EC2's mutating bucket (50, 5/s per account and region) is what a class of desktops
+    spends: a probe's cancel right after its create waits, with describes (their own bucket of
+    100, 20/s), until EC2 can take it, and is sent once (issue 23: it cost three, NotFound,
+    IncorrectState, then ok). Eventual consistency is on, as by default; counts, not time."""
+    broker.load_scenario(world([4, 4, 4]))
+    probe(context, request_id="vdi-warm")  # the subnets' look-ups are cached from here
+    broker.clear_calls()
+    for i in range(20):
+        answer = probe(context, request_id=f"vdi-count-{i}")
+        assert (answer["status"], answer["attempts"][0]["cancelled"]) == ("available", True)
+    mutating = [c for c in broker.calls() if not c.action.startswith(("Describe", "Get", "List"))]
+    assert Counter((c.action, c.outcome) for c in mutating) == {
+        ("CreateCapacityReservation", "ok"): 20,
+        ("CancelCapacityReservation", "ok"): 20,
+    }
+    looks = Counter(c.outcome for c in broker.calls("DescribeCapacityReservations"))
+    assert sum(looks.values()) <= 3 * 20  # the waiting: unknown, pending, then cancellable
 
 
 def test_a_failed_cancel_is_retried_then_reported(broker: Any, context: Any) -> None:

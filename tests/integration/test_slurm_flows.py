@@ -79,6 +79,8 @@ def scenario(c5: tuple[int, int], m5: tuple[int, int] = (0, 0)) -> dict[str, Any
                         "id": TEMPLATE,
                         "name": "compute",
                         "data": {"ImageId": AMI, "InstanceType": "c5.large"},
+                        # tagged for the broker's cluster, as docs/deploy.md asks
+                        "tags": {"capacity-broker:cluster-id": "flows"},
                     }
                 ],
             }

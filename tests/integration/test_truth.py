@@ -85,13 +85,17 @@ def test_a_probe_says_cancelled_once_ec2_accepted_the_cancel(hpc: Any, context: 
     winner = answer["attempts"][2]
     assert winner["cancelled"] is True
     assert model()[winner["reservation_id"]][0] == "cancelled"
-    # EC2 did not know it yet, then would not cancel it while it showed pending: the broker
-    # asked until EC2 accepted (it used to stop at the first answer and call it cancelled).
-    assert cancel_outcomes(hpc) == [
-        "InvalidCapacityReservationId.NotFound",
-        "IncorrectState",
-        "ok",
+    # EC2 did not know it yet, then showed it pending (not cancellable): the broker waited
+    # for that with non-mutating looks, then cancelled once, and said cancelled only when EC2
+    # accepted it. (It used to stop at the first answer and call it cancelled; then it spent
+    # three mutating calls on it: NotFound, IncorrectState, ok. Issue 23.)
+    assert cancel_outcomes(hpc) == ["ok"]
+    looks = [
+        c.outcome
+        for c in hpc.calls("DescribeCapacityReservations")
+        if c.params.get("CapacityReservationIds") == [winner["reservation_id"]]
     ]
+    assert looks == ["InvalidCapacityReservationId.NotFound", "ok", "ok"]
 
 
 def test_a_probe_never_says_cancelled_for_a_reservation_ec2_still_bills(

@@ -18,7 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.utils import parse_timestamp
 
 from ..domain import backoff
-from ..domain.errors import ErrorClass, classify, is_retryable
+from ..domain.errors import ErrorClass, classify, is_retryable, keeps_earlier
 
 T = TypeVar("T")
 
@@ -215,10 +215,14 @@ class RetryPolicy:
         rng = rng or random.Random()
         budget = backoff.Budget(deadline) if deadline is not None else None
         attempt = 0
+        said: AwsError | None = None  # the failure of the try before
         while True:
             try:
                 return fn()
             except AwsError as error:
+                if said is not None and keeps_earlier(said.error_class, error.error_class):
+                    raise said from error  # what AWS answered, not the pacer giving up after
+                said = error
                 attempt += 1
                 if not is_retryable(error.error_class) or attempt >= self.max_attempts:
                     raise

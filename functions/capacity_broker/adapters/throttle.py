@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
-from ..domain.errors import ErrorClass
+from ..domain.errors import RATE_BUDGET_EXHAUSTED, ErrorClass
 from .aws import AwsError
 
 T = TypeVar("T")
@@ -346,10 +346,11 @@ class Pacer:
         try:
             return bucket, bucket.acquire(deadline)
         except NoToken as late:
-            # Not an answer from EC2, but what its earlier throttles mean for this call: the
-            # retry loop treats it as a throttle, and stops at its deadline as for one.
+            # Not an answer from EC2 (nothing was sent): the broker's own rate budget ran out
+            # before the call's deadline, and says so in its own words (contract v3); the
+            # retry loop stops on it, as no pause within that deadline can bring a token.
             raise AwsError(
-                action, "RequestLimitExceeded", f"paced by this container: {late}"
+                action, RATE_BUDGET_EXHAUSTED, f"paced by this container: {late}"
             ) from late
 
     def call(

@@ -18,6 +18,9 @@ class ErrorClass(StrEnum):
     QUOTA = "quota"  # an account limit: no other subnet can help
     PERMISSION = "permission"  # credentials/IAM/account: no other subnet can help
     THROTTLE = "throttle"  # slow down and retry the same call
+    # The broker's own pacer has no token for the call before its deadline: nothing was sent,
+    # and no pause within that deadline can change it (contract v3: ``RateBudgetExhausted``).
+    RATE_BUDGET = "rate_budget"
     TRANSIENT = "transient"  # server-side or network trouble: retry the same call
     NOT_FOUND = "not_found"  # the reservation does not exist (any more)
     MALFORMED = "malformed"  # the reservation id is not an id
@@ -38,6 +41,9 @@ class Outcome(StrEnum):
     ERROR = "error"
     NOT_TRIED = "not_tried"
 
+
+# The broker's own code for ``RATE_BUDGET`` (contract v3); never one an AWS service sends.
+RATE_BUDGET_EXHAUSTED = "RateBudgetExhausted"
 
 _CODES: dict[ErrorClass, tuple[str, ...]] = {
     ErrorClass.CAPACITY: (
@@ -97,6 +103,7 @@ _CODES: dict[ErrorClass, tuple[str, ...]] = {
         "LimitExceededException",
         "SlowDown",
     ),
+    ErrorClass.RATE_BUDGET: (RATE_BUDGET_EXHAUSTED,),
     ErrorClass.TRANSIENT: (
         "InternalError",
         "InternalFailure",
@@ -161,9 +168,35 @@ def attempt_outcome(error_class: ErrorClass) -> Outcome:
         return Outcome.UNSUPPORTED
     if error_class is ErrorClass.QUOTA:
         return Outcome.LIMIT_EXCEEDED
-    if error_class is ErrorClass.THROTTLE:
+    if error_class in (ErrorClass.THROTTLE, ErrorClass.RATE_BUDGET):
         return Outcome.THROTTLED
     return Outcome.ERROR
+
+
+def leaves_capacity_open(error_class: ErrorClass) -> bool:
+    """A create that ended without an answer about capacity: throttled (by EC2, or by the
+    broker's own rate budget before anything was sent), a server error, or no answer at all (a
+    timeout or a dropped connection, after which the reservation may well exist). Such an
+    attempt is not "no capacity here": it blocks the candidates after it (``domain.fanout``).
+
+    Server errors count with throttling: EC2 answers them for its own trouble, not for the
+    AZ's capacity (InsufficientInstanceCapacity is a 500 too, but has its own code, and
+    ``classify`` reads the code first), and a 5xx or a timeout after the request reached EC2
+    may have made the reservation. Other failures (an invalid request, a mismatched
+    ClientToken) are answers: retrying the same call cannot change them."""
+    return error_class in (ErrorClass.THROTTLE, ErrorClass.RATE_BUDGET, ErrorClass.TRANSIENT)
+
+
+def keeps_earlier(earlier: ErrorClass | None, latest: ErrorClass) -> bool:
+    """Whether a call (or an attempt) that failed with ``earlier`` and then, tried again, with
+    ``latest`` reports ``earlier``: the broker's own rate budget running out never hides what
+    AWS answered a try before it (contract v3: ``RequestLimitExceeded`` only when EC2 said so,
+    ``RateBudgetExhausted`` when the broker's budget ran out first)."""
+    return (
+        latest is ErrorClass.RATE_BUDGET
+        and earlier is not None
+        and earlier is not ErrorClass.RATE_BUDGET
+    )
 
 
 def stops_everything(error_class: ErrorClass) -> bool:
@@ -172,7 +205,8 @@ def stops_everything(error_class: ErrorClass) -> bool:
 
 
 def is_retryable(error_class: ErrorClass) -> bool:
-    """Worth retrying the very same call (same ClientToken) after a pause."""
+    """Worth retrying the very same call (same ClientToken) after a pause. Not the broker's own
+    rate budget: its pacer already found no token before the call's deadline."""
     return error_class in (ErrorClass.THROTTLE, ErrorClass.TRANSIENT)
 
 

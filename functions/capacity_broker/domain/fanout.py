@@ -4,7 +4,8 @@ given back; never what the answer is.
 The answer is the **sequential oracle**'s: try the candidates in order, one at a time, giving
 each hold back before the next; the first that holds wins; a quota error (with nothing else of
 the request held or in flight) or a permission-type error stops, and later candidates are
-``not_tried``; any other answer moves on. ``Plan`` reaches that answer with concurrency:
+``not_tried``; a create that ended without an answer about capacity is asked again (rule
+below); any other answer moves on. ``Plan`` reaches that answer with concurrency:
 
 - **Decided in order.** The answer is the first candidate whose answer is decisive (held,
   stop) with every candidate before it answered non-decisively. Candidates after a decisive
@@ -22,6 +23,18 @@ the request held or in flight) or a permission-type error stops, and later candi
   candidate also lowers the cap on holds and creates at once to what the quota was seen to
   carry; with a hold kept (reserve) of a worse candidate blocking a better one, that hold is
   given back to make room, and its candidate is tried again later if it still matters.
+- **Throttling is not an answer about capacity** (contract v3). A create that ended throttled
+  (by EC2, or by the broker's own rate budget), with a server error, or with no answer at all
+  (a timeout or a dropped connection, which may have made the reservation) said nothing about
+  the candidate's capacity (``errors.leaves_capacity_open``). Such a candidate is *unanswered*:
+  it is tried again, with the same ClientToken, after a pause (``retry_pause``, doubling up to
+  ``RETRY_PAUSE_CAP``), for as long as the budget lasts, and until it answers it blocks every
+  candidate after it: a later hold can never be the answer over it. If the deadline comes
+  first, the answer is ``BLOCKED``: ``status: "error"`` with that attempt's code, and every
+  hold of the request is given back, the kept one too. Its code is what EC2 said last; the
+  broker's ``RateBudgetExhausted`` only when EC2 said nothing (``errors.keeps_earlier``). An
+  unanswered create does not widen the fan-out (EC2's request buckets are the account's, so
+  the next create would meet the same throttle); the hedge delay still does.
 - **Width.** ``bound``: only candidates before it may start. It starts from the memory's hints
   (``first_bound``) and widens (``widen``) at the first non-decisive answer or when the hedge
   delay passes without an answer.
@@ -39,9 +52,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from .errors import ErrorClass, Outcome, attempt_outcome, stops_everything
+from .errors import (
+    ErrorClass,
+    Outcome,
+    attempt_outcome,
+    keeps_earlier,
+    leaves_capacity_open,
+    stops_everything,
+)
 from .memory import Hint, Seen
 
 H = TypeVar("H")
@@ -62,7 +82,10 @@ class Kind(StrEnum):
     UNSUPPORTED = "unsupported"  # move on
     QUOTA = "quota"  # decisive only when the attempt ran solo; otherwise retried
     STOP = "stop"  # permission-type: decisive
-    ERROR = "error"  # anything else (throttled past the budget, 5xx, invalid...): move on
+    # Throttled, a server error or no answer: nothing said about capacity. Asked again while
+    # the budget lasts; blocks every later candidate (decisive, as BLOCKED, at the deadline).
+    UNANSWERED = "unanswered"
+    ERROR = "error"  # anything else (an invalid request, a token mismatch...): move on
 
 
 def kind_of(error_class: ErrorClass | None) -> Kind:
@@ -76,6 +99,8 @@ def kind_of(error_class: ErrorClass | None) -> Kind:
         return Kind.UNSUPPORTED
     if outcome is Outcome.LIMIT_EXCEEDED:
         return Kind.QUOTA
+    if leaves_capacity_open(error_class):
+        return Kind.UNANSWERED
     return Kind.STOP if stops_everything(error_class) else Kind.ERROR
 
 
@@ -85,9 +110,15 @@ SEEN = {
     Kind.UNSUPPORTED: Seen.UNSUPPORTED,
     Kind.QUOTA: Seen.QUOTA,
     Kind.STOP: Seen.ERROR,
+    Kind.UNANSWERED: Seen.ERROR,
     Kind.ERROR: Seen.ERROR,
 }
 _MOVE_ON = frozenset({Kind.INSUFFICIENT, Kind.UNSUPPORTED, Kind.ERROR})
+# An unanswered candidate's next try, after its create gave up (its own retries, with backoff,
+# are the adapters'): this pause, doubling per unanswered try up to the cap, which is the
+# adapters' RetryPolicy cap. Seconds.
+RETRY_PAUSE = 0.5
+RETRY_PAUSE_CAP = 5.0
 
 
 @dataclass(frozen=True)
@@ -115,6 +146,12 @@ class Tried(Generic[H]):
         return attempt_outcome(self.error_class)
 
 
+def retry_pause(unanswered: int, base: float = RETRY_PAUSE, cap: float = RETRY_PAUSE_CAP) -> float:
+    """The pause before the next try of a candidate that ended unanswered ``unanswered``
+    times in a row (1 or more)."""
+    return min(cap, base * 2.0 ** min(max(unanswered - 1, 0), 16))
+
+
 def first_bound(hints: Sequence[Hint]) -> int:
     """How many candidates may start at first. Up to and including the first promising one
     (not just out of capacity): it alone if memory says it had capacity a moment ago (with the
@@ -140,7 +177,7 @@ def widen(hints: Sequence[Hint], bound: int) -> int:
 
 
 class Phase(StrEnum):
-    WAITING = "waiting"  # to be tried (again)
+    WAITING = "waiting"  # to be tried (again; an unanswered one not before ``retry_at``)
     RUNNING = "running"  # its create is in flight
     PARKED = "parked"  # quota error while the request occupied the quota: retried later
     DONE = "done"  # answered
@@ -155,6 +192,9 @@ class HoldState(StrEnum):
 class DecisionKind(StrEnum):
     WON = "won"  # ``index`` holds capacity, every candidate before it was tried now
     STOPPED = "stopped"  # ``index`` answered quota (alone) or a permission-type error
+    # The deadline came while ``index``, before any hold, was still unanswered (throttled, a
+    # server error, no answer): the answer is an error with its code, never a later hold.
+    BLOCKED = "blocked"
     NONE = "none"  # every candidate answered, none decisively
     TIMED_OUT = "timed_out"  # the deadline came first; ``index``: the best hold, if any
     UNDECIDED = "undecided"  # still running
@@ -203,10 +243,18 @@ class Slot:
     # this moment, and how many such retries it has had (the pause grows with them).
     not_before: float = 0.0
     settle_retries: int = 0
+    error_class: ErrorClass | None = None  # of the latest answer's error, if any
+    unanswered: int = 0  # tries in a row that ended unanswered
+    retry_at: float = 0.0  # an unanswered candidate is not tried again before this
 
     @property
     def decisive(self) -> bool:
         return self.phase is Phase.DONE and self.kind in (Kind.HELD, Kind.STOP, Kind.QUOTA)
+
+    @property
+    def open(self) -> bool:
+        """Unanswered, and waiting for its next try."""
+        return self.phase is Phase.WAITING and self.kind is Kind.UNANSWERED
 
 
 @dataclass(frozen=True)
@@ -311,30 +359,46 @@ class Plan:
                 continue
             if self.expired:
                 cut = self.cut()
+                before = self.slots[: len(self.slots) if cut is None else cut]
+                blocked = next((s.index for s in before if s.open), None)
+                if blocked is not None:
+                    return Decision(DecisionKind.BLOCKED, blocked)
                 best = cut if cut is not None and self.slots[cut].kind is Kind.HELD else None
                 return Decision(DecisionKind.TIMED_OUT, best)
             return Decision(DecisionKind.UNDECIDED)
         return Decision(DecisionKind.NONE)
 
+    def keeping(self) -> int | None:
+        """Keep mode: the candidate whose hold is kept (the best so far), unless an unanswered
+        candidate before it blocked the answer."""
+        cut = self.cut()
+        if not self.keep or cut is None or self.slots[cut].kind is not Kind.HELD:
+            return None
+        if self.decision().kind is DecisionKind.BLOCKED:
+            return None
+        return cut
+
     # -- events ---------------------------------------------------------------------------
-    def answered(
-        self,
-        index: int,
-        kind: Kind,
-        outcome: Outcome,
-        moment: float,
-        error_code: str | None = None,
-        message: str | None = None,
-        reservation_id: str | None = None,
-    ) -> None:
+    def answered(self, index: int, tried: Tried[Any], moment: float) -> None:
         slot = self.slots[index]
         if slot.phase is not Phase.RUNNING:
             raise ValueError(f"candidate {index} answered without running")
-        slot.kind, slot.outcome = kind, outcome
-        slot.error_code, slot.message = error_code, message
+        kind = tried.kind
+        earlier = slot.error_class if slot.kind is Kind.UNANSWERED else None
+        if tried.error_class is None or not keeps_earlier(earlier, tried.error_class):
+            # (Otherwise the broker's rate budget ran out on a later try of an attempt EC2 had
+            # throttled or failed: the attempt keeps saying what EC2 said.)
+            slot.outcome, slot.error_class = tried.outcome, tried.error_class
+            slot.error_code, slot.message = tried.error_code, tried.message
+        slot.kind = kind
         # The id and truth of the latest answer; earlier holds stay in ``holds``.
-        slot.reservation_id = reservation_id if kind is Kind.HELD else None
-        if kind is Kind.HELD:
+        slot.reservation_id = tried.reservation_id if kind is Kind.HELD else None
+        slot.unanswered = slot.unanswered + 1 if kind is Kind.UNANSWERED else 0
+        if kind is Kind.UNANSWERED:
+            # Not an answer: asked again after a pause, while the budget lasts.
+            slot.phase = Phase.WAITING
+            slot.retry_at = moment + retry_pause(slot.unanswered)
+        elif kind is Kind.HELD:
             slot.phase, slot.hold, slot.held_since = Phase.DONE, HoldState.LIVE, moment
         elif kind is Kind.QUOTA and not slot.solo:
             # Possibly our own doing: retry when what occupied the quota has drained, and
@@ -394,12 +458,13 @@ class Plan:
             self.bound = widen(self.hints, self.bound)
             self.widened_at = moment
         cut = self.cut()
+        keeping = self.keeping()
 
         give_back: list[int] = []
         for slot in self.slots:
             if slot.hold is not HoldState.LIVE:
                 continue
-            if self.keep and slot.index == cut and slot.kind is Kind.HELD:
+            if slot.index == keeping:
                 continue  # the best hold so far: kept
             give_back.append(slot.index)
         for slot in self.slots:
@@ -422,7 +487,11 @@ class Plan:
                     # Waiting for EC2 to stop counting a give-back: the quota is kept free
                     # for it (a worse candidate started now would take it again).
                     break
-                ready = (slot.phase is Phase.WAITING and slot.hold is HoldState.NONE) or (
+                ready = (
+                    slot.phase is Phase.WAITING
+                    and slot.hold is HoldState.NONE
+                    and moment >= slot.retry_at
+                ) or (
                     slot.phase is Phase.PARKED
                     and (self.busy == 0 or self.busy < slot.parked_with)
                     and moment >= slot.not_before
@@ -439,35 +508,40 @@ class Plan:
                 slot.phase, slot.started_at = Phase.RUNNING, moment
                 slot.tries += 1
                 start.append(slot.index)
-            self._make_room(cut, start, give_back)
+            self._make_room(cut, start, give_back, moment)
         self.max_busy = max(self.max_busy, self.busy)
 
         for index in give_back:
             self.slots[index].hold = HoldState.RETURNING
         decided = self.decision().final
+        keeping = self.keeping()
         done = (
             decided
             and self.running == 0
             and all(
-                s.hold is HoldState.NONE
-                or (s.hold is HoldState.LIVE and self.keep and s.index == self.cut())
+                s.hold is HoldState.NONE or (s.hold is HoldState.LIVE and s.index == keeping)
                 for s in self.slots
             )
         )
-        wake_at = None
-        if not decided and not self.expired and self.bound < n:
-            wake_at = self.widened_at + self.hedge
+        wakes = []
         if not decided and not self.expired:
-            pauses = [
+            if self.bound < n:
+                wakes.append(self.widened_at + self.hedge)
+            # Unanswered candidates that may be tried again: their next try (one whose time
+            # has come but that waits for room starts when a call in flight comes back).
+            limit = min(self.bound, n if cut is None else cut)
+            wakes.extend(s.retry_at for s in self.slots[:limit] if s.open and s.retry_at > moment)
+            # Candidates parked until EC2 stops counting a give-back (quota).
+            wakes.extend(
                 s.not_before
                 for s in self.slots
                 if s.phase is Phase.PARKED and s.not_before > moment
-            ]
-            if pauses:
-                wake_at = min(pauses) if wake_at is None else min(wake_at, *pauses)
-        return Step(tuple(start), tuple(give_back), wake_at, done)
+            )
+        return Step(tuple(start), tuple(give_back), min(wakes, default=None), done)
 
-    def _make_room(self, cut: int | None, start: list[int], give_back: list[int]) -> None:
+    def _make_room(
+        self, cut: int | None, start: list[int], give_back: list[int], moment: float
+    ) -> None:
         """Reserve keeps its best hold; if that hold is all that stops a better candidate from
         being tried (parked on quota, or over the cap), give it back and try again later."""
         if not self.keep or cut is None or self.slots[cut].hold is not HoldState.LIVE:
@@ -475,7 +549,12 @@ class Plan:
         if self.running or any(s.hold is HoldState.RETURNING for s in self.slots) or start:
             return  # something else will drain first
         blocked = next(
-            (s for s in self.slots[:cut] if s.phase in (Phase.WAITING, Phase.PARKED)), None
+            (
+                s
+                for s in self.slots[:cut]
+                if s.phase is Phase.PARKED or (s.phase is Phase.WAITING and moment >= s.retry_at)
+            ),
+            None,
         )
         if blocked is None:
             return
@@ -486,7 +565,7 @@ class Plan:
 
     # -- the answer -----------------------------------------------------------------------
     def reports(self) -> list[Report]:
-        cut = self.cut()
+        keeping = self.keeping()
         out = []
         for slot in self.slots:
             outcome, message = slot.outcome, slot.message
@@ -504,7 +583,7 @@ class Plan:
                 )
             elif slot.phase is Phase.WAITING and slot.tries == 0 and not slot.holds:
                 outcome = Outcome.NOT_TRIED
-            kept = slot.hold is HoldState.LIVE and self.keep and slot.index == cut
+            kept = slot.hold is HoldState.LIVE and slot.index == keeping
             out.append(
                 Report(
                     index=slot.index,

@@ -63,10 +63,13 @@ class Ran:
         return None
 
     def failure(self) -> Attempt | None:
-        """The attempt that left the question open: the decisive stop, else the first that
-        failed for another reason than capacity."""
+        """The attempt that left the question open: the decisive stop, or the unanswered one
+        that blocked the answer, else the first that failed for another reason than capacity."""
         decision = self.result.decision
-        if decision.kind is DecisionKind.STOPPED and decision.index is not None:
+        if (
+            decision.kind in (DecisionKind.STOPPED, DecisionKind.BLOCKED)
+            and decision.index is not None
+        ):
             return self.attempts[decision.index]
         return next(
             (
@@ -141,7 +144,9 @@ class Attempts:
         # The next ClientToken generation per candidate: a hold given back and tried again
         # (reserve making room under the quota) needs a fresh token, since EC2 answers the
         # spent one with the cancelled reservation. A retry after a failed create (a quota
-        # error) reuses the same: EC2 keeps no token of a create that failed.
+        # error, or a try left unanswered: throttled, a 5xx, no answer) reuses the same: EC2
+        # keeps no token of a create that failed, and one whose answer was lost may have made
+        # the reservation, which the same token finds again instead of making a second.
         generations: dict[int, int] = {}
         found_given_back = threading.Event()
 
@@ -176,7 +181,7 @@ class Attempts:
             generations[earlier[0]] = earlier[1].generation + 1
 
         def runtime(workers: int) -> Runtime:
-            return ThreadRuntime(workers, clock=self.monotonic)
+            return ThreadRuntime(workers, clock=self.monotonic, sleep=self.core.sleep)
 
         fanout = Fanout[int, Held](
             try_one,

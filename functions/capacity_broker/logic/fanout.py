@@ -71,17 +71,27 @@ class _Raised:
 
 
 class ThreadRuntime:
-    """The real one: a thread pool and a queue of results."""
+    """The real one: a thread pool and a queue of results. With nothing in flight, a wait is a
+    ``sleep`` (an unanswered candidate's pause before its next try)."""
 
-    def __init__(self, workers: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        workers: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._clock = clock
+        self._sleep = sleep
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="fanout")
         self._done: queue.Queue[tuple[Task, object]] = queue.Queue()
+        self._pending = 0  # submitted, not yet handed back by ``wait``
 
     def now(self) -> float:
         return self._clock()
 
     def submit(self, task: Task, work: Callable[[], object]) -> None:
+        self._pending += 1
+
         def run() -> None:
             try:
                 result = work()
@@ -98,6 +108,11 @@ class ThreadRuntime:
     def wait(self, until: float | None) -> list[tuple[Task, object]]:
         timeout = None if until is None else until - self._clock()
         results: list[tuple[Task, object]] = []
+        if self._pending == 0 and timeout is not None:
+            # Nothing can come back before ``until``: wait with the clock's own sleep.
+            if timeout > 0:
+                self._sleep(timeout)
+            return results
         try:
             if timeout is None:
                 results.append(self._done.get())
@@ -110,6 +125,7 @@ class ThreadRuntime:
                 results.append(self._done.get_nowait())
             except queue.Empty:
                 break
+        self._pending -= len(results)
         for _, result in results:
             if isinstance(result, _Raised):
                 raise result.error
@@ -242,15 +258,7 @@ class Fanout(Generic[C, H]):
                     slot = plan.slots[task.index]
                     latency = moment - slot.started_at
                     kind = result.kind
-                    plan.answered(
-                        task.index,
-                        kind,
-                        result.outcome,
-                        moment,
-                        error_code=result.error_code,
-                        message=result.message,
-                        reservation_id=result.reservation_id,
-                    )
+                    plan.answered(task.index, result, moment)
                     if kind is Kind.HELD:
                         holds[task.index] = result.hold  # type: ignore[assignment]
                     observations.append(
@@ -258,7 +266,9 @@ class Fanout(Generic[C, H]):
                             key,
                             self.wall(),
                             SEEN[kind],
-                            latency=latency,
+                            # An unanswered try lasted as long as its retries and the pacer
+                            # made it: not how long EC2 takes to answer a create (the hedge).
+                            latency=None if kind is Kind.UNANSWERED else latency,
                             carried=plan.live if kind is Kind.QUOTA else None,
                         )
                     )

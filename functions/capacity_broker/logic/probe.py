@@ -6,8 +6,10 @@ each subnet is tried is the fan-out's choice (``logic.attempts``, ``domain.fanou
 alone when it had capacity a moment ago or nothing is known, every subnet at once when the
 first ones have just been out of capacity, and never more holds at once than the quota carried.
 A quota error caused by the probe's own reservations is tried again once they are given back;
-``limit_exceeded`` only when the probe alone exceeds the limit. Throttling and 5xx are retried
-with jittered backoff under the invocation's time budget, always with the same ClientToken.
+``limit_exceeded`` only when the probe alone exceeds the limit. Throttling, 5xx and lost answers
+are retried with jittered backoff under the invocation's time budget, always with the same
+ClientToken, and are never taken for "no capacity": a subnet left unanswered when the budget
+runs out makes the answer ``error`` with its code, never a later subnet (contract v3).
 """
 
 from __future__ import annotations
@@ -178,6 +180,13 @@ def _answer(
             message = (
                 f"Stopped in {failure.subnet_id}: {code} ({failure.outcome}); other subnets "
                 "cannot help with that."
+            )
+        elif decision.kind is DecisionKind.BLOCKED:
+            code = failure.error_code or "RequestTimeout"
+            message = (
+                f"EC2 did not say whether {failure.subnet_id} has capacity ({code}, "
+                f"{failure.outcome}) before the time budget ran out; a later subnet is never "
+                "answered over an earlier one. Ask again."
             )
         else:
             code = failure.error_code or "RequestTimeout"

@@ -19,6 +19,7 @@ from ..adapters.dynamodb import (
     UnreadableRecord,
     Unsettled,
 )
+from ..domain.tokens import CHANGED_REQUEST, request_identity
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +36,17 @@ def remembered(
     run: Callable[[], dict[str, Any]],
     deadline: float,
     context: Any = None,
+    replay: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """``run()``'s answer, recorded under ``request_id`` when a table and an id are given."""
+    """``run()``'s answer, recorded under ``request_id`` when a table and an id are given.
+    An answer given from the record (an earlier invocation's) goes through ``replay``."""
     if records is None or request_id is None:
         return run()
+    ran = False
 
     def settle() -> dict[str, Any]:
+        nonlocal ran
+        ran = True
         answer = run()
         if answer.get("status") not in SETTLED:
             raise Unsettled(answer)
@@ -50,10 +56,11 @@ def remembered(
         # Only what ``settle`` lets through is ever recorded, under this very request id.
         return answer.get("status") in SETTLED and answer.get("request_id") == request_id
 
-    # The scheduler's retry counter may grow between identical requests.
-    stable = {k: v for k, v in body.items() if k != "attempt"}
     try:
-        return records.once(request_id, stable, settle, deadline, context, replayable=replayable)
+        answer = records.once(
+            request_id, request_identity(body), settle, deadline, context, replayable=replayable
+        )
+        return answer if ran or replay is None else replay(answer)
     except Unsettled as unsettled:
         return unsettled.answer
     except UnreadableRecord as unreadable:
@@ -81,12 +88,7 @@ def remembered(
         return {
             "status": "invalid_request",
             "request_id": request_id,
-            "errors": [
-                {
-                    "field": "request_id",
-                    "message": "was used before with a different request; use a new request id",
-                }
-            ],
+            "errors": [{"field": "request_id", "message": CHANGED_REQUEST}],
             "message": f"request_id {request_id} was used before with a different request",
         }
     except StillRunning:

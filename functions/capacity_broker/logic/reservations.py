@@ -25,7 +25,14 @@ from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2, NewReservation, Reservation, Subnet
 from ..domain import tags as tagging
 from ..domain.errors import ErrorClass, no_longer_holds, not_seen_yet
-from ..domain.tokens import client_token, end_date, next_generation, token_nonce
+from ..domain.tokens import (
+    CHANGED_REQUEST,
+    CHANGED_REQUEST_CODE,
+    client_token,
+    end_date,
+    next_generation,
+    token_nonce,
+)
 
 T = TypeVar("T")
 
@@ -45,6 +52,21 @@ DEFAULT_SETTLE_SECONDS = 10.0
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _changed(spec: HoldSpec) -> AwsError:
+    return AwsError(
+        "CreateCapacityReservation",
+        CHANGED_REQUEST_CODE,
+        f"request_id {spec.request_id} {CHANGED_REQUEST}; nothing new was made",
+    )
+
+
+def changed_request(reservation: Reservation, digest: str | None) -> bool:
+    """Whether an earlier hold of a request id was made for another request than the one
+    whose identity is ``digest`` (a hold made before holds carried the digest says nothing)."""
+    made_for = reservation.tags.get(tagging.TAG_REQUEST_DIGEST)
+    return digest is not None and made_for is not None and made_for != digest
 
 
 @dataclass(frozen=True)
@@ -82,6 +104,9 @@ class HoldSpec:
     stack_name: str | None = None
     placement_group_arn: str | None = None
     extra_tags: Mapping[str, str] | None = None
+    # The request's identity (``domain.tokens.identity_digest``), tagged on a hold: an
+    # earlier invocation's hold is taken over only when it was made for the same request.
+    request_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +148,7 @@ class ReservationCore:
             job_id=spec.job_id,
             stack_name=spec.stack_name,
             extra=spec.extra_tags,
+            request_digest=spec.request_digest,
         )
 
     def hold(
@@ -177,6 +203,10 @@ class ReservationCore:
                     given_back()
                 generation = next_generation(spec.purpose, generation, seen)
                 continue
+            if changed_request(reservation, spec.request_digest):
+                # EC2 answered the token with a hold an earlier invocation made for another
+                # request under this id (the two differ in what EC2 does not compare).
+                raise _changed(spec)
             if reservation.state == "failed":
                 raise _failed_create(reservation)
             if reservation.state not in HOLDING_STATES:
@@ -227,6 +257,8 @@ class ReservationCore:
                 },
                 deadline=deadline,
             )
+            if any(changed_request(r, spec.request_digest) for r in found):
+                raise _changed(spec)
             live = [r for r in found if r.state in HOLDING_STATES]
             if live:
                 return live[0], len(found)
@@ -256,10 +288,22 @@ class ReservationCore:
         """Cancel one of OUR reservations; returns only when EC2 confirmed it no longer holds.
 
         Confirmed: EC2 accepted the cancel, or shows the reservation cancelled, expired or
-        failed. NotFound or IncorrectState right after a create is EC2 not showing it yet
-        (``domain.errors.not_seen_yet``): asked again until the deadline (or for ``patience``
-        seconds, 0: no pause), then ``AwsError``, and the caller says ``cancelled: false`` /
-        ``cleanup: pending`` / reports the error.
+        failed. Asked until the deadline (or for ``patience`` seconds, 0: no pause), then
+        ``AwsError``, and the caller says ``cancelled: false`` / ``cleanup: pending`` / reports
+        the error.
+
+        One cancel, once EC2 can take it. A reservation EC2 last showed ``pending`` (what a
+        create answers) is not cancellable yet, and right after its create EC2 may not even
+        know its id (``domain.errors.not_seen_yet``): a cancel then is refused, and every
+        refusal is a call from EC2's mutating bucket (50 burst, 5/s per account and region,
+        the one every create of every container draws from). So such a reservation is first
+        looked at by id (``DescribeCapacityReservations``, the non-mutating bucket: 100, 20/s)
+        until EC2 shows it in another state: at once again when a look shows progress (the
+        id known, still ``pending``), after growing pauses otherwise; then it is cancelled. A
+        cancel EC2 still refuses (its calls need not catch up together; or the answer to an
+        earlier try of it was lost and it is done) is followed by a look at once, then by
+        looking as above. When time or looks run out before EC2 showed it cancellable, one
+        cancel is still tried: its refusal is the error.
 
         The ownership check lives here, in front of the only cancel call the broker makes, so
         no flow can cancel a reservation it does not own or a Capacity Block.
@@ -270,33 +314,58 @@ class ReservationCore:
         if patience is not None:
             limit = min(limit, self.monotonic() + patience)
         looks = 0
-        at_once = False
+        ready = reservation.state != "pending"
+        known = 0  # how far looks by id have shown it: 0 not yet, 1 pending
+        refused: AwsError | None = None
+        again = False  # a refused cancel was asked again at once since the last pause
         while True:
-            try:
-                self.ec2.cancel_reservation(reservation.id, deadline)
-                return
-            except AwsError as error:
-                if not not_seen_yet(error.error_class):
-                    raise
-                refused = error
-            if refused.error_class is ErrorClass.INCORRECT_STATE:
-                shown = self.ec2.reservation(reservation.id, deadline)
-                if shown is not None and no_longer_holds(shown.state):
+            if ready:
+                refusal = self._cancel(reservation.id, deadline)
+                if refusal is None:
                     return
-                if shown is not None and shown.state == "active" and not at_once:
-                    at_once = True  # EC2 shows it cancellable now: ask again without a pause
-                    continue
-            at_once = False
+                refused = refusal
+            # A look: also right after a refused cancel, which may have been done already (an
+            # earlier try whose answer was lost).
+            seen = self.ec2.reservation(reservation.id, deadline)
+            if seen is not None and no_longer_holds(seen.state):
+                return
+            shown = 0 if seen is None else 1 if seen.state == "pending" else 2
+            if shown == 2 and not (ready and again):
+                # Cancellable now: cancel at once (a refused one, once between pauses).
+                again, ready = again or ready, True
+                continue
+            ready = False
+            if shown > known:
+                known = shown  # EC2 moved on (it knows the id now): look again at once
+                continue
             if not self._pause(looks, limit):
-                raise AwsError(
-                    "CancelCapacityReservation",
-                    refused.code,
-                    f"EC2 did not confirm the cancel of {reservation.id} in time (a "
-                    f"reservation made a moment ago may not be known or cancellable yet): "
-                    f"{refused.message}",
-                    refused.status,
-                )
+                break
             looks += 1
+            again = False
+        if refused is None:
+            # Never cancelled: EC2 still shows it pending (or does not know it yet).
+            refused = self._cancel(reservation.id, deadline)
+            if refused is None:
+                return
+        raise AwsError(
+            "CancelCapacityReservation",
+            refused.code,
+            f"EC2 did not confirm the cancel of {reservation.id} in time (a "
+            f"reservation made a moment ago may not be known or cancellable yet): "
+            f"{refused.message}",
+            refused.status,
+        )
+
+    def _cancel(self, reservation_id: str, deadline: float | None) -> AwsError | None:
+        """One cancel: None when EC2 accepted it; its refusal when EC2 does not show the
+        reservation (cancellable) yet (``not_seen_yet``); any other failure raises."""
+        try:
+            self.ec2.cancel_reservation(reservation_id, deadline)
+        except AwsError as error:
+            if not not_seen_yet(error.error_class):
+                raise
+            return error
+        return None
 
     def look_again_until(
         self, look: Callable[[], T], enough: Callable[[T], bool], deadline: float | None = None

@@ -23,7 +23,10 @@ TAG_SLURM_CLUSTER = "capacity-broker:slurm-cluster"
 REASON_PREFIX = "capacity-broker:"
 # Slurm keeps reasons whole, but sinfo and scontrol lines should stay readable.
 MAX_REASON = 200
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# Slurm's ClusterName in request ids (``cluster_label``): kept as it is when it is made of these
+# characters only, at most 40 of them.
+_PLAIN_CLUSTER = re.compile(r"[A-Za-z0-9-]{1,40}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
 # How long EC2 may not know an instance made a moment ago ("Eventual consistency in the Amazon
 # EC2 API" gives no figure; its advice to back off starts at a couple of seconds).
 SETTLE_SECONDS = 60.0
@@ -220,8 +223,23 @@ def job_tag(unit: Unit) -> str:
     return str(unit.job_id) if unit.job_id is not None else f"slurm-node-{unit.nodes[0]}"[:128]
 
 
+def cluster_label(cluster: str) -> str:
+    """Slurm's ClusterName as every request id of its programs carries it, after ``slurm.``
+    and before a ``.``: the name itself when it is 1-40 letters, digits and hyphens, else its
+    first 23 characters so (others as ``-``), ``_`` and a digest of the whole name.
+
+    Neither form holds a ``.``, so the ``.`` after it ends it: the request ids of cluster
+    ``prod.x`` (``slurm.prod-x_….``) never start with ``slurm.prod.``, the head node IAM's
+    pattern of cluster ``prod`` (docs/slurm.md); and only the digest form holds a ``_``, so two
+    names never share a label (``prod.x`` and ``prod-x`` used to share ``prod-x``, and names
+    past 40 characters their first 40)."""
+    if _PLAIN_CLUSTER.fullmatch(cluster):
+        return cluster
+    return f"{_UNSAFE.sub('-', cluster)[:23]}_{_digest('cluster', cluster)}"
+
+
 def _prefix(cluster: str) -> str:
-    return f"slurm.{_UNSAFE.sub('-', cluster)[:40]}"
+    return f"slurm.{cluster_label(cluster)}"
 
 
 def _digest(*parts: str) -> str:

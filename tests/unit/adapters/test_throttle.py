@@ -7,7 +7,7 @@ import threading
 
 import pytest
 from capacity_broker.adapters import throttle
-from capacity_broker.adapters.aws import AwsError
+from capacity_broker.adapters.aws import AwsError, RetryPolicy
 from capacity_broker.adapters.throttle import (
     AdaptiveBucket,
     Limits,
@@ -17,6 +17,7 @@ from capacity_broker.adapters.throttle import (
     Tuning,
     bucket_of,
 )
+from capacity_broker.domain.errors import ErrorClass, is_retryable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -179,7 +180,9 @@ def test_a_wait_past_the_deadline_is_refused_at_once() -> None:
     assert clock.now == pytest.approx(2.0)
 
 
-def test_the_pacer_refuses_a_call_it_cannot_pace_before_the_deadline_as_a_throttle() -> None:
+def test_the_pacer_refuses_a_call_it_cannot_pace_before_the_deadline_in_its_own_words() -> None:
+    # Contract v3: RequestLimitExceeded only when EC2 said so; the broker's own budget running
+    # out is RateBudgetExhausted, a throttled outcome that no retry within the deadline helps.
     clock = Clock()
     pacer = Pacer(scale=1.0, clock=clock, sleep=clock.sleep)
     made = []
@@ -187,10 +190,39 @@ def test_the_pacer_refuses_a_call_it_cannot_pace_before_the_deadline_as_a_thrott
         pacer.call("us-east-1", "PurchaseCapacityBlock", {}, lambda: made.append(1), 1.0)
     with pytest.raises(AwsError) as refused:  # the next token: 1 / 0.3 s away
         pacer.call("us-east-1", "PurchaseCapacityBlock", {}, lambda: made.append(1), 1.0)
-    assert refused.value.code == "RequestLimitExceeded"
+    assert refused.value.code == "RateBudgetExhausted"
+    assert refused.value.error_class is ErrorClass.RATE_BUDGET
+    assert not is_retryable(refused.value.error_class)
     assert refused.value.status is None  # not EC2's answer: nothing was sent
     assert "paced by this container" in refused.value.message
     assert len(made) == 11 and clock.now == 0.0
+
+
+def test_a_retry_the_pacer_cannot_pace_reports_what_ec2_answered_the_try_before() -> None:
+    # EC2 throttled the call; the pacer, cut by that throttle, has no token for the retry
+    # before the deadline. EC2 said RequestLimitExceeded: that is the call's answer, not the
+    # pacer's own RateBudgetExhausted (which is only for a call EC2 never answered).
+    clock = Clock()
+    pacer = Pacer(scale=1.0, clock=clock, sleep=clock.sleep)
+    sent = []
+
+    def ec2_throttles() -> None:
+        sent.append(clock.now)
+        raise AwsError("PurchaseCapacityBlock", "RequestLimitExceeded", "slow down", 503)
+
+    def once() -> None:
+        pacer.call("us-east-1", "PurchaseCapacityBlock", {}, ec2_throttles, 5.0)
+
+    with pytest.raises(AwsError) as raised:
+        RetryPolicy(base=0.01).run("PurchaseCapacityBlock", once, 5.0, clock.sleep, clock)
+    assert raised.value.code == "RequestLimitExceeded"
+    assert raised.value.status == 503
+    assert len(sent) == 1  # the retry was refused by the pacer (its next token: ~10 s away)
+    # With nothing answered by EC2 first, the pacer's refusal is the answer, at once.
+    with pytest.raises(AwsError) as refused:
+        RetryPolicy(base=0.01).run("PurchaseCapacityBlock", once, 5.0, clock.sleep, clock)
+    assert refused.value.code == "RateBudgetExhausted"
+    assert len(sent) == 1
 
 
 Event = st.one_of(

@@ -10,6 +10,8 @@ from capacity_broker.domain.errors import (
     attempt_outcome,
     classify,
     is_retryable,
+    keeps_earlier,
+    leaves_capacity_open,
     no_longer_holds,
     not_seen_yet,
     stops_everything,
@@ -48,6 +50,7 @@ TABLE = [
     ("RequestThrottled", C.THROTTLE),
     ("RequestThrottledException", C.THROTTLE),
     ("ProvisionedThroughputExceededException", C.THROTTLE),
+    ("RateBudgetExhausted", C.RATE_BUDGET),  # the broker's own (contract v3), never AWS's
     ("InternalError", C.TRANSIENT),
     ("InternalFailure", C.TRANSIENT),
     ("ServiceUnavailable", C.TRANSIENT),
@@ -120,6 +123,7 @@ def test_state_reason_prefixes_are_understood() -> None:
         (C.UNSUPPORTED, "unsupported"),
         (C.QUOTA, "limit_exceeded"),
         (C.THROTTLE, "throttled"),
+        (C.RATE_BUDGET, "throttled"),
         (C.PERMISSION, "error"),
         (C.TRANSIENT, "error"),
         (C.NOT_FOUND, "error"),
@@ -138,6 +142,18 @@ def test_helpers_name_exactly_their_classes() -> None:
     assert {c for c in C if stops_everything(c)} == {C.QUOTA, C.PERMISSION}
     assert {c for c in C if is_retryable(c)} == {C.THROTTLE, C.TRANSIENT}
     assert {c for c in C if not_seen_yet(c)} == {C.NOT_FOUND, C.INCORRECT_STATE}
+    # Not answers about capacity (contract v3): they block the candidates after them.
+    assert {c for c in C if leaves_capacity_open(c)} == {C.THROTTLE, C.RATE_BUDGET, C.TRANSIENT}
+
+
+@pytest.mark.parametrize("earlier", [None, *C])
+@pytest.mark.parametrize("latest", list(C))
+def test_the_broker_running_out_of_budget_never_hides_what_aws_said(
+    earlier: ErrorClass | None, latest: ErrorClass
+) -> None:
+    # RequestLimitExceeded only when EC2 said so; RateBudgetExhausted when it said nothing.
+    expected = latest is C.RATE_BUDGET and earlier not in (None, C.RATE_BUDGET)
+    assert keeps_earlier(earlier, latest) is expected
 
 
 def test_only_a_final_state_means_a_reservation_no_longer_holds() -> None:

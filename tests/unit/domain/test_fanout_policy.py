@@ -36,9 +36,13 @@ T = 1_763_719_200.0  # an hour boundary
         (ErrorClass.UNSUPPORTED, Kind.UNSUPPORTED),
         (ErrorClass.QUOTA, Kind.QUOTA),
         (ErrorClass.PERMISSION, Kind.STOP),
-        (ErrorClass.THROTTLE, Kind.ERROR),
-        (ErrorClass.TRANSIENT, Kind.ERROR),
+        # Throttling (EC2's, or the broker's own budget), 5xx and lost answers say nothing
+        # about capacity: never "move on" (contract v3).
+        (ErrorClass.THROTTLE, Kind.UNANSWERED),
+        (ErrorClass.RATE_BUDGET, Kind.UNANSWERED),
+        (ErrorClass.TRANSIENT, Kind.UNANSWERED),
         (ErrorClass.INVALID, Kind.ERROR),
+        (ErrorClass.IDEMPOTENCY, Kind.ERROR),
         (ErrorClass.OTHER, Kind.ERROR),
     ],
 )
@@ -49,6 +53,8 @@ def test_what_an_answer_means_to_the_fanout(error_class: ErrorClass | None, kind
 def test_a_try_is_a_hold_or_an_error_never_both() -> None:
     assert Tried(hold="h").outcome is Outcome.AVAILABLE
     assert Tried(error_class=ErrorClass.THROTTLE).outcome is Outcome.THROTTLED
+    assert Tried(error_class=ErrorClass.RATE_BUDGET).outcome is Outcome.THROTTLED
+    assert Tried(error_class=ErrorClass.TRANSIENT).outcome is Outcome.ERROR
     with pytest.raises(ValueError, match="either"):
         Tried()
     with pytest.raises(ValueError, match="either"):
@@ -168,24 +174,26 @@ def test_a_solo_quota_error_right_after_a_give_back_is_retried_after_a_pause() -
     growing pause); only one once the window has passed decides the answer."""
     from capacity_broker.domain.fanout import DecisionKind, Phase, Plan
 
+    QUOTA_ERROR = Tried[str](error_class=ErrorClass.QUOTA, error_code="VcpuLimitExceeded")
+
     plan = Plan([X, U], keep=True, max_concurrency=4, hedge=0.5, moment=0.0, quota_settle=10.0)
     assert plan.step(0.0).start == (0, 1)
-    plan.answered(1, Kind.HELD, Outcome.AVAILABLE, 0.1, reservation_id="cr-b")
-    plan.answered(0, Kind.QUOTA, Outcome.LIMIT_EXCEEDED, 0.2, error_code="VcpuLimitExceeded")
+    plan.answered(1, Tried(hold="b", reservation_id="cr-b"), 0.1)
+    plan.answered(0, QUOTA_ERROR, 0.2)
     assert plan.slots[0].phase is Phase.PARKED  # beside the other hold: not solo
     assert plan.step(0.2).give_back == (1,)  # the worse hold makes room
     plan.returned(1, True, 0.3)
     assert plan.step(0.3).start == (0,)
-    plan.answered(0, Kind.QUOTA, Outcome.LIMIT_EXCEEDED, 0.4, error_code="VcpuLimitExceeded")
+    plan.answered(0, QUOTA_ERROR, 0.4)
     assert plan.slots[0].phase is Phase.PARKED  # solo, but 0.1 s after the give-back
     step = plan.step(0.4)
     assert step.start == () and step.wake_at == pytest.approx(0.9)
     assert plan.step(0.9).start == (0,)
-    plan.answered(0, Kind.HELD, Outcome.AVAILABLE, 1.0, reservation_id="cr-a")
+    plan.answered(0, Tried(hold="a", reservation_id="cr-a"), 1.0)
     assert plan.decision().kind is DecisionKind.WON and plan.decision().index == 0
 
     late = Plan([U], keep=True, max_concurrency=4, hedge=0.5, moment=0.0, quota_settle=10.0)
     late.given_back_at = 0.0
     assert late.step(11.0).start == (0,)  # started past the window
-    late.answered(0, Kind.QUOTA, Outcome.LIMIT_EXCEEDED, 11.1, error_code="VcpuLimitExceeded")
+    late.answered(0, QUOTA_ERROR, 11.1)
     assert late.decision().kind is DecisionKind.STOPPED

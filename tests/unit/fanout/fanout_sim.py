@@ -7,10 +7,12 @@ order of events is fixed by their times (ties by submission order), so every run
 reproducible and Hypothesis can shrink a failure to its smallest world.
 
 ``SimEc2`` answers creates the way EC2 does for one account: a permission error, an error
-that retries could not get past, "unsupported" for the type in that AZ, the account quota
-(the request's own live holds count, with a weight per candidate, e.g. its vCPUs), or the
-candidate's capacity. The oracle asks the same function with nothing held: that is "trying
-the candidates one at a time".
+that no retry changes (an invalid request), "unsupported" for the type in that AZ, the account
+quota (the request's own live holds count, with a weight per candidate, e.g. its vCPUs), or the
+candidate's capacity; and before any of those, a candidate's first tries may end unanswered
+(throttled by EC2 or by the broker's own rate budget, a server error, a lost answer), or all of
+them may (``forever``: past any budget). The oracle asks the same function with nothing held:
+that is "trying the candidates one at a time", asking an unanswered one again until it answers.
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from capacity_broker.domain.errors import ErrorClass, Outcome
+from capacity_broker.domain.errors import (
+    RATE_BUDGET_EXHAUSTED,
+    ErrorClass,
+    Outcome,
+    attempt_outcome,
+    keeps_earlier,
+)
 from capacity_broker.domain.fanout import DecisionKind, Tried
 from capacity_broker.domain.memory import MemoryKey
 from capacity_broker.logic.fanout import Candidate, Fanout, FanoutResult, Task
@@ -31,10 +39,17 @@ TYPE = "g6.xlarge"
 
 _ERRORS = {
     "permission": (ErrorClass.PERMISSION, "UnauthorizedOperation"),
-    "error": (ErrorClass.TRANSIENT, "InternalError"),
+    "error": (ErrorClass.INVALID, "InvalidParameterValue"),
     "unsupported": (ErrorClass.UNSUPPORTED, "Unsupported"),
     "quota": (ErrorClass.QUOTA, "VcpuLimitExceeded"),
     "insufficient": (ErrorClass.CAPACITY, "InsufficientInstanceCapacity"),
+}
+# A try that ends without an answer about capacity, after the adapters' own retries.
+UNANSWERED = {
+    "throttled": (ErrorClass.THROTTLE, "RequestLimitExceeded"),
+    "budget": (ErrorClass.RATE_BUDGET, RATE_BUDGET_EXHAUSTED),
+    "server": (ErrorClass.TRANSIENT, "InternalError"),
+    "lost": (ErrorClass.TRANSIENT, "RequestTimeout"),
 }
 
 
@@ -46,6 +61,31 @@ class Spec:
     weight: int = 1  # what one hold there counts against the quota
     latency: float = 0.1  # create: seconds until the answer arrives
     effect: float = 1.0  # fraction of ``latency`` after which the create takes effect
+    # How its first tries end, before EC2 answers with ``kind`` (``UNANSWERED``'s keys) ...
+    unanswered: tuple[str, ...] = ()
+    # ... or: never answered, the last of those (or a throttle) repeating past any budget.
+    forever: bool = False
+
+    def asked(self, tries: int) -> str | None:
+        """The unanswered key of its try number ``tries`` (0 first), None once EC2 answers."""
+        if tries < len(self.unanswered):
+            return self.unanswered[tries]
+        if self.forever:
+            return self.unanswered[-1] if self.unanswered else "throttled"
+        return None
+
+    def code_when_blocked(self) -> tuple[Outcome, str]:
+        """What the attempt says when the budget runs out on it (``forever``): what EC2 said
+        last; the broker's own ``RateBudgetExhausted`` only if EC2 never said anything."""
+        said: ErrorClass | None = None
+        code = ""
+        for key in (*self.unanswered, self.asked(len(self.unanswered))):
+            assert key is not None
+            error_class, new = UNANSWERED[key]
+            if not keeps_earlier(said, error_class):
+                said, code = error_class, new
+        assert said is not None
+        return attempt_outcome(said), code
 
 
 def answer(spec: Spec, occupied: int, limit: int, quota_first: bool) -> str:
@@ -75,18 +115,26 @@ class Oracle:
     decision: DecisionKind
     index: int | None
     outcomes: tuple[Outcome, ...]  # up to and including the decisive candidate
+    code: str | None = None  # the decisive candidate's error code (BLOCKED, STOPPED)
 
 
 def oracle(specs: Sequence[Spec], limit: int, quota_first: bool) -> Oracle:
-    """Try the candidates in order, one at a time, each hold given back before the next."""
+    """Try the candidates in order, one at a time, each hold given back before the next; a
+    candidate whose try ended unanswered is asked again until it answers, and one that never
+    does (``forever``) ends the request when the budget runs out: ``BLOCKED``, with its code.
+    Throttling is not an answer about capacity (contract v3)."""
     outcomes: list[Outcome] = []
     for index, spec in enumerate(specs):
+        if spec.forever:
+            outcome, code = spec.code_when_blocked()
+            outcomes.append(outcome)
+            return Oracle(DecisionKind.BLOCKED, index, tuple(outcomes), code)
         said = answer(spec, 0, limit, quota_first)
         outcomes.append(OUTCOME[said])
         if said == "available":
             return Oracle(DecisionKind.WON, index, tuple(outcomes))
         if said in ("quota", "permission"):
-            return Oracle(DecisionKind.STOPPED, index, tuple(outcomes))
+            return Oracle(DecisionKind.STOPPED, index, tuple(outcomes), _ERRORS[said][1])
     return Oracle(DecisionKind.NONE, None, tuple(outcomes))
 
 
@@ -106,6 +154,7 @@ class SimEc2:
     max_live: int = 0
     max_live_weight: int = 0
     stuck: dict[str, int] = field(default_factory=dict)  # give-backs that failed: still held
+    tries: dict[int, int] = field(default_factory=dict)  # create calls per candidate
     _ids: Any = field(default_factory=itertools.count)
 
     def occupied(self) -> int:
@@ -114,6 +163,12 @@ class SimEc2:
     def try_one(self, index: int, round_: int) -> Tried[str]:
         self.created.append(index)
         spec = self.specs[index]
+        tries = self.tries.get(index, 0)
+        self.tries[index] = tries + 1
+        unanswered = spec.asked(tries)
+        if unanswered is not None:
+            error_class, code = UNANSWERED[unanswered]
+            return Tried(error_class=error_class, error_code=code, message=f"{code} at {index}")
         said = answer(spec, self.occupied(), self.limit, self.quota_first)
         if said != "available":
             error_class, code = _ERRORS[said]

@@ -3,21 +3,26 @@ answers what trying the candidates one at a time would answer, never holds more 
 it may, and gives back every hold it does not keep.
 
 The world is ``fanout_sim``'s discrete-event EC2 (no threads, no sleeping): each candidate has
-capacity, none, an "unsupported", a permission error or an error past the retries; a weight
-against a quota that may carry any number of holds at once (or not even one of the request's
-alone); slow or fast answers that take effect in EC2 at any point of their round trip; and the
-memory says anything, fresh or stale, true or false, about any candidate and the quota.
+capacity, none, an "unsupported", a permission error or an error no retry changes; its first
+tries may end unanswered (throttled by EC2 or by the broker's rate budget, a server error, a
+lost answer), or every try may, past the budget; a weight against a quota that may carry any
+number of holds at once (or not even one of the request's alone); slow or fast answers that
+take effect in EC2 at any point of their round trip; and the memory says anything, fresh or
+stale, true or false, about any candidate and the quota.
 """
 
 from __future__ import annotations
 
 from capacity_broker.domain.fanout import DecisionKind
 from capacity_broker.domain.memory import MemoryView, Seen, Tally, hour_of
-from fanout_sim import REGION, TYPE, SimEc2, Spec, oracle, run
+from fanout_sim import REGION, TYPE, UNANSWERED, SimEc2, Spec, oracle, run
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 NOW = 1_000_000.0
+# The budget of a world where some candidate never answers (sim seconds): every other
+# candidate has long answered by then (latencies of seconds, a few unanswered tries each).
+BUDGET = 200.0
 
 specs = st.builds(
     Spec,
@@ -27,6 +32,10 @@ specs = st.builds(
     weight=st.integers(1, 3),
     latency=st.sampled_from([0.05, 0.1, 0.1, 0.1, 0.3, 1.0, 2.5]),
     effect=st.sampled_from([0.0, 0.5, 0.9, 1.0]),
+    unanswered=st.one_of(
+        st.just(()), st.lists(st.sampled_from(sorted(UNANSWERED)), max_size=3).map(tuple)
+    ),
+    forever=st.sampled_from([False] * 15 + [True]),
 )
 memories = st.dictionaries(
     st.integers(0, 7),
@@ -93,7 +102,8 @@ def test_the_engine_answers_what_one_at_a_time_would(world: dict[str, object]) -
         give_back_latency=world["give_back_latency"],  # type: ignore[arg-type]
         give_back_effect=world["give_back_effect"],  # type: ignore[arg-type]
     )
-    done = run(ec2, keep=keep, max_concurrency=max_concurrency, memory=memory)
+    deadline = BUDGET if any(spec.forever for spec in specs_) else 1e9
+    done = run(ec2, keep=keep, max_concurrency=max_concurrency, memory=memory, deadline=deadline)
     result = done.result
     expected = oracle(specs_, ec2.limit, ec2.quota_first)
 
@@ -103,6 +113,8 @@ def test_the_engine_answers_what_one_at_a_time_would(world: dict[str, object]) -
     assert result.decision.index == expected.index
     upto = len(expected.outcomes)
     assert [r.outcome for r in result.reports[:upto]] == list(expected.outcomes)
+    if expected.code is not None:
+        assert result.reports[upto - 1].error_code == expected.code
     # Every candidate before the answer was really tried, in this request.
     assert set(range(upto)) <= set(ec2.created)
 

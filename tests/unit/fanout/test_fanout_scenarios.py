@@ -315,3 +315,73 @@ def test_the_decision_is_signalled_while_the_give_backs_still_run() -> None:
     assert seen == [(0.2, [Seen.INSUFFICIENT, Seen.AVAILABLE])]
     assert result.decided_observations == 2
     assert [round(o.reservation_seconds, 9) for o in result.observations[2:]] == [0.5]
+
+
+# -- throttling is not an answer about capacity (contract v3) ------------------------------
+
+
+def test_a_throttled_first_candidate_is_asked_again_and_still_wins() -> None:
+    # The first subnet's creates are throttled twice (after the adapters' own retries), the
+    # second has room and answers at once (memory: all at once). The answer waits for the
+    # first: it is tried again after 0.5 s, then 1 s, with the same token, and holds.
+    ec2 = SimEc2([Spec("available", unanswered=("throttled", "throttled")), Spec("available")])
+    memory = remembered({0: Seen.INSUFFICIENT, 1: Seen.AVAILABLE})
+    done = run(ec2, memory=memory)
+    assert done.result.decision.kind is DecisionKind.WON and done.result.decision.index == 0
+    assert creates_at(done) == [(0, 0.0), (1, 0.0), (0, 0.6), (0, 1.7)]
+    assert [r.outcome for r in done.result.reports] == [Outcome.AVAILABLE, Outcome.AVAILABLE]
+    assert done.result.reports[0].tries == 3
+    assert ec2.live == {}  # the second's hold, a better answer's loser, was given back
+
+
+def test_a_candidate_unanswered_past_the_budget_blocks_every_later_hold() -> None:
+    # Reserve keeps its best hold, but not over an earlier candidate EC2 never answered: at
+    # the deadline the answer is BLOCKED, with the first's code, and the kept hold goes back.
+    ec2 = SimEc2([Spec("available", forever=True), Spec("available")])
+    done = run(ec2, keep=True, memory=remembered({1: Seen.AVAILABLE}), deadline=20.0)
+    assert done.result.decision.kind is DecisionKind.BLOCKED
+    assert done.result.decision.index == 0
+    first, second = done.result.reports
+    assert (first.outcome, first.error_code) == (Outcome.THROTTLED, "RequestLimitExceeded")
+    assert (second.outcome, second.cancelled, second.kept) == (Outcome.AVAILABLE, True, False)
+    assert done.result.kept is None and ec2.live == {}
+    # Asked again until the deadline, with pauses doubling to 5 s: not a storm of creates.
+    assert [at for index, at in creates_at(done) if index == 0] == [
+        0.0,
+        0.6,
+        1.7,
+        3.8,
+        7.9,
+        13.0,
+        18.1,
+    ]
+
+
+def test_an_unanswered_candidate_does_not_widen_the_fan_out() -> None:
+    # EC2's buckets are the account's: another create now would meet the same throttle. Only
+    # the hedge delay (2 s, nothing measured) starts the next candidate.
+    ec2 = SimEc2([Spec("insufficient", unanswered=("throttled",) * 3), Spec("available")])
+    done = run(ec2)
+    assert creates_at(done)[:3] == [(0, 0.0), (0, 0.6), (0, 1.7)]
+    assert (1, 2.0) in creates_at(done)
+    assert done.result.decision.index == 1
+    assert [r.outcome for r in done.result.reports] == [
+        Outcome.INSUFFICIENT_CAPACITY,
+        Outcome.AVAILABLE,
+    ]
+
+
+def test_the_budget_running_out_in_the_broker_never_hides_what_ec2_said() -> None:
+    throttled_then_paced = Spec("available", unanswered=("throttled", "budget"), forever=True)
+    paced_only = Spec("available", unanswered=("budget",), forever=True)
+    lost = Spec("available", unanswered=("lost",), forever=True)
+    for spec, outcome, code in [
+        (throttled_then_paced, Outcome.THROTTLED, "RequestLimitExceeded"),
+        (paced_only, Outcome.THROTTLED, "RateBudgetExhausted"),
+        (lost, Outcome.ERROR, "RequestTimeout"),
+    ]:
+        done = run(SimEc2([spec, Spec("available")]), deadline=10.0)
+        report = done.result.reports[0]
+        assert done.result.decision.kind is DecisionKind.BLOCKED
+        assert (report.outcome, report.error_code) == (outcome, code)
+        assert oracle([spec, Spec("available")], 1000, True).code == code

@@ -91,6 +91,16 @@ def test_quota_room_for_one_with_a_slow_first_answer() -> None:
     assert ec2.live == {}
 
 
+def test_a_throttled_first_candidate_is_tried_again_after_a_pause_and_wins() -> None:
+    # Nothing is in flight during the pause: the coordinator sleeps it (ThreadRuntime), and the
+    # second subnet, which has room, is not the answer (nor even tried: the hedge is 2 s).
+    world = ThreadEc2(SimEc2([Spec("available", unanswered=("throttled",)), Spec("available")]))
+    result = fanout(world, keep=False).run(candidates(2), time.monotonic() + 30)
+    assert result.decision.kind is DecisionKind.WON and result.decision.index == 0
+    assert world.ec2.created == [0, 0]
+    assert world.ec2.live == {}
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_random_worlds_answer_as_one_at_a_time(seed: int) -> None:
     rng = random.Random(seed)

@@ -14,6 +14,7 @@ from ...domain.reserve import (
     Wanted,
     validate_existing,
 )
+from ...domain.tags import other_cluster
 from ...models import ReserveRequest, ReserveResponse
 from .. import placement
 from .answer import Answer, Chosen
@@ -53,6 +54,7 @@ class BringYourOwn(ReserverBase):
             owned_by_broker=self.core.owns(found),
             size=found.size,
             end_date=found.end_date,
+            other_cluster=other_cluster(found.tags, self.core.cluster_id),
         )
         wanted = Wanted(
             instance_types=request.instance_types,
