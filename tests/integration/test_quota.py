@@ -175,21 +175,14 @@ def test_probe_alone_over_the_limit_is_limit_exceeded(quotas: Any, context: Any)
 # -- reserve ----------------------------------------------------------------------------------
 
 TYPES = ["c7i.48xlarge", "m7i.48xlarge"]
+# A job of 8 instances: one hold of it fills the Standard quota.
+EIGHT = {"instance_types": TYPES, "subnet_ids": SUBNETS, "instance_count": 8}
 
 
 def test_reserve_with_room_for_one_hold_answers_the_best_pair(quotas: Any, context: Any) -> None:
     first_arrives_late(quotas, TYPES[0], AZS[0], 0.05)
     remember(quotas, TYPES[0], {AZS[0]: Seen.INSUFFICIENT})  # every pair at once
-    answer = reserve(
-        {
-            "request_id": "quota-reserve",
-            "job_id": "q1",
-            "instance_types": TYPES,
-            "subnet_ids": SUBNETS,
-            "instance_count": 8,
-        },
-        context,
-    )
+    answer = reserve({**EIGHT, "request_id": "quota-reserve", "job_id": "q1"}, context)
     assert answer["status"] == "reserved", answer
     assert answer["reservation"]["instance_type"] == TYPES[0]
     assert answer["subnet_ids"] == [SUBNETS[0]]
@@ -275,19 +268,12 @@ def test_a_quota_error_right_after_a_give_back_is_retried_not_believed(
         times=2,
         when={"AvailabilityZoneId": zone_id(quotas, AZS[0]), "InstanceType": TYPES[0]},
     )
-    answer = reserve(
-        {
-            "request_id": "quota-still-counted",
-            "job_id": "q3",
-            "instance_types": TYPES,
-            "subnet_ids": SUBNETS,
-            "instance_count": 8,
-        },
-        context,
-    )
+    answer = reserve({**EIGHT, "request_id": "quota-still-counted", "job_id": "q3"}, context)
     assert answer["status"] == "reserved", answer
-    assert answer["reservation"]["instance_type"] == TYPES[0]
-    assert answer["subnet_ids"] == [SUBNETS[0]]
+    assert (answer["reservation"]["instance_type"], answer["subnet_ids"]) == (
+        TYPES[0],
+        [SUBNETS[0]],
+    )
     first = [
         c.outcome
         for c in quotas.calls("CreateCapacityReservation")

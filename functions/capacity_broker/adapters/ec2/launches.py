@@ -43,6 +43,23 @@ class FleetError:
 
 
 @dataclass(frozen=True)
+class LaunchSpec:
+    """The job's nodes, from the version that targets its reservation, in one subnet, under
+    one ClientToken, tagged on launch."""
+
+    template: TemplateVersion
+    instance_type: str
+    subnet_id: str
+    count: int
+    client_token: str
+    tags: Mapping[str, str]
+
+    def tag_specification(self, *resource_types: str) -> list[dict[str, Any]]:
+        tags = [{"Key": k, "Value": v} for k, v in self.tags.items()]
+        return [{"ResourceType": kind, "Tags": tags} for kind in resource_types]
+
+
+@dataclass(frozen=True)
 class FleetResult:
     fleet_id: str | None
     instance_ids: list[str]
@@ -206,16 +223,7 @@ class LaunchesMixin(Ec2Base):
         return deleted, refused
 
     # -- instant fleets -----------------------------------------------------------------
-    def create_instant_fleet(
-        self,
-        template: TemplateVersion,
-        instance_type: str,
-        subnet_id: str,
-        count: int,
-        client_token: str,
-        tags: Mapping[str, str],
-        deadline: float | None = None,
-    ) -> FleetResult:
+    def create_instant_fleet(self, spec: LaunchSpec, deadline: float | None = None) -> FleetResult:
         """All or nothing into an On-Demand Capacity Reservation: one type, one AZ,
         ``MinTargetCapacity`` = ``count`` (a Capacity Block is launched into with
         ``run_instances``: EC2 honours no minimum for a block fleet).
@@ -231,7 +239,7 @@ class LaunchesMixin(Ec2Base):
         ``client_token`` makes the call idempotent (EC2 "Ensuring idempotency" lists
         CreateFleet): a retry after a lost answer gets the first fleet back, never a second.
         """
-        tag_list = [{"Key": k, "Value": v} for k, v in tags.items()]
+        count = spec.count
         target: dict[str, Any] = {
             "TotalTargetCapacity": count,
             "DefaultTargetCapacityType": "on-demand",
@@ -240,15 +248,15 @@ class LaunchesMixin(Ec2Base):
         answer = self._call(
             "CreateFleet",
             deadline,
-            ClientToken=client_token,
+            ClientToken=spec.client_token,
             Type="instant",
             LaunchTemplateConfigs=[
                 {
                     "LaunchTemplateSpecification": {
-                        "LaunchTemplateId": template.template_id,
-                        "Version": str(template.version),
+                        "LaunchTemplateId": spec.template.template_id,
+                        "Version": str(spec.template.version),
                     },
-                    "Overrides": [{"InstanceType": instance_type, "SubnetId": subnet_id}],
+                    "Overrides": [{"InstanceType": spec.instance_type, "SubnetId": spec.subnet_id}],
                 }
             ],
             TargetCapacitySpecification=target,
@@ -257,10 +265,7 @@ class LaunchesMixin(Ec2Base):
                 "SingleAvailabilityZone": True,
                 "MinTargetCapacity": count,
             },
-            TagSpecifications=[
-                {"ResourceType": "instance", "Tags": tag_list},
-                {"ResourceType": "fleet", "Tags": tag_list},
-            ],
+            TagSpecifications=spec.tag_specification("instance", "fleet"),
         )
         ids = [i for item in answer.get("Instances", []) for i in item.get("InstanceIds", [])]
         errors = [
@@ -278,16 +283,7 @@ class LaunchesMixin(Ec2Base):
         ]
         return FleetResult(answer.get("FleetId"), ids, errors)
 
-    def run_instances(
-        self,
-        template: TemplateVersion,
-        instance_type: str,
-        subnet_id: str,
-        count: int,
-        client_token: str,
-        tags: Mapping[str, str],
-        deadline: float | None = None,
-    ) -> FleetResult:
+    def run_instances(self, spec: LaunchSpec, deadline: float | None = None) -> FleetResult:
         """All or nothing: ``MinCount`` = ``MaxCount`` = ``count`` ("If Amazon EC2 can't
         launch at least MinCount instances, no instances are launched", RunInstances), from
         the version that targets the reservation. How the broker launches into a Capacity
@@ -299,21 +295,16 @@ class LaunchesMixin(Ec2Base):
         answer = self._call(
             "RunInstances",
             deadline,
-            ClientToken=client_token,
+            ClientToken=spec.client_token,
             LaunchTemplate={
-                "LaunchTemplateId": template.template_id,
-                "Version": str(template.version),
+                "LaunchTemplateId": spec.template.template_id,
+                "Version": str(spec.template.version),
             },
-            InstanceType=instance_type,
-            SubnetId=subnet_id,
-            MinCount=count,
-            MaxCount=count,
-            TagSpecifications=[
-                {
-                    "ResourceType": "instance",
-                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
-                }
-            ],
+            InstanceType=spec.instance_type,
+            SubnetId=spec.subnet_id,
+            MinCount=spec.count,
+            MaxCount=spec.count,
+            TagSpecifications=spec.tag_specification("instance"),
         )
         return FleetResult(None, [item["InstanceId"] for item in answer.get("Instances", [])])
 

@@ -6,7 +6,7 @@ of the request already launched, which are never launched twice."""
 from __future__ import annotations
 
 from ...adapters.aws import AwsError
-from ...adapters.ec2 import FleetError, FleetResult, Reservation, TemplateVersion
+from ...adapters.ec2 import FleetError, FleetResult, LaunchSpec, Reservation, TemplateVersion
 from ...domain.errors import is_retryable, launch_asks_again
 from ...domain.reserve import (
     ReserveStatus,
@@ -158,6 +158,14 @@ class Launch(GiveBack):
             earlier = self._earlier_nodes(request, request_id, deadline, earlier_work)
             if earlier:
                 return FleetResult(None, earlier)
+        tags = {
+            # The cluster's own nodes: what reserve may terminate (a partial launch).
+            TAG_CLUSTER_ID: self.core.cluster_id,
+            TAG_JOB_ID: request.job_id,
+            TAG_REQUEST_ID: request_id,
+            **(request.tags or {}),
+        }
+        block = reservation.reservation_type == "capacity-block"
         tries = 0
         while True:
             token = client_token(
@@ -170,16 +178,10 @@ class Launch(GiveBack):
                 # refuse; a launch asked again after a transient failure needs a fresh token.
                 nonce=f"fleet:{reservation.id}" + (f":{tries}" if tries else ""),
             )
-            result = self._launch_once(
-                request,
-                request_id,
-                template,
-                reservation,
-                subnet_id,
-                token,
-                deadline,
-                hard_deadline,
+            spec = LaunchSpec(
+                template, reservation.instance_type, subnet_id, request.instance_count, token, tags
             )
+            result = self._launch_once(request, request_id, spec, block, deadline, hard_deadline)
             if result.instance_ids or not result.errors:
                 return result
             if not all(launch_asks_again(e.code, new_hold) for e in result.errors):
@@ -194,48 +196,23 @@ class Launch(GiveBack):
         self,
         request: ReserveRequest,
         request_id: str,
-        template: TemplateVersion,
-        reservation: Reservation,
-        subnet_id: str,
-        token: str,
+        spec: LaunchSpec,
+        block: bool,
         deadline: float,
         hard_deadline: float,
     ) -> FleetResult:
-        """One launch under ``token``. An answer that was lost (timeouts, 5xx, after the
-        adapter's retries) is asked for again with the same token, which returns what the
-        first call launched; what DescribeInstances shows then is taken as a confirmation,
-        and nothing shown proves nothing (EC2 is eventually consistent): ``FleetUnknown``, and
-        the hold stays for the retry of the request to find."""
-        tags = {
-            # The cluster's own nodes: what reserve may terminate (a partial launch).
-            TAG_CLUSTER_ID: self.core.cluster_id,
-            TAG_JOB_ID: request.job_id,
-            TAG_REQUEST_ID: request_id,
-            **(request.tags or {}),
-        }
-        block = reservation.reservation_type == "capacity-block"
+        """One launch under ``spec``'s token: an instant fleet, or RunInstances into a
+        Capacity Block. An answer that was lost (timeouts, 5xx, after the adapter's retries)
+        is asked for again with the same token, which returns what the first call launched;
+        what DescribeInstances shows then is taken as a confirmation, and nothing shown proves
+        nothing (EC2 is eventually consistent): ``FleetUnknown``, and the hold stays for the
+        retry of the request to find."""
 
         def create(until: float) -> FleetResult:
             if not block:
-                return self.ec2.create_instant_fleet(
-                    template,
-                    reservation.instance_type,
-                    subnet_id,
-                    request.instance_count,
-                    token,
-                    tags,
-                    until,
-                )
+                return self.ec2.create_instant_fleet(spec, until)
             try:
-                return self.ec2.run_instances(
-                    template,
-                    reservation.instance_type,
-                    subnet_id,
-                    request.instance_count,
-                    token,
-                    tags,
-                    until,
-                )
+                return self.ec2.run_instances(spec, until)
             except AwsError as error:
                 if is_retryable(error.error_class):
                     raise  # no answer: the lost-answer path below
