@@ -44,6 +44,10 @@ class Settings:
     # shows it without its tags. Reservations and instances alike.
     lag_listing_calls: int = 2
     lag_seconds: float = 2.0
+    # EC2 refuses what botocore's model does not document for the operation: filter names,
+    # enum values, parameters (``emulator.documented``). False: served as before (what was
+    # undocumented is still recorded in ``documented.heard``).
+    refuse_undocumented: bool = True
 
 
 class World:

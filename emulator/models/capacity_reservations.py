@@ -300,12 +300,15 @@ def _not_cancellable(reservation_id: str, state: str) -> Exception:
 
 
 def _check_filters(filters: dict[str, list[str]]) -> None:
+    """Filters this model can apply. Which ones EC2 documents for the operation (and refuses
+    otherwise) is ``emulator.documented``'s, ahead of this; with that off
+    (``refuse_undocumented: false``) the few more applied here still work."""
     for name in filters:
-        if not (name.startswith("tag:") or name in _FILTERS):
+        if not (name.startswith("tag:") or name in _APPLIED):
             raise client_error("InvalidParameterValue", f"The filter '{name}' is invalid")
 
 
-_FILTERS = {
+_APPLIED = {
     "instance-type",
     "owner-id",
     "instance-platform",

@@ -294,10 +294,9 @@ def test_filter_by_tag(several, ec2):
     assert _tag(ec2, "nope", ["*"]) == set()
 
 
-def test_filter_by_tag_key_and_value(several, ec2):
+def test_filter_by_tag_key(several, ec2):
     assert _by(ec2, tag_key=["env"]) == {several["b"], several["c"]}
     assert _by(ec2, tag_key=["team", "env"]) == {several["a"], several["b"], several["c"]}
-    assert _by(ec2, tag_value=["prod", "hpc"]) == {several["a"], several["b"]}
 
 
 def test_filter_by_state(several, ec2):
@@ -312,7 +311,6 @@ def test_filter_by_instance_type_and_zone(several, ec2):
     assert _by(ec2, instance_type=["*.xlarge"]) == {several["c"]}
     assert _by(ec2, availability_zone=["us-east-1b"]) == {several["b"], several["c"]}
     assert _by(ec2, availability_zone=["us-east-1?"]) == set(several.values())
-    assert _by(ec2, availability_zone_id=["use1-az6"]) == {several[k] for k in "ade"}
 
 
 def test_filters_combine_with_and(several, ec2):
@@ -336,14 +334,11 @@ def test_filter_by_reservation_type_and_more(several, ec2, emu):
         end=NOW + timedelta(days=1),
     )
     emu.capacity().add_existing(block, {})
-    assert _by(ec2, reservation_type=["capacity-block"]) == {block.id}
-    assert _by(ec2, reservation_type=["default"]) == set(several.values())
     assert _by(ec2, instance_match_criteria=["targeted"]) == {block.id}
     assert _by(ec2, end_date_type=["limited"]) == {block.id}
     assert _by(ec2, owner_id=["123456789012"]) == {*several.values(), block.id}
     assert _by(ec2, instance_platform=["Linux/UNIX"]) == {*several.values(), block.id}
     assert _by(ec2, tenancy=["dedicated"]) == set()
-    assert _by(ec2, capacity_reservation_id=[several["a"]]) == {several["a"]}
     assert _by(ec2, outpost_arn=["*"]) == set()
 
 
@@ -351,6 +346,28 @@ def test_an_unknown_filter_is_refused(several, ec2):
     with pytest.raises(ClientError) as exc:
         ec2.describe_capacity_reservations(Filters=[{"Name": "colour", "Values": ["red"]}])
     assert error_of(exc) == ("InvalidParameterValue", 400)
+
+
+# Filters this emulator used to accept on DescribeCapacityReservations that the operation's
+# documentation (botocore's model) does not list; EC2 refuses a filter its operation does not
+# document ("The filter 'x' is invalid"). logic/templates.py sent capacity-reservation-id.
+UNDOCUMENTED = ("availability-zone-id", "reservation-type", "capacity-reservation-id", "tag-value")
+
+
+@pytest.mark.parametrize("name", UNDOCUMENTED)
+def test_a_filter_the_operation_does_not_document_is_refused(several, ec2, name):
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_capacity_reservations(Filters=[{"Name": name, "Values": ["*"]}])
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+    assert exc.value.response["Error"]["Message"] == f"The filter '{name}' is invalid"
+
+
+def test_with_strictness_off_the_emulator_applies_its_extra_filters(several, ec2, emu):
+    emu.configure(refuse_undocumented=False)
+    assert _by(ec2, availability_zone_id=["use1-az6"]) == {several[k] for k in "ade"}
+    assert _by(ec2, reservation_type=["default"]) == set(several.values())
+    assert _by(ec2, capacity_reservation_id=[several["a"]]) == {several["a"]}
+    assert _by(ec2, tag_value=["prod", "hpc"]) == {several["a"], several["b"]}
 
 
 def test_describe_unknown_and_malformed_ids(several, ec2):

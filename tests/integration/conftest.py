@@ -30,6 +30,36 @@ class LambdaContext:
         return self.remaining_ms
 
 
+@pytest.fixture(autouse=True)
+def _only_documented_calls(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Realism by construction: every filter name, enum value and parameter sent to the EC2
+    emulator in this test is one botocore's EC2 model documents for its operation. The
+    emulator records each undocumented use (``emulator.documented.heard``), refused or not, so
+    a refusal the broker swallowed (``except AwsError: continue``) still fails the test. A test
+    that sends one on purpose says so: ``@pytest.mark.undocumented(operation, reason)``."""
+    from emulator import documented
+
+    on_purpose = {m.args[0] for m in request.node.iter_markers("undocumented")}
+    documented.heard.take()
+    yield
+    undocumented = sorted(
+        {
+            (f.operation, f.kind, f.name, f.value or "")
+            for f in documented.heard.take()
+            if f.operation not in on_purpose
+        }
+    )
+    if undocumented:
+        pytest.fail(
+            "sent to EC2 but not documented by botocore's model for the operation "
+            "(emulator.documented): "
+            + "; ".join(
+                f"{op} {kind} {name!r}" + (f" = {value!r}" if value else "")
+                for op, kind, name, value in undocumented
+            )
+        )
+
+
 @pytest.fixture
 def context() -> LambdaContext:
     return LambdaContext()
