@@ -82,7 +82,12 @@ class CapacityReservations(Expiry):
                 f"({reservation.availability_zone}). Please retry your request by not "
                 f"specifying an Availability Zone or choosing a different one.",
             )
-        self.quotas.check(reservation.instance_type, reservation.total_instance_count, self.usage())
+        self.quotas.check(
+            reservation.instance_type,
+            reservation.total_instance_count,
+            self.quota_usage(),
+            reservation=True,
+        )
         pool = self._pool(reservation.availability_zone, reservation.instance_type)
         if not pool.can_take(reservation.total_instance_count):
             raise insufficient_capacity(reservation.instance_type, reservation.availability_zone)
@@ -269,7 +274,9 @@ class CapacityReservations(Expiry):
                 delta = count - reservation.total_instance_count
                 pool = self._pool(reservation.availability_zone, reservation.instance_type)
                 if delta > 0:
-                    self.quotas.check(reservation.instance_type, delta, self.usage())
+                    self.quotas.check(
+                        reservation.instance_type, delta, self.quota_usage(), reservation=True
+                    )
                     if not pool.can_take(delta):
                         raise insufficient_capacity(
                             reservation.instance_type, reservation.availability_zone

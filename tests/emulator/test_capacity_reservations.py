@@ -115,14 +115,32 @@ def test_instance_limit_exceeded(api):
     assert error_of(exc) == ("InstanceLimitExceeded", 400)
 
 
-def test_vcpu_limit_exceeded(api):
-    # G class quota: 32 vCPUs; g6.xlarge has 4
+def test_a_reservation_over_the_vcpu_limit_is_instance_limit_exceeded(api):
+    # G class quota: 32 vCPUs; g6.xlarge has 4. A Capacity Reservation over the On-Demand
+    # limit is InstanceLimitExceeded ("Error codes for the Amazon EC2 API": "This error can
+    # occur if you are launching an instance or if you are creating a Capacity Reservation");
+    # the emulator used to answer VcpuLimitExceeded, the running instances' code.
     api.reserve("g6.xlarge", "us-east-1b", 8)
     with pytest.raises(ClientError) as exc:
         api.reserve("g6.xlarge", "us-east-1b", 1)
-    assert error_of(exc) == ("VcpuLimitExceeded", 400)
+    assert error_of(exc) == ("InstanceLimitExceeded", 400)
     # another class is not affected
     api.reserve("c5.large", "us-east-1b", 1)
+
+
+def test_a_launch_over_the_vcpu_limit_is_vcpu_limit_exceeded(api, ec2, world):
+    # VcpuLimitExceeded: "the limit on the number of vCPUs ... assigned to the running
+    # instances in your account" (the same page). Targeted: the launch cannot use it.
+    api.reserve("g6.xlarge", "us-east-1b", 8, InstanceMatchCriteria="targeted")
+    with pytest.raises(ClientError) as exc:
+        ec2.run_instances(
+            ImageId="ami-12c6146b",
+            InstanceType="g6.xlarge",
+            MinCount=1,
+            MaxCount=1,
+            SubnetId=world.subnets["hpc-b"],
+        )
+    assert error_of(exc) == ("VcpuLimitExceeded", 400)
 
 
 def test_quota_is_freed_by_cancel(api, ec2):

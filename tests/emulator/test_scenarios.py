@@ -107,7 +107,8 @@ def test_quotas(full, ec2):
             AvailabilityZone="us-east-1a",
             InstanceCount=3,
         )
-    assert error_of(exc) == ("VcpuLimitExceeded", 400)
+    # A Capacity Reservation over the vCPU limit: InstanceLimitExceeded (EC2's error table).
+    assert error_of(exc) == ("InstanceLimitExceeded", 400)
 
 
 def test_images_keep_their_platform_details(full, ec2):

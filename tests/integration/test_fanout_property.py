@@ -221,7 +221,8 @@ def test_probe_answers_as_one_subnet_at_a_time(broker: Any, context: Any, world:
         assert answer["status"] == "available", answer
         assert answer["subnet_id"] == places[expected.winner].subnet
     elif expected.stopped is not None:
-        assert (answer["status"], answer["error_code"]) == ("error", "VcpuLimitExceeded")
+        # EC2's code for a Capacity Reservation over the On-Demand limit (its error table).
+        assert (answer["status"], answer["error_code"]) == ("error", "InstanceLimitExceeded")
     else:
         assert answer["status"] == "unavailable", answer
     assert holding(broker, request_id) == []
