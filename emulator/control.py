@@ -81,6 +81,11 @@ class Emulator:
         with world.lock:
             self.capacity(region).propagation.settle()
 
+    def preset(self, name: str) -> None:
+        """EC2's timings by name (``emulator.presets``: "default", "slow"); what a scenario or
+        ``configure`` sets afterwards refines it."""
+        world.use_preset(name)
+
     def configure(self, **settings: Any) -> None:
         for key, value in settings.items():
             if not hasattr(world.settings, key):
@@ -133,6 +138,9 @@ def mock(scenario: str | Path | dict[str, Any] | None = None) -> Iterator[Emulat
     from moto import mock_aws
 
     saved = {k: os.environ.get(k) for k in FAKE_CREDENTIALS}
+    # A preset chosen inside (``Emulator.preset``) ends with the emulator; one chosen before
+    # entering (a test's fixture) is kept.
+    preset = world.preset
     os.environ.update(FAKE_CREDENTIALS)
     install()
     world.reset()
@@ -144,6 +152,7 @@ def mock(scenario: str | Path | dict[str, Any] | None = None) -> Iterator[Emulat
                 emulator.load_scenario(scenario)
             yield emulator
     finally:
+        world.preset = preset
         world.reset()
         for key, value in saved.items():
             if value is None:

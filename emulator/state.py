@@ -8,8 +8,9 @@ reset also resets it. What is not per region lives here.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from . import presets
 from .clock import Clock
 from .faults import Hub
 
@@ -74,6 +75,8 @@ class World:
     def __init__(self) -> None:
         self.clock = Clock()
         self.hub = Hub()
+        # The timings' base (``emulator.presets``): "default" is Settings() as it stands.
+        self.preset = "default"
         self.settings = Settings()
         # One lock for every capacity decision: concurrent creates must not both win the
         # last slot of a pool.
@@ -82,10 +85,19 @@ class World:
         self.mode = "in-process"
 
     def reset(self) -> None:
-        """Back to defaults (moto's own reset clears the per-region capacity)."""
+        """Back to the preset's settings (moto's own reset clears the per-region capacity)."""
         self.clock.reset()
         self.hub.reset()
-        self.settings = Settings()
+        self.settings = self.preset_settings()
+
+    def use_preset(self, name: str) -> None:
+        """EC2's timings as a preset gives them (``emulator.presets``), kept across resets."""
+        presets.settings_of(name)  # an unknown name is refused before anything changes
+        self.preset = name
+        self.settings = self.preset_settings()
+
+    def preset_settings(self) -> Settings:
+        return replace(Settings(), **presets.settings_of(self.preset))
 
 
 world = World()

@@ -87,11 +87,15 @@ def test_a_probe_says_cancelled_once_ec2_accepted_the_cancel(hpc: Any, context: 
     assert model()[winner["reservation_id"]][0] == "cancelled"
     # EC2 did not know it yet, then would not cancel it while it showed pending: the broker
     # asked until EC2 accepted (it used to stop at the first answer and call it cancelled).
-    assert cancel_outcomes(hpc) == [
-        "InvalidCapacityReservationId.NotFound",
-        "IncorrectState",
+    # How many of each is the preset's (one and one by default, more on the slow one).
+    outcomes = cancel_outcomes(hpc)
+    unknown = outcomes.count("InvalidCapacityReservationId.NotFound")
+    assert outcomes == [
+        *["InvalidCapacityReservationId.NotFound"] * unknown,
+        *["IncorrectState"] * (len(outcomes) - unknown - 1),
         "ok",
     ]
+    assert unknown >= 1 and "IncorrectState" in outcomes
 
 
 def test_a_probe_never_says_cancelled_for_a_reservation_ec2_still_bills(
