@@ -16,7 +16,7 @@ from typing import Any
 from moto.core import DEFAULT_ACCOUNT_ID
 
 from . import scenario as scenarios
-from .faults import Call, Fault
+from .faults import Call, Fault, Gathering
 from .install import install
 from .models import CapacityBackend, capacity_backend
 from .state import world
@@ -104,10 +104,14 @@ class Emulator:
         time_scale: float = 1.0,
         raised: float = 1.0,
         others: dict[str, float] | None = None,
+        seconds_per_call: float | None = None,
     ) -> None:
         """EC2's request throttling (``emulator.throttling``): every action its own bucket at
-        EC2's published size, ``raised`` N times, with ``others`` taking a share."""
-        world.hub.set_throttle(enabled, buckets, groups, time_scale, raised, others)
+        EC2's published size, ``raised`` N times, with ``others`` taking a share; with
+        ``seconds_per_call`` the buckets' time moves with the calls, not the machine's clock."""
+        world.hub.set_throttle(
+            enabled, buckets, groups, time_scale, raised, others, seconds_per_call
+        )
 
     def throttle_limits(self, action: str) -> tuple[float, float]:
         """(burst, refill per second) of ``action``'s bucket as configured (before
@@ -117,6 +121,12 @@ class Emulator:
     def throttled_others(self) -> dict[str, dict[str, int]]:
         """What the ``others`` clients got from their shared buckets (taken, throttled)."""
         return world.hub.throttling.others_report()
+
+    def gather(self, action: str, parties: int, timeout: float = 10.0) -> Gathering:
+        """The next ``parties`` calls of ``action`` wait for each other before EC2 answers:
+        ``.met`` says whether that many were in flight at once (concurrency proven without
+        a clock: a sequential caller breaks the barrier after ``timeout``)."""
+        return world.hub.gather(action, parties, timeout)
 
     def fail(self, action: str, code: str | None = None, **kwargs: Any) -> Fault:
         """Fail the next ``times`` calls of ``action`` with ``code`` (or ``mode="timeout"``)."""
