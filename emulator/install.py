@@ -13,6 +13,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
@@ -20,6 +21,7 @@ from moto import backend_index
 from moto.backends import get_backend
 from moto.core.base_backend import BackendDict
 from moto.core.responses import ActionResult, BaseResponse
+from moto.dynamodb import comparisons
 from moto.dynamodb.models import DynamoDBBackend
 from moto.ec2.models import EC2Backend
 from moto.ec2.responses import EC2Response
@@ -28,14 +30,14 @@ from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX, get_p
 from . import documented
 from .exceptions import AnyServiceError, EC2ServerError, reservation_not_found
 from .faults import InjectedError
-from .models import capacity_backend
+from .models import capacity_backend, filters
 from .models.consistency import serving
 from .responses import RESPONSE_CLASSES
 from .responses._base import CapacityResponse
 from .state import world
 
 _lock = threading.Lock()
-_saved: dict[tuple[type, str], Any] = {}
+_saved: dict[tuple[type | ModuleType, str], Any] = {}
 _installed = False
 
 # Set when a call must be answered by dropping the connection (server mode timeouts).
@@ -59,6 +61,10 @@ def install() -> None:
         )
         for name in _DYNAMODB_WRITES:
             _replace(DynamoDBBackend, name, _atomic(getattr(DynamoDBBackend, name)))
+        for name in _DYNAMODB_ORDERINGS:
+            klass = getattr(comparisons, name)
+            _replace(klass, "expr", _same_type_only(klass.expr))
+        _install_filters()
         _register_price_list()
         _installed = True
 
@@ -93,7 +99,22 @@ def _register_price_list() -> None:
         backend_index.backend_url_patterns.append(("pricing", re.compile(routes.url_bases[0])))
 
 
-def _replace(klass: type, name: str, value: Any) -> None:
+def _install_filters() -> None:
+    """Every EC2 filter value read as EC2 documents it (``models.filters``): moto's matchers
+    are module functions, looked up by name where they are called or imported."""
+    import moto.ec2.models.security_groups
+    import moto.ec2.models.tags
+    import moto.ec2.utils
+
+    utils = moto.ec2.utils
+    _replace(utils, "is_filter_matching", filters.filter_matching(utils.is_filter_matching))
+    for module in (utils, moto.ec2.models.security_groups):
+        _replace(module, "tag_filter_matches", filters.tag_filter_matches)
+    for module in (utils, moto.ec2.models.tags):
+        _replace(module, "simple_aws_filter_to_re", filters.to_regex)
+
+
+def _replace(klass: type | ModuleType, name: str, value: Any) -> None:
     if (klass, name) not in _saved:
         _saved[(klass, name)] = klass.__dict__.get(name)
     setattr(klass, name, value)
@@ -120,6 +141,35 @@ def _atomic(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, *args, **kwargs)
 
     return write
+
+
+# DynamoDB compares values of one type only: "If an item contains an AttributeValue element of
+# a different type than the one provided in the request, the value does not match. For example,
+# {"S":"6"} does not equal {"N":"6"}" (API Reference, ExpectedAttributeValue, for LT, LE, GT, GE
+# and BETWEEN alike). moto 5.2.5 compares the Python values and raises TypeError (a string
+# against a Decimal) out of a Scan's or a condition's evaluation.
+_DYNAMODB_ORDERINGS = (
+    "OpLessThan",
+    "OpLessThanOrEqual",
+    "OpGreaterThan",
+    "OpGreaterThanOrEqual",
+    "FuncBetween",
+)
+
+
+def _same_type_only(original: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    def expr(self: Any, item: Any) -> bool:
+        between = isinstance(self, comparisons.FuncBetween)
+        operands = (self.attr, self.start, self.end) if between else (self.lhs, self.rhs)
+        try:
+            types = {operand.get_type(item) for operand in operands}
+        except (AttributeError, NotImplementedError):  # size() and the like have no type
+            return original(self, item)
+        if None not in types and len(types) > 1:
+            return False
+        return original(self, item)
+
+    return expr
 
 
 def _wrap_resources_exist(original: Callable[..., bool]) -> Callable[..., bool]:

@@ -69,6 +69,11 @@ class Settings:
     # enum values, parameters (``emulator.documented``). False: served as before (what was
     # undocumented is still recorded in ``documented.heard``).
     refuse_undocumented: bool = True
+    # Filter values read as EC2 documents: "*" and "?" wildcards, a backslash makes the next
+    # character literal (``models.filters``). False: backslashes are dropped and wildcards read
+    # everywhere, a service that ignored the escapes (to show the broker compares what comes
+    # back itself).
+    filter_escapes: bool = True
 
 
 class World:

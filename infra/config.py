@@ -12,12 +12,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+# The rules the runtime keeps (pure functions of ``capacity_broker.domain``), so the stack and
+# the functions read names the same way.
+from capacity_broker.domain import tags
+from capacity_broker.domain.flags import default_prefix as default_parameter_prefix
+from capacity_broker.domain.names import default_stack_prefix
+
 # The five entry points of the contract, in the order they are presented everywhere.
 FUNCTION_NAMES: tuple[str, ...] = ("probe", "reserve", "release", "cleaner", "capacity")
 
-# Ownership tags of the contract: IAM conditions and docs refer to these keys.
-TAG_CLUSTER_ID = "capacity-broker:cluster-id"
-TAG_PURPOSE = "capacity-broker:purpose"
+# Ownership tags of the contract: IAM conditions and docs refer to these keys (the runtime's).
+TAG_CLUSTER_ID = tags.TAG_CLUSTER_ID
+TAG_PURPOSE = tags.TAG_PURPOSE
 PURPOSES: tuple[str, ...] = ("probe", "hold")
 
 METRICS_NAMESPACE = "CapacityBroker"
@@ -127,7 +133,7 @@ class BrokerConfig:
             )
 
         parameter_prefix = (
-            _optional_str(context, "parameterPrefix") or f"/capacity-broker/{cluster_id}"
+            _optional_str(context, "parameterPrefix") or default_parameter_prefix(cluster_id)
         ).rstrip("/")
         if not _PARAMETER_PREFIX.fullmatch(parameter_prefix) or parameter_prefix.lower().startswith(
             ("/aws", "/ssm")
@@ -137,11 +143,17 @@ class BrokerConfig:
                 "/capacity-broker/prod (leading '/', no trailing '/', not under /aws or /ssm)"
             )
 
-        # SOCA cluster ids already start with "soca-"; do not double the prefix.
-        default_stack_prefix = (
-            f"{cluster_id}-job-" if cluster_id.startswith("soca-") else f"soca-{cluster_id}-job-"
-        )
-        stack_name_prefix = _optional_str(context, "stackNamePrefix") or default_stack_prefix
+        # The runtime's rule (one home): no cluster's default starts another's.
+        stack_name_prefix = _optional_str(context, "stackNamePrefix")
+        if stack_name_prefix is None:
+            try:
+                stack_name_prefix = default_stack_prefix(cluster_id)
+            except ValueError as error:
+                raise ConfigError(
+                    f"context clusterId={cluster_id!r} gives no default job-stack name prefix "
+                    f"({error}): set -c stackNamePrefix=<the start of this cluster's job stack "
+                    "names>"
+                ) from None
         if not _STACK_NAME_PREFIX.fullmatch(stack_name_prefix):
             raise ConfigError(
                 f"context stackNamePrefix={stack_name_prefix!r} is malformed: the start of a "

@@ -52,6 +52,13 @@ _FLEET_RESOURCES = (
     "statement), so the function can only launch what the operator's tagged templates "
     "describe."
 )
+_FLEET_RESERVATIONS = (
+    "A fleet launches into the reservation its launch template version targets: a hold EC2 "
+    "named at create time, or a caller's ODCR or Capacity Block (possibly shared from another "
+    "account, whose id is then in the ARN). The grant is narrowed by an aws:ResourceTag "
+    "condition: reservations tagged for this cluster or carrying no cluster tag, never "
+    "another broker cluster's."
+)
 _IMAGE_PARAMETERS = (
     "A launch template may name its AMI as resolve:ssm:<parameter>; EC2 then reads the "
     "parameter with the caller's ssm:GetParameters (EC2 User Guide, launch templates: 'Anyone "
@@ -344,9 +351,9 @@ class BrokerPermissions(Construct):
             *self._ec2_arns("volume"),
             *self._ec2_arns("network-interface"),
             *self._ec2_arns("key-pair"),
-            # Reservations, placement groups, security groups and subnets may be shared from
-            # another account (AWS RAM, VPC sharing): their ARN names the owner's account.
-            *self._ec2_arns("capacity-reservation", account="*"),
+            # Placement groups, security groups and subnets may be shared from another account
+            # (AWS RAM, VPC sharing): their ARN names the owner's account. Reservations (shared
+            # the same way) have a statement of their own, below.
             *self._ec2_arns("placement-group", account="*"),
             *self._ec2_arns("security-group", account="*"),
             *self._ec2_arns("subnet", account="*"),
@@ -360,12 +367,36 @@ class BrokerPermissions(Construct):
             [*self._ec2_arns("fleet"), *launched],
             wildcard_reason=_FLEET_RESOURCES,
         )
+        through_templates = {"ArnLike": {"ec2:LaunchTemplate": self._ec2_arns("launch-template")}}
         draft.allow(
             "RunInstancesFromLaunchTemplates",
             ["ec2:RunInstances"],
             launched,
-            conditions={"ArnLike": {"ec2:LaunchTemplate": self._ec2_arns("launch-template")}},
+            conditions=through_templates,
             wildcard_reason=_FLEET_RESOURCES,
+        )
+        # Launches into a reservation: this cluster's holds and the caller's own reservations
+        # (untagged ODCRs and Capacity Blocks, shared ones included), never one tagged for
+        # another broker cluster (contract v3, "Other clusters"; the same rule as
+        # domain.tags.other_cluster). StringEqualsIfExists: "If the key is not present, evaluate
+        # the condition element as true" (IAM User Guide, condition operators, ...IfExists).
+        reservations = self._ec2_arns("capacity-reservation", account="*")
+        this_or_no_cluster = {
+            "StringEqualsIfExists": {f"aws:ResourceTag/{TAG_CLUSTER_ID}": self._config.cluster_id}
+        }
+        draft.allow(
+            "FleetsIntoOwnOrUntaggedReservations",
+            ["ec2:CreateFleet"],
+            reservations,
+            conditions=this_or_no_cluster,
+            wildcard_reason=_FLEET_RESERVATIONS,
+        )
+        draft.allow(
+            "RunInstancesIntoOwnOrUntaggedReservations",
+            ["ec2:RunInstances"],
+            reservations,
+            conditions={**through_templates, **this_or_no_cluster},
+            wildcard_reason=_FLEET_RESERVATIONS,
         )
         draft.allow(
             "TagLaunchedResourcesOnCreate",

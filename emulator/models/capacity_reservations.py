@@ -7,12 +7,9 @@ creates must not both win the last slot of a pool.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
-
-from moto.ec2.utils import simple_aws_filter_to_re
 
 from ..exceptions import (
     client_error,
@@ -23,6 +20,7 @@ from ..state import world
 from .base import _utc_dates, new_reservation_id, platforms
 from .consistency import Seen, filters_by_tag
 from .expiry import Expiry
+from .filters import matches
 from .reservations import CapacityReservation, Shown, filter_value
 
 
@@ -348,7 +346,6 @@ def _matches(
         value = filter_value(reservation, name, tags, state)
         values = value if isinstance(value, list) else [value]
         values = [v.isoformat() if isinstance(v, datetime) else v for v in values if v is not None]
-        patterns = [re.compile(simple_aws_filter_to_re(str(w))) for w in wanted]
-        if not any(p.match(str(v)) for p in patterns for v in values):
+        if not any(matches(wanted, v) for v in values):
             return False
     return True

@@ -8,7 +8,6 @@ reset clears them.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -17,9 +16,9 @@ from decimal import Decimal
 from typing import Any
 
 from moto.ec2.models import EC2Backend
-from moto.ec2.utils import simple_aws_filter_to_re
 
 from ..exceptions import client_error
+from .filters import compile_value
 
 DEFAULT_PRODUCT = "Linux/UNIX"
 # botocore's model (DescribeSpotPriceHistory.Filters).
@@ -113,7 +112,7 @@ class SpotMarket:
         end = end or now
         types, wanted_products, zones = set(instance_types), set(products), set(availability_zones)
         patterns = {
-            name: [re.compile(simple_aws_filter_to_re(str(v))) for v in values]
+            name: [compile_value(str(v)) for v in values]
             for name, values in (filters or {}).items()
         }
         series: dict[tuple[str, str, str], list[SpotPrice]] = {}

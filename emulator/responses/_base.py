@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Callable
 from typing import Any
 
 from moto.ec2.responses._base_response import EC2BaseResponse
-from moto.ec2.utils import simple_aws_filter_to_re
 
 from ..exceptions import client_error
 from ..models import CapacityBackend, capacity_backend
 from ..models import tags as tag_rules
+from ..models.filters import matches
 
 
 def wildcard_matcher(values: list[str]) -> Callable[[Any], bool]:
-    """EC2's filter values: ``*`` and ``?`` wildcards, any value may match."""
-    compiled = [re.compile(simple_aws_filter_to_re(str(v))) for v in values]
-    return lambda text: any(p.match(str(text)) for p in compiled)
+    """EC2's filter values (``models.filters``): any value may match."""
+    wanted = [str(v) for v in values]
+    return lambda text: matches(wanted, text)
 
 
 class CapacityResponse(EC2BaseResponse):

@@ -5,14 +5,13 @@ opted in or not), ``RegionNames`` any region of the partition, and the ``region-
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from moto.core.responses import ActionResult
-from moto.ec2.utils import simple_aws_filter_to_re
 from moto.utilities.utils import get_partition
 
 from ..exceptions import client_error
+from ..models.filters import matches
 from ..models.regions import opt_in_status
 from ._base import CapacityResponse
 
@@ -42,9 +41,6 @@ class Regions(CapacityResponse):
             item = {"RegionName": region.name, "Endpoint": region.endpoint, "OptInStatus": status}
             values = {"region-name": region.name, "endpoint": region.endpoint}
             values["opt-in-status"] = status
-            if all(
-                any(re.match(simple_aws_filter_to_re(str(v)), values[k]) for v in wanted)
-                for k, wanted in filters.items()
-            ):
+            if all(matches([str(v) for v in wanted], values[k]) for k, wanted in filters.items()):
                 found.append(item)
         return ActionResult({"Regions": found})

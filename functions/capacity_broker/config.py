@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from .domain.flags import default_prefix
+
 
 class ConfigurationError(RuntimeError):
     """The function is deployed without what it needs; it refuses to run."""
@@ -40,9 +42,7 @@ class Settings:
         regions = tuple(
             r.strip() for r in (env.get("BROKER_REGIONS") or region).split(",") if r.strip()
         )
-        prefix = (env.get("BROKER_PARAMETER_PREFIX") or f"/capacity-broker/{cluster_id}").rstrip(
-            "/"
-        )
+        prefix = (env.get("BROKER_PARAMETER_PREFIX") or default_prefix(cluster_id)).rstrip("/")
         try:
             concurrency = int(env.get("BROKER_MAX_CONCURRENCY") or cls.max_concurrency)
         except ValueError as error:

@@ -113,11 +113,9 @@ def test_cloudformation_timeout(cfn, emu):
     assert cfn.describe_stacks(StackName="hpc-job-1")["Stacks"]
 
 
-def test_dynamodb_item_writes_are_atomic(emu, client):
-    """DynamoDB applies each UpdateItem atomically ("atomic counters"); moto alone loses some of
-    many concurrent ADDs to one item."""
-    import threading
-
+@pytest.fixture
+def dynamodb(emu, client):
+    """DynamoDB with a table ``state`` (partition key ``id``)."""
     dynamodb = client("dynamodb")
     dynamodb.create_table(
         TableName="state",
@@ -125,6 +123,14 @@ def test_dynamodb_item_writes_are_atomic(emu, client):
         AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
     )
+    return dynamodb
+
+
+def test_dynamodb_item_writes_are_atomic(dynamodb):
+    """DynamoDB applies each UpdateItem atomically ("atomic counters"); moto alone loses some of
+    many concurrent ADDs to one item."""
+    import threading
+
     threads, adds = 16, 100
 
     def add() -> None:
@@ -143,3 +149,26 @@ def test_dynamodb_item_writes_are_atomic(emu, client):
         worker.join()
     item = dynamodb.get_item(TableName="state", Key={"id": {"S": "counter"}})["Item"]
     assert int(item["n"]["N"]) == threads * adds
+
+
+def test_dynamodb_compares_values_of_one_type_only(dynamodb):
+    """A filter comparing a number with an item's string does not match that item (API
+    Reference, ExpectedAttributeValue); moto alone raised TypeError out of the Scan."""
+    for key, hour in (("number", {"N": "7200"}), ("text", {"S": "7200"}), ("list", {"L": []})):
+        dynamodb.put_item(TableName="state", Item={"id": {"S": key}, "hour": hour})
+    for comparison in (">=", ">", "<=", "<"):
+        found = dynamodb.scan(
+            TableName="state",
+            FilterExpression=f"#hour {comparison} :h",
+            ExpressionAttributeNames={"#hour": "hour"},
+            ExpressionAttributeValues={":h": {"N": "7200" if "=" in comparison else "3600"}},
+        )["Items"]
+        expected = ["number"] if comparison in (">=", ">", "<=") else []
+        assert [item["id"]["S"] for item in found] == expected, comparison
+    between = dynamodb.scan(
+        TableName="state",
+        FilterExpression="#hour BETWEEN :a AND :b",
+        ExpressionAttributeNames={"#hour": "hour"},
+        ExpressionAttributeValues={":a": {"N": "0"}, ":b": {"N": "9000"}},
+    )["Items"]
+    assert [item["id"]["S"] for item in between] == ["number"]

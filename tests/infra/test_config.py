@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from infra.config import BrokerConfig, ConfigError
 
@@ -21,7 +23,7 @@ def test_defaults_follow_the_cluster_id() -> None:
     assert cfg.function_name("probe") == "capacity-broker-demo-probe"
     assert cfg.parameter_prefix == "/capacity-broker/demo"
     assert cfg.flags_path == "/capacity-broker/demo/configuration/FeatureFlags"
-    assert cfg.stack_name_prefix == "soca-demo-job-"
+    assert cfg.stack_name_prefix == "demo-job-"
     assert cfg.stack_name == "capacity-broker-demo"
     assert cfg.regions == ()
     assert cfg.enable_capacity_reservation is True
@@ -38,6 +40,46 @@ def test_defaults_follow_the_cluster_id() -> None:
 
 def test_soca_cluster_ids_are_not_prefixed_twice() -> None:
     assert config(clusterId="soca-prod").stack_name_prefix == "soca-prod-job-"
+
+
+def test_default_job_stack_prefixes_of_two_clusters_never_meet() -> None:
+    """The issue's pair: ``prod`` and ``soca-prod`` both defaulted to ``soca-prod-job-``, so
+    each cluster's cleaner heard (and could describe) the other's job stacks."""
+    assert config(clusterId="prod").stack_name_prefix == "prod-job-"
+    assert config(clusterId="soca-prod").stack_name_prefix == "soca-prod-job-"
+
+
+_ID = st.from_regex(r"[A-Za-z][A-Za-z0-9-]{0,38}", fullmatch=True)
+
+
+@settings(max_examples=300)
+@given(first=_ID, second=st.one_of(_ID, _ID.map(lambda s: f"soca-{s}"[:39])))
+@example(first="prod", second="soca-prod")
+@example(first="prod", second="prod-job-x")
+def test_no_default_prefix_starts_another_clusters(first: str, second: str) -> None:
+    """Whatever two ids two deployments choose: the stacks under one's default prefix (what
+    its event rule and its DescribeStacks grant reach) are never under the other's."""
+    if "job" in f"{first}-{second}".split("-"):
+        return  # such an id must name its prefix (below)
+    prefixes = [config(clusterId=cluster_id).stack_name_prefix for cluster_id in (first, second)]
+    if first != second:
+        assert not prefixes[1].startswith(prefixes[0])
+        assert not prefixes[0].startswith(prefixes[1])
+
+
+@pytest.mark.parametrize("cluster_id", ["prod-job", "prod-job-x", "job-1", "a-job-b", "1demo"])
+def test_an_id_without_a_safe_default_prefix_must_name_one(cluster_id: str) -> None:
+    with pytest.raises(ConfigError, match=r"stackNamePrefix"):
+        config(clusterId=cluster_id)
+    assert config(clusterId=cluster_id, stackNamePrefix="x-").stack_name_prefix == "x-"
+
+
+def test_the_functions_and_the_stack_read_the_same_parameter_prefix() -> None:
+    from capacity_broker.config import Settings
+
+    for cluster_id in ("demo", "soca-prod"):
+        runtime = Settings.from_env({"BROKER_CLUSTER_ID": cluster_id}).parameter_prefix
+        assert runtime == config(clusterId=cluster_id).parameter_prefix
 
 
 @pytest.mark.parametrize("context", [{}, {"clusterId": None}, {"clusterId": "  "}])

@@ -46,7 +46,7 @@ def test_stack_status_changes_of_the_job_stacks_reach_the_cleaner(broker: Synth)
         "source": ["aws.cloudformation"],
         "detail-type": ["CloudFormation Stack Status Change"],
         "detail": {
-            "stack-id": [{"wildcard": "arn:*:cloudformation:*:*:stack/soca-demo-job-*"}],
+            "stack-id": [{"wildcard": "arn:*:cloudformation:*:*:stack/demo-job-*"}],
             "status-details": {
                 "status": [
                     {
@@ -105,14 +105,17 @@ def stack_event(stack_name: str, status: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("stack_name", "status", "expected"),
     [
-        ("soca-demo-job-1234", "CREATE_COMPLETE", True),
-        ("soca-demo-job-1234", "UPDATE_COMPLETE", True),
-        ("soca-demo-job-1234", "CREATE_FAILED", True),
-        ("soca-demo-job-1234", "ROLLBACK_IN_PROGRESS", True),
-        ("soca-demo-job-1234", "DELETE_COMPLETE", True),
-        ("soca-demo-job-1234", "DELETE_IN_PROGRESS", True),
-        ("soca-demo-job-1234", "CREATE_IN_PROGRESS", False),
-        ("soca-other-job-1234", "CREATE_COMPLETE", False),
+        ("demo-job-1234", "CREATE_COMPLETE", True),
+        ("demo-job-1234", "UPDATE_COMPLETE", True),
+        ("demo-job-1234", "CREATE_FAILED", True),
+        ("demo-job-1234", "ROLLBACK_IN_PROGRESS", True),
+        ("demo-job-1234", "DELETE_COMPLETE", True),
+        ("demo-job-1234", "DELETE_IN_PROGRESS", True),
+        ("demo-job-1234", "CREATE_IN_PROGRESS", False),
+        ("other-job-1234", "CREATE_COMPLETE", False),
+        # another cluster's ids around this one's: "soca-demo", "demo-x"
+        ("soca-demo-job-1234", "CREATE_COMPLETE", False),
+        ("demo-x-job-1234", "CREATE_COMPLETE", False),
         ("capacity-broker-demo", "UPDATE_COMPLETE", False),
     ],
 )

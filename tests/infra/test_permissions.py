@@ -237,7 +237,7 @@ def test_pass_role_only_for_configured_instance_roles(broker: Synth, custom: Syn
 def test_cleaner_reads_only_the_job_stacks(broker: Synth, custom: Synth) -> None:
     (describe,) = broker.allowed("cleaner", "cloudformation:DescribeStacks")
     assert [flat(r) for r in as_list(describe["Resource"])] == [
-        "arn:<AWS::Partition>:cloudformation:<AWS::Region>:<AWS::AccountId>:stack/soca-demo-job-*/*"
+        "arn:<AWS::Partition>:cloudformation:<AWS::Region>:<AWS::AccountId>:stack/demo-job-*/*"
     ]
     (describe,) = custom.allowed("cleaner", "cloudformation:DescribeStacks")
     assert sorted(flat(r) for r in as_list(describe["Resource"])) == [
@@ -347,13 +347,14 @@ def test_launches_may_use_resources_shared_from_another_account(
 ) -> None:
     """A reservation or security group shared through AWS RAM (or a shared VPC's subnet) has
     the owner's account in its ARN; grants pinned to this account refused them."""
-    # the statement for what the launch uses (the other one names the cluster's templates)
-    (statement,) = [
-        s
+    # the statements for what the launch uses (another one names the cluster's templates;
+    # reservations have their own, scoped by cluster tag)
+    resources = [
+        flat(r)
         for s in custom.allowed("reserve", action)
-        if any(":instance/" in flat(r) for r in as_list(s["Resource"]))
+        if any(f":{shared}/" in flat(r) for r in as_list(s["Resource"]))
+        for r in as_list(s["Resource"])
     ]
-    resources = [flat(r) for r in as_list(statement["Resource"])]
     for region in ("us-east-1", "eu-west-1"):
         assert f"arn:<AWS::Partition>:ec2:{region}:*:{shared}/*" in resources
 
@@ -378,3 +379,57 @@ def test_images_from_ssm_parameters_can_be_resolved(broker: Synth, custom: Synth
     )
     for name in ("probe", "release", "cleaner", "capacity"):
         assert broker.allowed(name, "ssm:GetParameters") == []
+
+
+def _allows_reservation(statement: dict[str, Any], tags: dict[str, str]) -> bool:
+    """Whether a statement's aws:ResourceTag conditions let a reservation with ``tags``
+    through, as IAM evaluates them: StringEquals needs the key ("If the key that you specify
+    in a policy condition is not present in the request context, the values do not match"),
+    the ...IfExists forms are true without it. Other condition keys (the launch template)
+    are taken as met: only the reservation's tags differ between the cases compared."""
+    for operator, keys in statement.get("Condition", {}).items():
+        for key, wanted in keys.items():
+            if not key.startswith("aws:ResourceTag/"):
+                continue
+            value = tags.get(key.split("/", 1)[1])
+            if operator == "StringEquals":
+                ok = value is not None and value in as_list(wanted)
+            elif operator == "StringEqualsIfExists":
+                ok = value is None or value in as_list(wanted)
+            else:
+                raise AssertionError(f"unexpected operator {operator} on {key}")
+            if not ok:
+                return False
+    return True
+
+
+@pytest.mark.parametrize("variant", ["broker", "custom"])
+@pytest.mark.parametrize("action", ["ec2:RunInstances", "ec2:CreateFleet"])
+def test_launches_reach_only_this_clusters_or_untagged_reservations(
+    variant: str, action: str, request: pytest.FixtureRequest
+) -> None:
+    """Contract v3, "Other clusters": reserve may launch into its own holds and the caller's
+    untagged ODCRs and Capacity Blocks, never into a reservation tagged for another broker
+    cluster (that cluster's cleaner would cancel it as consumed)."""
+    synth: Synth = request.getfixturevalue(variant)
+    cluster_id = "demo" if variant == "broker" else "soca-prod"
+    reaching = [
+        statement
+        for name, statement in identity_statements(synth)
+        if grants(statement, action)
+        and any(
+            fnmatch.fnmatchcase("arn:aws:ec2:us-east-1:111122223333:capacity-reservation/cr-1", r)
+            or ":capacity-reservation/" in r
+            for r in (flat(x) for x in as_list(statement["Resource"]))
+        )
+    ]
+    assert reaching, f"nothing lets reserve {action} into a reservation"
+
+    def allowed(tags: dict[str, str]) -> bool:
+        return any(_allows_reservation(statement, tags) for statement in reaching)
+
+    assert allowed({TAG_CLUSTER: cluster_id, TAG_PURPOSE: "hold"})  # its own hold
+    assert allowed({})  # the caller's untagged ODCR or Capacity Block
+    assert allowed({"team": "cfd"})
+    assert not allowed({TAG_CLUSTER: "another-cluster", TAG_PURPOSE: "hold"})
+    assert not allowed({TAG_CLUSTER: ""})

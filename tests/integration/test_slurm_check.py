@@ -42,7 +42,14 @@ WORLD = {
                 }
             ],
             "images": [{"id": AMI, "name": "compute", "platform_details": "Linux/UNIX"}],
-            "launch_templates": [{"id": TEMPLATE, "name": "compute", "data": {"ImageId": AMI}}],
+            "launch_templates": [
+                {
+                    "id": TEMPLATE,
+                    "name": "compute",
+                    "data": {"ImageId": AMI},
+                    "tags": {"capacity-broker:cluster-id": "c1"},
+                }
+            ],
         }
     }
 }

@@ -4,6 +4,8 @@ drives the real one)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -79,6 +81,8 @@ def scenario(c5: tuple[int, int], m5: tuple[int, int] = (0, 0)) -> dict[str, Any
                         "id": TEMPLATE,
                         "name": "compute",
                         "data": {"ImageId": AMI, "InstanceType": "c5.large"},
+                        # tagged for the broker's cluster, as docs/deploy.md asks
+                        "tags": {"capacity-broker:cluster-id": "flows"},
                     }
                 ],
             }
@@ -359,3 +363,117 @@ def test_a_node_slurm_powered_down_while_it_launched_has_its_instance_ended(emu:
     assert len(still) == 1
     assert plan.Binding.read(slurm.comments["hpc-c5-1"]).instance_id == still[0]["InstanceId"]
     assert slurm.powered_down == []
+
+
+# -- the resume program, as slurmctld runs it, with a resume file that is partly wrong -----------
+FAKE_SCONTROL = """#!{python}
+import json, sys
+args = sys.argv[1:]
+with open({calls!r}, "a") as calls:
+    calls.write(json.dumps(args) + "\\n")
+if args[:3] == ["show", "job", "-o"]:
+    print(f"JobId={{args[3]}} JobState=CONFIGURING Restarts=0 NodeList=(null)")
+elif args[:3] == ["show", "node", "-o"]:
+    for name in args[3].split(","):
+        print(f"NodeName={{name}} State=MIXED+CLOUD+POWERING_UP Comment=(null)")
+"""
+
+
+@pytest.fixture
+def programs_run(
+    emu: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[str, dict[str, Any]], tuple[int, list[list[str]]]]]:
+    """``capacity-broker-slurm-resume HOSTLIST`` in this process (direct mode, against the
+    emulator), with a resume file and an scontrol that records what it is told."""
+    import logging
+    import sys
+
+    from capacity_broker.slurm import programs
+
+    emu.load_scenario(scenario((8, 8)))
+    calls = tmp_path / "calls.jsonl"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(FAKE_SCONTROL.format(python=sys.executable, calls=str(calls)))
+    scontrol.chmod(0o755)
+    config = tmp_path / "slurm.yaml"
+    config.write_text(
+        json.dumps({**CONFIG.model_dump(mode="json", exclude_none=True), "scontrol": str(scontrol)})
+    )
+    monkeypatch.setenv("CAPACITY_BROKER_SLURM_CONFIG", str(config))
+    monkeypatch.setenv("CAPACITY_BROKER_SLURM_LOG", str(tmp_path / "programs.log"))
+    slurm_log = logging.getLogger("capacity_broker.slurm")
+    kept = (list(slurm_log.handlers), slurm_log.level, slurm_log.propagate)
+
+    def run(hostlist: str, resume_file: dict[str, Any]) -> tuple[int, list[list[str]]]:
+        path = tmp_path / "resume.json"
+        path.write_text(json.dumps(resume_file))
+        monkeypatch.setenv("SLURM_RESUME_FILE", str(path))
+        code = programs.main("resume", ["capacity-broker-slurm-resume", hostlist])
+        told = [json.loads(line) for line in calls.read_text().splitlines()]
+        return code, told
+
+    yield run
+    slurm_log.handlers[:], slurm_log.level, slurm_log.propagate = kept
+
+
+def _powered_down(told: list[list[str]]) -> list[tuple[str, str]]:
+    return [
+        (args[1].removeprefix("NodeName="), args[3].removeprefix("Reason="))
+        for args in told
+        if args[:1] == ["update"] and "State=POWER_DOWN_FORCE" in args
+    ]
+
+
+def _bound(told: list[list[str]]) -> list[str]:
+    return [
+        args[1].removeprefix("NodeName=")
+        for args in told
+        if args[:1] == ["update"] and any(a.startswith("NodeAddr=") for a in args)
+    ]
+
+
+def test_a_bad_hostlist_in_one_entry_powers_down_no_other_jobs_nodes(
+    programs_run: Callable[[str, dict[str, Any]], tuple[int, list[list[str]]]],
+) -> None:
+    code, told = programs_run(
+        "hpc-c5-[1-4]",
+        {
+            "all_nodes_resume": "hpc-c5-[1-4]",
+            "jobs": [
+                {"job_id": 21, "nodes_resume": "hpc-c5-[1-2]"},
+                {"job_id": 22, "nodes_resume": "hpc-c5-[3-"},
+            ],
+        },
+    )
+    assert code == 0
+    # Job 21 launched and bound; the nodes only the bad entry can be for are given back.
+    assert sorted(_bound(told)) == ["hpc-c5-1", "hpc-c5-2"]
+    [(nodes, reason)] = _powered_down(told)
+    assert nodes == "hpc-c5-3,hpc-c5-4"
+    assert reason.startswith("capacity-broker: error: SLURM_RESUME_FILE job entry 2: nodes:")
+    assert len(live()) == 2
+
+
+def test_a_job_id_of_true_is_not_job_1(
+    programs_run: Callable[[str, dict[str, Any]], tuple[int, list[list[str]]]],
+) -> None:
+    code, told = programs_run(
+        "hpc-c5-[1-3]",
+        {
+            "jobs": [
+                {"job_id": True, "nodes_resume": "hpc-c5-3"},
+                {"job_id": 23, "nodes_resume": "hpc-c5-[1-2]"},
+            ]
+        },
+    )
+    assert code == 0
+    assert ["show", "job", "-o", "1"] not in told and ["show", "job", "-o", "True"] not in told
+    assert sorted(_bound(told)) == ["hpc-c5-1", "hpc-c5-2"]
+    assert _powered_down(told) == [
+        (
+            "hpc-c5-3",
+            "capacity-broker: error: SLURM_RESUME_FILE job entry 1: "
+            "job_id true is not a positive integer",
+        )
+    ]
+    assert len(live()) == 2

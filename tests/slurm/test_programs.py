@@ -23,7 +23,9 @@ M5_NODES = "NodeName=hpc-m5-[1-2] CPUs=2 RealMemory=1000 State=CLOUD"
 CLOUD = "PartitionName=cloud Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
 
 
-def scenario(c5: tuple[int, int] = (0, 8), m5: tuple[int, int] = (8, 8)) -> dict[str, Any]:
+def scenario(
+    c5: tuple[int, int] = (0, 8), m5: tuple[int, int] = (8, 8), cluster: str = "slurm-test"
+) -> dict[str, Any]:
     """Two subnets (AZ a, AZ b); capacity per AZ for c5.large and m5.large.
 
     The VPC is in the loopback range: slurmctld may send a node RPCs at its NodeAddr (to end
@@ -69,6 +71,8 @@ def scenario(c5: tuple[int, int] = (0, 8), m5: tuple[int, int] = (8, 8)) -> dict
                         "id": TEMPLATE,
                         "name": "compute",
                         "data": {"ImageId": AMI, "InstanceType": "c5.large"},
+                        # tagged for the broker's cluster, as docs/deploy.md asks
+                        "tags": {"capacity-broker:cluster-id": cluster},
                     }
                 ],
             }
@@ -298,7 +302,7 @@ def test_a_job_across_two_node_sets_is_all_or_nothing(
 
 
 def test_deployed_mode_through_capacity_broker_local(local_broker: Any, make_cluster: Any) -> None:
-    aws = local_broker(scenario(c5=(0, 8)), "slurm-deployed")
+    aws = local_broker(scenario(c5=(0, 8), cluster="slurm-deployed"), "slurm-deployed")
     config = {
         "function_prefix": "capacity-broker-local",
         "nodesets": [nodeset("hpc-c5-[1-4]", "c5.large")],

@@ -127,6 +127,9 @@ def _dict_keys(expr: ast.AST | None, tree: ast.Module, scope: ast.AST | None) ->
                 yield from _dict_keys(value, tree, scope)
             elif (name := _filter_name(key)) is not None:
                 yield name
+    elif isinstance(expr, ast.DictComp):
+        if (name := _filter_name(expr.key)) is not None:
+            yield name
     elif isinstance(expr, ast.IfExp):
         yield from _dict_keys(expr.body, tree, scope)
         yield from _dict_keys(expr.orelse, tree, scope)
@@ -176,9 +179,15 @@ def filter_uses() -> tuple[Use, ...]:
                     name = _filter_name(node.values[keys.index("Name")])
                     if name is not None:
                         uses.append(Use(_one_operation(function), name, _where(path, node)))
-            # adapter.reservations(filters={...}) and the like
+            # adapter.reservations(filters={...}) and the like; Filters({...}) (adapters/ec2/
+            # filters.py: the one place filter values are escaped)
             elif isinstance(node, ast.Call):
                 method = node.func.attr if isinstance(node.func, ast.Attribute) else None
+                callee = method or (node.func.id if isinstance(node.func, ast.Name) else None)
+                if callee == "Filters" and node.args:
+                    op = _one_operation(function)
+                    for name in _dict_keys(node.args[0], tree, function):
+                        uses.append(Use(op, name, _where(path, node)))
                 for keyword in node.keywords:
                     if keyword.arg == "filters":
                         op = filter_methods().get(method or "")

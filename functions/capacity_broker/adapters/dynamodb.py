@@ -3,6 +3,10 @@
 Powertools Idempotency does the work (conditional writes, in-progress records, expiry) on the
 contract's table schema (partition key ``id``, TTL attribute ``expiration``). Only settled
 answers are remembered; a failure is forgotten so the scheduler's retry can try again.
+
+The table can be written by others (anyone with access, a bug, another version): a record
+Powertools cannot read, or whose answer is not one this broker would replay, is reported as
+``UnreadableRecord``; what to do about it is the caller's decision (``logic.remember``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyPersistenceLayerError,
     IdempotencyValidationError,
 )
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+from botocore.exceptions import BotoCoreError, ClientError
 
 from .aws import AwsError, client
 
@@ -43,6 +49,15 @@ class BodyMismatch(Exception):
 
 class StillRunning(Exception):
     """Another invocation with this request id has not finished within our time budget."""
+
+
+class UnreadableRecord(Exception):
+    """The record kept under this request id is not one this broker wrote: it does not parse,
+    or its answer is not one to replay (corrupt, foreign, another version's)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
 
 
 class RequestRecords:
@@ -69,19 +84,31 @@ class RequestRecords:
         context: Any = None,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        replayable: Callable[[Mapping[str, Any]], bool] = lambda answer: True,
     ) -> dict[str, Any]:
         """``run()`` once per (function, request id); later calls get the first answer.
 
         ``run`` raises ``Unsettled`` for an answer that must not be remembered. A concurrent
-        duplicate waits for the first invocation's answer until ``deadline``.
+        duplicate waits for the first invocation's answer until ``deadline``. A record that
+        cannot be read, or whose answer is not a JSON object ``replayable`` accepts, raises
+        ``UnreadableRecord`` (and ``run`` is not called).
         """
+
+        def replay(response: Any, idempotent_data: DataRecord) -> Any:
+            # Powertools' hook for a replayed answer (``response``: the record's, parsed).
+            if not isinstance(response, dict) or not replayable(response):
+                raise UnreadableRecord("its answer is not one this broker records")
+            return response
+
         config = IdempotencyConfig(
             event_key_jmespath="request_id",
             payload_validation_jmespath="body",
             expires_after_seconds=RECORD_SECONDS,
+            response_hook=replay,
         )
         if context is not None:
             config.register_lambda_context(context)
+        ran: list[bool] = []
 
         @idempotent_function(  # type: ignore[untyped-decorator]
             data_keyword_argument="record",
@@ -90,6 +117,7 @@ class RequestRecords:
             key_prefix=f"capacity-broker.{self.function}",
         )
         def remembered(record: dict[str, Any]) -> dict[str, Any]:
+            ran.append(True)
             return run()
 
         record = {"request_id": request_id, "body": dict(body)}
@@ -104,6 +132,21 @@ class RequestRecords:
                 sleep(WAIT_STEP)
             except IdempotencyPersistenceLayerError as error:
                 cause = error.__cause__
-                raise AwsError(
-                    "DynamoDB", getattr(cause, "code", None), str(cause or error)
-                ) from error
+                if ran or isinstance(cause, ClientError | BotoCoreError):
+                    raise AwsError(
+                        "DynamoDB", getattr(cause, "code", None), str(cause or error)
+                    ) from error
+                # Not DynamoDB's error: Powertools could not make a record of the item.
+                raise UnreadableRecord(_why(cause or error)) from error
+            except UnreadableRecord:
+                raise
+            except Exception as error:
+                if ran:
+                    raise  # the flow's own failure (Unsettled included), not the record's
+                # Before the flow ran, only the record can have failed (a status Powertools
+                # does not know, an answer that is not JSON, a time that is not a number).
+                raise UnreadableRecord(_why(error)) from error
+
+
+def _why(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:200]

@@ -20,10 +20,16 @@ containers never lose each other's facts. Last-seen times are ``SET`` (DynamoDB 
 other, the one written last stays, which can be older by that round trip; nothing decides on
 a difference that small. A request reads its (region, instance type)'s current hour, and the
 previous one while its decision window reaches back into it: one ``BatchGetItem``.
+
+Reading is defensive: the table is shared with every container of the cluster and anyone who
+may write it, and the memory is advice. ``decode`` checks every value against
+``domain.memory``'s bounds (counts, buckets, seconds, times not in the future, the id naming
+the item's own slot); what is not sound is left out and logged once per item, never raised.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -31,11 +37,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..domain import backoff
+from ..domain import memory as rules
 from ..domain.memory import Seen, Tally
 from .aws import AwsError, RetryPolicy, call, client
 
 PREFIX = "capacity-memory#"
+MAX_WARNED = 1000  # item ids whose problems were logged, kept to log each once
 BATCH_KEYS = 100  # BatchGetItem's limit per call
+log = logging.getLogger(__name__)
 _SNAKE = {"UpdateItem": "update_item", "BatchGetItem": "batch_get_item", "Scan": "scan"}
 
 
@@ -91,42 +100,84 @@ def encode(tally: Tally, expiration: int) -> dict[str, Any]:
     }
 
 
-def decode(item: Mapping[str, Any]) -> Tally | None:
-    """The tally an item holds; None for an item that is not the memory's."""
-    if not str(item.get("id", {}).get("S", "")).startswith(PREFIX):
+def _text(value: Any) -> str:
+    if not isinstance(value, Mapping) or not isinstance(value.get("S"), str):
+        raise ValueError("not a string")
+    return str(value["S"])
+
+
+def _number(value: Any) -> float:
+    """A DynamoDB number as a float (a huge one as infinity, for the bounds to refuse)."""
+    if not isinstance(value, Mapping) or not isinstance(value.get("N"), str):
+        raise ValueError("not a number")
+    text = value["N"]
+    try:
+        return float(text[:64])
+    except ValueError:
+        raise ValueError(f"{text[:64]!r} is not a number") from None
+
+
+# Attributes of the item that are not facts.
+_ENVELOPE = frozenset({"id", "region", "instance_type", "hour", "expiration"})
+
+
+def decode(
+    item: Mapping[str, Any], now: float | None = None, problems: list[str] | None = None
+) -> Tally | None:
+    """The tally an item holds, every value checked (``domain.memory``'s bounds, times not
+    later than ``now`` plus the clock skew); None for an item that is not the memory's or
+    whose slot (id, region, instance type, hour) is not sound. A fact that is not sound is
+    left out; what was left out, and why, is added to ``problems``. Never raises: the state
+    table is written by others too, and the memory is advice."""
+    notes = problems if problems is not None else []
+    now = time.time() if now is None else now
+    ident = item.get("id")
+    if not isinstance(ident, Mapping) or not str(ident.get("S", "")).startswith(PREFIX):
         return None
     try:
-        tally = Tally(
-            region=item["region"]["S"],
-            instance_type=item["instance_type"]["S"],
-            hour=int(float(item["hour"]["N"])),
-        )
-    except (KeyError, ValueError):
+        region = rules.checked_name(_text(item.get("region")))
+        instance_type = rules.checked_name(_text(item.get("instance_type")))
+        hour = rules.checked_hour(_number(item.get("hour")), now)
+        if ident.get("S") != item_id(region, instance_type, hour):
+            raise ValueError("its id does not name its region, instance type and hour")
+    except ValueError as error:
+        notes.append(f"skipped: {error}")
         return None
+    tally = Tally(region=region, instance_type=instance_type, hour=hour)
     for name, value in item.items():
-        number = value.get("N")
-        if number is None:
+        if name in _ENVELOPE:
             continue
-        head, _, rest = name.partition("#")
         try:
-            if head in ("n", "t"):
-                seen_name, _, az = rest.partition("#")
-                seen = Seen(seen_name)
-                if head == "n":
-                    tally.counts[(az, seen)] = int(float(number))
-                else:
-                    tally.last[(az, seen)] = float(number)
-            elif head == "rs":
-                tally.reservation_seconds[rest] = float(number)
-            elif head == "lat":
-                tally.latency[int(rest)] = int(float(number))
-            elif name == "quota_at":
-                tally.quota_at = float(number)
-            elif name == "quota_carried":
-                tally.quota_carried = int(float(number))
-        except ValueError:
-            continue  # an attribute a later version wrote: not ours to read
+            _read_fact(tally, str(name), value, now)
+        except ValueError as error:
+            notes.append(f"{str(name)[:80]!r} left out: {error}")
     return tally
+
+
+def _read_fact(tally: Tally, name: str, value: Any, now: float) -> None:
+    """One attribute of an item into ``tally``; ValueError when it is not sound."""
+    head, _, rest = name.partition("#")
+    if head in ("n", "t"):
+        seen_name, _, az = rest.partition("#")
+        key = (rules.checked_name(az), Seen(seen_name))
+        if head == "n":
+            tally.counts[key] = rules.checked_count(_number(value))
+        else:
+            tally.last[key] = rules.checked_moment(_number(value), tally.hour, now)
+    elif head == "rs":
+        tally.reservation_seconds[rules.checked_name(rest)] = rules.checked_seconds(_number(value))
+    elif head == "lat":
+        try:
+            bucket = float(rest)
+        except ValueError:
+            raise ValueError(f"latency bucket {rest[:20]!r} is not a number") from None
+        tally.latency[rules.checked_bucket(bucket)] = rules.checked_count(_number(value))
+    elif name == "quota_at":
+        tally.quota_at = rules.checked_moment(_number(value), tally.hour, now)
+    elif name == "quota_carried":
+        tally.quota_carried = rules.checked_count(_number(value))
+    else:
+        raise ValueError("not an attribute of the capacity memory")
 
 
 class MemoryTable:
@@ -145,6 +196,7 @@ class MemoryTable:
         self._session = session
         self._sleep = sleep
         self._clock = clock
+        self._warned: set[str] = set()  # items whose problems this process has logged
 
     @property
     def _client(self) -> Any:
@@ -158,15 +210,39 @@ class MemoryTable:
         request = {self.table: {"Keys": keys, "ConsistentRead": False}}
         return self._call("BatchGetItem", deadline, RequestItems=request)
 
+    def _decode(self, item: Mapping[str, Any], now: float | None) -> Tally | None:
+        """``decode``, with what it left out logged once per item (every request reads the
+        same items: a warning each time would drown the log)."""
+        problems: list[str] = []
+        tally = decode(item, now, problems)
+        if problems:
+            ident = str(item.get("id", {}).get("S", "?"))[:300]
+            if ident not in self._warned:
+                if len(self._warned) >= MAX_WARNED:
+                    self._warned.clear()
+                self._warned.add(ident)
+                log.warning(
+                    "capacity memory item %s in %s: %s",
+                    ident,
+                    self.table,
+                    "; ".join(problems)[:2000],
+                    extra={"memory_item": ident},
+                )
+        return tally
+
     def add(self, tally: Tally, expiration: int, deadline: float | None = None) -> None:
         """Add ``tally`` to its item (created if missing): one ``UpdateItem``."""
         self._call("UpdateItem", deadline, TableName=self.table, **encode(tally, expiration))
 
     def read(
-        self, slots: Iterable[tuple[str, str, int]], deadline: float | None = None
+        self,
+        slots: Iterable[tuple[str, str, int]],
+        deadline: float | None = None,
+        now: float | None = None,
     ) -> list[Tally]:
-        """The items of these (region, instance type, hour) slots that exist. Keys DynamoDB
-        leaves unprocessed are asked again, with backoff, until ``deadline``."""
+        """The items of these (region, instance type, hour) slots that exist, checked as of
+        ``now`` (wall clock; default: this machine's). Keys DynamoDB leaves unprocessed are
+        asked again, with backoff, until ``deadline``."""
         ids = sorted({item_id(*slot) for slot in slots})
         found: list[Tally] = []
         rng = random.Random()
@@ -176,7 +252,7 @@ class MemoryTable:
             while keys:
                 page = self._batch_get(keys, deadline)
                 for item in page.get("Responses", {}).get(self.table, []):
-                    tally = decode(item)
+                    tally = self._decode(item, now)
                     if tally is not None:
                         found.append(tally)
                 keys = page.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
@@ -194,8 +270,14 @@ class MemoryTable:
                     self._sleep(pause)
         return found
 
-    def scan(self, since_hour: int | None = None, deadline: float | None = None) -> Iterator[Tally]:
-        """Every memory item (of hours from ``since_hour``), every page."""
+    def scan(
+        self,
+        since_hour: int | None = None,
+        deadline: float | None = None,
+        now: float | None = None,
+    ) -> Iterator[Tally]:
+        """Every memory item (of hours from ``since_hour``), every page, checked as of
+        ``now``."""
         params: dict[str, Any] = {
             "TableName": self.table,
             "FilterExpression": "begins_with(#id, :prefix)",
@@ -212,7 +294,7 @@ class MemoryTable:
                 "Scan", deadline, **params, **({"ExclusiveStartKey": start} if start else {})
             )
             for item in page.get("Items", []):
-                tally = decode(item)
+                tally = self._decode(item, now)
                 if tally is not None:
                     yield tally
             start = page.get("LastEvaluatedKey")

@@ -52,6 +52,22 @@ LATENCY_BOUNDS: tuple[float, ...] = (
 )
 
 
+# -- what a fact read from outside may say ------------------------------------------------------
+# The state table is shared: every container of the cluster writes it, and so can anyone with
+# access to the table (or a bug). The memory is advice, so a value read from it is checked
+# against these bounds before anything decides on it; one outside them is dropped (the reader
+# logs it), never an error and never a different answer.
+CLOCK_SKEW = 300.0  # seconds another container's clock may run ahead of this one's
+# Answers per AZ, instance type and hour: EC2's mutating bucket refills 5 calls a second per
+# account and region (18,000 an hour), so this is far beyond what the broker can have seen.
+MAX_COUNT = 1_000_000
+# Reservation-seconds per AZ, instance type and hour: every such answer holding a whole hour.
+MAX_SECONDS = float(MAX_COUNT * HOUR)
+# Regions, AZ ids and instance types as EC2 spells them (us-east-1, use1-az1, g6.xlarge).
+_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+_NAME_LENGTH = 64
+
+
 class Seen(StrEnum):
     """What one create answered, as the memory keeps it."""
 
@@ -95,6 +111,57 @@ class Observation:
 def hour_of(at: float) -> int:
     """The start (epoch seconds) of the hour ``at`` falls in."""
     return int(at // HOUR) * HOUR
+
+
+def checked_name(text: str) -> str:
+    """A region, AZ id or instance type read from outside."""
+    if not 0 < len(text) <= _NAME_LENGTH or not _NAME_CHARACTERS.issuperset(text):
+        raise ValueError(f"{text[:80]!r} is not a region, AZ id or instance type")
+    return text
+
+
+def checked_hour(hour: float, now: float) -> int:
+    """The start of a tally's hour read from outside: a whole hour, not in the future."""
+    if not math.isfinite(hour) or hour < 0 or hour % HOUR:
+        raise ValueError(f"hour {hour!r} is not the start of an hour")
+    if hour > now + CLOCK_SKEW:
+        raise ValueError(f"hour {hour!r} is in the future")
+    return int(hour)
+
+
+def checked_count(n: float) -> int:
+    """A count read from outside: a whole number in [0, ``MAX_COUNT``]."""
+    if not math.isfinite(n) or n < 0 or n > MAX_COUNT or not float(n).is_integer():
+        raise ValueError(f"count {n!r} is not a whole number in [0, {MAX_COUNT}]")
+    return int(n)
+
+
+def checked_moment(at: float, hour: int, now: float) -> float:
+    """A time read from outside (epoch seconds): within its tally's hour (``fold`` puts every
+    fact in the hour it happened; its end included, where the table's microseconds may round
+    a time) and no later than ``now`` plus the clock skew, so that no time stays fresh for
+    longer than the decision window."""
+    if not math.isfinite(at) or not hour <= at <= hour + HOUR:
+        raise ValueError(f"time {at!r} is not within its hour")
+    if at > now + CLOCK_SKEW:
+        raise ValueError(f"time {at!r} is in the future")
+    return float(at)
+
+
+def checked_seconds(seconds: float) -> float:
+    """Reservation-seconds read from outside: in [0, ``MAX_SECONDS``]."""
+    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_SECONDS:
+        raise ValueError(f"seconds {seconds!r} not in [0, {MAX_SECONDS:.0f}]")
+    return float(seconds)
+
+
+def checked_bucket(bucket: float) -> int:
+    """A latency bucket read from outside: an index of ``LATENCY_BOUNDS``."""
+    if not math.isfinite(bucket) or not float(bucket).is_integer():
+        raise ValueError(f"latency bucket {bucket!r} is not a whole number")
+    if not 0 <= bucket < len(LATENCY_BOUNDS):
+        raise ValueError(f"latency bucket {bucket!r} not in [0, {len(LATENCY_BOUNDS) - 1}]")
+    return int(bucket)
 
 
 def latency_bucket(seconds: float) -> int:
@@ -187,16 +254,21 @@ def hedge_delay(latency: Mapping[int, int]) -> float:
     """How long the first attempts may run before the next ones start anyway: the
     ``HEDGE_QUANTILE`` of measured create latencies (the upper bound of its histogram bucket),
     within [``HEDGE_FLOOR``, ``HEDGE_CEILING``]."""
-    total = sum(n for n in latency.values() if n > 0)
+    # Total for any histogram: a bucket that is not an index of LATENCY_BOUNDS, or a count
+    # that is not positive, says nothing (whatever reached here from outside).
+    counted = {
+        bucket: n for bucket, n in latency.items() if 0 <= bucket < len(LATENCY_BOUNDS) and n > 0
+    }
+    total = sum(counted.values())
     if total == 0:
         return HEDGE_CEILING
     rank = math.ceil(HEDGE_QUANTILE * total)
     seen = 0
     quantile = LATENCY_BOUNDS[-1]
-    for bucket in sorted(latency):
-        seen += max(0, latency[bucket])
+    for bucket in sorted(counted):
+        seen += counted[bucket]
         if seen >= rank:
-            quantile = LATENCY_BOUNDS[min(bucket, len(LATENCY_BOUNDS) - 1)]
+            quantile = LATENCY_BOUNDS[bucket]
             break
     return min(HEDGE_CEILING, max(HEDGE_FLOOR, quantile))
 
@@ -230,8 +302,9 @@ class MemoryView:
         self.latency = dict(latency) if latency is not None else histogram
 
     def _fresh(self, at: float | None) -> bool:
-        # A time a little in the future (another container's clock) is fresh too.
-        return at is not None and self.moment - at <= self.window
+        # A time a little in the future (another container's clock) is fresh too; one further
+        # ahead than any clock is off is not (else it would stay fresh until then).
+        return at is not None and -CLOCK_SKEW <= self.moment - at <= self.window
 
     def hint(self, key: MemoryKey) -> Hint:
         """AVAILABLE or OUT by the latest fresh capacity answer there; UNKNOWN without one."""

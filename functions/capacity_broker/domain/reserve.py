@@ -65,6 +65,8 @@ class ExistingReservation:
     # How many instances it is for. A Capacity Block that has not started shows none
     # available (and a TotalInstanceCount of 0) but carries its size in a tag.
     size: int = 0
+    # The other broker cluster it is tagged for (``tags.other_cluster``), if any.
+    other_cluster: str | None = None
 
     @property
     def is_capacity_block(self) -> bool:
@@ -117,6 +119,12 @@ def validate_existing(
         return Rejected(
             f"{rid} is one of this broker's own reservations (a probe or another job's hold), "
             "which the cleaner may cancel at any time; pass a reservation you manage"
+        )
+    if existing.other_cluster is not None:
+        # That cluster's cleaner would cancel it as consumed once this job used it up.
+        return Rejected(
+            f"{rid} belongs to broker cluster {existing.other_cluster!r} (its "
+            "capacity-broker:cluster-id tag), not to this one; pass a reservation of your own"
         )
     # Imported here: the discovery rules cost every entry point's cold import, and only a
     # caller's own Capacity Block needs this one.

@@ -6,8 +6,11 @@ table is required), so these keys are part of the public contract.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
+
+from .lookalikes import LOOKALIKES
 
 TAG_PREFIX = "capacity-broker:"
 TAG_CLUSTER_ID = "capacity-broker:cluster-id"
@@ -16,6 +19,9 @@ TAG_REQUEST_ID = "capacity-broker:request-id"
 TAG_JOB_ID = "capacity-broker:job-id"
 TAG_STACK_NAME = "capacity-broker:stack-name"
 TAG_SUBNET_ID = "capacity-broker:subnet-id"
+# A hold's request identity (``tokens.identity_digest``): without a state table, how a later
+# ask under the same request id knows whether it is the same request.
+TAG_REQUEST_DIGEST = "capacity-broker:request-digest"
 TAG_NAME = "Name"
 
 OWNERSHIP_KEYS = frozenset(
@@ -26,6 +32,7 @@ OWNERSHIP_KEYS = frozenset(
         TAG_JOB_ID,
         TAG_STACK_NAME,
         TAG_SUBNET_ID,
+        TAG_REQUEST_DIGEST,
         TAG_NAME,
     }
 )
@@ -44,14 +51,46 @@ class Purpose(StrEnum):
     HOLD = "hold"
 
 
-def is_reserved_key(key: str) -> bool:
-    """True for keys a request may not set: ``aws:`` (EC2 refuses them) and the broker's own.
+RESERVED_PREFIXES = ("aws:", TAG_PREFIX)
+# Invisible characters (format controls such as U+200B, U+00AD) and combining marks: they
+# change no letter a reader sees.
+_UNSEEN = frozenset({"Cf", "Mn", "Me"})
+_ANY_LOOKALIKE = frozenset("".join(LOOKALIKES.values()))
 
-    Both prefixes are compared case-insensitively: EC2 refuses ``AWS:`` too, and a
-    ``Capacity-Broker:purpose`` key would look like ownership to a human reading the console.
+
+def is_reserved_key(key: str) -> bool:
+    """True for keys a request may not set: ``aws:`` (EC2 refuses them) and the broker's own,
+    and every key that reads as one of them.
+
+    Compared case-insensitively (EC2 refuses ``AWS:`` too, and a ``Capacity-Broker:purpose``
+    key would look like ownership to a human reading the console), after NFKC (fullwidth and
+    other compatibility forms), without invisible characters and marks, and with each
+    character of the prefix matched by any character confusable with it (Unicode's
+    confusables, ``lookalikes``): ``capacity‐broker:`` (U+2010) and ``cаpacity-broker:``
+    (Cyrillic а) are reserved as well.
     """
-    folded = key.casefold()
-    return folded.startswith("aws:") or folded.startswith(TAG_PREFIX)
+    seen = list(_as_read(key))
+    return any(_reads_as(seen, prefix) for prefix in RESERVED_PREFIXES)
+
+
+def _as_read(key: str) -> Iterable[str]:
+    """The key's characters as a reader sees them: a known lookalike as it is, any other
+    character in its NFKC form, case folded; invisible ones and marks left out."""
+    for char in key:
+        if unicodedata.category(char) in _UNSEEN:
+            continue
+        if char in _ANY_LOOKALIKE:
+            yield char
+            continue
+        for part in unicodedata.normalize("NFKC", char).casefold():
+            if unicodedata.category(part) not in _UNSEEN:
+                yield part
+
+
+def _reads_as(seen: list[str], prefix: str) -> bool:
+    if len(seen) < len(prefix):
+        return False
+    return all(c == p or c in LOOKALIKES.get(p, "") for c, p in zip(seen, prefix, strict=False))
 
 
 def name_tag(purpose: Purpose | str, request_id: str) -> str:
@@ -68,6 +107,7 @@ def ownership_tags(
     job_id: str | None = None,
     stack_name: str | None = None,
     extra: Mapping[str, str] | None = None,
+    request_digest: str | None = None,
 ) -> dict[str, str]:
     """Every tag a new reservation gets: the request's own ``extra`` tags plus ownership.
 
@@ -95,6 +135,8 @@ def ownership_tags(
         tags[TAG_JOB_ID] = job_id
     if stack_name:
         tags[TAG_STACK_NAME] = stack_name
+    if request_digest:
+        tags[TAG_REQUEST_DIGEST] = request_digest
     tags[TAG_NAME] = name_tag(purpose, request_id)
     for key, value in tags.items():
         if not 1 <= len(key) <= MAX_KEY_LENGTH:
@@ -123,6 +165,22 @@ def purpose_of(tags: Mapping[str, str]) -> Purpose | None:
         return Purpose(raw) if raw is not None else None
     except ValueError:
         return None
+
+
+def other_cluster(tags: Mapping[str, str], cluster_id: str) -> str | None:
+    """The broker cluster other than ``cluster_id`` that a resource is tagged for, or ``None``
+    when it is tagged for this cluster or for none (contract v3, "Other clusters").
+
+    Any spelling of the key counts (IAM reads the tag key of an ``aws:ResourceTag/<key>``
+    condition without case, and a ``Capacity-Broker:Cluster-Id`` tag says the same to a
+    person), and an empty value is another cluster's too: only this cluster's id is ours.
+    The deployed IAM holds to the same rule (``infra/permissions.py``, launches into
+    reservations: ``StringEqualsIfExists`` on the tag).
+    """
+    for key, value in tags.items():
+        if key.casefold() == TAG_CLUSTER_ID and value != cluster_id:
+            return value
+    return None
 
 
 def is_owned(tags: Mapping[str, str], cluster_id: str) -> bool:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .clock import utc
+from .tags import TAG_CLUSTER_ID, other_cluster
 
 MARKER = "cb1"
 DESCRIPTION_MAX = 255
@@ -45,6 +46,26 @@ NO_STACK = "-"
 # A targeted reservation in one of these states takes no launch (EC2: "You can only launch an
 # instance into a Capacity Reservation that ... is in the active state"); none comes back.
 ENDED_STATES = frozenset({"cancelled", "expired", "failed", "unsupported"})
+
+
+def template_refusal(template_id: str, tags: Mapping[str, str], cluster_id: str) -> str | None:
+    """Why the broker may not write versions into (and launch from) this template, or
+    ``None``: only templates tagged ``capacity-broker:cluster-id`` = this cluster are its to
+    use, the rule the deployed IAM grants hold to (docs/deploy.md, "tag your launch
+    templates"), checked here too so direct mode (the CLI, the Slurm programs) never writes
+    into another cluster's template and the Lambdas refuse before anything is held."""
+    other = other_cluster(tags, cluster_id)
+    if other is not None:
+        return (
+            f"launch template {template_id} belongs to broker cluster {other!r} (its "
+            f"{TAG_CLUSTER_ID} tag), not to this one ({cluster_id!r})"
+        )
+    if tags.get(TAG_CLUSTER_ID) != cluster_id:
+        return (
+            f"launch template {template_id} is not tagged {TAG_CLUSTER_ID}={cluster_id}: tag "
+            "it to let this broker cluster write its versions and launch from it"
+        )
+    return None
 
 
 def _digest(*parts: str) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from .clock import utc, whole_seconds
 from .tags import Purpose
@@ -17,6 +19,32 @@ HOLD_LIFETIME = timedelta(minutes=5)
 # EC2: "Constraint: Maximum 64 ASCII characters."
 CLIENT_TOKEN_MAX_LENGTH = 64
 _DIGEST_CHARS = 48  # 192 bits: no collision in practice, and the token stays readable
+
+
+# What a scheduler may change between two asks of one request (its retry counter); every other
+# field of the body is part of the request's identity.
+RETRY_FIELDS = frozenset({"attempt"})
+IDENTITY_DIGEST_CHARS = 48
+CHANGED_REQUEST = "was used before with a different request; use a new request id"
+# The error code of an attempt that met such an earlier hold (the broker's own, as EC2 only
+# says IdempotentParameterMismatch).
+CHANGED_REQUEST_CODE = "ChangedRequest"
+
+
+def request_identity(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What makes two asks under one request id the same request (contract v3, "Request
+    identity"): the whole body as the model reads it (defaults filled in), but the retry
+    counter. The state table compares it (Powertools' payload validation) and, without a
+    table, the hold carries its digest (``identity_digest``, a tag on create): one rule."""
+    return {key: value for key, value in body.items() if key not in RETRY_FIELDS}
+
+
+def identity_digest(body: Mapping[str, Any]) -> str:
+    """``request_identity`` as a short digest, for a tag (EC2's values stop at 255)."""
+    canonical = json.dumps(
+        request_identity(body), sort_keys=True, separators=(",", ":"), ensure_ascii=True
+    )
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()[:IDENTITY_DIGEST_CHARS]
 
 
 def lifetime(purpose: Purpose | str) -> timedelta:

@@ -93,6 +93,7 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
             run,
             invocation.deadline,
             invocation.context,
+            replay=lambda recorded: flow.replayed(recorded, invocation.deadline),
         )
     finally:
         if flow.memory is not None:

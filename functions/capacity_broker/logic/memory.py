@@ -138,15 +138,18 @@ class CapacityMemory:
         if self.table is not None:
             until = deadline if deadline is not None else self.monotonic() + READ_SECONDS
             self._write_unwritten(until)
-            table = self._background().submit(self.table.read, slots, until)
-            table.add_done_callback(self._seen)
+            table = self._background().submit(self._read, slots, until, moment)
         return Recall(container, table, moment, self.window, earlier)
 
-    def _seen(self, read: Future[list[Tally]]) -> None:
-        if read.cancelled() or read.exception() is not None:
-            return
+    def _read(
+        self, slots: list[tuple[str, str, int]], deadline: float, moment: float
+    ) -> list[Tally]:
+        """The table's answer, kept for the next recall before this one sees it."""
+        assert self.table is not None
+        found = self.table.read(slots, deadline, now=moment)
         with self._lock:
-            self._table_seen = read.result()
+            self._table_seen = found
+        return found
 
     def remember(
         self,
@@ -260,8 +263,8 @@ class CapacityMemory:
             and len(instance_types) * len(regions) * len(hours) <= (MAX_KEYED_HOURS)
         ):
             slots = [(r, t, h) for r in regions for t in instance_types for h in hours]
-            return self.table.read(slots, deadline)
-        return list(self.table.scan(first, deadline))
+            return self.table.read(slots, deadline, now=now)
+        return list(self.table.scan(first, deadline, now=now))
 
     def forget(self) -> None:
         """Drop the container's memory (tests switch worlds)."""

@@ -25,7 +25,14 @@ from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2, NewReservation, Reservation, Subnet
 from ..domain import tags as tagging
 from ..domain.errors import ErrorClass, no_longer_holds, not_seen_yet
-from ..domain.tokens import client_token, end_date, next_generation, token_nonce
+from ..domain.tokens import (
+    CHANGED_REQUEST,
+    CHANGED_REQUEST_CODE,
+    client_token,
+    end_date,
+    next_generation,
+    token_nonce,
+)
 
 T = TypeVar("T")
 
@@ -45,6 +52,21 @@ DEFAULT_SETTLE_SECONDS = 10.0
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _changed(spec: HoldSpec) -> AwsError:
+    return AwsError(
+        "CreateCapacityReservation",
+        CHANGED_REQUEST_CODE,
+        f"request_id {spec.request_id} {CHANGED_REQUEST}; nothing new was made",
+    )
+
+
+def changed_request(reservation: Reservation, digest: str | None) -> bool:
+    """Whether an earlier hold of a request id was made for another request than the one
+    whose identity is ``digest`` (a hold made before holds carried the digest says nothing)."""
+    made_for = reservation.tags.get(tagging.TAG_REQUEST_DIGEST)
+    return digest is not None and made_for is not None and made_for != digest
 
 
 @dataclass(frozen=True)
@@ -82,6 +104,9 @@ class HoldSpec:
     stack_name: str | None = None
     placement_group_arn: str | None = None
     extra_tags: Mapping[str, str] | None = None
+    # The request's identity (``domain.tokens.identity_digest``), tagged on a hold: an
+    # earlier invocation's hold is taken over only when it was made for the same request.
+    request_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +148,7 @@ class ReservationCore:
             job_id=spec.job_id,
             stack_name=spec.stack_name,
             extra=spec.extra_tags,
+            request_digest=spec.request_digest,
         )
 
     def hold(
@@ -177,6 +203,10 @@ class ReservationCore:
                     given_back()
                 generation = next_generation(spec.purpose, generation, seen)
                 continue
+            if changed_request(reservation, spec.request_digest):
+                # EC2 answered the token with a hold an earlier invocation made for another
+                # request under this id (the two differ in what EC2 does not compare).
+                raise _changed(spec)
             if reservation.state not in HOLDING_STATES:
                 # EC2 answers a ClientToken it has seen (same parameters) with the reservation
                 # it made then; an earlier invocation of this request has since cancelled it
@@ -225,6 +255,8 @@ class ReservationCore:
                 },
                 deadline=deadline,
             )
+            if any(changed_request(r, spec.request_digest) for r in found):
+                raise _changed(spec)
             live = [r for r in found if r.state in HOLDING_STATES]
             if live:
                 return live[0], len(found)

@@ -36,6 +36,10 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class TemplateRefused(Exception):
+    """The job's template is not this cluster's to use (``domain.templates.template_refusal``)."""
+
+
 @dataclass
 class Deletion:
     """What a clean-up did to this cluster's versions."""
@@ -70,7 +74,19 @@ class Templates:
     # -- the version a request builds on ------------------------------------------------
     def source(self, template_id: str, version: str, deadline: float) -> Version:
         """The source version: the number given, the default, or for ``$Latest`` the newest
-        version no broker made (``domain.templates.newest_user_version``)."""
+        version no broker made (``domain.templates.newest_user_version``).
+
+        First of all the template must be this cluster's (``TemplateRefused`` otherwise): a
+        request builds on it to write a version into it. A ``Templates`` without a cluster id
+        (``slurm check`` of a deployed broker, whose cluster id it does not know) skips that."""
+        template = self.ec2.launch_template(template_id, deadline)
+        refusal = (
+            rules.template_refusal(template_id, template.tags, self.cluster_id)
+            if self.cluster_id
+            else None
+        )
+        if refusal is not None:
+            raise TemplateRefused(refusal)
         if version != "$Latest":
             found = self.ec2.template_versions(template_id, numbers=[version], deadline=deadline)
             if not found:  # EC2 answers InvalidLaunchTemplateId.VersionNotFound; some []
@@ -80,8 +96,7 @@ class Templates:
                     f"version {version} of {template_id} does not exist",
                 )
             return found[0]
-        top = self.ec2.launch_template(template_id, deadline).latest
-        for window in self._windows(top, MAX_WINDOWS):
+        for window in self._windows(template.latest, MAX_WINDOWS):
             chosen = rules.newest_user_version(
                 self.ec2.template_versions(
                     template_id, after=window[0], up_to=window[1], deadline=deadline

@@ -98,7 +98,10 @@ def _printable(value: str) -> str:
 
 def _tag_key(value: str) -> str:
     if is_reserved_key(value):
-        raise ValueError("may not start with 'aws:' or 'capacity-broker:'")
+        raise ValueError(
+            "may not start with 'aws:' or 'capacity-broker:', in any case or with characters "
+            "that look like theirs"
+        )
     return value
 
 

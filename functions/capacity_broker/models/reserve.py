@@ -71,6 +71,9 @@ class ReservationInfo(ResponseModel):
     instance_count: int
     start_date: UtcDateTime | None = None
     end_date: UtcDateTime | None = None
+    # In a replayed answer (contract v3): the reservation's state as EC2 shows it now
+    # ("gone" when EC2 no longer knows it).
+    state: str | None = None
 
 
 class LaunchTemplateInfo(ResponseModel):
@@ -99,4 +102,7 @@ class ReserveResponse(ResponseModel):
     # the broker measured them; a hold the answer hands to the job (``reserved``) is counted
     # by whoever gives it back (release, the cleaner), not here.
     reservation_seconds: float = 0.0
+    # Contract v3, "Request identity": the answer recorded for this request id (state table),
+    # given again; ``reservation.state`` says what the reservation is now.
+    replayed: bool | None = None
     message: str

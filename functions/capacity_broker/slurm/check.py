@@ -24,7 +24,7 @@ from rich.table import Table
 
 from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2
-from ..logic.templates import Templates
+from ..logic.templates import TemplateRefused, Templates
 from .config import ENV_LOG, ConfigError, NodeSet, SlurmConfig, config_path, load
 from .runtime import aws_environment, aws_session
 
@@ -160,7 +160,7 @@ def _nodeset(config: SlurmConfig, nodeset: NodeSet, ec2: Ec2) -> NodeSetReport:
             "version": template.version,
             "is": source.number,
         }
-    except AwsError as error:
+    except (AwsError, TemplateRefused) as error:
         found.launch_template = {"id": template.id, "version": template.version, "is": None}
         found.problems.append(f"launch template {template.id} version {template.version}: {error}")
     zones = sorted({s.availability_zone for s in subnets.values()})

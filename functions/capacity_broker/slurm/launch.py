@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ..adapters.aws import AwsError
+from ..adapters.ec2 import Prefix
 from ..client import BrokerError, InvalidArguments
 from ..domain.reserve import ReserveStatus
 from ..domain.tags import TAG_NAME, TAG_REQUEST_ID
@@ -193,7 +194,7 @@ def _earlier_try(runtime: Runtime, node: str) -> list[str]:
         ):
             return [instance.instance_id]
     found = runtime.ec2.tagged_instances(
-        {TAG_REQUEST_ID: [prefix + "*"]}, states=LIVE, deadline=deadline
+        {TAG_REQUEST_ID: [Prefix(prefix)]}, states=LIVE, deadline=deadline
     )
     return [i.instance_id for i in found][:1]
 

@@ -23,7 +23,10 @@ TAG_SLURM_CLUSTER = "capacity-broker:slurm-cluster"
 REASON_PREFIX = "capacity-broker:"
 # Slurm keeps reasons whole, but sinfo and scontrol lines should stay readable.
 MAX_REASON = 200
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# Slurm's ClusterName in request ids (``cluster_label``): kept as it is when it is made of these
+# characters only, at most 40 of them.
+_PLAIN_CLUSTER = re.compile(r"[A-Za-z0-9-]{1,40}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
 # How long EC2 may not know an instance made a moment ago ("Eventual consistency in the Amazon
 # EC2 API" gives no figure; its advice to back off starts at a couple of seconds).
 SETTLE_SECONDS = 60.0
@@ -35,6 +38,12 @@ _BINDING = re.compile(
     r"^capacity-broker:instance=(?P<instance>i-[0-9a-f]{8,32}),"
     r"bound=(?P<bound>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)$"
 )
+
+
+# Slurm job ids are 32-bit: "The job id is a 32 bit field with the first 26 bits for the local
+# job id and the remaining 6 bits reserved for a cluster id" (slurm.conf, MaxJobId); 0xfffffffe
+# and 0xffffffff are Slurm's NO_VAL and INFINITE, never a job's.
+MAX_JOB_ID = 0xFFFFFFFD
 
 
 class ResumeFileError(ValueError):
@@ -53,12 +62,42 @@ class Unit:
         return f"job {self.job_id}" if self.job_id is not None else f"node {self.nodes[0]}"
 
 
-def read_resume_file(text: str) -> tuple[list[tuple[int, list[str]]], list[str]]:
-    """Slurm's resume file → ``[(job id, nodes)]`` and ``all_nodes``.
+@dataclass(frozen=True)
+class BadEntry:
+    """A job entry of the resume file that cannot be used: why, and the nodes it names when
+    they can be known (``None``: its node list itself is not sound)."""
 
-    Slurm 22.05 writes ``{"jobs": [{"job_id": 12, "nodes": "n[1-2]"}], "all_nodes": "…"}``;
-    later releases name the same things ``nodes_resume`` and ``all_nodes_resume`` (and add
-    ``nodes_alloc``, the job's nodes already up included): both are read.
+    position: int  # 1-based, in the file's "jobs"
+    why: str
+    nodes: tuple[str, ...] | None
+
+    @property
+    def label(self) -> str:
+        return f"SLURM_RESUME_FILE job entry {self.position}"
+
+
+@dataclass(frozen=True)
+class ResumeFile:
+    """What the resume file says: each sound job entry's (job id, nodes), the entries that
+    are not sound, and ``all_nodes`` (``None`` when absent or not sound)."""
+
+    jobs: list[tuple[int, list[str]]]
+    bad: list[BadEntry]
+    all_nodes: list[str] | None
+
+
+def read_resume_file(text: str) -> ResumeFile:
+    """Slurm's resume file, read entry by entry: one entry that is not sound (a node list that
+    is not a hostlist, a ``job_id`` that is not a positive integer, wrong types) is reported in
+    ``bad`` and affects no other entry. ``ResumeFileError`` only when the file as a whole is
+    not Slurm's (not JSON, not an object, ``jobs`` not a list).
+
+    The shape, as SchedMD documents it (https://slurm.schedmd.com/power_save.html,
+    ResumeProgram, "SLURM_RESUME_FILE"): ``{"all_nodes_resume": "cloud[1-3,7-8]", "jobs":
+    [{"job_id": 140814, "nodes_alloc": "cloud[1-4]", "nodes_resume": "cloud[1-3]", "extra":
+    …, "features": …, "oversubscribe": …, "partition": …, "reservation": …}, …]}``: ``job_id``
+    a JSON number, node lists Slurm hostlist expressions. Slurm 22.05 names the node lists
+    ``nodes`` and ``all_nodes``: both spellings are read.
     """
     try:
         data = json.loads(text)
@@ -66,14 +105,76 @@ def read_resume_file(text: str) -> tuple[list[tuple[int, list[str]]], list[str]]
         raise ResumeFileError(f"not JSON: {error}") from None
     if not isinstance(data, dict):
         raise ResumeFileError("not a JSON object")
+    entries = data.get("jobs")
+    if entries is None:
+        entries = []
+    if not isinstance(entries, list):
+        raise ResumeFileError(f'"jobs" is not a list: {entries!r:.100}')
     jobs: list[tuple[int, list[str]]] = []
-    for entry in data.get("jobs") or []:
-        if not isinstance(entry, dict) or not isinstance(entry.get("job_id"), int):
-            raise ResumeFileError(f"a job entry without a numeric job_id: {entry!r:.200}")
-        nodes = entry.get("nodes_resume", entry.get("nodes")) or ""
-        jobs.append((int(entry["job_id"]), hostlist.expand(str(nodes))))
-    all_nodes = data.get("all_nodes_resume", data.get("all_nodes")) or ""
-    return jobs, hostlist.expand(str(all_nodes))
+    bad: list[BadEntry] = []
+    for position, entry in enumerate(entries, start=1):
+        read = _entry(position, entry)
+        if isinstance(read, BadEntry):
+            bad.append(read)
+        else:
+            jobs.append(read)
+    try:
+        all_nodes: list[str] | None = _hostlist(
+            data.get("all_nodes_resume", data.get("all_nodes")) or ""
+        )
+    except ValueError:
+        all_nodes = None  # nothing depends on it: the program's argument names the nodes
+    return ResumeFile(jobs, bad, all_nodes)
+
+
+def _hostlist(value: object) -> list[str]:
+    if not isinstance(value, str):
+        raise ValueError(f"a node list that is not a string: {value!r:.80}")
+    try:
+        return hostlist.expand(value)
+    except hostlist.HostlistError as error:
+        raise ValueError(str(error)) from None
+
+
+def _entry(position: int, entry: object) -> tuple[int, list[str]] | BadEntry:
+    """(job id, nodes) of a sound entry; else what is wrong, with its nodes if known."""
+    if not isinstance(entry, dict):
+        return BadEntry(position, f"not a JSON object: {entry!r:.80}", None)
+    problems: list[str] = []
+    nodes: list[str] | None = None
+    try:
+        nodes = _hostlist(entry.get("nodes_resume", entry.get("nodes")) or "")
+    except ValueError as error:
+        problems.append(f"nodes: {error}")
+    job_id = entry.get("job_id")
+    # A JSON true is a Python bool, and a bool is an int: refused, as any non-integer.
+    if isinstance(job_id, bool) or not isinstance(job_id, int) or not 1 <= job_id <= MAX_JOB_ID:
+        problems.insert(0, f"job_id {json.dumps(job_id)[:40]} is not a positive integer")
+    if problems or nodes is None or not isinstance(job_id, int):
+        return BadEntry(position, "; ".join(problems), None if nodes is None else tuple(nodes))
+    return job_id, nodes
+
+
+def unusable(resumed: Sequence[str], resume: ResumeFile) -> list[tuple[BadEntry, list[str]]]:
+    """The nodes being resumed that a bad entry of the resume file may be for, and are not
+    any sound entry's: (the entry, its nodes). Such nodes are not launched (their job is not
+    known for sure) but powered down, so that Slurm requeues whatever job they were for. A
+    bad entry whose nodes are known claims only those; one whose nodes cannot be known claims
+    every resumed node no sound entry names (it may be any of them). A sound entry's nodes
+    are never claimed: another job's launch is never affected."""
+    sound = {node for _, nodes in resume.jobs for node in nodes}
+    free = [node for node in dict.fromkeys(resumed) if node not in sound]
+    found: list[tuple[BadEntry, list[str]]] = []
+    for entry in resume.bad:
+        if entry.nodes is not None:
+            mine = [n for n in free if n in set(entry.nodes)]
+            if mine:
+                found.append((entry, mine))
+                free = [n for n in free if n not in set(mine)]
+    unknown = [entry for entry in resume.bad if entry.nodes is None]
+    if unknown and free:
+        found.append((unknown[0], free))
+    return found
 
 
 def units(resumed: Sequence[str], jobs: Iterable[tuple[int, Sequence[str]]]) -> list[Unit]:
@@ -122,8 +223,23 @@ def job_tag(unit: Unit) -> str:
     return str(unit.job_id) if unit.job_id is not None else f"slurm-node-{unit.nodes[0]}"[:128]
 
 
+def cluster_label(cluster: str) -> str:
+    """Slurm's ClusterName as every request id of its programs carries it, after ``slurm.``
+    and before a ``.``: the name itself when it is 1-40 letters, digits and hyphens, else its
+    first 23 characters so (others as ``-``), ``_`` and a digest of the whole name.
+
+    Neither form holds a ``.``, so the ``.`` after it ends it: the request ids of cluster
+    ``prod.x`` (``slurm.prod-x_….``) never start with ``slurm.prod.``, the head node IAM's
+    pattern of cluster ``prod`` (docs/slurm.md); and only the digest form holds a ``_``, so two
+    names never share a label (``prod.x`` and ``prod-x`` used to share ``prod-x``, and names
+    past 40 characters their first 40)."""
+    if _PLAIN_CLUSTER.fullmatch(cluster):
+        return cluster
+    return f"{_UNSAFE.sub('-', cluster)[:23]}_{_digest('cluster', cluster)}"
+
+
 def _prefix(cluster: str) -> str:
-    return f"slurm.{_UNSAFE.sub('-', cluster)[:40]}"
+    return f"slurm.{cluster_label(cluster)}"
 
 
 def _digest(*parts: str) -> str:

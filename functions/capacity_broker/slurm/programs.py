@@ -83,8 +83,11 @@ def main(program: str, argv: Sequence[str]) -> int:
         with aws_environment(config):
             runtime = Runtime.build(config)
             if program == "resume":
-                jobs = _jobs(runtime, nodes, resume_text, resume_error)
-                ok = launch.resume(runtime, nodes, jobs)
+                jobs, unusable = _jobs(runtime, nodes, resume_text, resume_error)
+                ok = _power_down_unusable(runtime.scontrol, unusable)
+                given_up = {node for _, mine in unusable for node in mine}
+                wanted = [node for node in nodes if node not in given_up]
+                ok = launch.resume(runtime, wanted, jobs) and ok
             else:
                 ok = giveback.give_back(runtime, nodes, program)
     except Exception as error:  # noqa: BLE001 - logged; slurmctld sees the exit code
@@ -98,22 +101,45 @@ def main(program: str, argv: Sequence[str]) -> int:
 
 def _jobs(
     runtime: Runtime, nodes: list[str], text: str | None, error: str | None
-) -> list[tuple[int, list[str]]]:
+) -> tuple[list[tuple[int, list[str]]], list[tuple[plan.BadEntry, list[str]]]]:
+    """The jobs the nodes are resumed for, and the nodes a bad entry of the resume file may be
+    for (``plan.unusable``), which are not launched."""
     if text is not None:
         try:
-            jobs, _ = plan.read_resume_file(text)
-            return jobs
+            resume = plan.read_resume_file(text)
         except plan.ResumeFileError as bad:
             error = f"SLURM_RESUME_FILE: {bad}"
+        else:
+            for entry in resume.bad:
+                log.error(
+                    "%s: %s (nodes %s)",
+                    entry.label,
+                    entry.why,
+                    fold(entry.nodes) if entry.nodes is not None else "unknown",
+                )
+            return resume.jobs, plan.unusable(nodes, resume)
     if error:
         log.warning("%s; asking slurmctld which jobs the nodes are for", error)
     # Run by hand, or an old Slurm: the jobs configuring on these nodes are the same mapping.
     wanted = set(nodes)
-    return [
+    jobs = [
         (job.job_id, [n for n in job.nodes if n in wanted])
         for job in runtime.scontrol.jobs()
         if job.state.startswith("CONFIGURING") and wanted.intersection(job.nodes)
     ]
+    return jobs, []
+
+
+def _power_down_unusable(
+    scontrol: Scontrol, unusable: list[tuple[plan.BadEntry, list[str]]]
+) -> bool:
+    """Nodes a bad resume-file entry may be for: powered down (Slurm requeues their job) with
+    a reason naming the entry and what is wrong with it. True when every power-down took."""
+    done = [
+        _power_down(scontrol, mine, plan.reason("error", f"{entry.label}: {entry.why}"))
+        for entry, mine in unusable
+    ]
+    return all(done)
 
 
 def _resume_file() -> tuple[str | None, str | None]:
@@ -130,12 +156,14 @@ def _power_down_unconfigured(nodes: list[str], why: str) -> None:
     _power_down(Scontrol(DEFAULT_SCONTROL), nodes, plan.reason("error", f"configuration: {why}"))
 
 
-def _power_down(scontrol: Scontrol, nodes: list[str], reason: str) -> None:
+def _power_down(scontrol: Scontrol, nodes: list[str], reason: str) -> bool:
     try:
         scontrol.power_down(nodes, reason)
-        log.info("powered down %s", fold(nodes))
+        log.info("powered down %s: %s", fold(nodes), reason)
     except ScontrolError as error:
         log.error("could not power down %s: %s", fold(nodes), error)
+        return False
+    return True
 
 
 # -- the process ----------------------------------------------------------------------------

@@ -18,6 +18,8 @@ ALLOWED = {
     "math",
     "types",
     "typing",
+    # Unicode's character database: pure lookups (reserved tag keys, domain/tags.py)
+    "unicodedata",
 }
 FORBIDDEN_CALLS = {"open", "print", "input", "exec", "eval"}
 

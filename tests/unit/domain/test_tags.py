@@ -74,7 +74,14 @@ def test_the_request_limit_leaves_room_for_the_broker_s_own_tags() -> None:
     """20 request tags (the contract's limit) plus every ownership tag stay within EC2's 50."""
     extra = {f"team-{i}": "x" for i in range(20)}
     tags = t.ownership_tags(
-        CLUSTER, "hold", "r1", "subnet-0a00000000000001", "job", "stack", extra=extra
+        CLUSTER,
+        "hold",
+        "r1",
+        "subnet-0a00000000000001",
+        "job",
+        "stack",
+        extra=extra,
+        request_digest="d" * 48,
     )
     assert len(tags) == 20 + len(t.OWNERSHIP_KEYS) <= t.MAX_TAGS_PER_RESOURCE
     with pytest.raises(ValueError, match="50 per resource"):

@@ -7,7 +7,6 @@ import threading
 from typing import Any
 
 import boto3
-import pytest
 from capacity_broker.adapters.dynamodb_memory import PREFIX, MemoryTable, decode, encode, item_id
 from capacity_broker.domain.memory import (
     DECISION_WINDOW,
@@ -23,7 +22,6 @@ from capacity_broker.domain.memory import (
 from capacity_broker.logic.memory import CapacityMemory
 
 REGION = "us-east-1"
-TABLE = "broker-state"
 T0 = 1_763_719_200.0 + 600  # ten minutes into an hour
 AZ1 = MemoryKey(REGION, "use1-az1", "g6.xlarge")
 AZ2 = MemoryKey(REGION, "use1-az2", "g6.xlarge")
@@ -35,17 +33,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.at
-
-
-@pytest.fixture
-def table(emu: Any) -> str:
-    boto3.client("dynamodb", region_name=REGION).create_table(
-        TableName=TABLE,
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    return TABLE
 
 
 def memory_with(table: str | None, clock: Clock) -> CapacityMemory:

@@ -20,8 +20,9 @@ def test_the_resume_file_of_slurm_22_05() -> None:
             "all_nodes": "hpc-[1-4]",
         }
     )
-    assert plan.read_resume_file(text) == (
+    assert plan.read_resume_file(text) == plan.ResumeFile(
         [(12, ["hpc-1", "hpc-2"]), (13, ["hpc-3"])],
+        [],
         ["hpc-1", "hpc-2", "hpc-3", "hpc-4"],
     )
 
@@ -41,13 +42,155 @@ def test_the_resume_file_of_later_releases() -> None:
             ],
         }
     )
-    assert plan.read_resume_file(text) == ([(140814, ["c1", "c2", "c3"])], ["c1", "c2", "c3"])
+    assert plan.read_resume_file(text) == plan.ResumeFile(
+        [(140814, ["c1", "c2", "c3"])], [], ["c1", "c2", "c3"]
+    )
 
 
-@pytest.mark.parametrize("text", ["not json", "[1]", '{"jobs": [{"nodes": "a"}]}'])
+@pytest.mark.parametrize("text", ["not json", "[1]", '{"jobs": {"job_id": 1}}', '{"jobs": 5}'])
 def test_a_resume_file_slurm_did_not_write(text: str) -> None:
     with pytest.raises(plan.ResumeFileError):
         plan.read_resume_file(text)
+
+
+# -- one entry that is not sound affects that entry alone (issue 19) ------------------------------
+def _file(*entries: object, all_nodes: object = "hpc-[1-9]") -> str:
+    return json.dumps({"all_nodes_resume": all_nodes, "jobs": list(entries)})
+
+
+SOUND = {"job_id": 12, "nodes_resume": "hpc-[1-2]"}
+
+
+@pytest.mark.parametrize(
+    ("entry", "why", "nodes"),
+    [
+        # An entry without a job id (it was a whole-file error before: every job's nodes were
+        # powered down for it).
+        ({"nodes": "hpc-3"}, "job_id null is not a positive integer", ("hpc-3",)),
+        # JSON true is a Python bool, and a bool is an int: not job 1.
+        ({"job_id": True, "nodes_resume": "hpc-3"}, "job_id true is not", ("hpc-3",)),
+        ({"job_id": False, "nodes_resume": "hpc-3"}, "job_id false is not", ("hpc-3",)),
+        ({"job_id": 0, "nodes_resume": "hpc-3"}, "job_id 0 is not", ("hpc-3",)),
+        ({"job_id": -4, "nodes_resume": "hpc-3"}, "job_id -4 is not", ("hpc-3",)),
+        ({"job_id": 2**32, "nodes_resume": "hpc-3"}, "job_id 4294967296 is not", ("hpc-3",)),
+        ({"job_id": 13.0, "nodes_resume": "hpc-3"}, "job_id 13.0 is not", ("hpc-3",)),
+        ({"job_id": "13", "nodes_resume": "hpc-3"}, 'job_id "13" is not', ("hpc-3",)),
+        ({"job_id": [13], "nodes_resume": "hpc-3"}, "job_id [13] is not", ("hpc-3",)),
+        ({"job_id": 13, "nodes_resume": "hpc-[3-"}, "nodes: 'hpc-[3-'", None),
+        ({"job_id": 13, "nodes_resume": "@all"}, "nodes: '@all' is not a Slurm hostlist", None),
+        ({"job_id": 13, "nodes_resume": ["hpc-3"]}, "nodes: a node list that is not a", None),
+        ({"job_id": 13, "nodes": 7}, "nodes: a node list that is not a string: 7", None),
+        (
+            {"job_id": True, "nodes_resume": "hpc-[3-"},
+            "job_id true is not a positive integer; nodes: 'hpc-[3-'",
+            None,
+        ),
+        ("hpc-3", "not a JSON object: 'hpc-3'", None),
+        (None, "not a JSON object: None", None),
+    ],
+)
+def test_an_entry_that_is_not_sound_is_reported_alone(
+    entry: object, why: str, nodes: tuple[str, ...] | None
+) -> None:
+    later = {"job_id": 14, "nodes": "hpc-[4-5]"}
+    read = plan.read_resume_file(_file(SOUND, entry, later))
+    assert read.jobs == [(12, ["hpc-1", "hpc-2"]), (14, ["hpc-4", "hpc-5"])]
+    [bad] = read.bad
+    assert (bad.position, bad.nodes) == (2, nodes)
+    assert bad.why.startswith(why), bad.why
+    assert bad.label == "SLURM_RESUME_FILE job entry 2"
+
+
+def test_a_job_id_at_slurms_bounds_is_sound() -> None:
+    read = plan.read_resume_file(
+        _file({"job_id": 1, "nodes": "hpc-1"}, {"job_id": 0xFFFFFFFD, "nodes": "hpc-2"})
+    )
+    assert (read.jobs, read.bad) == ([(1, ["hpc-1"]), (0xFFFFFFFD, ["hpc-2"])], [])
+
+
+@pytest.mark.parametrize("all_nodes", ["hpc-[1-", 5, ["hpc-1"]])
+def test_an_unreadable_all_nodes_costs_nothing(all_nodes: object) -> None:
+    read = plan.read_resume_file(_file(SOUND, all_nodes=all_nodes))
+    assert (read.jobs, read.bad, read.all_nodes) == ([(12, ["hpc-1", "hpc-2"])], [], None)
+
+
+def _unusable(resumed: list[str], *entries: object) -> list[tuple[str, list[str]]]:
+    found = plan.unusable(resumed, plan.read_resume_file(_file(*entries)))
+    return [(entry.why, nodes) for entry, nodes in found]
+
+
+def test_a_bad_entry_whose_nodes_are_known_claims_only_those() -> None:
+    resumed = ["hpc-1", "hpc-2", "hpc-3", "hpc-4", "hpc-5"]
+    # hpc-2 is also job 12's (a shared node): job 12 launches it; hpc-5 is no entry's.
+    assert _unusable(resumed, SOUND, {"job_id": True, "nodes": "hpc-[2-4]"}) == [
+        ("job_id true is not a positive integer", ["hpc-3", "hpc-4"])
+    ]
+
+
+def test_a_bad_entry_whose_nodes_cannot_be_known_claims_only_what_no_sound_entry_names() -> None:
+    resumed = ["hpc-1", "hpc-2", "hpc-3", "hpc-4", "hpc-5"]
+    found = _unusable(
+        resumed,
+        SOUND,
+        {"job_id": 13, "nodes": "hpc-[3-"},
+        {"job_id": 14, "nodes": "hpc-4"},
+    )
+    assert [nodes for _, nodes in found] == [["hpc-3", "hpc-5"]]
+    assert found[0][0].startswith("nodes: 'hpc-[3-'")
+
+
+def test_known_nodes_are_claimed_by_their_own_entry_before_an_unknown_one() -> None:
+    resumed = ["hpc-1", "hpc-2", "hpc-3", "hpc-4", "hpc-5"]
+    found = _unusable(
+        resumed,
+        {"job_id": 13, "nodes": "hpc-[3-"},
+        {"job_id": 0, "nodes": "hpc-4"},
+        SOUND,
+    )
+    assert [nodes for _, nodes in found] == [["hpc-4"], ["hpc-3", "hpc-5"]]
+
+
+def test_without_a_bad_entry_nothing_is_unusable() -> None:
+    assert _unusable(["hpc-1", "hpc-7"], SOUND) == []
+
+
+_ENTRY_VALUES = st.one_of(
+    st.integers(-2, 2**33),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=4),
+    st.floats(allow_nan=False),
+    st.lists(st.integers(), max_size=2),
+)
+_NODE_LISTS = st.one_of(
+    st.lists(st.integers(1, 8), max_size=4).map(lambda ns: ",".join(f"hpc-{n}" for n in ns)),
+    st.sampled_from(["hpc-[1-", "hpc-[2-3]", "@g", "hpc-1!x", ""]),
+    _ENTRY_VALUES,
+)
+
+
+@given(
+    entries=st.lists(
+        st.one_of(
+            st.fixed_dictionaries({"job_id": _ENTRY_VALUES, "nodes_resume": _NODE_LISTS}),
+            st.fixed_dictionaries({"job_id": st.integers(1, 99), "nodes": _NODE_LISTS}),
+            _ENTRY_VALUES,
+        ),
+        max_size=6,
+    ),
+    resumed=st.lists(st.integers(1, 9).map(lambda n: f"hpc-{n}"), unique=True, max_size=9),
+)
+def test_no_entry_reaches_another_entrys_nodes(entries: list[object], resumed: list[str]) -> None:
+    read = plan.read_resume_file(_file(*entries))
+    assert len(read.jobs) + len(read.bad) == len(entries)
+    assert all(not isinstance(job, bool) and job >= 1 for job, _ in read.jobs)
+    sound = {node for _, nodes in read.jobs for node in nodes}
+    claimed = [node for _, nodes in plan.unusable(resumed, read) for node in nodes]
+    assert len(claimed) == len(set(claimed))  # each node powered down once at most
+    assert set(claimed) <= set(resumed) - sound  # never a sound entry's node
+    if not any(entry.nodes is None for entry in read.bad):
+        named = {node for entry in read.bad for node in entry.nodes or ()}
+        assert set(claimed) == (set(resumed) - sound) & named
 
 
 def test_units_per_job_then_per_node() -> None:

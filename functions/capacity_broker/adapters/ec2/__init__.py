@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .base import Ec2Base
 from .discovery import DiscoveryMixin, Pricing, TopologyUnreadable, Zone
+from .filters import Filters, Prefix
 from .instances import Instance, InstancesMixin
 from .launches import (
     FleetError,
@@ -31,12 +32,14 @@ __all__ = [
     "DiscoveryMixin",
     "Ec2",
     "Ec2Base",
+    "Filters",
     "FleetError",
     "FleetResult",
     "Image",
     "Instance",
     "LaunchTemplate",
     "NewReservation",
+    "Prefix",
     "Pricing",
     "Refused",
     "Reservation",

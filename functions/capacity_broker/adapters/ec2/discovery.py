@@ -15,6 +15,7 @@ from typing import Any
 
 from ..aws import AwsError, RetryPolicy, call, client
 from .base import Ec2Base
+from .filters import Filters, Wanted
 from .reservations import RESOURCE_TYPE, Reservation
 
 # API limits (botocore's EC2 model): ids per topology call, names per DescribeInstanceTypes.
@@ -56,16 +57,23 @@ def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
 
 class DiscoveryMixin(Ec2Base):
     def describe_reservations(
-        self, filters: Mapping[str, Iterable[str]] | None = None, deadline: float | None = None
+        self, filters: Mapping[str, Iterable[Wanted]] | None = None, deadline: float | None = None
     ) -> list[dict[str, Any]]:
         """Every Capacity Reservation (ODCRs and Capacity Blocks) as EC2 describes it, all
-        pages (the listing needs fields the ``Reservation`` view leaves out)."""
+        pages (the listing needs fields the ``Reservation`` view leaves out); ``filters``
+        match exactly, as in ``reservations``."""
         params: dict[str, Any] = {"MaxResults": 1000}
-        if filters:
-            params["Filters"] = [{"Name": k, "Values": list(v)} for k, v in filters.items()]
-        return list(
-            self._pages("DescribeCapacityReservations", "CapacityReservations", deadline, **params)
-        )
+        wanted = Filters(filters)
+        if wanted:
+            params["Filters"] = wanted.params()
+        return [
+            item
+            for item in self._pages(
+                "DescribeCapacityReservations", "CapacityReservations", deadline, **params
+            )
+            for seen in [Reservation.from_api(self.region, item)]
+            if wanted.admit(seen.tags, seen.filter_fields())
+        ]
 
     def topology(
         self, reservation_ids: Iterable[str], deadline: float | None = None

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from ..aws import AwsError
 from .base import Ec2Base
+from .filters import Filters, Wanted
 
 T = TypeVar("T")
 
@@ -48,7 +49,7 @@ class Instance:
         )
 
 
-def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
+def _chunks(items: Sequence[T], size: int) -> Iterator[list[T]]:
     for start in range(0, len(items), size):
         yield list(items[start : start + size])
 
@@ -56,27 +57,31 @@ def _chunks(items: Sequence[str], size: int) -> Iterator[list[str]]:
 class InstancesMixin(Ec2Base):
     def tagged_instances(
         self,
-        tags: Mapping[str, Sequence[str]],
+        tags: Mapping[str, Sequence[Wanted]],
         states: Sequence[str] = LIVE_STATES,
         deadline: float | None = None,
     ) -> list[Instance]:
-        """Instances carrying each tag key with one of its values, in one of ``states``.
-        Values may use EC2's filter wildcards, ``*`` and ``?`` (EC2 User Guide, "List and
-        filter using the CLI and API": docs.aws.amazon.com/AWSEC2/latest/UserGuide/
-        Using_Filtering.html)."""
+        """Instances carrying each tag key with one of its values (exactly, or starting with
+        a ``Prefix``: ``filters.Filters``), in one of ``states``."""
         keyed = [(key, list(values)) for key, values in tags.items()]
         # One key may list more values than a filter takes: ask per slice of the longest.
         longest = max(range(len(keyed)), key=lambda i: len(keyed[i][1])) if keyed else None
         slices = _chunks(keyed[longest][1], _FILTER_VALUES) if longest is not None else iter([[]])
         found: dict[str, Instance] = {}
         for part in slices:
-            filters = [
-                {"Name": f"tag:{key}", "Values": part if i == longest else values}
-                for i, (key, values) in enumerate(keyed)
-            ]
-            filters.append({"Name": "instance-state-name", "Values": list(states)})
-            for data in self._instances(deadline, Filters=filters, MaxResults=1000):
-                found[data["InstanceId"]] = Instance.from_api(data)
+            wanted = Filters(
+                {
+                    **{
+                        f"tag:{key}": part if i == longest else values
+                        for i, (key, values) in enumerate(keyed)
+                    },
+                    "instance-state-name": list(states),
+                }
+            )
+            for data in self._instances(deadline, Filters=wanted.params(), MaxResults=1000):
+                instance = Instance.from_api(data)
+                if wanted.admit(instance.tags, {"instance-state-name": instance.state}):
+                    found[instance.instance_id] = instance
         return list(found.values())
 
     def tag_instance(

@@ -7,9 +7,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...domain.tags import TAG_CLUSTER_ID, TAG_REQUEST_ID
+from ...domain.tags import TAG_CLUSTER_ID, TAG_REQUEST_ID, tag_dict
 from ..aws import AwsError
 from .base import Ec2Base
+from .filters import Filters
 
 if TYPE_CHECKING:
     from ...domain.templates import Version
@@ -30,6 +31,7 @@ class LaunchTemplate:
     id: str
     latest: int
     default: int
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -59,8 +61,8 @@ class Refused:
 class LaunchesMixin(Ec2Base):
     # -- launch templates ---------------------------------------------------------------
     def launch_template(self, template_id: str, deadline: float | None = None) -> LaunchTemplate:
-        """The template's latest and default version numbers (EC2 answers an unknown id with
-        InvalidLaunchTemplateId.NotFound; some stand-ins answer [])."""
+        """The template's latest and default version numbers and its tags (EC2 answers an
+        unknown id with InvalidLaunchTemplateId.NotFound; some stand-ins answer [])."""
         templates = self._call(
             "DescribeLaunchTemplates", deadline, LaunchTemplateIds=[template_id]
         )["LaunchTemplates"]
@@ -75,20 +77,23 @@ class LaunchesMixin(Ec2Base):
             found["LaunchTemplateId"],
             int(found["LatestVersionNumber"]),
             int(found["DefaultVersionNumber"]),
+            tag_dict(found.get("Tags")),
         )
 
     def cluster_templates(self, cluster_id: str, deadline: float | None = None) -> list[str]:
         """The ids of the templates tagged as this cluster's, every page: the ones the broker
         may make versions in (IAM grants CreateLaunchTemplateVersion on those only)."""
+        wanted = Filters({f"tag:{TAG_CLUSTER_ID}": [cluster_id]})
         return [
             item["LaunchTemplateId"]
             for item in self._pages(
                 "DescribeLaunchTemplates",
                 "LaunchTemplates",
                 deadline,
-                Filters=[{"Name": f"tag:{TAG_CLUSTER_ID}", "Values": [cluster_id]}],
+                Filters=wanted.params(),
                 MaxResults=PAGE,
             )
+            if wanted.admit(tag_dict(item.get("Tags")), {})
         ]
 
     def template_versions(
@@ -280,19 +285,23 @@ class LaunchesMixin(Ec2Base):
 
         DescribeInstances is eventually consistent: what it shows exists, but an empty answer
         proves nothing (a fleet launched a moment ago may not show yet)."""
+        wanted = Filters(
+            {f"tag:{TAG_REQUEST_ID}": [request_id], "instance-state-name": ["pending", "running"]}
+        )
         return [
             instance["InstanceId"]
             for reservation in self._pages(
                 "DescribeInstances",
                 "Reservations",
                 deadline,
-                Filters=[
-                    {"Name": f"tag:{TAG_REQUEST_ID}", "Values": [request_id]},
-                    {"Name": "instance-state-name", "Values": ["pending", "running"]},
-                ],
+                Filters=wanted.params(),
                 MaxResults=1000,
             )
             for instance in reservation.get("Instances", [])
+            if wanted.admit(
+                tag_dict(instance.get("Tags")),
+                {"instance-state-name": (instance.get("State") or {}).get("Name")},
+            )
         ]
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..aws import AwsError
 from .base import Ec2Base
+from .filters import Filters, Wanted
 
 RESOURCE_TYPE = "capacity-reservation"
 
@@ -51,6 +52,19 @@ class Reservation:
         from ...domain.discovery import reserved_size
 
         return reserved_size(self.reservation_type, self.total_count, self.tags)
+
+    def filter_fields(self) -> dict[str, str | None]:
+        """What the ``DescribeCapacityReservations`` filters the broker sends compare."""
+        return {
+            "capacity-reservation-id": self.id,
+            "instance-type": self.instance_type,
+            "state": self.state,
+            "availability-zone": self.availability_zone,
+            "instance-platform": self.platform,
+            "tenancy": self.tenancy,
+            "reservation-type": self.reservation_type,
+            "owner-id": self.owner_id,
+        }
 
     @classmethod
     def from_api(cls, region: str, data: Mapping[str, Any]) -> Reservation:
@@ -132,22 +146,26 @@ class ReservationsMixin(Ec2Base):
     def reservations(
         self,
         ids: Iterable[str] | None = None,
-        filters: Mapping[str, Iterable[str]] | None = None,
+        filters: Mapping[str, Iterable[Wanted]] | None = None,
         deadline: float | None = None,
     ) -> list[Reservation]:
+        """The reservations named, or listed; ``filters`` match exactly (``filters.Filters``):
+        their values are escaped, and what EC2 answers is compared with them again."""
         params: dict[str, Any] = {}
         if ids:
             params["CapacityReservationIds"] = list(ids)
         else:
             params["MaxResults"] = 1000
-        if filters:
-            params["Filters"] = [{"Name": k, "Values": list(v)} for k, v in filters.items()]
-        return [
+        wanted = Filters(filters)
+        if wanted:
+            params["Filters"] = wanted.params()
+        found = [
             Reservation.from_api(self.region, item)
             for item in self._pages(
                 "DescribeCapacityReservations", "CapacityReservations", deadline, **params
             )
         ]
+        return [r for r in found if wanted.admit(r.tags, r.filter_fields())]
 
     def reservation(self, reservation_id: str, deadline: float | None = None) -> Reservation | None:
         try:

@@ -15,6 +15,7 @@ One module per part, each a mixin over the shared state in ``base`` (as ``logic.
 - ``bring_your_own``: a reservation the job brings, validated and used as it is;
 - ``launch``: the template version and the EC2 Fleet, a lost fleet answer, earlier nodes;
 - ``giveback``: cancelling a loser, dropping the kept hold, undoing a failed step;
+- ``replay``: a recorded answer given again, with its reservation's state now;
 - ``answer``: the capacity chosen and the contract's answer built as the flow goes.
 """
 

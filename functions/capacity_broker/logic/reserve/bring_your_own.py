@@ -12,6 +12,7 @@ from ...domain.reserve import (
     Wanted,
     validate_existing,
 )
+from ...domain.tags import other_cluster
 from ...models import ReserveRequest, ReserveResponse
 from .. import placement
 from .answer import Answer, Chosen
@@ -50,6 +51,7 @@ class BringYourOwn(ReserverBase):
             owner=found.owner_id,
             owned_by_broker=self.core.owns(found),
             size=found.size,
+            other_cluster=other_cluster(found.tags, self.core.cluster_id),
         )
         wanted = Wanted(
             instance_types=request.instance_types,

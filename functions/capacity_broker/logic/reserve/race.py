@@ -20,14 +20,21 @@ from ...domain.tags import (
     TAG_SUBNET_ID,
     Purpose,
 )
+from ...domain.tokens import CHANGED_REQUEST, identity_digest
 from ...models import ReserveRequest, ReserveResponse
-from .. import placement
+from .. import InvalidInput, placement
 from ..attempts import Attempts, Place, Ran
 from ..memory import Recall
-from ..reservations import Held, HoldSpec
+from ..reservations import HOLDING_STATES, Held, HoldSpec, changed_request
 from .answer import Answer
 from .base import ReserveStats
 from .giveback import GiveBack
+
+
+def request_digest(request: ReserveRequest) -> str:
+    """The request's identity as its holds carry it: the body the handler (and the state
+    table) sees, through the one rule (``domain.tokens.identity_digest``)."""
+    return identity_digest(request.model_dump(mode="json"))
 
 
 class Race(GiveBack):
@@ -50,19 +57,28 @@ class Race(GiveBack):
             (p.instance_type, p.subnet_id): p.index
             for p in pairing.pairs(request.instance_types, request.subnet_ids)
         }
-        found = [
-            (preference[key], reservation)
+        # Every state: a hold given back still says which request its id was used for.
+        earlier = [
+            reservation
             for reservation in self.ec2.reservations(
                 filters={
                     f"tag:{TAG_CLUSTER_ID}": [self.core.cluster_id],
                     f"tag:{TAG_REQUEST_ID}": [request_id],
                     f"tag:{TAG_PURPOSE}": [Purpose.HOLD.value],
-                    "state": ["active", "pending"],
                 },
                 deadline=deadline,
             )
-            for key in [(reservation.instance_type, reservation.tags.get(TAG_SUBNET_ID, ""))]
             if self.core.owns(reservation)
+        ]
+        digest = request_digest(request)
+        if any(changed_request(r, digest) for r in earlier):
+            # The same rule as the state table's (logic.remember): one request per id.
+            raise InvalidInput([("request_id", CHANGED_REQUEST)])
+        found = [
+            (preference[key], reservation)
+            for reservation in earlier
+            for key in [(reservation.instance_type, reservation.tags.get(TAG_SUBNET_ID, ""))]
+            if reservation.state in HOLDING_STATES
             and key in preference
             and reservation.total_count == request.instance_count
         ]
@@ -91,6 +107,7 @@ class Race(GiveBack):
             Place(p.instance_type, place.subnet(p.subnet_id))
             for p in pairing.pairs(request.instance_types, request.subnet_ids)
         ]
+        digest = request_digest(request)
 
         def spec_of(where: Place) -> HoldSpec:
             return HoldSpec(
@@ -105,6 +122,7 @@ class Race(GiveBack):
                 stack_name=request.stack_name,
                 placement_group_arn=request.placement_group_arn,
                 extra_tags=request.tags,
+                request_digest=digest,
             )
 
         attempts = Attempts(

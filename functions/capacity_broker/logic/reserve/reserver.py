@@ -14,18 +14,21 @@ from ...domain.reserve import (
     ReserveStatus,
 )
 from ...domain.templates import Version
+from ...domain.tokens import CHANGED_REQUEST, CHANGED_REQUEST_CODE
 from ...models import Attempt, ReserveRequest, ReserveResponse
-from .. import placement
+from .. import InvalidInput, placement
+from ..templates import TemplateRefused
 from .answer import Answer, Chosen
 from .base import ReserveStats
 from .bring_your_own import BringYourOwn
 from .launch import Launch
 from .race import Race
+from .replay import Replay
 
 TEMPLATE_UNREADABLE = "Could not check the job's launch template (nothing was held): "
 
 
-class Reserver(Launch, Race, BringYourOwn):
+class Reserver(Launch, Race, BringYourOwn, Replay):
     """reserve's flow, over the parts it is made of (see the package docstring)."""
 
     # -- the flow -----------------------------------------------------------------------
@@ -73,6 +76,8 @@ class Reserver(Launch, Race, BringYourOwn):
                 source = template.result()
             except AwsError as error:
                 return answer.error(error.code, TEMPLATE_UNREADABLE + error.message)
+            except TemplateRefused as refused:
+                return answer.unchanged(ReserveStatus.REJECTED, str(refused), reason=str(refused))
         else:
             try:
                 flags = self.flags.read(deadline)
@@ -96,6 +101,8 @@ class Reserver(Launch, Race, BringYourOwn):
                 source = template.result()
             except AwsError as error:
                 return answer.error(error.code, TEMPLATE_UNREADABLE + error.message)
+            except TemplateRefused as refused:
+                return answer.unchanged(ReserveStatus.REJECTED, str(refused), reason=str(refused))
             # An earlier hold of this request enters as the one to beat: only better places
             # are tried, and it is given back if one of them wins.
             ran = self._attempts(
@@ -103,6 +110,13 @@ class Reserver(Launch, Race, BringYourOwn):
             )
             attempts = ran.attempts
             kept = ran.result.kept
+            if any(a.error_code == CHANGED_REQUEST_CODE for a in attempts):
+                # An earlier hold of this request id, made for another request, showed only
+                # now (a listing made a moment after a create can miss it): the same answer as
+                # ``_earlier_hold``'s, and nothing this invocation made is kept.
+                if kept is not None and not kept.reused:
+                    self._cancel(kept.reservation, hard_deadline)
+                raise InvalidInput([("request_id", CHANGED_REQUEST)])
             if kept is None and ran.earlier_work and request.provision:
                 # Its own nodes may be what took the capacity: the answer was lost, and the
                 # request is asked again.
