@@ -29,6 +29,19 @@ def raw(emu: Any) -> Any:
     return boto3.client("ec2", region_name=REGION, config=UNCHECKED)
 
 
+def reserve(raw: Any, **extra: Any) -> Any:
+    """One c5.large reservation in us-east-1a, with ``extra`` parameters as sent."""
+    return raw.create_capacity_reservation(
+        **{
+            "InstanceType": "c5.large",
+            "InstancePlatform": "Linux/UNIX",
+            "AvailabilityZone": "us-east-1a",
+            "InstanceCount": 1,
+            **extra,
+        }
+    )
+
+
 @pytest.fixture(autouse=True)
 def _forget() -> Any:
     documented.heard.take()
@@ -127,13 +140,7 @@ def test_an_enum_value_the_model_does_not_list_is_refused(
     emu: Any, raw: Any, member: str, value: str
 ) -> None:
     with pytest.raises(ClientError) as exc:
-        raw.create_capacity_reservation(
-            InstanceType="c5.large",
-            InstancePlatform="Linux/UNIX",
-            AvailabilityZone="us-east-1a",
-            InstanceCount=1,
-            **{member: value},
-        )
+        reserve(raw, **{member: value})
     assert error_of(exc) == ("InvalidParameterValue", 400)
     assert f"({value})" in exc.value.response["Error"]["Message"]
     assert emu.capacity().reservations == {}
@@ -141,13 +148,7 @@ def test_an_enum_value_the_model_does_not_list_is_refused(
 
 def test_an_enum_inside_a_list_of_structures_is_checked(emu: Any, raw: Any) -> None:
     with pytest.raises(ClientError) as exc:
-        raw.create_capacity_reservation(
-            InstanceType="c5.large",
-            InstancePlatform="Linux/UNIX",
-            AvailabilityZone="us-east-1a",
-            InstanceCount=1,
-            TagSpecifications=[{"ResourceType": "capacity-reservations", "Tags": []}],
-        )
+        reserve(raw, TagSpecifications=[{"ResourceType": "capacity-reservations", "Tags": []}])
     assert error_of(exc) == ("InvalidParameterValue", 400)
     assert "TagSpecifications.ResourceType" in exc.value.response["Error"]["Message"]
 
