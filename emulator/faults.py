@@ -97,6 +97,35 @@ class Call:
     answer_fault: Fault | None = None
 
 
+@dataclass
+class Gathering:
+    """The next ``parties`` calls of ``action`` wait for each other (a barrier) before EC2
+    answers them: they meet only when that many are in flight at once, which proves a caller
+    concurrent without timing it. A caller that sends them one after the other leaves the
+    first waiting until ``timeout``: the barrier breaks and ``met`` stays False."""
+
+    action: str
+    parties: int
+    timeout: float
+    barrier: threading.Barrier = field(init=False)
+    met: bool = False
+    broken: bool = False
+
+    def __post_init__(self) -> None:
+        self.barrier = threading.Barrier(self.parties)
+
+    @property
+    def done(self) -> bool:
+        return self.met or self.broken
+
+    def wait(self) -> None:
+        try:
+            self.barrier.wait(self.timeout)
+            self.met = True
+        except threading.BrokenBarrierError:
+            self.broken = True
+
+
 class InjectedError(Exception):
     def __init__(self, code: str, message: str, status: int) -> None:
         super().__init__(f"{code}: {message}")
@@ -118,6 +147,7 @@ class Hub:
             self.throttling = Throttling()
             self.calls: list[Call] = []
             self.record = True
+            self.gatherings: dict[str, Gathering] = {}
 
     # -- configuration ------------------------------------------------------------------
     def set_latency(self, seconds: float, actions: dict[str, float] | None = None) -> None:
@@ -134,9 +164,21 @@ class Hub:
         raised: float = 1.0,
         others: dict[str, float] | None = None,
         clock: Callable[[], float] | None = None,
+        seconds_per_call: float | None = None,
     ) -> None:
         """Turn EC2 throttling on (``emulator.throttling``: every action its own bucket)."""
-        self.throttling.configure(enabled, buckets, groups, time_scale, raised, others, clock)
+        self.throttling.configure(
+            enabled, buckets, groups, time_scale, raised, others, clock, seconds_per_call
+        )
+
+    def gather(self, action: str, parties: int, timeout: float = 10.0) -> Gathering:
+        """The next ``parties`` calls of ``action`` meet before they are answered."""
+        if parties < 2:
+            raise ValueError("a gathering needs at least 2 parties")
+        gathering = Gathering(action, parties, timeout)
+        with self._lock:
+            self.gatherings[action] = gathering
+        return gathering
 
     def inject(
         self,
@@ -198,6 +240,9 @@ class Hub:
         timeout fault. Raises ``InjectedError`` when the call must fail.
         """
         call = Call(service, action, region, {}, started=time.monotonic())
+        gathering = self.gatherings.get(action)
+        if gathering is not None and not gathering.done:
+            gathering.wait()
         wait = self.latency_by_action.get(action, self.latency_default)
         if wait > 0:
             time.sleep(wait)

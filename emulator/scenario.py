@@ -1,9 +1,12 @@
 """Scenario files: the world a test or demo starts from (YAML or JSON).
 
 ```yaml
+preset: slow        # optional: EC2's timings by name (emulator.presets), before `settings`
 settings: {expiry_lag_seconds: 0, pending_seconds: 0, default_capacity: null,
            eventual_consistency: true, lag_unknown_calls: 1, lag_pending_calls: 1,
-           lag_listing_calls: 2, lag_seconds: 2}     # any field of state.Settings
+           lag_listing_calls: 2, lag_instance_calls: 1, lag_seconds: 2,
+           quota_lag_checks: 1, quota_lag_seconds: 2, block_cleanup_seconds: 180,
+           refuse_undocumented: true}     # any field of state.Settings
 regions:
   us-east-1:
     vpcs:
@@ -120,6 +123,8 @@ def when(value: Any, now: datetime) -> datetime:
 
 def load(source: str | Path | dict[str, Any], account_id: str = DEFAULT_ACCOUNT_ID) -> ScenarioIds:
     data = read(source)
+    if data.get("preset"):
+        world.use_preset(str(data["preset"]))
     settings = data.get("settings") or {}
     for key, value in settings.items():
         if not hasattr(world.settings, key):

@@ -89,7 +89,12 @@ class CapacityReservations(Expiry):
                 f"({reservation.availability_zone}). Please retry your request by not "
                 f"specifying an Availability Zone or choosing a different one.",
             )
-        self.quotas.check(reservation.instance_type, reservation.total_instance_count, self.usage())
+        self.quotas.check(
+            reservation.instance_type,
+            reservation.total_instance_count,
+            self.quota_usage(),
+            reservation=True,
+        )
         pool = self._pool(reservation.availability_zone, reservation.instance_type)
         if not pool.can_take(reservation.total_instance_count):
             raise insufficient_capacity(reservation.instance_type, reservation.availability_zone)
@@ -276,7 +281,9 @@ class CapacityReservations(Expiry):
                 delta = count - reservation.total_instance_count
                 pool = self._pool(reservation.availability_zone, reservation.instance_type)
                 if delta > 0:
-                    self.quotas.check(reservation.instance_type, delta, self.usage())
+                    self.quotas.check(
+                        reservation.instance_type, delta, self.quota_usage(), reservation=True
+                    )
                     if not pool.can_take(delta):
                         raise insufficient_capacity(
                             reservation.instance_type, reservation.availability_zone
@@ -307,12 +314,15 @@ def _not_cancellable(reservation_id: str, state: str) -> Exception:
 
 
 def _check_filters(filters: dict[str, list[str]]) -> None:
+    """Filters this model can apply. Which ones EC2 documents for the operation (and refuses
+    otherwise) is ``emulator.documented``'s, ahead of this; with that off
+    (``refuse_undocumented: false``) the few more applied here still work."""
     for name in filters:
-        if not (name.startswith("tag:") or name in _FILTERS):
+        if not (name.startswith("tag:") or name in _APPLIED):
             raise client_error("InvalidParameterValue", f"The filter '{name}' is invalid")
 
 
-_FILTERS = {
+_APPLIED = {
     "instance-type",
     "owner-id",
     "instance-platform",

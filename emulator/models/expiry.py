@@ -23,8 +23,11 @@ class Expiry(BackendBase):
         """Apply the clock: pending → active, limited → expired, blocks scheduled → active."""
         now = now or world.clock.now()
         with world.lock:
+            settings = world.settings
             for reservation in self.reservations.values():
-                old = reservation.advance(now, world.settings.expiry_lag_seconds)
+                old = reservation.advance(
+                    now, settings.expiry_lag_seconds, settings.payment_timeout_seconds
+                )
                 if old in HOLDING_STATES and reservation.state not in HOLDING_STATES:
                     self._release_hold(reservation)
                 elif reservation.instances and reservation.reclaiming(now):
@@ -35,12 +38,15 @@ class Expiry(BackendBase):
         if not reservation.is_capacity_block:
             free = reservation.total_instance_count - reservation.used_instance_count
             self._pool(reservation.availability_zone, reservation.instance_type).give(max(free, 0))
+            # Back in the pool at once, but the account's limits count it a while longer.
+            self.lingering.add(reservation.instance_type, max(free, 0), world.clock.now())
             for instance_id in reservation.instances:
                 self.instance_sources[instance_id] = None
                 self.pool_instances[(reservation.availability_zone, reservation.instance_type)] += 1
         else:
             self._terminate_block_instances(reservation)
         reservation.instances = set()
+        reservation.cleaning = {}
         reservation.seeded_used = 0
 
     def _terminate_block_instances(self, reservation: CapacityReservation) -> None:

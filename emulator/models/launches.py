@@ -7,9 +7,11 @@ Capacity Block, the On-Demand pool), and the bookkeeping that gives it back on t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
-from ..exceptions import client_error, insufficient_capacity
+from ..exceptions import client_error, instance_not_found, insufficient_capacity
 from ..state import world
+from .consistency import INSTANCE, Seen
 from .expiry import Expiry
 
 
@@ -87,7 +89,7 @@ class Launches(Expiry):
                     f"Your requested instance type ({request.instance_type}) is not supported "
                     f"in your requested Availability Zone ({request.availability_zone}).",
                 )
-            self.quotas.check(request.instance_type, remaining, self.usage())
+            self.quotas.check(request.instance_type, remaining, self.quota_usage())
             pool = self._pool(request.availability_zone, request.instance_type)
             if not pool.can_take(remaining):
                 raise insufficient_capacity(request.instance_type, request.availability_zone)
@@ -158,7 +160,7 @@ class Launches(Expiry):
         """Bind launched instances to the capacity they were planned on."""
         now = world.clock.now()
         for instance_id in instance_ids:
-            self.propagation.made(instance_id, now)
+            self.propagation.made(instance_id, now, INSTANCE)
         ids = iter(instance_ids)
         for allocation in allocations:
             for _ in range(allocation.count):
@@ -171,16 +173,40 @@ class Launches(Expiry):
                     self._pool(*key).take(1)
                     self.pool_instances[key] += 1
 
+    def named_instances(self, instance_ids: list[str]) -> None:
+        """A call naming instances by id (DescribeInstances, TerminateInstances, CreateTags):
+        one launched a moment ago may be unknown to it yet, and the whole call fails as EC2's
+        does for any unknown id ("Eventual consistency in the Amazon EC2 API": after
+        RunInstances, "another command using the instance ID ... might return an
+        InvalidInstanceID.NotFound error. This doesn't mean the instance doesn't exist").
+        Every settling instance named counts the call."""
+        now = world.clock.now()
+        with world.lock:
+            seen = {i: self.propagation.name(i, now) for i in dict.fromkeys(instance_ids)}
+        unknown = [i for i, what in seen.items() if what is Seen.UNKNOWN]
+        if unknown:
+            raise instance_not_found(unknown)
+
     def release_instances(self, instance_ids: list[str], types: dict[str, tuple[str, str]]) -> None:
-        """Terminated instances give their slot back (to the reservation or the pool)."""
+        """Terminated instances give their slot back: to an ODCR at once, to a Capacity Block
+        once EC2 has cleaned the instance up (``block_cleanup_seconds``: "When you stop or
+        terminate an instance in a Capacity Block, it takes several minutes to clean up your
+        instance before you can launch another instance to replace it"), to the pool at once,
+        though the account's limits still count it for a while (``consistency.Lingering``)."""
+        now = world.clock.now()
         with world.lock:
             for instance_id in instance_ids:
                 if instance_id not in self.instance_sources:
                     continue
                 source = self.instance_sources.pop(instance_id)
                 if source and source in self.reservations:
-                    self.reservations[source].instances.discard(instance_id)
+                    reservation = self.reservations[source]
+                    reservation.instances.discard(instance_id)
+                    if reservation.is_capacity_block:
+                        cleanup = timedelta(seconds=world.settings.block_cleanup_seconds)
+                        reservation.cleaning[instance_id] = now + cleanup
                 elif instance_id in types:
                     key = types[instance_id]
                     self._pool(*key).give(1)
                     self.pool_instances[key] = max(self.pool_instances[key] - 1, 0)
+                    self.lingering.add(key[1], 1, now)

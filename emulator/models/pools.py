@@ -81,11 +81,18 @@ class Quotas:
     instances: dict[str, int] = field(default_factory=dict)
     vcpus: dict[str, int] = field(default_factory=dict)
 
-    def check(self, instance_type: str, count: int, usage: dict[str, int]) -> None:
+    def check(
+        self, instance_type: str, count: int, usage: dict[str, int], reservation: bool = False
+    ) -> None:
         """Raise EC2's quota error if ``count`` more instances of the type would exceed a limit.
 
         ``usage`` maps instance type to instances held (active reservations plus instances
-        running outside them), the way EC2 counts On-Demand usage.
+        running outside them), the way EC2 counts On-Demand usage. A Capacity Reservation
+        (``reservation``) over the vCPU limit is ``InstanceLimitExceeded``: "This error can
+        occur if you are launching an instance or if you are creating a Capacity Reservation.
+        Capacity Reservations count towards your On-Demand Instance limits" ("Error codes for
+        the Amazon EC2 API"); ``VcpuLimitExceeded`` is the running instances' ("vCPUs ...
+        assigned to the running instances in your account").
         """
         limit = self.instances.get(instance_type)
         if limit is not None and usage.get(instance_type, 0) + count > limit:
@@ -101,6 +108,14 @@ class Quotas:
         if vcpu_limit is not None:
             held = sum(vcpus(t) * n for t, n in usage.items() if quota_class(t) == klass)
             wanted = vcpus(instance_type) * count
+            if held + wanted > vcpu_limit and reservation:
+                raise client_error(
+                    "InstanceLimitExceeded",
+                    f"You have requested more instances than your current On-Demand Instance "
+                    f"limit of {vcpu_limit} vCPUs allows for the instance bucket that the "
+                    f"specified instance type belongs to. Capacity Reservations count towards "
+                    f"your On-Demand Instance limits.",
+                )
             if held + wanted > vcpu_limit:
                 raise client_error(
                     "VcpuLimitExceeded",

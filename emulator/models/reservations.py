@@ -59,6 +59,9 @@ class CapacityReservation:
     expiry_lag: float | None = None
     # A Capacity Block in payment-pending: when its payment clears (None: it does not).
     paid_at: datetime | None = None
+    # A Capacity Block's terminated instances EC2 is still cleaning up: id -> when the slot is
+    # free again.
+    cleaning: dict[str, datetime] = field(default_factory=dict)
 
     @property
     def arn(self) -> str:
@@ -70,7 +73,7 @@ class CapacityReservation:
 
     @property
     def used_instance_count(self) -> int:
-        return len(self.instances) + self.seeded_used
+        return len(self.instances) + self.seeded_used + len(self.cleaning)
 
     @property
     def waiting_to_start(self) -> bool:
@@ -110,9 +113,15 @@ class CapacityReservation:
         """ODCRs draw from the On-Demand pool; Capacity Blocks bring their own capacity."""
         return not self.is_capacity_block and self.state in HOLDING_STATES
 
-    def advance(self, now: datetime, default_lag: float = 0.0) -> str | None:
-        """Move the state along the clock; return the old state when it changed."""
+    def advance(
+        self, now: datetime, default_lag: float = 0.0, payment_timeout: float | None = None
+    ) -> str | None:
+        """Move the state along the clock; return the old state when it changed.
+
+        ``payment_timeout``: seconds after its purchase a block still unpaid becomes
+        ``payment-failed`` (None: never)."""
         old = self.state
+        self.cleaning = {i: at for i, at in self.cleaning.items() if now < at}
         if self.state in FINAL_STATES:
             return None
         if self.is_capacity_block:
@@ -121,6 +130,12 @@ class CapacityReservation:
             )
             if self.end_date is not None and now >= self.end_date:
                 self.state = "expired"
+            elif (
+                unpaid
+                and payment_timeout is not None
+                and (now >= self.create_date + timedelta(seconds=payment_timeout))
+            ):
+                self.state = "payment-failed"
             elif unpaid:
                 pass  # EC2 shows the block payment-pending until its upfront fee is paid
             elif now >= self.start_date:

@@ -169,6 +169,10 @@ class Launches(CapacityResponse):
 
     def terminate_instances(self) -> ActionResult:
         ids = self._get_param("InstanceIds", [])
+        # One launched a moment ago may be unknown yet: nothing is terminated (EC2's page:
+        # "If you get an InvalidInstanceID.NotFound error after running TerminateInstances,
+        # this doesn't mean that the instance was or will be terminated").
+        self.capacity.named_instances(ids)
         where: dict[str, tuple[str, str]] = {}
         for instance in self.ec2_backend.get_multi_instances_by_id(ids):
             if instance.state != "terminated":

@@ -242,7 +242,8 @@ def test_the_same_offering_cannot_be_bought_twice(catalogue, ec2, api):
     with pytest.raises(ClientError) as exc:
         buy(ec2, offering)
     assert error_of(exc) == ("InvalidParameterValue", 400)
-    assert len(api.all(Filters=[{"Name": "reservation-type", "Values": ["capacity-block"]}])) == 1
+    # Read from the answer: "reservation-type" is not among the operation's filters.
+    assert [r["ReservationType"] for r in api.all()].count("capacity-block") == 1
     assert offering["CapacityBlockOfferingId"] not in {
         o["CapacityBlockOfferingId"] for o in offers(ec2, 2)
     }
@@ -442,6 +443,32 @@ def test_a_payment_pending_block_shows_no_capacity_until_paid_and_started(emu, a
     assert api.get(ids["unpaid"])["AvailableInstanceCount"] == 2
     assert api.get(ids["never-paid"])["State"] == "payment-pending"
     assert api.get(ids["never-paid"])["AvailableInstanceCount"] == 0
+
+
+def test_an_unpaid_block_fails_its_payment_after_12_hours(emu, api, world):
+    """botocore's ``CapacityReservation.State``: "payment-failed - (Capacity Blocks) The
+    upfront payment was not processed in the 12-hour time frame. Your Capacity Block was
+    released." (the emulator used to keep it payment-pending for ever)."""
+    ids = _seed_blocks(
+        emu,
+        _block("never-paid", 2, "+1d", payment="pending"),
+        _block("paid-late", 2, "+1d", payment="pending", paid="+13h"),
+    )
+    emu.advance(12 * 3600 - 1)
+    assert api.get(ids["never-paid"])["State"] == "payment-pending"
+    emu.advance(1)
+    assert api.get(ids["never-paid"])["State"] == "payment-failed"
+    assert api.get(ids["paid-late"])["State"] == "payment-failed"
+    emu.advance(3600)
+    assert api.get(ids["paid-late"])["State"] == "payment-failed"  # final
+    assert api.get(ids["never-paid"])["AvailableInstanceCount"] == 0
+
+
+def test_the_payment_timeout_is_a_knob(emu, api, world):
+    emu.configure(payment_timeout_seconds=3600)
+    ids = _seed_blocks(emu, _block("never-paid", 2, "+1d", payment="pending"))
+    emu.advance(3600)
+    assert api.get(ids["never-paid"])["State"] == "payment-failed"
 
 
 def test_a_block_that_has_not_started_cannot_be_launched_into(emu, api, world):

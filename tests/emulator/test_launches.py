@@ -331,8 +331,24 @@ def test_launch_into_an_active_capacity_block(api, ec2, block):
         capacity_block_launch(api, block, 1)
     assert error_of(exc) == ("ReservationCapacityExceeded", 400)
     ec2.terminate_instances(InstanceIds=ids[:1])
+    # "it takes several minutes to clean up your instance before you can launch another
+    # instance to replace it" (Launch instances using Capacity Blocks): the slot is not free
+    # at once (the emulator used to free it at once).
+    assert api.get(block)["AvailableInstanceCount"] == 0
+    with pytest.raises(ClientError) as exc:
+        capacity_block_launch(api, block, 1)
+    assert error_of(exc) == ("ReservationCapacityExceeded", 400)
+    api.emu.advance(180)  # block_cleanup_seconds
     assert api.get(block)["AvailableInstanceCount"] == 1
     assert api.pool("us-east-1b", "p5.48xlarge")["used"] == 0
+    capacity_block_launch(api, block, 1)
+
+
+def test_the_block_cleanup_is_a_knob(api, ec2, block):
+    api.emu.configure(block_cleanup_seconds=0)
+    ids = capacity_block_launch(api, block, 2)
+    ec2.terminate_instances(InstanceIds=ids)
+    assert api.get(block)["AvailableInstanceCount"] == 2
 
 
 def test_a_capacity_block_needs_market_type_capacity_block(api, block):
@@ -596,6 +612,7 @@ def test_fleet_into_a_capacity_block(api, ec2, block):
     assert len(ids) == 2
     assert api.get(block)["AvailableInstanceCount"] == 0
     ec2.terminate_instances(InstanceIds=ids)
+    api.emu.advance(180)  # EC2 cleans the instances up (block_cleanup_seconds)
     assert api.get(block)["AvailableInstanceCount"] == 2
 
 

@@ -4,11 +4,121 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 CLUSTER = "demo-cluster"
+# The core scenarios and the fault matrix run twice: on EC2's usual timings and on the slow
+# preset, EC2's documented worst cases on the emulator's clock (emulator/presets.py); the
+# preset is in the test id ("[slow]").
+ON_BOTH_PRESETS = frozenset(
+    {
+        "test_probe",
+        "test_reserve",
+        "test_release",
+        "test_cleaner",
+        "test_truth",
+        "test_fault_matrix",
+    }
+)
+
+
+# Where the broker fails on the slow preset (issue 21): strict xfails, one reason per finding,
+# so each shows in every run until the broker copes (and a fix turns it into a failure to
+# remove here). Keyed by "file::test" and, for a parametrized test, a part of its id.
+_LATE_LISTING = (
+    "slow preset: a tag listing may miss a hold made a moment ago for minutes (6 listings "
+    "here); the broker looks 3 times (logic/reservations.py Patience.empty_looks) and answers "
+    "that nothing matched while the hold stays active (it bills until the cleaner or its "
+    "EndDate ends it)"
+)
+SLOW_PRESET_FINDINGS: dict[tuple[str, str], str] = {
+    ("test_truth.py::test_release_right_after_reserve_finds_and_cancels_the_hold", ""): (
+        _LATE_LISTING + ": release by job id right after reserve answers cancelled []"
+    ),
+    ("test_reserve.py::test_release_by_job_stack_and_id_cancels_only_owned_holds", ""): (
+        _LATE_LISTING + ": release by job id right after reserve answers cancelled []"
+    ),
+    ("test_release.py::test_release_deletes_the_jobs_versions_and_nothing_else", ""): (
+        _LATE_LISTING + ": release by job id right after reserve answers cancelled []"
+    ),
+    ("test_release.py::test_a_stack_jobs_version_stays_until_its_stack_is_deleted", ""): (
+        _LATE_LISTING + ": release by stack right after reserve answers cancelled []"
+    ),
+    ("test_cleaner.py::test_a_stack_deleted_event_deletes_that_stacks_versions", ""): (
+        _LATE_LISTING + ": a CREATE_COMPLETE stack event right after reserve cancels nothing"
+    ),
+    ("test_truth.py::test_a_reservation_made_a_moment_ago_can_be_brought_to_reserve", ""): (
+        "slow preset: EC2 shows a new ODCR pending for up to 5 minutes though it is usable "
+        "(View the state of a Capacity Reservation); reserve with that capacity_reservation_id "
+        "answers rejected ('pending, not active') instead of waiting or no_capacity with "
+        "retry_after_seconds (logic/reserve/bring_your_own.py)"
+    ),
+    (
+        "test_fault_matrix.py::test_fault",
+        "reserve+provision-CreateFleet-timeout-persistent",
+    ): (
+        "slow preset: every CreateFleet answer lost while the fleet launched 8 nodes, and the "
+        "nodes' tag listing lags past the broker's looks: reserve answers error with "
+        "instances [] while the 8 nodes run (the message says to ask again with the same "
+        "request id, which gets the same fleet back)"
+    ),
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if Path(str(metafunc.module.__file__)).stem in ON_BOTH_PRESETS:
+        metafunc.parametrize("ec2_preset", ["default", "slow"], indirect=True)
+
+
+def _slow(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("ec2_preset") == "slow"
+
+
+def _finding(item: pytest.Item) -> str | None:
+    test = f"{Path(str(item.fspath)).name}::{item.originalname}"  # type: ignore[attr-defined]
+    for (where, part), reason in SLOW_PRESET_FINDINGS.items():
+        if where == test and part in item.name:
+            return reason
+    return None
+
+
+def _default_only(item: pytest.Item) -> bool:
+    """The fault matrix's persistent faults run on the default timings only: a fault on every
+    call outlasts any lag, so the slow preset adds time (persistent throttles retry for tens
+    of seconds) and nothing else; its transient faults, lag kind included, run on both (and
+    so does a persistent one where the slow preset found something)."""
+    return (
+        item.name.startswith("test_fault[")
+        and "-persistent-" in item.name
+        and _finding(item) is None
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    deselected = [i for i in items if _slow(i) and _default_only(i)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [i for i in items if i not in deselected]
+    for item in items:
+        reason = _finding(item) if _slow(item) else None
+        if reason is not None:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+
+
+@pytest.fixture(autouse=True)
+def ec2_preset(request: pytest.FixtureRequest) -> Iterator[str]:
+    """EC2's timings for this test (``emulator.presets``), kept by every emulator reset in it;
+    a scenario's own settings and ``emu.configure`` refine them."""
+    from emulator.state import world
+
+    name = getattr(request, "param", "default")
+    world.use_preset(name)
+    yield name
+    world.use_preset("default")
 
 
 @dataclass
@@ -28,6 +138,36 @@ class LambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return self.remaining_ms
+
+
+@pytest.fixture(autouse=True)
+def _only_documented_calls(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Realism by construction: every filter name, enum value and parameter sent to the EC2
+    emulator in this test is one botocore's EC2 model documents for its operation. The
+    emulator records each undocumented use (``emulator.documented.heard``), refused or not, so
+    a refusal the broker swallowed (``except AwsError: continue``) still fails the test. A test
+    that sends one on purpose says so: ``@pytest.mark.undocumented(operation, reason)``."""
+    from emulator import documented
+
+    on_purpose = {m.args[0] for m in request.node.iter_markers("undocumented")}
+    documented.heard.take()
+    yield
+    undocumented = sorted(
+        {
+            (f.operation, f.kind, f.name, f.value or "")
+            for f in documented.heard.take()
+            if f.operation not in on_purpose
+        }
+    )
+    if undocumented:
+        pytest.fail(
+            "sent to EC2 but not documented by botocore's model for the operation "
+            "(emulator.documented): "
+            + "; ".join(
+                f"{op} {kind} {name!r}" + (f" = {value!r}" if value else "")
+                for op, kind, name, value in undocumented
+            )
+        )
 
 
 @pytest.fixture

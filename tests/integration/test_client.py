@@ -383,6 +383,7 @@ def test_a_failed_purchase_is_not_retried(tf: CapacityBroker, world: Any) -> Non
     assert retried.status == "purchased"
 
 
+@pytest.mark.undocumented("PurchaseCapacityBlock", "an unknown platform: EC2 refuses it")
 def test_refused_and_unknown_offerings(tf: CapacityBroker, world: Any) -> None:
     missing = tf.purchase_capacity_block("cb-0000000000000000a", "p5.48xlarge", 4, 24)
     assert missing.status == "not_found"

@@ -128,7 +128,9 @@ def test_probe_with_room_for_one_answers_the_first_subnet(
         for c in quotas.calls("CreateCapacityReservation")
         if c.params.get("AvailabilityZoneId") == zone_id(quotas, AZS[0])
     ]
-    assert first_creates[0] in ("VcpuLimitExceeded", "InstanceLimitExceeded")
+    # A Capacity Reservation over the On-Demand limit is InstanceLimitExceeded ("Error codes
+    # for the Amazon EC2 API"); the emulator used to answer VcpuLimitExceeded.
+    assert first_creates[0] == "InstanceLimitExceeded"
     assert first_creates[-1] == "ok"
     assert answer["reservation_seconds"] > 0
     assert all(state == "cancelled" for _, state in model_holds(answer["request_id"]))
@@ -163,7 +165,7 @@ def test_probe_alone_over_the_limit_is_limit_exceeded(quotas: Any, context: Any)
         context,
     )
     assert answer["status"] == "error", answer
-    assert answer["error_code"] == "VcpuLimitExceeded"
+    assert answer["error_code"] == "InstanceLimitExceeded"
     assert [a["outcome"] for a in answer["attempts"]] == [
         "limit_exceeded",
         "not_tried",
@@ -209,7 +211,7 @@ def test_reserve_alone_over_the_limit_is_an_error(quotas: Any, context: Any) -> 
         context,
     )
     assert answer["status"] == "error", answer
-    assert answer["error_code"] == "VcpuLimitExceeded"
+    assert answer["error_code"] == "InstanceLimitExceeded"
     assert answer["attempts"][0]["outcome"] == "limit_exceeded"
     assert {a["outcome"] for a in answer["attempts"][1:]} == {"not_tried"}
     assert model_holds("quota-reserve-alone") == []
@@ -246,7 +248,7 @@ def test_concurrent_probes_share_the_quota_and_each_answers_truthfully(
             won = next(a for a in answer["attempts"] if a["subnet_id"] == answer["subnet_id"])
             assert won["outcome"] == "available" and won["cancelled"] is True
         else:
-            assert answer["status"] == "error" and answer["error_code"] == "VcpuLimitExceeded"
+            assert answer["status"] == "error" and answer["error_code"] == "InstanceLimitExceeded"
     for n in range(2):
         assert all(state == "cancelled" for _, state in model_holds(f"quota-pair-{n}"))
 

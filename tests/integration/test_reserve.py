@@ -199,6 +199,8 @@ def test_provision_launches_exactly_the_count_in_one_az_and_releases_the_hold(
     )
     assert answer["status"] == "provisioned", answer
     assert len(answer["instances"]) == 8
+    # Read once EC2 has caught up: instances launched a moment ago may be unknown by id.
+    Emulator().settle()
     described = ec2().describe_instances(InstanceIds=answer["instances"])["Reservations"]
     instances = [i for r in described for i in r["Instances"]]
     assert {i["Placement"]["AvailabilityZone"] for i in instances} == {"us-east-1c"}

@@ -17,6 +17,8 @@ from capacity_broker.slurm.config import SlurmConfig
 from capacity_broker.slurm.runtime import Runtime
 from capacity_broker.slurm.scontrol import Job, Node, ScontrolError
 
+from emulator import Emulator
+
 pytestmark = pytest.mark.integration
 
 SUBNET_A = "subnet-0a0000000000006a1"
@@ -274,6 +276,7 @@ def test_give_back_ends_only_this_clusters_instances_of_those_nodes(emu: Any) ->
     other = ec2.run_instances(
         ImageId=AMI, MinCount=1, MaxCount=1, InstanceType="c5.large", SubnetId=SUBNET_A
     )["Instances"][0]["InstanceId"]
+    Emulator().settle()  # the other cluster tags its node once EC2 knows the new instance
     ec2.create_tags(
         Resources=[other],
         Tags=[
