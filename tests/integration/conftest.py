@@ -50,12 +50,6 @@ SLOW_PRESET_FINDINGS: dict[tuple[str, str], str] = {
     ("test_cleaner.py::test_a_stack_deleted_event_deletes_that_stacks_versions", ""): (
         _LATE_LISTING + ": a CREATE_COMPLETE stack event right after reserve cancels nothing"
     ),
-    ("test_truth.py::test_a_reservation_made_a_moment_ago_can_be_brought_to_reserve", ""): (
-        "slow preset: EC2 shows a new ODCR pending for up to 5 minutes though it is usable "
-        "(View the state of a Capacity Reservation); reserve with that capacity_reservation_id "
-        "answers rejected ('pending, not active') instead of waiting or no_capacity with "
-        "retry_after_seconds (logic/reserve/bring_your_own.py)"
-    ),
     (
         "test_fault_matrix.py::test_fault",
         "reserve+provision-CreateFleet-timeout-persistent",

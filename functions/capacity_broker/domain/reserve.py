@@ -112,16 +112,27 @@ class TooLate:
     reason: str
 
 
+@dataclass(frozen=True)
+class StillPending:
+    """An ODCR EC2 still shows ``pending`` (being provisioned: "up to 5 minutes" for a new
+    one, View the state of a Capacity Reservation): answer ``no_capacity`` and ask again
+    shortly; it becomes ``active`` (or ``failed``, then rejected)."""
+
+    reason: str
+
+
 def validate_existing(
     existing: ExistingReservation, wanted: Wanted, now: datetime
-) -> Rejected | WaitForStart | TooLate | None:
+) -> Rejected | WaitForStart | TooLate | StillPending | None:
     """``None`` when the reservation can take the job now; otherwise why not.
 
     Usable states are ``active`` for both kinds. A Capacity Block that has not started
     (``scheduled``, or ``payment-pending`` before that) is worth waiting for when it matches:
     EC2 shows it with 0 available until its start (EC2 User Guide, "View Capacity Blocks"),
     so its size (the ``aws:ec2capacityreservation:incrementalRequestedQuantity`` tag) is what
-    must fit, and the answer is to ask again at its start. Anything else is rejected.
+    must fit, and the answer is to ask again at its start. An ODCR still ``pending`` (made a
+    moment ago: EC2 may show that for minutes) is worth asking again for shortly when it
+    matches. Anything else is rejected.
     Attributes are checked before the wait so a job is never told to wait for a block it could
     not use.
 
@@ -150,7 +161,8 @@ def validate_existing(
     from .discovery import BLOCK_NOT_STARTED
 
     waiting = existing.is_capacity_block and existing.state in BLOCK_NOT_STARTED
-    if existing.state != "active" and not waiting:
+    provisioning = not existing.is_capacity_block and existing.state == "pending"
+    if existing.state != "active" and not (waiting or provisioning):
         kind = "Capacity Block" if existing.is_capacity_block else "Capacity Reservation"
         return Rejected(f"{kind} {rid} is {existing.state}, not active")
     if existing.instance_type not in wanted.instance_types:
@@ -167,10 +179,15 @@ def validate_existing(
         return Rejected(
             f"{rid} has {existing.tenancy} tenancy, the job needs {wanted.tenancy} tenancy"
         )
-    if waiting and existing.size < wanted.instance_count:
+    if (waiting or provisioning) and existing.size < wanted.instance_count:
+        kind = "Capacity Block" if waiting else "Capacity Reservation"
         return Rejected(
-            f"Capacity Block {rid} is for {existing.size} instances, "
-            f"the job needs {wanted.instance_count}"
+            f"{kind} {rid} is for {existing.size} instances, the job needs {wanted.instance_count}"
+        )
+    if provisioning:
+        return StillPending(
+            f"Capacity Reservation {rid} is still pending (EC2 is provisioning it); ask again "
+            "shortly"
         )
     if not waiting and existing.available_count < wanted.instance_count:
         return Rejected(

@@ -10,6 +10,7 @@ from capacity_broker.domain.reserve import (
     ExistingReservation,
     Rejected,
     ReserveStatus,
+    StillPending,
     TooLate,
     VersionData,
     WaitForStart,
@@ -100,7 +101,7 @@ def test_an_active_block_is_usable() -> None:
     [
         ({"state": "cancelled"}, "is cancelled, not active"),
         ({"state": "expired"}, "is expired, not active"),
-        ({"state": "pending"}, "is pending, not active"),
+        ({"state": "failed"}, "is failed, not active"),
         ({"state": "scheduled"}, "Capacity Reservation cr-0123456789abcdef0 is scheduled"),
         ({"instance_type": "c7i.large"}, "c7i.large, which is not among"),
         ({"availability_zone_id": "use1-az4"}, "use1-az4, where none of the job's subnets"),
@@ -113,6 +114,34 @@ def test_an_active_block_is_usable() -> None:
 )
 def test_rejections(change: dict[str, object], words: str) -> None:
     result = validate_existing(replace(ODCR, **change), WANTED, NOW)  # type: ignore[arg-type]
+    assert isinstance(result, Rejected)
+    assert words in result.reason
+
+
+def test_a_pending_odcr_that_fits_is_asked_for_again() -> None:
+    """EC2 shows a new ODCR pending while it provisions it ("up to 5 minutes"); it used to be
+    rejected, failing a job whose reservation was about to be active."""
+    pending = replace(ODCR, state="pending", size=8, available_count=0)
+    result = validate_existing(pending, WANTED, NOW)
+    assert result == StillPending(
+        "Capacity Reservation cr-0123456789abcdef0 is still pending (EC2 is provisioning it); "
+        "ask again shortly"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"size": 7}, "Capacity Reservation cr-0123456789abcdef0 is for 7 instances"),
+        ({"platform": "Windows"}, "is for Windows, the job needs Linux/UNIX"),
+        ({"instance_type": "c7i.large"}, "c7i.large, which is not among"),
+    ],
+)
+def test_a_pending_odcr_that_cannot_serve_is_rejected_not_awaited(
+    change: dict[str, object], words: str
+) -> None:
+    pending = replace(replace(ODCR, state="pending", size=8), **change)  # type: ignore[arg-type]
+    result = validate_existing(pending, WANTED, NOW)
     assert isinstance(result, Rejected)
     assert words in result.reason
 

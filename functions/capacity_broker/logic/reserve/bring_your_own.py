@@ -9,6 +9,7 @@ from ...domain.reserve import (
     ExistingReservation,
     Rejected,
     ReserveStatus,
+    StillPending,
     TooLate,
     WaitForStart,
     Wanted,
@@ -67,7 +68,7 @@ class BringYourOwn(ReserverBase):
         check = validate_existing(existing, wanted, self.clock())
         if isinstance(check, Rejected):
             return answer.unchanged(ReserveStatus.REJECTED, check.reason, reason=check.reason)
-        if isinstance(check, TooLate):
+        if isinstance(check, TooLate | StillPending):
             response = answer.unchanged(
                 ReserveStatus.NO_CAPACITY, check.reason, reason=check.reason
             )
