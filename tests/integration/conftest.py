@@ -28,28 +28,7 @@ ON_BOTH_PRESETS = frozenset(
 # Where the broker fails on the slow preset (issue 21): strict xfails, one reason per finding,
 # so each shows in every run until the broker copes (and a fix turns it into a failure to
 # remove here). Keyed by "file::test" and, for a parametrized test, a part of its id.
-_LATE_LISTING = (
-    "slow preset: a tag listing may miss a hold made a moment ago for minutes (6 listings "
-    "here); the broker looks 3 times (logic/reservations.py Patience.empty_looks) and answers "
-    "that nothing matched while the hold stays active (it bills until the cleaner or its "
-    "EndDate ends it)"
-)
 SLOW_PRESET_FINDINGS: dict[tuple[str, str], str] = {
-    ("test_truth.py::test_release_right_after_reserve_finds_and_cancels_the_hold", ""): (
-        _LATE_LISTING + ": release by job id right after reserve answers cancelled []"
-    ),
-    ("test_reserve.py::test_release_by_job_stack_and_id_cancels_only_owned_holds", ""): (
-        _LATE_LISTING + ": release by job id right after reserve answers cancelled []"
-    ),
-    ("test_release.py::test_release_deletes_the_jobs_versions_and_nothing_else", ""): (
-        _LATE_LISTING + ": release by job id right after reserve answers cancelled []"
-    ),
-    ("test_release.py::test_a_stack_jobs_version_stays_until_its_stack_is_deleted", ""): (
-        _LATE_LISTING + ": release by stack right after reserve answers cancelled []"
-    ),
-    ("test_cleaner.py::test_a_stack_deleted_event_deletes_that_stacks_versions", ""): (
-        _LATE_LISTING + ": a CREATE_COMPLETE stack event right after reserve cancels nothing"
-    ),
     (
         "test_fault_matrix.py::test_fault",
         "reserve+provision-CreateFleet-timeout-persistent",

@@ -427,9 +427,12 @@ class Cleaner:
         run = CleanerRun("stack_event", False, [region_name], stack_name=stack_name)
         region = self.region(region_name)
         try:
-            listed = region.ec2.reservations(
-                filters={**self._owned_filter(), f"tag:{TAG_STACK_NAME}": [stack_name]},
-                deadline=deadline,
+            listed = region.core.look_again_while_untagged(
+                lambda: region.ec2.reservations(
+                    filters={**self._owned_filter(), f"tag:{TAG_STACK_NAME}": [stack_name]},
+                    deadline=deadline,
+                ),
+                deadline,
             )
         except AwsError as error:
             run.region_errors.append(_region_error(region_name, error))
