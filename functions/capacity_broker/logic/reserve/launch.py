@@ -235,12 +235,14 @@ class Launch(GiveBack):
                     raise
                 lost = error
         # Still no answer: the nodes carry the request id. A listing can miss instances
-        # launched a moment ago, so it is looked at again until it shows them all.
+        # launched a moment ago (by tag, for minutes at worst), and EC2 may well have launched
+        # them: looked at again with the whole patience until it shows them all.
         try:
             seen = self.core.look_again_until(
                 lambda: self.ec2.request_instances(request_id, hard_deadline),
                 lambda found: len(found) == request.instance_count,
                 hard_deadline,
+                expected=True,
             )
         except AwsError:
             seen = []
