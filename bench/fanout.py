@@ -70,11 +70,9 @@ def _invoke(entry: str, event: dict[str, Any], tag: str) -> tuple[float, dict[st
 
 
 def _forget_probe_memory() -> None:
-    from capacity_broker.handlers.probe import prober
+    from .harness import broker_root
 
-    memory = prober().memory
-    if memory is not None:
-        memory.forget()
+    broker_root().memory.forget()
 
 
 PROBE_EVENT = {"instance_type": worlds.PROBE_TYPE, "subnet_ids": worlds.SUBNETS}
@@ -87,7 +85,7 @@ RESERVE_EVENT = {
 
 
 def _probe_everywhere(reps: int) -> dict[str, Any]:
-    from capacity_broker.adapters.aws import client
+    from .harness import client
 
     wall: list[float] = []
     spent: list[float] = []
@@ -141,7 +139,7 @@ def _probe_everywhere(reps: int) -> dict[str, Any]:
 
 
 def _probe_no_memory(reps: int) -> dict[str, Any]:
-    from capacity_broker.adapters.aws import client
+    from .harness import client
 
     wall: list[float] = []
     spent: list[float] = []
@@ -181,7 +179,7 @@ def _probe_no_memory(reps: int) -> dict[str, Any]:
 
 
 def _reserve_everywhere(reps: int) -> dict[str, Any]:
-    from capacity_broker.adapters.aws import client
+    from .harness import client
 
     wall: list[float] = []
     spent: list[float] = []
@@ -235,7 +233,7 @@ def _reserve_everywhere(reps: int) -> dict[str, Any]:
 def _first_leaves_late(emu: Any, place: Place) -> None:
     """The create for ``place`` leaves the process ``LATE`` seconds after it is started, every
     time (a botocore hook on the one EC2 client the broker and the baseline share)."""
-    from capacity_broker.adapters import aws
+    from .harness import client
 
     def before(params: dict[str, Any], model: Any, **_: Any) -> None:
         if (
@@ -245,13 +243,13 @@ def _first_leaves_late(emu: Any, place: Place) -> None:
         ):
             time.sleep(LATE)
 
-    aws.client("ec2", REGION).meta.events.register(
+    client("ec2", REGION).meta.events.register(
         "before-parameter-build.ec2.CreateCapacityReservation", before
     )
 
 
 def _quota(reps: int, entry: str) -> dict[str, Any]:
-    from capacity_broker.adapters.aws import client
+    from .harness import client
 
     probe = entry == "probe"
     event = PROBE_EVENT if probe else RESERVE_EVENT

@@ -149,7 +149,7 @@ def world(scenario: dict[str, Any], env: Mapping[str, str] | None = None) -> Ite
     The scenario goes in through the emulator's loader (its backend API, no API calls); what
     is measured afterwards goes through the handlers and boto3.
     """
-    from capacity_broker.handlers._runtime import reset_container
+    from capacity_broker.handlers._runtime import CONTAINER
 
     import emulator
 
@@ -160,11 +160,11 @@ def world(scenario: dict[str, Any], env: Mapping[str, str] | None = None) -> Ite
         # it; the broker does. Comparing the two on an eventually consistent EC2 needs a baseline
         # that waits too (issue 12 follow-up), or the ratios would compare unlike things.
         emu.configure(eventual_consistency=False)
-        reset_container()
+        CONTAINER.use(None)  # a new container: its root is built from ``env`` on first use
         try:
             yield World(emu, dict(ids.reservations), seconds)
         finally:
-            reset_container()
+            CONTAINER.use(None)
 
 
 def ec2_buckets_on(emu: Any, time_scale: float = 1.0, **knobs: Any) -> None:
@@ -175,10 +175,34 @@ def ec2_buckets_on(emu: Any, time_scale: float = 1.0, **knobs: Any) -> None:
     Both sides start full before every timed run: each run then meets the account's budget as a
     request does when the account's average rate is below the refill rate.
     """
-    from capacity_broker.adapters import throttle
-
     emu.throttle(True, time_scale=time_scale, **knobs)
-    throttle.pacer = throttle.Pacer()
+    broker_root().pacer.forget()
+
+
+def broker_root() -> Any:
+    """The root the broker's Lambda handlers run on in this process (``CONTAINER``'s), built
+    from the environment on first use: its pacer, its clients, its memory."""
+    from capacity_broker.handlers._runtime import CONTAINER
+
+    return CONTAINER.root()
+
+
+def use_root(**knobs: Any) -> Any:
+    """A new root for the handlers, from the environment and ``knobs`` (a cleaner's clock)."""
+    import os
+
+    from capacity_broker.config import Settings
+    from capacity_broker.handlers._runtime import CONTAINER
+    from capacity_broker.root import Root
+
+    root = Root(Settings.from_env(os.environ), **knobs)
+    CONTAINER.use(root)
+    return root
+
+
+def client(service: str, region: str) -> Any:
+    """The handlers' own client of ``service`` in ``region`` (their root's session)."""
+    return broker_root().clients.client(service, region)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

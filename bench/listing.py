@@ -119,7 +119,8 @@ def _parse_cost(emu: Any, rounds: int = 30) -> dict[str, float]:
     from datetime import UTC, datetime
 
     import botocore.parsers
-    from capacity_broker.adapters.aws import client
+
+    from .harness import client
 
     captured: dict[str, Any] = {}
     ec2 = client("ec2", worlds.CAPACITY_REGIONS[0])

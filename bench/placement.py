@@ -109,7 +109,6 @@ def _cold_container(emu: Any, places: list[Place], *, snapshot: bool) -> None:
     parsed the models, nothing else.
     """
     import boto3
-    from capacity_broker.adapters import aws
     from capacity_broker.handlers import _runtime
 
     emu.latency(0)
@@ -119,16 +118,16 @@ def _cold_container(emu: Any, places: list[Place], *, snapshot: bool) -> None:
     subnets = ec2.describe_subnets(SubnetIds=worlds.SUBNETS)["Subnets"]
     ec2.describe_vpcs(VpcIds=sorted({s["VpcId"] for s in subnets}))
     floor(ec2, places[-1], 1, "probe")
-    _runtime.reset_container()
-    aws._session = None
+    _runtime.CONTAINER.use(None)  # a cold container: a new root, a new session
     hook = getattr(_runtime, "before_snapshot", None)  # older brokers had none
     if snapshot and hook is not None:
         hook()
 
 
 def bench_probe(reps: int) -> dict[str, Any]:
-    from capacity_broker.adapters.aws import client
     from capacity_broker.handlers.probe import handler
+
+    from .harness import client
 
     event = {"instance_type": worlds.PROBE_TYPE, "subnet_ids": worlds.SUBNETS}
     context = LambdaContext()
@@ -270,9 +269,10 @@ def _repeat(reps: int, runs: dict[str, Callable[[], None]]) -> None:
 
 
 def bench_reserve(reps: int, concurrencies: Sequence[int]) -> dict[str, Any]:
-    from capacity_broker.adapters.aws import client
-    from capacity_broker.handlers._runtime import reset_container
+    from capacity_broker.handlers._runtime import CONTAINER
     from capacity_broker.handlers.reserve import handler
+
+    from .harness import client
 
     event = {
         "job_id": "4242",
@@ -324,7 +324,7 @@ def bench_reserve(reps: int, concurrencies: Sequence[int]) -> dict[str, Any]:
             def run() -> None:
                 with environment({"BROKER_MAX_CONCURRENCY": str(concurrency)}):
                     # A warm container with this concurrency: built, caches filled, untimed.
-                    reset_container()
+                    CONTAINER.use(None)
                     emu.latency(0)
                     reserve_once("warm")
                     emu.latency(LATENCY)

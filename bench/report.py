@@ -96,7 +96,7 @@ def rows_for(results: dict[str, Any]) -> list[Row]:
         m = reserve["median"]
         for level, r in reserve["ratios"].items():
             # The target is the product's; other levels are shown for comparison only.
-            default = int(level) == Settings.max_concurrency
+            default = int(level) == Settings.model_fields["max_concurrency"].default
             name = f"reserve, 4x6 pairs, concurrency {level}" + (
                 "" if default else " (not default)"
             )

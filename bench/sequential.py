@@ -2,7 +2,7 @@
 
 One place after another, in the caller's order: create a reservation; if EC2 says yes,
 confirm it (describe it, check it is active); then cancel it (probe) or keep it (reserve), and
-stop. It uses the same boto3 client as the broker (``capacity_broker.adapters.aws.client``:
+stop. It uses the same boto3 client as the broker (its root's ``Clients``, ``bench.harness.client``:
 same session, same config, botocore retries off) against the same emulator, sends the same
 create parameters the broker sends (targeted, limited EndDate, ownership tags, a ClientToken),
 and knows the subnets' AZs beforehand, as a warm broker container does.

@@ -23,9 +23,11 @@ from .harness import (
     CpuProfile,
     LambdaContext,
     ThreadSampler,
+    broker_root,
     captured_stdout,
     ec2_buckets_on,
     timed,
+    use_root,
     world,
 )
 
@@ -62,7 +64,6 @@ def measure_sweep(
 ) -> Sweep:
     """Seed ``spec``, warm the container (a dry run), then time one real sweep with EC2's
     buckets on (``knobs``: the emulator's ``raised``, ``others``) and a fresh pacer."""
-    from capacity_broker.adapters import throttle
     from capacity_broker.handlers import cleaner as module
 
     env = {"BROKER_REGIONS": ",".join(regions), "BROKER_EC2_RATE_SCALE": f"{scale:g}"}
@@ -71,7 +72,7 @@ def measure_sweep(
         emu = w.emu
         owned_ids = {w.ids[name] for name in spec.owned_names}
         foreign_ids = {w.ids[name] for name in spec.foreign_names}
-        module.clock = emu.now  # the cleaner's "now" is the emulator's (as the tests do)
+        use_root(cleaner_clock=emu.now)  # the cleaner's "now" is the emulator's (as the tests)
         owned = sum(spec.owned.values())
 
         # Warm the container (clients per region, the Cleaner) with a dry run, no latency.
@@ -118,7 +119,7 @@ def measure_sweep(
             }
         pacer = {}
         for region in regions:
-            bucket = throttle.pacer.bucket(region, "CancelCapacityReservation")
+            bucket = broker_root().pacer.bucket(region, "CancelCapacityReservation")
             pacer[region] = {
                 "start_per_s": bucket.start,
                 "end_per_s": round(bucket.rate, 3),
@@ -146,7 +147,6 @@ def measure_sweep(
             pacer=pacer,
             others=emu.throttled_others(),
         )
-        module.clock = module.utcnow
 
     firsts = [t["first_cancel_s"] for t in timeline.values() if t["first_cancel_s"] is not None]
     lasts = [t["last_cancel_s"] for t in timeline.values() if t["last_cancel_s"] is not None]

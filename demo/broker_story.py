@@ -130,14 +130,20 @@ def leak_and_clean(console: Console, emu: RemoteEmulator) -> None:
         f"cleanup={leaked.get('cleanup')}, {stuck} is still active (and billing)"
     )
     emu.advance(100)  # past the cleaner's 90 s probe grace
-    import capacity_broker.handlers.cleaner as cleaner
+    from capacity_broker.handlers._runtime import CONTAINER
+    from capacity_broker.root import Root
 
-    # The function's clock must agree with the world's, which the demo moved forward.
-    cleaner.clock = emu.now
+    # The function's clock must agree with the world's, which the demo moved forward: the
+    # sweep runs on a root like the container's (its settings, adapters and memory) whose
+    # cleaner reads the emulator's clock.
+    usual = CONTAINER.root()
+    CONTAINER.use(
+        Root(usual.settings, adapters=usual.adapters, memory=usual.memory, cleaner_clock=emu.now)
+    )
     try:
         swept = invoke("cleaner", event("cleaner_schedule"))
     finally:
-        cleaner.clock = cleaner.utcnow
+        CONTAINER.use(usual)
         emu.reset_clock()
     for item in swept["cancelled"]:
         console.print(f"  cleaner (5-minute schedule) cancelled {item['id']}: {item['reason']}")
@@ -182,11 +188,12 @@ def history(console: Console, emu: RemoteEmulator) -> None:
     import subprocess
     import sys
 
-    from capacity_broker.logic.memory import flush_containers
+    from capacity_broker.handlers._runtime import CONTAINER
 
     # The facts learnt after each answer (the give-backs' seconds) ride with a container's
     # next write; this process is about to hand its memory over: write them now.
-    flush_containers()
+    if CONTAINER.built is not None:
+        CONTAINER.built.close()
     table = os.environ["BROKER_STATE_TABLE"]
     command = [
         str(Path(sys.executable).with_name("capacity-broker")),

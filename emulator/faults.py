@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from .throttling import Throttling
@@ -86,6 +87,9 @@ class Call:
     outcome: str = "ok"
     started: float = 0.0
     ended: float = 0.0
+    # The emulator's clock (its "now": frozen or shifted by tests) when the call was served,
+    # so tests can order what EC2 did without timing anything on the machine's clock.
+    at: datetime | None = None
     # A "lag" fault on this call: how many calls long the lag it forces lasts (0: none).
     lag: int = 0
     # It named, listed or made something made in this world (eventual consistency can reach

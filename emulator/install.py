@@ -234,6 +234,7 @@ def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[Base
             )
         except InjectedError as error:
             return _error_response(self, error.code, error.message, error.status)
+        call.at = world.clock.now()
         refused = _undocumented(self, service, action)
         if refused is not None:
             world.hub.after(call, 400, refused.code)

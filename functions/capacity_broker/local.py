@@ -296,13 +296,13 @@ class LocalBroker:
         return self
 
     def _environment(self, values: Mapping[str, str]) -> None:
-        from .handlers._runtime import reset_container
+        from .handlers._runtime import CONTAINER
 
         for key, value in values.items():
             self._saved_env.setdefault(key, os.environ.get(key))
             os.environ[key] = value
-        # The functions build their clients from this environment on first use.
-        reset_container()
+        # The functions build their root (settings, clients) from this environment on first use.
+        CONTAINER.use(None)
 
     def stop(self) -> None:
         if self.server is not None:
@@ -316,9 +316,9 @@ class LocalBroker:
             else:
                 os.environ[key] = value
         self._saved_env.clear()
-        from .handlers._runtime import reset_container
+        from .handlers._runtime import CONTAINER
 
-        reset_container()
+        CONTAINER.use(None)
 
     def serve_forever(self) -> None:
         """Block until interrupted (the server already runs in its own thread)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,21 @@ EVENTS = Path(__file__).resolve().parents[2] / "events"
 SERVICES = ("ec2", "ssm", "cloudformation", "dynamodb")
 
 
-def called_actions(name: str, emu: Any, monkeypatch: pytest.MonkeyPatch) -> set[str]:
-    from capacity_broker.handlers._runtime import reset_container
+@pytest.fixture(autouse=True)
+def fresh_container() -> Iterator[None]:
+    """A fresh Lambda container for each test: its root is built from the test's environment
+    on the first invocation, and gone afterwards."""
+    from capacity_broker.handlers._runtime import CONTAINER
 
+    CONTAINER.use(None)
+    yield
+    CONTAINER.use(None)
+
+
+def called_actions(name: str, emu: Any, monkeypatch: pytest.MonkeyPatch) -> set[str]:
     monkeypatch.setenv("BROKER_CLUSTER_ID", "demo")
     monkeypatch.setenv("BROKER_STATE_TABLE", "broker-state")
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-    reset_container()
     emu.load_scenario("demo")
     import boto3
 

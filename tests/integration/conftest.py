@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from capacity_broker.config import Settings
+from capacity_broker.handlers._runtime import CONTAINER
+from capacity_broker.root import Root
 
 CLUSTER = "demo-cluster"
 # The core scenarios and the fault matrix run twice: on EC2's usual timings and on the slow
@@ -148,19 +152,65 @@ def context() -> LambdaContext:
     return LambdaContext()
 
 
-@pytest.fixture
-def broker(emu: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The emulator plus a broker configured for CLUSTER, with no state left from other tests."""
-    from capacity_broker.handlers._runtime import reset_container
+class Container:
+    """The Lambda container the handlers run in, in a test (``CONTAINER``). Fresh, its root is
+    built from the test's environment on the first invocation, as a new Lambda container
+    builds it; ``build`` makes one now with the test's own clocks, sleep, retry policy or
+    pacer. Either way the handlers serve from that root until the test ends."""
 
+    def __init__(self) -> None:
+        self.knobs: dict[str, Any] = {}
+
+    @property
+    def root(self) -> Root:
+        """The root the handlers run on (built now from the environment if not yet)."""
+        return CONTAINER.root()
+
+    def fresh(self) -> None:
+        """A new container: its root is built from the environment on first use."""
+        self.close()
+        self.knobs = {}
+
+    def build(self, **knobs: Any) -> Root:
+        self.close()
+        self.knobs = knobs
+        root = Root(Settings.from_env(os.environ), **knobs)
+        CONTAINER.use(root)
+        return root
+
+    def rebuild(self, **more: Any) -> None:
+        """A new container after the test changed a variable, with the knobs of the last
+        ``build`` (and ``more``)."""
+        knobs = self.knobs | more
+        if knobs:
+            self.build(**knobs)
+        else:
+            self.fresh()
+
+    def close(self) -> None:
+        previous = CONTAINER.use(None)
+        if previous is not None:
+            previous.close()
+
+
+@pytest.fixture
+def container() -> Iterator[Container]:
+    built = Container()
+    yield built
+    built.close()
+
+
+@pytest.fixture
+def broker(emu: Any, monkeypatch: pytest.MonkeyPatch, container: Container) -> Iterator[Any]:
+    """The emulator plus a broker configured for CLUSTER, on a root of its own."""
     monkeypatch.setenv("BROKER_CLUSTER_ID", CLUSTER)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "CapacityBroker")
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.delenv("BROKER_PARAMETER_PREFIX", raising=False)
     monkeypatch.delenv("BROKER_REGIONS", raising=False)
-    reset_container()
+    container.fresh()
     yield emu
-    reset_container()
+    container.close()
 
 
 class EmulatedTime:
@@ -176,15 +226,17 @@ class EmulatedTime:
     faster than it would, never slower: a test that must finish inside its budget keeps the
     fan-out to one create at a time (``max_concurrency``) or its budget generous.
 
-    ``install`` builds the probe and reserve handlers' flows on it (the handlers' parsing and
-    answers stay the real ones), with the broker's own RetryPolicy (0.2 s doubling to 5 s, 10
-    tries; its jitter seeded) and a fresh pacer at EC2's published buckets (``scale`` as
-    BROKER_EC2_RATE_SCALE)."""
+    ``install`` builds the handlers' root on it (the handlers' parsing and answers stay the
+    real ones): the root's clocks and sleep are the emulator's, its retry policy the broker's
+    own RetryPolicy (0.2 s doubling to 5 s, 10 tries; its jitter seeded) pausing on that
+    clock, and its pacer a fresh one at EC2's published buckets (``scale`` as
+    BROKER_EC2_RATE_SCALE) on that clock."""
 
-    def __init__(self, emu: Any, seed: int = 23) -> None:
+    def __init__(self, emu: Any, container: Container, seed: int = 23) -> None:
         import random
 
         self.emu = emu
+        self.container = container
         self.rng = random.Random(seed)
         emu.freeze()
 
@@ -199,28 +251,20 @@ class EmulatedTime:
         return self.emu.now()
 
     def install(
-        self, monkeypatch: pytest.MonkeyPatch, max_concurrency: int | None = None, scale: float = 1
-    ) -> None:
-        import functools
-        from dataclasses import dataclass
-
-        from capacity_broker.adapters import throttle
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        max_concurrency: int | None = None,
+        scale: float = 1,
+    ) -> Root:
+        """A new root for the handlers on the emulator's clock (see the class); the root."""
         from capacity_broker.adapters.aws import RetryPolicy
-        from capacity_broker.adapters.ec2 import Ec2
-        from capacity_broker.adapters.ssm import Flags
-        from capacity_broker.config import settings
-        from capacity_broker.handlers import _runtime, _spending
-        from capacity_broker.handlers import probe as probe_handler
-        from capacity_broker.handlers import reserve as reserve_handler
-        from capacity_broker.logic.probe import Prober
-        from capacity_broker.logic.reservations import ReservationCore
-        from capacity_broker.logic.reserve import Reserver
+        from capacity_broker.adapters.throttle import Pacer
 
         emulated = self
         self.emu.freeze()  # (again: an emulator reset thaws it)
         self.emu.throttle(emulator_clock=True)
 
-        @dataclass
+        @dataclass(frozen=True)
         class Paused(RetryPolicy):
             """The broker's RetryPolicy, pausing on the emulator's clock."""
 
@@ -229,56 +273,18 @@ class EmulatedTime:
                     operation, fn, deadline, emulated.sleep, emulated.monotonic, emulated.rng
                 )
 
-        config = settings()
-        concurrency = max_concurrency or config.max_concurrency
-        retry = Paused()
-        ec2 = Ec2(config.region, retry)
-        core = ReservationCore(
-            ec2,
-            config.cluster_id,
+        if max_concurrency is not None:
+            monkeypatch.setenv("BROKER_MAX_CONCURRENCY", str(max_concurrency))
+        return self.container.build(
             clock=self.utcnow,
             monotonic=self.monotonic,
             sleep=self.sleep,
-        )
-        flags = Flags(config.parameter_prefix, config.region, retry)
-        memory = _spending.memory(config)
-
-        def deadlines(context: Any, margin: float) -> tuple[float, float]:
-            remaining = context.get_remaining_time_in_millis() / 1000.0
-            now = self.monotonic()
-            return now + max(remaining - margin, 0.5), now + max(remaining - 0.5, 0.5)
-
-        monkeypatch.setattr(
-            throttle, "pacer", throttle.Pacer(scale=scale, clock=self.monotonic, sleep=self.sleep)
-        )
-        monkeypatch.setattr(_runtime, "deadlines", deadlines)
-        monkeypatch.setattr(
-            probe_handler,
-            "prober",
-            functools.cache(
-                lambda: Prober(
-                    ec2, flags, core, concurrency, monotonic=self.monotonic, memory=memory
-                )
-            ),
-        )
-        monkeypatch.setattr(
-            reserve_handler,
-            "reserver",
-            functools.cache(
-                lambda: Reserver(
-                    ec2,
-                    flags,
-                    core,
-                    concurrency,
-                    monotonic=self.monotonic,
-                    clock=self.utcnow,
-                    memory=memory,
-                )
-            ),
+            retry=Paused(),
+            pacer=Pacer(scale=scale, clock=self.monotonic, sleep=self.sleep),
         )
 
 
 @pytest.fixture
-def emulated_time(broker: Any) -> EmulatedTime:
+def emulated_time(broker: Any, container: Container) -> EmulatedTime:
     """``EmulatedTime`` over the test's emulator (call ``install`` once the world is loaded)."""
-    return EmulatedTime(broker)
+    return EmulatedTime(broker, container)

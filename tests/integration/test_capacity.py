@@ -10,7 +10,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from capacity_broker.handlers._runtime import reset_container
 from capacity_broker.handlers.capacity import handler
 from capacity_broker.models.capacity import CAPACITY_ROW_FIELDS
 
@@ -21,9 +20,9 @@ OWNER = "discovery-cluster"
 
 
 @pytest.fixture
-def world(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+def world(broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("BROKER_REGIONS", ",".join(REGIONS))
-    reset_container()
+    container.rebuild()
     broker.load_scenario("discovery")
     return broker
 
@@ -232,12 +231,12 @@ def test_available_only_drops_full_reservations(world: Any, context: Any) -> Non
 
 
 def test_owned_by_broker_follows_the_ownership_tags(
-    world: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    world: Any, container: Any, context: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     other = listing(context, regions=["us-east-1"])  # the fixture's cluster: demo-cluster
     assert not any(r["owned_by_broker"] for r in other["reservations"])
     monkeypatch.setenv("BROKER_CLUSTER_ID", OWNER)
-    reset_container()
+    container.rebuild()
     mine = listing(context, regions=["us-east-1"], reservation_type="all")
     owned = [r for r in mine["reservations"] if r["owned_by_broker"]]
     assert [(r["instance_type"], r["total_capacity"]) for r in owned] == [("c7i.48xlarge", 4)]

@@ -1,9 +1,9 @@
 """cleaner (ODCRCleaner) against the emulator: the issue's "Done when", one test each.
 
-The emulator's clock is frozen in most tests and handed to the cleaner (``handlers.cleaner.
-clock``), so reservation ages are exact and a dry run and the real sweep after it see the same
-world. CloudFormation is moto's: stacks reach CREATE_COMPLETE at once, other statuses are set
-on moto's stack object.
+The emulator's clock is frozen in most tests and handed to the cleaner (the root the handlers
+run on is built with it: ``cleaner_clock=``), so reservation ages are exact and a dry run and
+the real sweep after it see the same world. CloudFormation is moto's: stacks reach
+CREATE_COMPLETE at once, other statuses are set on moto's stack object.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any
 
 import boto3
 import pytest
-from capacity_broker.handlers import cleaner as cleaner_handler
 from capacity_broker.handlers.cleaner import handler
 from moto.cloudformation.models import cloudformation_backends
 from moto.core import DEFAULT_ACCOUNT_ID
@@ -430,19 +429,16 @@ def cancels(broker: Any) -> list[str]:
 
 
 @pytest.fixture
-def sweeper(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+def sweeper(broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The broker fixture, sweeping both regions on the emulator's clock, with EC2 pacing
     scaled up (the emulator's own throttling is what the throttling test exercises)."""
-    from capacity_broker.handlers._runtime import reset_container
-
     monkeypatch.setenv("BROKER_REGIONS", f"{EAST},{WEST}")
     monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "1000")
     # Time compressed on both sides: EC2's buckets refill as fast as the pacer expects.
     broker.throttle(time_scale=1000)
     for variable in GRACE_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setattr(cleaner_handler, "clock", broker.now)
-    reset_container()
+    container.build(cleaner_clock=broker.now)
     broker.freeze()
     return broker
 
@@ -533,7 +529,7 @@ def test_the_next_sweep_finds_nothing_more_to_cancel(sweeper: Any, context: Any)
 
 
 def test_throttling_and_failed_cancels_give_partial_then_the_next_sweep_finishes(
-    sweeper: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    sweeper: Any, context: Any, container: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     inv = Inventory()
     for i in range(60):
@@ -551,10 +547,8 @@ def test_throttling_and_failed_cancels_give_partial_then_the_next_sweep_finishes
     # then throttles one call in eight, whatever the speed. One cancel at a time per region
     # (BROKER_MAX_CONCURRENCY=1): a throttled cancel's retry always finds the token the call
     # before it left, so every cancel but the broken ones gets through in the first sweep.
-    from capacity_broker.handlers._runtime import reset_container
-
     monkeypatch.setenv("BROKER_MAX_CONCURRENCY", "1")
-    reset_container()
+    container.rebuild()
     sweeper.throttle(
         buckets={"mutating": (4, 3.5), "non_mutating": (4, 3.5)}, seconds_per_call=0.25
     )
@@ -671,12 +665,10 @@ def test_the_emulator_clock_ages_reservations(sweeper: Any, context: Any) -> Non
 
 
 def test_graces_come_from_the_environment(
-    sweeper: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    sweeper: Any, container: Any, context: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from capacity_broker.handlers._runtime import reset_container
-
     monkeypatch.setenv("BROKER_IDLE_GRACE_SECONDS", "30")
-    reset_container()
+    container.rebuild()
     inv = Inventory()
     inv.cancelled(EAST, "idle", reservation("idle", ours("hold"), "-45s", "+255s"))
     ids = load(sweeper, inv)
@@ -684,7 +676,7 @@ def test_graces_come_from_the_environment(
     assert by_id(answer["cancelled"]) == {ids["idle"]: "idle"}
 
     monkeypatch.setenv("BROKER_IDLE_GRACE_SECONDS", "ten minutes")
-    reset_container()
+    container.fresh()  # a new container, its root built from this environment: refused
     sweeper.clear_calls()
     broken = handler({"action": "sweep", "dry_run": False}, context)
     assert broken["status"] == "error"
@@ -749,13 +741,14 @@ def test_regions_and_cancels_run_concurrently(sweeper: Any, context: Any) -> Non
 
 
 def test_cancels_not_started_before_the_deadline_are_reported(sweeper: Any) -> None:
-    from capacity_broker.domain.cleaner import Graces
-    from capacity_broker.logic.cleaner import Cleaner
+    from capacity_broker.config import Settings
+    from capacity_broker.root import Root
 
     inv = Inventory()
     inv.cancelled(EAST, "idle", reservation("idle", ours("hold"), "-11m", "+10m"))
     ids = load(sweeper, inv)
-    flow = Cleaner(CLUSTER, Graces(), clock=sweeper.now, monotonic=lambda: 1e12)
+    # The contract's graces (the settings' defaults), a monotonic clock past every deadline.
+    flow = Root(Settings(cluster_id=CLUSTER), clock=sweeper.now, monotonic=lambda: 1e12).cleaner
     run = flow.sweep([EAST], dry_run=False, deadline=0.0, hard_deadline=0.0)
     answer = run.response("late").to_json_dict()
     assert answer["status"] == "partial"

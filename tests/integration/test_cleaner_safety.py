@@ -30,8 +30,6 @@ from typing import Any
 import boto3
 import pytest
 from botocore.loaders import Loader
-from capacity_broker.handlers import cleaner as cleaner_handler
-from capacity_broker.handlers._runtime import reset_container
 from capacity_broker.handlers.cleaner import handler
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
@@ -365,7 +363,7 @@ def stack_event(stack_id: str, status: str, when: datetime) -> dict[str, Any]:
 
 
 @pytest.fixture
-def sweeper(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+def sweeper(broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The broker, sweeping us-east-1 on the emulator's clock with the contract's graces."""
     monkeypatch.setenv("BROKER_REGIONS", REGION)
     monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "1000")
@@ -378,7 +376,7 @@ def sweeper(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
         "BROKER_HOLD_LIMIT_SECONDS",
     ):
         monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setattr(cleaner_handler, "clock", broker.now)
+    container.build(cleaner_clock=broker.now)
     return broker
 
 
@@ -402,10 +400,10 @@ def sweeper(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 )
 @given(inv=inventories())
 def test_a_real_sweep_never_cancels_what_the_contract_protects(
-    sweeper: Any, context: Any, inv: Inventory
+    sweeper: Any, container: Any, context: Any, inv: Inventory
 ) -> None:
     sweeper.reset()  # moto's backends, the call log, faults and the clock
-    reset_container()  # the broker's per-container caches (clients, adapters, the cleaner)
+    container.rebuild()  # a fresh root: no clients, adapters or cleaner of the last example
     now = sweeper.freeze()
     ids = dict(sweeper.load_scenario(inv.scenario()).reservations)
     stack_ids = create_stacks(inv)

@@ -27,7 +27,6 @@ from typing import Any
 
 import boto3
 import pytest
-from capacity_broker.handlers._runtime import reset_container
 from capacity_broker.handlers.reserve import handler as reserve
 
 # Lambda never runs two invocations in one process; these tests do, in threads. Powertools'
@@ -62,9 +61,9 @@ class Context:
 
 
 @pytest.fixture
-def pool(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+def pool(broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "1000")
-    reset_container()
+    container.fresh()
     broker.load_scenario(SCENARIO)
     # Time compressed on both sides: EC2's buckets refill as fast as the pacer expects.
     broker.throttle(time_scale=1000)
@@ -74,7 +73,7 @@ def pool(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 @pytest.fixture
-def state_table(pool: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+def state_table(pool: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     boto3.client("dynamodb", region_name=REGION).create_table(
         TableName="broker-state",
         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
@@ -82,7 +81,7 @@ def state_table(pool: Any, monkeypatch: pytest.MonkeyPatch) -> str:
         BillingMode="PAY_PER_REQUEST",
     )
     monkeypatch.setenv("BROKER_STATE_TABLE", "broker-state")
-    reset_container()
+    container.fresh()
     return "broker-state"
 
 
@@ -239,14 +238,14 @@ def test_fifty_duplicates_racing_two_places_without_the_state_table(pool: Any) -
     not_oversold(pool, {"us-east-1a": 5, "us-east-1b": 5})
 
 
-def test_a_duplicate_arriving_mid_race_answers_with_the_surviving_hold(pool: Any) -> None:
+def test_a_duplicate_arriving_mid_race_answers_with_the_surviving_hold(
+    pool: Any, container: Any
+) -> None:
     """The interleaving behind stale answers, made certain: invocation A has won the worse
     place and waits for EC2's answer about the better one; a duplicate B arrives and finds A's
     hold by its tag. B enters its own race with that hold as the one to beat, so it tries the
     better place too (the same ClientToken: EC2 gives both the same reservation) and gives the
     worse hold back. Both answers name the same, live hold."""
-    from capacity_broker.adapters import aws
-
     pool.set_pool(REGION, "us-east-1a", TYPE, 5)
     pool.set_pool(REGION, "us-east-1b", TYPE, 5)
     better = pool.capacity(REGION).zones["us-east-1a"]
@@ -260,8 +259,7 @@ def test_a_duplicate_arriving_mid_race_answers_with_the_surviving_hold(pool: Any
         if model.name == "CreateCapacityReservation" and http_response.status_code == 200:
             worse_held.set()
 
-    reset_container()
-    events = aws.client("ec2", REGION).meta.events
+    events = container.root.clients.client("ec2", REGION).meta.events
     events.register("before-parameter-build.ec2.CreateCapacityReservation", before)
     events.register("after-call.ec2.CreateCapacityReservation", after)
     event = job(3, subnet_ids=[SUBNET_A, SUBNET_B])

@@ -25,12 +25,10 @@ def test_there_is_an_event_for_every_entry_point() -> None:
 
 @pytest.mark.parametrize("path", EVENTS, ids=lambda p: p.stem)
 def test_the_sample_event_is_understood(
-    path: Path, broker: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    path: Path, broker: Any, container: Any, context: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("BROKER_CLUSTER_ID", "demo")
-    from capacity_broker.handlers._runtime import reset_container
-
-    reset_container()
+    container.rebuild()
     broker.load_scenario("demo")
     handler = importlib.import_module(f"capacity_broker.handlers.{entry_point(path)}").handler
     answer: dict[str, Any] = handler(json.loads(path.read_text()), context)

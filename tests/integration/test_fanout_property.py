@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 from capacity_broker.domain.memory import MemoryKey, Observation, Seen
-from capacity_broker.handlers._runtime import reset_container
+from capacity_broker.handlers._runtime import CONTAINER
 from capacity_broker.handlers.probe import handler as probe
 from capacity_broker.handlers.reserve import handler as reserve
 from hypothesis import HealthCheck, example, given, settings
@@ -181,11 +181,9 @@ def scenario(world: World) -> dict[str, Any]:
 
 
 def seed_memory(emu: Emulator, world: World) -> None:
-    from capacity_broker.logic.memory import for_container
-
     zones = emu.capacity(REGION).zones
     now = time.time()
-    for_container(None, REGION).remember(
+    CONTAINER.root().memory.remember(
         [
             Observation(
                 MemoryKey(REGION, zones[az], t),
@@ -229,10 +227,11 @@ def fresh(
 
     def load(world: World) -> Any:
         broker.reset()
-        reset_container()
         broker.load_scenario(scenario(world))
-        seed_memory(broker, world)
+        # A new root for the handlers (no memory, caches or pacer of the last example), on
+        # the emulator's clock; the world's memory goes into it.
         emulated_time.install(monkeypatch, scale=PACE)
+        seed_memory(broker, world)
         broker.throttle(time_scale=PACE, emulator_clock=True)
         zones = broker.capacity(REGION).zones
         for (instance_type, az), fault in world.faults.items():

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import threading
 import time
 from collections import Counter
@@ -45,24 +46,16 @@ from typing import Any
 
 import boto3
 import pytest
-from capacity_broker.adapters import aws
 from capacity_broker.adapters.aws import RetryPolicy
-from capacity_broker.adapters.ec2 import Ec2
-from capacity_broker.adapters.ssm import Flags
-from capacity_broker.config import settings
-from capacity_broker.domain.cleaner import Graces
+from capacity_broker.config import Settings
 from capacity_broker.handlers import capacity as capacity_handler
 from capacity_broker.handlers import cleaner as cleaner_handler
 from capacity_broker.handlers import probe as probe_handler
 from capacity_broker.handlers import release as release_handler
 from capacity_broker.handlers import reserve as reserve_handler
-from capacity_broker.handlers._runtime import reset_container
-from capacity_broker.logic.capacity import CapacityLister
-from capacity_broker.logic.cleaner import Cleaner
-from capacity_broker.logic.probe import Prober
-from capacity_broker.logic.release import Releaser
-from capacity_broker.logic.reservations import Patience, ReservationCore
-from capacity_broker.logic.reserve import Reserver
+from capacity_broker.handlers._runtime import CONTAINER
+from capacity_broker.logic.reservations import Patience
+from capacity_broker.root import Root
 
 pytestmark = [
     pytest.mark.integration,
@@ -288,6 +281,8 @@ class Run:
     lagging: bool = False
     invocations: int = 0
     order: threading.Event = field(default_factory=threading.Event)
+    # The root the handlers run on in this scenario (``flows``).
+    root: Any = None
 
     # -- the broker's EC2 client ---------------------------------------------------------
     def hook(self) -> None:
@@ -299,7 +294,7 @@ class Run:
           made certain;
         - kill: see ``test_the_lambda_dies_right_after_*``.
         """
-        events = aws.client("ec2", REGION).meta.events
+        events = self.root.clients.client("ec2", REGION).meta.events
         events.register("before-parameter-build.ec2", self._before)
         events.register("after-call.ec2", self._after)
         events.register("after-call-error.ec2", self._after_error)
@@ -353,56 +348,35 @@ class Run:
         return {rid: s for rid, s in self.after.items() if rid not in self.before}
 
 
-def flows(run: Run, monkeypatch: pytest.MonkeyPatch, retry: RetryPolicy) -> None:
-    """The handlers' flows, built through their constructors with ``retry``.
+def flows(retry: RetryPolicy | None) -> Root:
+    """The handlers' root, every flow built with ``retry`` (None: the handlers' own policies)
+    and a patient-but-fast reservation core, the cleaner on the emulator's clock.
 
-    Everything else a handler does (parsing, request records, the answer's shape, metrics)
-    is the real handler's.
+    Everything a handler does (parsing, request records, the answer's shape, metrics) is the
+    real handler's.
     """
-    config = settings()
+    import emulator
 
-    @functools.cache
-    def ec2() -> Ec2:
-        return Ec2(config.region, retry)
+    knobs: dict[str, Any] = {"retry": retry, "patience": PATIENT_FAST} if retry else {}
+    root = Root(
+        Settings.from_env(os.environ), cleaner_clock=lambda: emulator.Emulator().now(), **knobs
+    )
+    CONTAINER.use(root)
+    return root
 
-    @functools.cache
-    def core() -> ReservationCore:
-        return ReservationCore(ec2(), config.cluster_id, patience=PATIENT_FAST)
 
-    def flags() -> Flags:
-        return Flags(config.parameter_prefix, config.region, retry)
-
-    monkeypatch.setattr(
-        probe_handler,
-        "prober",
-        functools.cache(lambda: Prober(ec2(), flags(), core(), config.max_concurrency)),
+def with_state_table(root: Root, table: str) -> Root:
+    """The same container after ``BROKER_STATE_TABLE`` was set: a root with the state table,
+    on the same adapters (its EC2 client keeps the run's hooks)."""
+    settings = root.settings.model_copy(update={"state_table": table})
+    fresh = Root(
+        settings,
+        adapters=root.adapters,
+        patience=root.patience,
+        cleaner_clock=root.cleaner_clock,
     )
-    monkeypatch.setattr(
-        reserve_handler,
-        "reserver",
-        functools.cache(lambda: Reserver(ec2(), flags(), core(), config.max_concurrency)),
-    )
-    monkeypatch.setattr(
-        release_handler,
-        "releaser",
-        functools.cache(lambda: Releaser(ec2(), core(), config.max_concurrency)),
-    )
-    monkeypatch.setattr(
-        cleaner_handler,
-        "cleaner",
-        functools.cache(
-            lambda: Cleaner(config.cluster_id, Graces(), clock=run.emu.now, retry=retry)
-        ),
-    )
-    monkeypatch.setattr(
-        capacity_handler,
-        "lister",
-        functools.cache(
-            lambda: CapacityLister(
-                config.cluster_id, config.regions, ec2_for=lambda region: Ec2(region, retry)
-            )
-        ),
-    )
+    CONTAINER.use(fresh)
+    return fresh
 
 
 @pytest.fixture(scope="module")
@@ -432,7 +406,6 @@ def scenario(
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     for name in ("BROKER_PARAMETER_PREFIX", "BROKER_REGIONS", "BROKER_STATE_TABLE"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(cleaner_handler, "clock", lambda: emulator.Emulator().now())
     with ExitStack() as stack:
         if emulated is None:
             emu = stack.enter_context(emulator.mock())
@@ -440,10 +413,8 @@ def scenario(
             emu = emulated
             emu.reset()
         emu.freeze()
-        reset_container()
         run = Run(emu, entry)
-        if retry is not None:
-            flows(run, monkeypatch, retry)
+        run.root = flows(retry)
         run.ids = dict(emu.load_scenario(SCENARIOS / entry.scenario).reservations)
         zones = emu.capacity(REGION).zones
         run.ids["az-b"], run.ids["az-c"] = zones["us-east-1b"], zones["us-east-1c"]
@@ -454,7 +425,8 @@ def scenario(
         try:
             yield run
         finally:
-            reset_container()
+            CONTAINER.use(None)
+            run.root.close()
 
 
 # -- the entry points -----------------------------------------------------------------------
@@ -1406,8 +1378,7 @@ def test_the_lambda_dies_right_after_a_create_with_the_state_table(
             BillingMode="PAY_PER_REQUEST",
         )
         monkeypatch.setenv("BROKER_STATE_TABLE", "broker-state")
-        settings.cache_clear()
-        reserve_handler.records.cache_clear()
+        run.root = with_state_table(run.root, "broker-state")
         # One place with room, so the dead invocation leaves exactly one hold.
         run.emu.set_pool(REGION, "us-east-1b", "hpc7a.96xlarge", 0)
         run.kill_after = "CreateCapacityReservation"
@@ -1552,14 +1523,16 @@ def test_a_quick_retry_never_gets_a_cancelled_reservation_back(
     must not count as a hold (it did: ``reserved``/``provisioned`` with a cancelled one)."""
     entry = ENTRIES["reserve+provision"]
     with scenario(entry, monkeypatch, emulated=emulated) as run:
-        config = settings()
-        ec2 = Ec2(config.region, FAST)
         still = run.emu.now()
-        core = ReservationCore(ec2, config.cluster_id, clock=lambda: still)
-        flags = Flags(config.parameter_prefix, config.region)
-        monkeypatch.setattr(
-            reserve_handler, "reserver", functools.cache(lambda: Reserver(ec2, flags, core))
+        # The broker's clock stands still (its reservation core's): a root on the run's
+        # adapters (fast retries; the run's hooks stay on its EC2 client).
+        run.root = Root(
+            run.root.settings,
+            adapters=run.root.adapters,
+            clock=lambda: still,
+            cleaner_clock=run.root.cleaner_clock,
         )
+        CONTAINER.use(run.root)
         run.emu.fail("CreateLaunchTemplateVersion", "UnauthorizedOperation", times=1)
         first = run.invoke()
         assert first["status"] == "error"

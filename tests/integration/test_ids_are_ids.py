@@ -206,8 +206,9 @@ def test_a_job_id_with_wildcards_holds_and_releases_only_its_own(
 def test_instance_lookups_match_tags_exactly(broker: Any) -> None:
     """The Slurm programs' instance lookups (node names, request-id prefixes) go through the
     same filters: a value is literal, a ``Prefix`` is a prefix of literal text."""
-    from capacity_broker.adapters.ec2 import Ec2, Prefix
+    from capacity_broker.adapters.ec2 import Prefix
     from capacity_broker.domain.tags import TAG_REQUEST_ID
+    from capacity_broker.root import Adapters
 
     broker.load_scenario(SCENARIO)
     broker.set_pool("us-east-1", "us-east-1a", "c7i.48xlarge", 64)
@@ -237,7 +238,7 @@ def test_instance_lookups_match_tags_exactly(broker: Any) -> None:
         )["Instances"]
         names[made["InstanceId"]] = node
     broker.settle()
-    adapter = Ec2("us-east-1")
+    adapter = Adapters().ec2("us-east-1")  # a root's EC2 adapter, with its own pacer
 
     def found(tags: dict[str, Any]) -> set[str]:
         return {names[i.instance_id] for i in adapter.tagged_instances(tags)}

@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 from capacity_broker.adapters import throttle
-from capacity_broker.adapters.ec2 import Ec2
 from capacity_broker.handlers import cleaner as cleaner_handler
-from capacity_broker.handlers._runtime import reset_container
 
 pytestmark = pytest.mark.integration
 
@@ -27,17 +25,20 @@ RAISED_SCALE = 4.0
 
 
 @pytest.fixture
-def paced(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The broker with its pacer compressed by SCALE (``compress`` for another scale)."""
+def paced(broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The broker with its pacer compressed by SCALE (``compress`` for another scale), its
+    cleaner on the emulator's clock."""
     monkeypatch.setenv("BROKER_REGIONS", REGION)
-    monkeypatch.setattr(cleaner_handler, "clock", broker.now)
-    compress(monkeypatch, SCALE)
+    compress(container, monkeypatch, SCALE)
     return broker
 
 
-def compress(monkeypatch: pytest.MonkeyPatch, scale: float) -> None:
+def compress(container: Any, monkeypatch: pytest.MonkeyPatch, scale: float) -> None:
+    """A fresh root whose pacer starts at ``scale`` times EC2's published rates."""
+    import emulator
+
     monkeypatch.setenv("BROKER_EC2_RATE_SCALE", f"{scale:g}")
-    reset_container()
+    container.build(cleaner_clock=emulator.Emulator().now)
 
 
 def leaked(broker: Any, count: int) -> set[str]:
@@ -81,27 +82,31 @@ def every_throttled_cancel_was_retried(calls: list[Any]) -> None:
     assert throttled <= done
 
 
-def cancel_bucket() -> throttle.AdaptiveBucket:
-    return throttle.pacer.bucket(REGION, "CancelCapacityReservation")
+def cancel_bucket(container: Any) -> throttle.AdaptiveBucket:
+    """The cancel bucket of the root the handlers ran on (its pacer: one per root)."""
+    bucket: throttle.AdaptiveBucket = container.root.pacer.bucket(
+        REGION, "CancelCapacityReservation"
+    )
+    return bucket
 
 
 def test_under_a_raised_bucket_the_pace_grows(
-    paced: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    paced: Any, container: Any, context: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    compress(monkeypatch, RAISED_SCALE)
+    compress(container, monkeypatch, RAISED_SCALE)
     ids = leaked(paced, 200)
     paced.throttle(raised=10, time_scale=RAISED_SCALE)
     answer = sweep(context)
     assert answer["status"] == "ok"
     assert {item["id"] for item in answer["cancelled"]} == ids
-    bucket = cancel_bucket()
+    bucket = cancel_bucket(container)
     assert bucket.counts["answered"] >= 1  # a probe past the published bucket went through
     assert bucket.rate > bucket.start
     every_throttled_cancel_was_retried(cancels(paced))
 
 
 def test_with_another_client_on_the_bucket_the_pace_falls_to_our_share(
-    paced: Any, context: Any
+    paced: Any, container: Any, context: Any
 ) -> None:
     ids = leaked(paced, 200)
     paced.throttle(time_scale=SCALE, others={"CancelCapacityReservation": 0.5})
@@ -111,41 +116,41 @@ def test_with_another_client_on_the_bucket_the_pace_falls_to_our_share(
     calls = cancels(paced)
     assert any(c.outcome == "RequestLimitExceeded" for c in calls), "the throttle never bit"
     every_throttled_cancel_was_retried(calls)
-    bucket = cancel_bucket()
+    bucket = cancel_bucket(container)
     assert bucket.counts["cuts"] >= 1
     assert bucket.rate < bucket.start
     assert bucket.limit is not None and bucket.limit < bucket.start
     assert paced.throttled_others()  # the other client did take its share
 
 
-def test_a_throttle_met_by_the_retry_loop_cuts_the_pace(paced: Any) -> None:
+def test_a_throttle_met_by_the_retry_loop_cuts_the_pace(paced: Any, container: Any) -> None:
     [rid] = leaked(paced, 1)
     paced.fail("CancelCapacityReservation", "RequestLimitExceeded", times=1)
-    Ec2(REGION).cancel_reservation(rid)
+    container.root.ec2(REGION).cancel_reservation(rid)
     outcomes = [c.outcome for c in cancels(paced)]
     assert outcomes == ["RequestLimitExceeded", "ok"]  # retried by RetryPolicy ...
-    bucket = cancel_bucket()
+    bucket = cancel_bucket(container)
     assert bucket.counts["throttled"] == 1  # ... and the pacer heard of the throttle
     assert bucket.counts["cuts"] == 1
     assert bucket.rate == pytest.approx(bucket.start * bucket.tuning.cut)
 
 
 def test_capacity_block_offerings_are_paced_in_their_own_small_bucket(
-    paced: Any, monkeypatch: pytest.MonkeyPatch
+    paced: Any, container: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # EC2 gives DescribeCapacityBlockOfferings its own bucket of 10, refilled at 0.15/s (the
     # "Request throttling" page). The pacer used to draw it from the non-mutating default (100,
     # 20/s), so 40 lookups in a row met 10 throttles (measured); paced in the right bucket only its
     # probes past the bucket are throttled (one at a time, backing off).
-    compress(monkeypatch, 100)  # 15 a second
+    compress(container, monkeypatch, 100)  # 15 a second
     paced.throttle(time_scale=100)
-    ec2 = Ec2(REGION)
+    ec2 = container.root.ec2(REGION)
     for _ in range(40):
         ec2.block_offerings("p5.48xlarge", 1, 24)
     calls = paced.calls("DescribeCapacityBlockOfferings")
     throttled = [c for c in calls if c.outcome == "RequestLimitExceeded"]
     assert len(calls) - len(throttled) == 40
     assert len(throttled) <= 5
-    bucket = throttle.pacer.bucket(REGION, "DescribeCapacityBlockOfferings")
+    bucket = container.root.pacer.bucket(REGION, "DescribeCapacityBlockOfferings")
     assert (bucket.burst, bucket.start) == (10, pytest.approx(0.15 * 100))
     assert len(throttled) <= bucket.counts["probes"] + 1

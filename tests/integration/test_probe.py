@@ -199,20 +199,18 @@ def test_a_create_whose_answer_is_lost_is_not_made_twice(broker: Any, context: A
 
 
 def test_a_request_id_reused_probe_after_probe_gets_a_fresh_answer_each_time(
-    broker: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    broker: Any, container: Any, context: Any
 ) -> None:
     """A VDI client that reuses its session id: every probe is answered afresh (contract),
     never IdempotentParameterMismatch once the first tokens are spent, and none leaves a
     reservation behind. The broker's clock moves a second per probe (new EndDates)."""
-    from capacity_broker.handlers import probe as probe_handler
-
     broker.load_scenario(world([0, 0, 4]))
     start, ticks = broker.now(), iter(range(1000))
 
     def a_second_later() -> datetime:
         return start + timedelta(seconds=next(ticks))
 
-    monkeypatch.setattr(probe_handler.prober().core, "clock", a_second_later)
+    container.build(clock=a_second_later)
     for _ in range(6):
         answer = probe(context, request_id="vdi-session-42")
         assert answer["status"] == "available", answer

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from capacity_broker.domain.memory import MemoryKey, Observation, Seen
-from capacity_broker.handlers._runtime import reset_container
+from capacity_broker.handlers._runtime import CONTAINER
 from capacity_broker.handlers.probe import handler as probe
 from capacity_broker.handlers.reserve import handler as reserve
 
@@ -48,9 +48,8 @@ def zone_id(emu: Any, az: str) -> str:
 
 def first_arrives_late(emu: Any, instance_type: str, az: str, seconds: float) -> None:
     """The create for ``instance_type`` in ``az`` leaves the broker ``seconds`` later than it
-    is started (the broker's own EC2 client: a botocore hook), every time it is sent."""
-    from capacity_broker.adapters import aws
-
+    is started (the EC2 client of the handlers' root: a botocore hook), every time it is
+    sent."""
     where = zone_id(emu, az)
 
     def before(params: dict[str, Any], model: Any, **_: Any) -> None:
@@ -61,18 +60,16 @@ def first_arrives_late(emu: Any, instance_type: str, az: str, seconds: float) ->
         ):
             time.sleep(seconds)
 
-    reset_container()
-    aws.client("ec2", REGION).meta.events.register(
+    CONTAINER.root().clients.client("ec2", REGION).meta.events.register(
         "before-parameter-build.ec2.CreateCapacityReservation", before
     )
 
 
 def remember(emu: Any, instance_type: str, seen: dict[str, Seen], latency: float = 0.1) -> None:
-    """The container's capacity memory: what each AZ answered 10 s ago (and how fast)."""
-    from capacity_broker.logic.memory import for_container
-
+    """The capacity memory of the handlers' root: what each AZ answered 10 s ago (and how
+    fast)."""
     now = time.time()
-    for_container(None, REGION).remember(
+    CONTAINER.root().memory.remember(
         [
             Observation(
                 MemoryKey(REGION, zone_id(emu, az), instance_type),

@@ -21,9 +21,9 @@ DIGEST_TAG = "capacity-broker:request-digest"
 
 
 @pytest.fixture(params=["without a table", "with the state table"])
-def hpc(broker: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Any:
-    from capacity_broker.handlers._runtime import reset_container
-
+def hpc(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Any:
     broker.load_scenario(SCENARIO)
     broker.set_pool("us-east-1", "us-east-1a", "c7i.48xlarge", 64)
     if request.param == "with the state table":
@@ -36,7 +36,7 @@ def hpc(broker: Any, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureReq
         monkeypatch.setenv("BROKER_STATE_TABLE", "broker-state")
     else:
         monkeypatch.delenv("BROKER_STATE_TABLE", raising=False)
-    reset_container()
+    container.fresh()  # its root built from this environment on first use
     return broker
 
 

@@ -210,19 +210,17 @@ def test_provision_launches_exactly_the_count_in_one_az_and_releases_the_hold(
 
 
 def test_an_all_or_nothing_failure_leaves_neither_instances_nor_a_hold(
-    hpc: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    hpc: Any, container: Any, context: Any
 ) -> None:
     # A reservation EC2 has not finished provisioning cannot be launched into yet, nor
     # cancelled (CancelCapacityReservation: only `assessing` or `active`): the broker waits
     # until it can give the hold back. Its pauses move the emulator's frozen clock here.
-    from capacity_broker.handlers.reserve import reserver
-
     # The fleet fails for good (an answer about the launch itself, not "not now": issue 21
     # asks again into a hold that is still being provisioned, see the next test).
     hpc.freeze()
     hpc.configure(pending_seconds=5)  # inside the broker's patience (10 looks: 6.5 s at least)
     hpc.fail("CreateFleet", "InvalidParameterValue", mode="errors", times=99)
-    monkeypatch.setattr(reserver().core, "sleep", hpc.advance)
+    container.build(sleep=hpc.advance)
     answer = reserve(
         job(request_id="job-fail", launch_template={"id": TEMPLATE}, provision=True), context
     )
@@ -237,17 +235,15 @@ def test_an_all_or_nothing_failure_leaves_neither_instances_nor_a_hold(
 
 
 def test_a_launch_into_a_hold_ec2_is_still_provisioning_is_asked_again(
-    hpc: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    hpc: Any, context: Any, container: Any
 ) -> None:
     """EC2 may take a while before a new reservation takes launches ("it can take up to 5
     minutes for the state of the Capacity Reservation to reflect that it is active"): a launch
     refused meanwhile is asked again (a new fleet token each time) while the hold is kept. The
     broker used to cancel the hold and fail the job."""
-    from capacity_broker.handlers.reserve import reserver
-
     hpc.freeze()
     hpc.configure(pending_seconds=3)
-    monkeypatch.setattr(reserver().core, "sleep", hpc.advance)
+    container.build(sleep=hpc.advance)
     answer = reserve(
         job(request_id="job-ramp", launch_template={"id": TEMPLATE}, provision=True), context
     )
@@ -374,9 +370,7 @@ def test_the_same_request_twice_makes_one_hold(hpc: Any, context: Any) -> None:
 
 
 @pytest.fixture
-def state_table(hpc: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    from capacity_broker.handlers._runtime import reset_container
-
+def state_table(hpc: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     boto3.client("dynamodb", region_name="us-east-1").create_table(
         TableName="broker-state",
         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
@@ -384,7 +378,7 @@ def state_table(hpc: Any, monkeypatch: pytest.MonkeyPatch) -> str:
         BillingMode="PAY_PER_REQUEST",
     )
     monkeypatch.setenv("BROKER_STATE_TABLE", "broker-state")
-    reset_container()
+    container.rebuild()
     return "broker-state"
 
 

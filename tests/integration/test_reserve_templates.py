@@ -4,7 +4,6 @@ lost, the market type, and versions deleted once nothing can launch from them.""
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,13 +12,7 @@ from typing import Any
 import boto3
 import pytest
 from capacity_broker.adapters.aws import RetryPolicy
-from capacity_broker.adapters.ec2 import Ec2
-from capacity_broker.adapters.ssm import Flags
-from capacity_broker.config import settings
-from capacity_broker.handlers import reserve as reserve_handler
 from capacity_broker.handlers.reserve import handler as reserve
-from capacity_broker.logic.reservations import ReservationCore
-from capacity_broker.logic.reserve import Reserver
 
 from emulator import Emulator
 
@@ -86,22 +79,14 @@ def running(request_id: str) -> set[str]:
 
 
 @pytest.fixture
-def fast(hpc: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """reserve built with the fast retry policy (everything else is the real handler's)."""
-    config = settings()
-    ec2_ = Ec2(config.region, FAST)
-    core = ReservationCore(ec2_, config.cluster_id)
-    flags = Flags(config.parameter_prefix, config.region, FAST)
-    monkeypatch.setattr(
-        reserve_handler, "reserver", functools.cache(lambda: Reserver(ec2_, flags, core))
-    )
+def fast(hpc: Any, container: Any) -> Any:
+    """reserve on a root with the fast retry policy (everything else is the real handler's)."""
+    container.build(retry=FAST)
     return hpc
 
 
 @pytest.fixture
-def state_table(hpc: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    from capacity_broker.handlers._runtime import reset_container
-
+def state_table(hpc: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     boto3.client("dynamodb", region_name="us-east-1").create_table(
         TableName="broker-state",
         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
@@ -109,7 +94,7 @@ def state_table(hpc: Any, monkeypatch: pytest.MonkeyPatch) -> str:
         BillingMode="PAY_PER_REQUEST",
     )
     monkeypatch.setenv("BROKER_STATE_TABLE", "broker-state")
-    reset_container()
+    container.rebuild()
     return "broker-state"
 
 
@@ -146,11 +131,9 @@ def test_the_fleet_targets_the_hold_without_a_usage_strategy(hpc: Any, context: 
 
 
 @pytest.fixture
-def demo(broker: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from capacity_broker.handlers._runtime import reset_container
-
+def demo(broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("BROKER_CLUSTER_ID", "demo")
-    reset_container()
+    container.rebuild()
     broker.load_scenario("demo")
     return broker
 

@@ -395,6 +395,56 @@ def test_a_node_slurm_powered_down_while_it_launched_has_its_instance_ended(emu:
     assert slurm.powered_down == []
 
 
+def test_the_jobs_of_one_resume_hold_their_capacity_at_the_same_time(emu: Any) -> None:
+    """Direct mode: each job's reserve runs on the program's own root, at once (bounded by
+    MAX_JOBS_AT_ONCE), no longer one at a time under a process lock. Both jobs' fleets must be
+    in flight together (a gate on the program's session lets neither through until the other
+    arrives: one job at a time would never open it), and the emulator's own record shows both
+    holds alive at once on its clock: each created before the gate opened (CreateDate), each
+    cancelled after (the cancel call's time)."""
+    import threading
+
+    from capacity_broker.slurm.runtime import aws_session
+
+    emu.load_scenario(scenario((8, 8)))
+    emu.freeze()
+    gate = threading.Barrier(2, action=lambda: emu.advance(60), timeout=30)
+    session = aws_session(CONFIG)
+
+    def both_fleets_in_flight(**_: Any) -> None:
+        gate.wait()  # (a before-call hook that returned a value would answer the call)
+
+    session.events.register("before-call.ec2.CreateFleet", both_fleets_in_flight)
+    slurm = FakeScontrol()
+    run = Runtime.build(CONFIG, session=session)
+    run.scontrol = slurm  # type: ignore[assignment]
+    jobs = [(31, ["hpc-c5-1", "hpc-c5-2"]), (32, ["hpc-c5-3", "hpc-c5-4"])]
+    assert launch.resume(run, [n for _, nodes in jobs for n in nodes], jobs)
+    assert sorted(slurm.addresses) == ["hpc-c5-1", "hpc-c5-2", "hpc-c5-3", "hpc-c5-4"]
+    assert fleets(emu) == 2
+    capacity = emu.capacity("us-east-1")
+    cancelled = {
+        c.params["CapacityReservationId"]: c.at
+        for c in emu.calls("CancelCapacityReservation")
+        if c.outcome == "ok"
+    }
+    # Each job's hold the fleet launched into: given back last (a losing pair's, if any,
+    # went back before the fleet).
+    kept: dict[str, Any] = {}
+    for rid, reservation in capacity.reservations.items():
+        tags = capacity.tags_of(rid)
+        if tags.get("capacity-broker:purpose") != "hold":
+            continue
+        job = tags["capacity-broker:job-id"]
+        assert rid in cancelled  # nothing is left held
+        if job not in kept or cancelled[rid] > cancelled[kept[job].id]:
+            kept[job] = reservation
+    assert set(kept) == {"31", "32"}
+    latest_create = max(r.create_date for r in kept.values())
+    earliest_cancel = min(cancelled[r.id] for r in kept.values())
+    assert latest_create < earliest_cancel  # both held at once, on the emulator's clock
+
+
 # -- the resume program, as slurmctld runs it, with a resume file that is partly wrong -----------
 FAKE_SCONTROL = """#!{python}
 import json, sys

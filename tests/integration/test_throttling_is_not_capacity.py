@@ -19,8 +19,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from capacity_broker.adapters import throttle
-from capacity_broker.handlers import reserve as reserve_handler
+from capacity_broker.handlers._runtime import CONTAINER
 from capacity_broker.handlers.probe import handler as probe
 from capacity_broker.handlers.reserve import handler as reserve
 
@@ -75,8 +74,8 @@ def throttled(emulated_time: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     time, and room for reserve's kept hold beside it (a hold counts toward the fan-out's
     concurrency while it lives)."""
     emulated_time.emu.load_scenario(world())
-    emulated_time.install(monkeypatch, max_concurrency=1)
-    monkeypatch.setattr(reserve_handler.reserver(), "max_concurrency", 2)
+    root = emulated_time.install(monkeypatch, max_concurrency=1)
+    root.reserve.max_concurrency = 2  # this test's root only
     return emulated_time.emu
 
 
@@ -143,8 +142,9 @@ def reserve_for(request_id: str, seconds: float = 30) -> dict[str, Any]:
 
 def pacer_cut_to_its_floor() -> None:
     """EC2 throttled this container's creates a moment ago (another tool of the account takes
-    its bucket): the pacer cut its pace to its floor, 0.5 a second, and has no token now."""
-    bucket = throttle.pacer.bucket(REGION, "CreateCapacityReservation")
+    its bucket): the handlers' pacer (their root's) cut its pace to its floor, 0.5 a second, and
+    has no token now."""
+    bucket = CONTAINER.root().pacer.bucket(REGION, "CreateCapacityReservation")
     for _ in range(10):
         bucket.throttled(bucket.acquire())
     assert bucket.rate == pytest.approx(bucket.start * bucket.tuning.floor)

@@ -58,12 +58,12 @@ def cancel_outcomes(emu: Any) -> list[str]:
 
 
 def impatient(entry: str) -> None:
-    """The handler's reservation core gives up after 3 looks (10 by default, about 10 s)."""
-    from capacity_broker.handlers import probe as probe_handler
-    from capacity_broker.handlers import reserve as reserve_handler
+    """The reservation core of the handlers' root (``entry``'s and every flow's) gives up
+    after 3 looks (10 by default, about 10 s)."""
+    from capacity_broker.handlers._runtime import CONTAINER
     from capacity_broker.logic.reservations import Patience
 
-    flow = probe_handler.prober() if entry == "probe" else reserve_handler.reserver()
+    flow = CONTAINER.root().probe if entry == "probe" else CONTAINER.root().reserve
     flow.core.patience = Patience(looks=3)
 
 
@@ -198,7 +198,7 @@ def test_a_reservation_made_a_moment_ago_can_be_brought_to_reserve(hpc: Any, con
 
 
 def test_a_sweep_never_reports_cancelled_what_ec2_did_not_cancel(
-    broker: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    broker: Any, container: Any, context: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A leaked probe the sweep lists, whose cancel EC2 answers NotFound (its by-id view is
     behind): reported as an error for the next sweep, never as cancelled."""
@@ -226,9 +226,7 @@ def test_a_sweep_never_reports_cancelled_what_ec2_did_not_cancel(
         ],
     )["CapacityReservation"]["CapacityReservationId"]
     broker.advance(120)  # past the probe grace, still "a moment ago" to EC2's by-id view
-    from capacity_broker.handlers import cleaner as cleaner_handler
-
-    monkeypatch.setattr(cleaner_handler, "clock", broker.now)
+    container.build(cleaner_clock=broker.now)  # the cleaner's "now": the emulator's
     answer = cleaner({"action": "sweep", "dry_run": False}, context)
     assert answer["status"] == "partial", answer
     assert answer["cancelled"] == []
@@ -242,20 +240,18 @@ def test_a_sweep_never_reports_cancelled_what_ec2_did_not_cancel(
 
 
 def test_a_retry_whose_lookup_misses_the_first_hold_never_makes_a_second(
-    hpc: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    hpc: Any, container: Any, context: Any
 ) -> None:
     """The first answer is lost; the scheduler asks again a second later (a new EndDate, so EC2
     answers the attempt's ClientToken with IdempotentParameterMismatch). Both listings by tag
     the retry makes come before EC2 shows the first hold: the broker used to take that for
     "no earlier hold" and hold again with the next token."""
-    from capacity_broker.handlers.reserve import reserver
-
     start, ticks = hpc.now(), iter(range(1000))
 
     def a_second_later() -> datetime:
         return start + timedelta(seconds=next(ticks))
 
-    monkeypatch.setattr(reserver().core, "clock", a_second_later)
+    container.build(clock=a_second_later)
     hpc.set_pool("us-east-1", "us-east-1c", "hpc7a.96xlarge", 16)  # room for a second one
     first = reserve(job(request_id="job-t7"), context)
     assert first["status"] == "reserved", first
@@ -270,14 +266,12 @@ def test_a_retry_whose_lookup_misses_the_first_hold_never_makes_a_second(
 
 
 def test_a_lookup_that_never_shows_the_first_hold_fails_the_attempt_not_the_truth(
-    hpc: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    hpc: Any, container: Any, context: Any
 ) -> None:
     """EC2's listing stays behind for the whole budget: the attempt fails (the token says a hold
     exists; the broker cannot find it) rather than making a second one."""
-    from capacity_broker.handlers.reserve import reserver
-
     start, ticks = hpc.now(), iter(range(1000))
-    monkeypatch.setattr(reserver().core, "clock", lambda: start + timedelta(seconds=next(ticks)))
+    container.build(clock=lambda: start + timedelta(seconds=next(ticks)))
     first = reserve(job(request_id="job-t8"), context)
     assert first["status"] == "reserved", first
     hpc.configure(lag_listing_calls=10_000, lag_seconds=3600)

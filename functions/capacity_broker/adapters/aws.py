@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import random
 import threading
 import time
-import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -32,47 +30,95 @@ CLIENT_CONFIG = Config(
     user_agent_extra="capacity-broker",
 )
 
-# Clients per session (the container's, shared by every handler, or a CapacityBroker's own
-# ``session=``), per service and region, made on first use.
-_clients: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], Any]] = weakref.WeakKeyDictionary()
-_clients_lock = threading.Lock()
-# One session per container: its loader caches the parsed service models (EC2's alone is
-# megabytes of JSON), so a second client costs microseconds instead of a fresh parse.
-_session: boto3.session.Session | None = None
-# What a call without a session of its own uses instead of the container's: the handlers run
-# in process for a client with its own session (``container_session``).
-_override: Any = None
 
+class Clients:
+    """One boto3 session and the clients made from it, one per service and region, made on
+    first use and kept (clients are thread-safe). Every adapter of a root asks this object, so
+    a root's calls all go through the session it was given.
 
-def client(service: str, region: str, session: Any = None) -> Any:
-    """One client per service, region and session, made on first use and kept (clients are
-    thread-safe). Without ``session``: the container's session, shared by every handler."""
-    if session is None:
-        session = _override if _override is not None else (_session or default_session())
-    key = (service, region)
-    made = _clients.get(session)
-    found = made.get(key) if made is not None else None
-    if found is None:
-        with _clients_lock:
-            made = _clients.setdefault(session, {})
-            found = made.get(key)
-            if found is None:
-                found = made[key] = _make(session, service, region)
-    return found
+    Without a session, one is made on first use: its loader caches the parsed service models
+    (EC2's alone is megabytes of JSON), so a second client costs microseconds instead of a
+    fresh parse. Nothing here is process-wide: two roots with two sessions never share a
+    client.
+    """
 
+    def __init__(self, session: Any = None) -> None:
+        self._session = session
+        self._made: dict[tuple[str, str], Any] = {}
+        # botocore's session is not safe to make clients from concurrently: one lock for both.
+        self._lock = threading.Lock()
+        self._warmed = False
 
-def _container_session() -> boto3.session.Session:
-    global _session
-    if _session is None:
-        _session = boto3.session.Session()
-    return _session
+    @property
+    def session(self) -> Any:
+        """The boto3 session (the one given, else one made now and kept)."""
+        with self._lock:
+            return self._session_locked()
 
+    def _session_locked(self) -> Any:
+        if self._session is None:
+            self._session = boto3.session.Session()
+        return self._session
 
-def default_session() -> boto3.session.Session:
-    """The container's own session (never an override): what a CapacityBroker made without
-    ``session=`` uses, so that another broker's override cannot redirect it."""
-    with _clients_lock:
-        return _container_session()
+    def client(self, service: str, region: str) -> Any:
+        key = (service, region)
+        found = self._made.get(key)
+        if found is None:
+            with self._lock:
+                found = self._made.get(key)
+                if found is None:
+                    found = self._made[key] = _make(self._session_locked(), service, region)
+        return found
+
+    def made(self) -> list[tuple[str, str]]:
+        """The (service, region) pairs with a client, in the order they were made."""
+        with self._lock:
+            return list(self._made)
+
+    def forget(self) -> None:
+        """Drop every client (after a SnapStart restore: no connection may be shared by the
+        environments restored from one snapshot). The session and its parsed models stay."""
+        with self._lock:
+            self._made.clear()
+
+    def preload_models(self, services: tuple[str, ...]) -> None:
+        """Parse ``services``' API models into the session's loader, without making a client:
+        no credentials are read and no connection is opened, so this is safe to run before a
+        SnapStart snapshot, and the clients made after a restore skip the parse."""
+        session = self.session
+        for service in services:
+            session._session.get_service_model(service)
+
+    def prewarm(self, services: tuple[str, ...], region: str) -> threading.Thread:
+        """Make the clients of ``services`` in ``region``, in that order, on a thread of their
+        own.
+
+        A cold container's first call then overlaps the making of the later clients (EC2's is
+        the costly one: its model is parsed and its client built, tens of milliseconds of CPU)
+        with the network wait of the first one. Clients are made under the one lock as always,
+        so a caller that needs a client the thread is making waits for it instead of making a
+        second. The caller joins the thread before its invocation ends: nothing is left running
+        when Lambda freezes the container.
+        """
+
+        def make() -> None:
+            try:
+                for service in services:
+                    self.client(service, region)
+            except Exception:  # noqa: BLE001 - the caller's own client() call raises it, in its flow
+                return
+
+        thread = threading.Thread(target=make, name="prewarm", daemon=True)
+        thread.start()
+        return thread
+
+    def warm_first(self, services: tuple[str, ...], region: str) -> threading.Thread | None:
+        """On the first call only (a cold root): ``prewarm``; None afterwards."""
+        with self._lock:
+            if self._warmed:
+                return None
+            self._warmed = True
+        return self.prewarm(services, region)
 
 
 def _make(session: Any, service: str, region: str) -> Any:
@@ -99,62 +145,6 @@ def _parse_timestamp(value: Any) -> datetime:
 def _fast_timestamps(session: boto3.session.Session) -> None:
     factory = session._session.get_component("response_parser_factory")
     factory.set_parser_defaults(timestamp_parser=_parse_timestamp)
-
-
-def preload_models(services: tuple[str, ...]) -> None:
-    """Parse ``services``' API models into the container session's loader, without making a
-    client: no credentials are read and no connection is opened, so this is safe to run
-    before a SnapStart snapshot, and the clients made after a restore skip the parse (EC2's
-    model is megabytes of JSON)."""
-    session = _override if _override is not None else default_session()
-    for service in services:
-        session._session.get_service_model(service)
-
-
-def prewarm(services: tuple[str, ...], region: str) -> threading.Thread:
-    """Make the clients of ``services`` in ``region``, in that order, on a thread of their own.
-
-    A cold container's first call then overlaps the making of the later clients (EC2's is the
-    costly one: its model is parsed and its client built, tens of milliseconds of CPU) with the
-    network wait of the first one. Clients are made under the one lock as always (botocore's
-    session is not safe to make clients from concurrently), so a caller that needs a client
-    the thread is making waits for it instead of making a second. The caller joins the thread
-    before its invocation ends: nothing is left running when Lambda freezes the container.
-    """
-    session = _override if _override is not None else default_session()
-
-    def make() -> None:
-        try:
-            for service in services:
-                client(service, region, session)
-        except Exception:  # noqa: BLE001 - the caller's own client() call raises it, in its flow
-            return
-
-    thread = threading.Thread(target=make, name="prewarm", daemon=True)
-    thread.start()
-    return thread
-
-
-def reset_clients() -> None:
-    """Forget cached clients (tests switch endpoints between runs)."""
-    with _clients_lock:
-        _clients.clear()
-
-
-@contextlib.contextmanager
-def container_session(session: Any) -> Iterator[None]:
-    """Inside, calls made without a session of their own (every handler's) use ``session``
-    instead of the container's: the Python client runs the handlers in process this way for a
-    broker made with ``session=``. Process-wide, not per thread (the handlers' own worker
-    threads must see it too): the caller runs one such block at a time, and nothing else
-    should call the handlers in this process meanwhile."""
-    global _override
-    saved = _override
-    _override = session
-    try:
-        yield
-    finally:
-        _override = saved
 
 
 class AwsError(Exception):
@@ -195,7 +185,7 @@ def call(operation: str, fn: Callable[..., T], **kwargs: Any) -> T:
         raise AwsError.wrap(operation, error) from error
 
 
-@dataclass
+@dataclass(frozen=True)
 class RetryPolicy:
     """Jittered exponential backoff for throttling and 5xx, bounded by a deadline."""
 

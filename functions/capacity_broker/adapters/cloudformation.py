@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from ..domain.cleaner import STACK_MISSING, StackLookup
-from .aws import AwsError, RetryPolicy, call, client
+from .aws import AwsError, Clients, RetryPolicy, call
 
 
 @dataclass(frozen=True)
@@ -30,13 +30,14 @@ class CloudFormation:
     far below CloudFormation's request rates, and the retry loop absorbs a throttle.
     """
 
-    def __init__(self, region: str, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, region: str, clients: Clients, retry: RetryPolicy | None = None) -> None:
         self.region = region
+        self.clients = clients
         self.retry = retry or RetryPolicy()
 
     @property
     def _client(self) -> Any:
-        return client("cloudformation", self.region)
+        return self.clients.client("cloudformation", self.region)
 
     def stack(self, name: str, deadline: float | None = None) -> Stack | StackLookup:
         """The stack called ``name``, or STACK_MISSING; raises ``AwsError`` when the lookup

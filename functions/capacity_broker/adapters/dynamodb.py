@@ -28,7 +28,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .aws import AwsError, client
+from .aws import AwsError, Clients
 
 # A hold lives 5 minutes, and EC2 may keep it an hour past that: remember answers longer.
 RECORD_SECONDS = 2 * 60 * 60
@@ -61,17 +61,18 @@ class UnreadableRecord(Exception):
 
 
 class RequestRecords:
-    def __init__(self, table: str, region: str, function: str) -> None:
+    def __init__(self, table: str, region: str, function: str, clients: Clients) -> None:
         self.table = table
         self.region = region
         self.function = function
+        self.clients = clients
         self._store: DynamoDBPersistenceLayer | None = None
 
     @property
     def store(self) -> DynamoDBPersistenceLayer:
         if self._store is None:
             self._store = DynamoDBPersistenceLayer(
-                table_name=self.table, boto3_client=client("dynamodb", self.region)
+                table_name=self.table, boto3_client=self.clients.client("dynamodb", self.region)
             )
         return self._store
 

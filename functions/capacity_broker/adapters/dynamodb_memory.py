@@ -39,7 +39,7 @@ from typing import Any
 from ..domain import backoff
 from ..domain import memory as rules
 from ..domain.memory import Seen, Tally
-from .aws import AwsError, RetryPolicy, call, client
+from .aws import AwsError, Clients, RetryPolicy, call
 
 PREFIX = "capacity-memory#"
 MAX_WARNED = 1000  # item ids whose problems were logged, kept to log each once
@@ -185,22 +185,22 @@ class MemoryTable:
         self,
         table: str,
         region: str,
+        clients: Clients,
         retry: RetryPolicy | None = None,
-        session: Callable[[], Any] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.table = table
         self.region = region
+        self.clients = clients
         self.retry = retry or RetryPolicy()
-        self._session = session
         self._sleep = sleep
         self._clock = clock
-        self._warned: set[str] = set()  # items whose problems this process has logged
+        self._warned: set[str] = set()  # items whose problems this table (one per root) logged
 
     @property
     def _client(self) -> Any:
-        return client("dynamodb", self.region, self._session() if self._session else None)
+        return self.clients.client("dynamodb", self.region)
 
     def _call(self, action: str, deadline: float | None, **params: Any) -> Any:
         method = getattr(self._client, _SNAKE[action])

@@ -4,9 +4,8 @@ the account (EC2 ``DescribeRegions``)."""
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
 
-from .aws import call, client
+from .aws import Clients, call
 
 
 @lru_cache(maxsize=1)
@@ -26,9 +25,9 @@ def known_regions() -> frozenset[str]:
     )
 
 
-def enabled_regions(home_region: str, session: Any = None) -> list[str]:
+def enabled_regions(home_region: str, clients: Clients) -> list[str]:
     """The regions enabled for the account (``DescribeRegions`` without ``AllRegions``
     leaves out the opt-in regions it has not opted in to), sorted."""
-    ec2 = client("ec2", home_region, session)
+    ec2 = clients.client("ec2", home_region)
     answer = call("DescribeRegions", ec2.describe_regions)
     return sorted(r["RegionName"] for r in answer.get("Regions", []))

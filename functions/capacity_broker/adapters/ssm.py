@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.parameters import SSMProvider
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
 from ..domain import flags as rules
-from .aws import AwsError, RetryPolicy, call, client
+from .aws import AwsError, Clients, RetryPolicy, call
 
 FLAGS_MAX_AGE = 60  # seconds: the contract's bound on how stale a flag may be
 
@@ -25,9 +25,12 @@ class FlagValues:
 
 
 class Flags:
-    def __init__(self, prefix: str, region: str, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self, prefix: str, region: str, clients: Clients, retry: RetryPolicy | None = None
+    ) -> None:
         self.prefix = prefix.rstrip("/")
         self.region = region
+        self.clients = clients
         self.retry = retry or RetryPolicy()
         self._provider: SSMProvider | None = None
         self._warned = -float(FLAGS_MAX_AGE)
@@ -35,7 +38,7 @@ class Flags:
     @property
     def provider(self) -> SSMProvider:
         if self._provider is None:
-            self._provider = SSMProvider(boto3_client=client("ssm", self.region))
+            self._provider = SSMProvider(boto3_client=self.clients.client("ssm", self.region))
         return self._provider
 
     def read(self, deadline: float | None = None) -> FlagValues:
@@ -98,14 +101,15 @@ class ImageParameters:
     ``GetParameters``, the permission EC2 itself asks of whoever launches from such a template;
     never cached: a parameter such as AWS's ``/aws/service/…/latest`` moves on its own."""
 
-    def __init__(self, region: str, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, region: str, clients: Clients, retry: RetryPolicy | None = None) -> None:
         self.region = region
+        self.clients = clients
         self.retry = retry or RetryPolicy()
 
     def value(self, name: str, deadline: float | None = None) -> str | None:
         """The parameter's value (``name`` may carry a ``:version`` or ``:label``), or None
         when Systems Manager does not know it."""
-        ssm = client("ssm", self.region)
+        ssm = self.clients.client("ssm", self.region)
         answer = self.retry.run(
             "GetParameters",
             lambda: call("GetParameters", ssm.get_parameters, Names=[name]),

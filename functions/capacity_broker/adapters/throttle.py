@@ -11,7 +11,8 @@ starts, not what it must stay at.
 
 Each (region, bucket) of a container has one ``AdaptiveBucket``, shared by its threads:
 
-- it starts at the published default (``BROKER_EC2_RATE_SCALE`` scales the refill rate), and
+- it starts at the published default (``scale``, the settings' ``BROKER_EC2_RATE_SCALE``,
+  multiplies the refill rate), and
   paces inside it until EC2 shows more room;
 - while callers wait for it, and once a few calls at its current rate were answered, it lets
   one **probe** through beyond its own bucket. A probe EC2 answers is evidence of more room:
@@ -39,7 +40,6 @@ model of the benchmark's three cases (``python -m bench.pacing_model``) with bot
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -302,23 +302,30 @@ class AdaptiveBucket:
 
 
 class Pacer:
-    """One ``AdaptiveBucket`` per (region, bucket), shared by every thread of the container."""
+    """One ``AdaptiveBucket`` per (region, bucket), shared by every thread and EC2 adapter of
+    a root (``root.Root``: one pacer per root, so per Lambda container)."""
 
     def __init__(
         self,
-        scale: float | None = None,
+        scale: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         tuning: Tuning | None = None,
     ) -> None:
-        if scale is None:
-            scale = float(os.environ.get("BROKER_EC2_RATE_SCALE") or 1.0)
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"the rate scale must be a number greater than 0, not {scale!r}")
         self.scale = scale
         self.tuning = tuning
         self._clock = clock
         self._sleep = sleep
         self._buckets: dict[tuple[str, str], AdaptiveBucket] = {}
         self._lock = threading.Lock()
+
+    def forget(self) -> None:
+        """Start again at EC2's published defaults (what a new container's pacer knows): the
+        benchmarks' fresh start before each timed run, on a container that is warm otherwise."""
+        with self._lock:
+            self._buckets.clear()
 
     def bucket(
         self, region: str, action: str, params: Mapping[str, Any] | None = None
@@ -380,6 +387,3 @@ class Pacer:
             raise
         bucket.answered(ticket)
         return result
-
-
-pacer = Pacer()

@@ -174,15 +174,20 @@ def state_of(
     )
 
 
-def make_broker(state: State) -> CapacityBroker:
+def make_broker(state: State, state_table: str | None = None) -> CapacityBroker:
+    """The broker a command runs on (``state_table``: ``history``'s, else the environment's)."""
     session = None
     if state.profile:
         import boto3
 
         session = boto3.session.Session(profile_name=state.profile)
     if state.function_prefix:
-        return CapacityBroker.deployed(state.function_prefix, session, state.regions or None)
-    return CapacityBroker(state.regions or None, session, cluster_id=state.cluster_id)
+        return CapacityBroker.deployed(
+            state.function_prefix, session, state.regions or None, state_table=state_table
+        )
+    return CapacityBroker(
+        state.regions or None, session, cluster_id=state.cluster_id, state_table=state_table
+    )
 
 
 Advance = Callable[[str, bool], None]

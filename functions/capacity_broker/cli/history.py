@@ -97,9 +97,7 @@ def history(
     state = state_of(ctx, output, regions, profile)
     ago = parse_since(since)
     with guard():
-        broker = make_broker(state)
-        if state_table:
-            broker.state_table = state_table
+        broker = make_broker(state, state_table=state_table)
         rows = broker.history(split(instance_types) or None, state.regions or None, ago)
     where = "the state table" if broker.state_table else "this process (no state table)"
     render.listing(

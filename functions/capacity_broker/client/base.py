@@ -8,36 +8,45 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..adapters import aws
 from ..adapters.dynamodb_memory import MemoryTable
-from ..adapters.ec2 import Ec2, Pricing
 from ..adapters.regions import enabled_regions
 from ..logic import InvalidInput
 from ..logic.capacity import Listing
 from ..logic.discovery import Discovery
-from ..logic.memory import CapacityMemory, lent
+from ..logic.memory import CapacityMemory
+from ..root import Adapters, Root, discovery
 from . import regions as where
 from . import when
 from .deployed import invoke_function, lambda_client
-from .in_process import DEFAULT_REGION, run_function
+from .in_process import run_function
 from .results import (
     BrokerError,
     InvalidArguments,
     RegionsFailed,
     Results,
 )
+from .settings import ENV_FUNCTION_PREFIX, ClientSettings
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
 
 class BrokerBase:
-    """A broker's construction, transport and answer shaping (the mixins build on it)."""
+    """A broker's construction, transport and answer shaping (the mixins build on it).
+
+    What a broker calls AWS with, and which pacer and memory its calls use, is its own:
+    ``adapters`` (its session's clients, its EC2 pacer and per-region adapters) from the
+    start, and, for the actions of a direct broker, a ``root`` of its own built on them on the
+    first action (``root.Root``). Nothing is shared with another broker or with the Lambda
+    handlers of the process, so brokers with different sessions or clusters run side by side,
+    and one broker can be used from many threads at once.
+    """
 
     def __init__(
         self,
@@ -47,21 +56,29 @@ class BrokerBase:
         cluster_id: str | None = None,
         max_workers: int = 32,
         state_table: str | None = None,
+        settings: ClientSettings | None = None,
     ) -> None:
-        # Each broker calls AWS with its own session (``None``: the process's default one).
+        # Read once, here: the arguments, else the process's environment (``settings``).
+        self.settings = settings or ClientSettings.resolve(
+            os.environ,
+            regions=regions,
+            session=session,
+            cluster_id=cluster_id,
+            state_table=state_table,
+            max_workers=max_workers,
+        )
+        # Each broker calls AWS with its own session (``None``: one of its own, made on first
+        # use from the AWS SDK's defaults).
         self.session = session
-        # Refused here, before any call, when AWS has no such region.
-        self._regions = where.check(where.region_list(regions))
-        self.cluster_id = cluster_id or os.environ.get("BROKER_CLUSTER_ID") or None
-        self.max_workers = max_workers
-        self.function_prefix: str | None = None
-        self.function_qualifier: str | None = None
+        functions = self.settings.functions
+        self.adapters = Adapters(
+            session, rate_scale=functions.ec2_rate_scale if functions is not None else 1.0
+        )
         self._lambda: Any = None
+        self._lock = threading.RLock()
+        self._root: Root | None = None
         self._discovery: Discovery | None = None
         self._enabled: list[str] | None = None
-        # The broker's state table (contract: ``BROKER_STATE_TABLE``): where the capacity
-        # memory is kept; without one, this broker's own memory for its life.
-        self.state_table = state_table or os.environ.get("BROKER_STATE_TABLE") or None
         self._memory: CapacityMemory | None = None
 
     @classmethod
@@ -81,31 +98,54 @@ class BrokerBase:
         publishes versions; ``CAPACITY_BROKER_FUNCTION_QUALIFIER`` when not given).
         ``state_table`` (the stack's ``StateTableName`` output; ``BROKER_STATE_TABLE`` when not
         given): where ``history`` reads the functions' capacity memory."""
-        prefix = function_prefix or os.environ.get("CAPACITY_BROKER_FUNCTION_PREFIX")
+        prefix = function_prefix or os.environ.get(ENV_FUNCTION_PREFIX)
         if not prefix:
             raise InvalidArguments([("function_prefix", "is required for a deployed broker")])
-        broker = cls(regions=regions, session=session, state_table=state_table)
-        broker.function_prefix = prefix.rstrip("-")
-        broker.function_qualifier = (
-            qualifier or os.environ.get("CAPACITY_BROKER_FUNCTION_QUALIFIER") or None
+        settings = ClientSettings.resolve(
+            os.environ,
+            regions=regions,
+            session=session,
+            state_table=state_table,
+            function_prefix=prefix,
+            function_qualifier=qualifier,
         )
+        broker = cls(session=session, settings=settings)
         broker._lambda = lambda_client
         return broker
 
-    # -- where ----------------------------------------------------------------------------
+    # -- how it was made --------------------------------------------------------------------
     @property
     def mode(self) -> str:
-        return "deployed" if self.function_prefix else "direct"
+        return self.settings.mode
 
     @property
+    def cluster_id(self) -> str | None:
+        return self.settings.cluster_id
+
+    @property
+    def state_table(self) -> str | None:
+        return self.settings.state_table
+
+    @property
+    def function_prefix(self) -> str | None:
+        return self.settings.function_prefix
+
+    @property
+    def function_qualifier(self) -> str | None:
+        return self.settings.function_qualifier
+
+    @property
+    def max_workers(self) -> int:
+        return self.settings.max_workers
+
+    @property
+    def _regions(self) -> list[str]:
+        return list(self.settings.regions)
+
+    # -- where ----------------------------------------------------------------------------
+    @property
     def home_region(self) -> str:
-        name = getattr(self.session, "region_name", None)
-        return (
-            name
-            or os.environ.get("AWS_REGION")
-            or os.environ.get("AWS_DEFAULT_REGION")
-            or DEFAULT_REGION
-        )
+        return self.settings.home_region
 
     @property
     def regions(self) -> list[str]:
@@ -117,16 +157,21 @@ class BrokerBase:
         """The regions a discovery call looks at (see ``client.regions``): ``regions``, else
         the client's, else ``BROKER_REGIONS``, else every enabled region; ``all`` is every
         enabled region (DescribeRegions). Unknown names are refused before any call."""
-        wanted = where.check(where.region_list(regions)) or self._regions or where.configured()
+        wanted = (
+            where.check(where.region_list(regions))
+            or self._regions
+            or where.check(list(self.settings.configured_regions))
+        )
         if not wanted or where.EVERY_REGION in wanted:
             return self.enabled_regions()
         return where.check(wanted)
 
     def enabled_regions(self) -> list[str]:
         """Every region enabled for the account, asked once per broker."""
-        if self._enabled is None:
-            self._enabled = enabled_regions(self.home_region, self._aws_session())
-        return list(self._enabled)
+        with self._lock:
+            if self._enabled is None:
+                self._enabled = enabled_regions(self.home_region, self.adapters.clients)
+            return list(self._enabled)
 
     @property
     def function_regions(self) -> list[str]:
@@ -134,7 +179,7 @@ class BrokerBase:
         ``BROKER_REGIONS``, else the function's own region (the Lambdas' default)."""
         if where.EVERY_REGION in self._regions:
             return self.enabled_regions()
-        return self._regions or where.configured() or [self.home_region]
+        return self._regions or list(self.settings.configured_regions) or [self.home_region]
 
     def _explicit(self, regions: Sequence[str] | str | None) -> list[str] | None:
         """Regions a deployed function is asked for: those given (or the client's), expanded;
@@ -144,56 +189,56 @@ class BrokerBase:
 
     @property
     def discovery(self) -> Discovery:
-        if self._discovery is None:
-            self._discovery = Discovery(
-                # Every call passes its regions; this default is never used for a look-up.
-                self._regions or [self.home_region],
-                cluster_id=self.cluster_id,
-                max_workers=self.max_workers,
-                ec2_for=lambda region: Ec2(region, session=self._aws_session),
-                pricing=Pricing(session=self._aws_session),
-            )
-        return self._discovery
-
-    def _aws_session(self) -> Any:
-        """This broker's session: its own, else the process's default one (named, so that
-        another broker's in-process handler run cannot redirect this one's calls)."""
-        return self.session if self.session is not None else aws.default_session()
+        with self._lock:
+            if self._discovery is None:
+                self._discovery = discovery(
+                    self.adapters,
+                    # Every call passes its regions; this default is never used for a look-up.
+                    self._regions or [self.home_region],
+                    self.cluster_id,
+                    self.max_workers,
+                )
+            return self._discovery
 
     # -- transports -----------------------------------------------------------------------
     def _lambda_client(self) -> Any:
-        if self._lambda is None:
-            self._lambda = lambda_client(self.session, self.home_region)
-        return self._lambda
+        with self._lock:
+            if self._lambda is None:
+                self._lambda = lambda_client(self.session, self.home_region)
+            return self._lambda
 
     def invoke(self, entry: str, event: Mapping[str, Any]) -> dict[str, Any]:
-        """One entry point's raw answer: the deployed function, or the handler in process."""
+        """One entry point's raw answer: the deployed function, or its entry run here on this
+        broker's root."""
         if self.function_prefix:
             return invoke_function(
                 self._lambda_client, self.function_prefix, entry, event, self.function_qualifier
             )
-        if not self.cluster_id:
-            raise InvalidArguments(
-                [
-                    (
-                        "cluster_id",
-                        f"{entry} needs the broker's cluster id: pass cluster_id= (CLI: "
-                        "--cluster-id) or set BROKER_CLUSTER_ID",
+        return run_function(entry, event, self.root)
+
+    @property
+    def root(self) -> Root:
+        """The root this broker's actions run on (direct mode): built on the first action from
+        the broker's settings, on its adapters (its session, pacer and caches) and with its
+        capacity memory, which outlives each action."""
+        with self._lock:
+            if self._root is None:
+                if not self.cluster_id:
+                    raise InvalidArguments(
+                        [
+                            (
+                                "cluster_id",
+                                "the broker's actions need its cluster id: pass cluster_id= "
+                                "(CLI: --cluster-id) or set BROKER_CLUSTER_ID",
+                            )
+                        ]
                     )
-                ]
-            )
-        regions = self.function_regions
-        # The handlers run here remember what they learn in this broker's memory, which
-        # outlives each run (an in-process run starts a fresh container).
-        with lent(self.memory):
-            return run_function(
-                entry,
-                event,
-                cluster_id=self.cluster_id,
-                region=self.function_region,
-                regions=regions,
-                session=self.session,
-            )
+                self._root = Root(
+                    self.settings.function_settings(self.function_region, self.function_regions),
+                    adapters=self.adapters,
+                    memory=self.memory,
+                )
+            return self._root
 
     @property
     def function_region(self) -> str:
@@ -205,14 +250,15 @@ class BrokerBase:
     def memory(self) -> CapacityMemory:
         """The capacity memory this broker's probes and reserves use and ``history`` reads:
         the state table's when there is one, else this broker's own."""
-        if self._memory is None:
-            table = (
-                MemoryTable(self.state_table, self.function_region, session=self._aws_session)
-                if self.state_table
-                else None
-            )
-            self._memory = CapacityMemory(table)
-        return self._memory
+        with self._lock:
+            if self._memory is None:
+                table = (
+                    MemoryTable(self.state_table, self.function_region, self.adapters.clients)
+                    if self.state_table
+                    else None
+                )
+                self._memory = CapacityMemory(table)
+            return self._memory
 
     def _typed(self, model: type[M], answer: Mapping[str, Any]) -> M:
         if answer.get("status") == "invalid_request":

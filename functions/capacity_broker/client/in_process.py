@@ -1,36 +1,42 @@
-"""The direct transport: the broker's own Lambda handlers, run in this process.
+"""The direct transport: the broker's own entry points, run in this process.
 
-``probe``, ``reserve``, ``release`` and ``clean`` of a direct ``CapacityBroker`` call the
-handler of that entry point as Lambda would (a context object, the function's environment),
-so the answer is exactly what the deployed function would give. ``capacity-broker local``
-serves the same handlers behind a Lambda ``Invoke`` endpoint.
+``probe``, ``reserve``, ``release`` and ``clean`` of a direct ``CapacityBroker`` call the same
+entry function the Lambda handler calls (``handlers._runtime.serve``, with the entry point's
+``run``) on the broker's own root, with a context object as Lambda's, so the answer is
+exactly what the deployed function would give. Nothing of the process is changed for it (no
+environment, no lock): runs of one broker, or of many, go on at once in any threads. Their
+log lines are plain records of ``FUNCTION_LOG`` (warnings and errors) and they emit no metrics.
+``capacity-broker local`` serves the Lambda handlers themselves behind a Lambda ``Invoke``
+endpoint (``invoke_in_process``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import logging
-import os
-import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..adapters import aws
+from ..handlers._runtime import FUNCTION_LOG, PLAIN, serve
 from .results import EntryPointUnavailable
+
+if TYPE_CHECKING:
+    from ..root import Root
 
 ENTRY_POINTS = ("probe", "reserve", "release", "cleaner", "capacity")
 DEFAULT_REGION = "us-east-1"
 # In-process runs get the time budget of the longest deployed function (the cleaner).
 IN_PROCESS_TIMEOUT_MS = 300_000
-# Where the functions' warnings and errors go when they run in this process: plain records
-# of the standard logger "capacity-broker" (a Python program sees them as text on stderr
-# unless it configures logging; the CLI prints them as "warning: ..."). Not a logger under
-# "capacity_broker": the functions' Powertools setup takes that tree over (JSON lines).
-FUNCTION_LOG = logging.getLogger("capacity-broker")
+
+__all__ = [
+    "FUNCTION_LOG",
+    "InProcessContext",
+    "handler_module",
+    "invoke_in_process",
+    "run_function",
+]
 
 
 @dataclass
@@ -94,135 +100,15 @@ def invoke_in_process(
     return module.handler(event, context)
 
 
-# One in-process run at a time: the handlers read the process environment.
-_env_lock = threading.RLock()
-
-
-def run_function(
-    entry: str,
-    event: Mapping[str, Any],
-    *,
-    cluster_id: str,
-    region: str,
-    regions: Sequence[str],
-    session: Any = None,
-) -> dict[str, Any]:
-    """One entry point's answer, its handler run here with the function's environment
-    (``BROKER_CLUSTER_ID``, ``AWS_REGION``, ``BROKER_REGIONS``) and ``session``'s clients."""
+def run_function(entry: str, event: Mapping[str, Any], root: Root) -> dict[str, Any]:
+    """One entry point's answer, its entry function run here on ``root`` (a broker's own),
+    as the deployed function would run it: a context object with the longest function's
+    budget, plain log records, no metrics."""
     module = handler_module(entry)
-    wanted = {
-        "BROKER_CLUSTER_ID": cluster_id,
-        "AWS_REGION": region,
-        "BROKER_REGIONS": ",".join(regions),
-    }
-    with _env_lock, process_environment(wanted), _handlers_using(session), _plain_logs(module):
-        answer = invoke_in_process(
-            entry, dict(event), f"capacity-broker-{entry}", region, IN_PROCESS_TIMEOUT_MS
-        )
-    return dict(answer)
-
-
-@contextlib.contextmanager
-def process_environment(wanted: Mapping[str, str]) -> Iterator[None]:
-    """The handlers read their configuration from the environment once per container: set
-    it for the call, and give the process its own back afterwards."""
-    from ..handlers._runtime import reset_container
-
-    saved = {k: os.environ.get(k) for k in wanted}
-    changed = any(saved[k] != v for k, v in wanted.items())
-    if changed:
-        os.environ.update(wanted)
-        reset_container()
-    try:
-        yield
-    finally:
-        if changed:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-            reset_container()
-
-
-class _Forward(logging.Filter):
-    """On the functions' JSON log handler: nothing is written as JSON; warnings and errors
-    go on to :data:`FUNCTION_LOG` as the plain records they are (once: a handler shared with
-    that logger must not send a record round again)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._passing = threading.local()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if getattr(self._passing, "record", None) is record:
-            return False
-        if record.levelno >= logging.WARNING:
-            self._passing.record = record
-            try:
-                FUNCTION_LOG.handle(record)
-            finally:
-                self._passing.record = None
-        return False
-
-
-def _json_handlers(*loggers: logging.Logger) -> list[logging.Handler]:
-    """The Powertools JSON handlers among these loggers' handlers (not a test runner's)."""
-    from aws_lambda_powertools.logging.formatter import BasePowertoolsFormatter
-
-    found: list[logging.Handler] = []
-    for logger in loggers:
-        for handler in logger.handlers:
-            if isinstance(handler.formatter, BasePowertoolsFormatter) and handler not in found:
-                found.append(handler)
-    return found
-
-
-@contextlib.contextmanager
-def _plain_logs(module: Any) -> Iterator[None]:
-    """In a script or a terminal the handler's JSON log lines and EMF metrics would mix with
-    the caller's own output: the log lines become plain records (see ``FUNCTION_LOG``) and
-    metrics are not printed."""
-    saved_flag = os.environ.get("POWERTOOLS_METRICS_DISABLED")
-    os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
-    logger = getattr(module, "logger", None)
-    # The function's own logger, and "capacity_broker" (the flows and adapters), which the
-    # handlers' Powertools setup gave the same JSON handler (copy_config_to_registered_loggers).
-    handlers = _json_handlers(
-        *([logger._logger] if logger is not None else []), logging.getLogger("capacity_broker")
+    context = InProcessContext(
+        function_name=f"capacity-broker-{entry}",
+        timeout_ms=IN_PROCESS_TIMEOUT_MS,
+        region=root.settings.region,
     )
-    forward = _Forward()
-    saved_level = logger.log_level if logger is not None else None
-    for handler in handlers:
-        handler.addFilter(forward)
-    if logger is not None:
-        logger.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        for handler in handlers:
-            handler.removeFilter(forward)
-        if logger is not None and saved_level is not None:
-            logger.setLevel(saved_level)
-        if saved_flag is None:
-            os.environ.pop("POWERTOOLS_METRICS_DISABLED", None)
-        else:
-            os.environ["POWERTOOLS_METRICS_DISABLED"] = saved_flag
-
-
-@contextlib.contextmanager
-def _handlers_using(session: Any) -> Iterator[None]:
-    """The handlers make their clients without a session: for a broker with its own, they run
-    on it, and start cold before and after (nothing made with one session is kept for the
-    other). The caller holds ``_env_lock``."""
-    if session is None:
-        yield
-        return
-    from ..handlers._runtime import reset_container
-
-    with aws.container_session(session):
-        reset_container()
-        try:
-            yield
-        finally:
-            reset_container()
+    answer = serve(entry, module.run, dict(event), context, lambda: root, PLAIN)
+    return dict(answer)

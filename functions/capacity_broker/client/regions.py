@@ -8,12 +8,12 @@
   the function's ``BROKER_REGIONS``.
 
 A name AWS does not have is refused before any call, by name (:class:`UnknownRegions`).
+``BROKER_REGIONS`` is read once, when a broker is made (``client.settings``).
 """
 
 from __future__ import annotations
 
 import difflib
-import os
 from collections.abc import Sequence
 
 from ..adapters.regions import known_regions
@@ -33,11 +33,6 @@ def names(value: Sequence[str] | str | None) -> list[str]:
 def region_list(value: Sequence[str] | str | None) -> list[str]:
     """Region names in order, each once."""
     return list(dict.fromkeys(names(value)))
-
-
-def configured() -> list[str]:
-    """``BROKER_REGIONS``: the regions the broker's functions are configured for."""
-    return region_list(os.environ.get("BROKER_REGIONS"))
 
 
 def check(regions: Sequence[str]) -> list[str]:

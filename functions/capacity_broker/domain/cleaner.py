@@ -6,13 +6,10 @@ a rule. Everything is a pure function of what the caller looked up plus an expli
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum, StrEnum
-from types import MappingProxyType
-from typing import ClassVar
 
 from .clock import utc
 from .tags import Purpose, is_owned
@@ -101,39 +98,11 @@ class Graces:
     idle: timedelta = timedelta(seconds=600)
     hold_limit: timedelta = timedelta(seconds=1800)
 
-    ENV: ClassVar[Mapping[str, str]] = MappingProxyType(
-        {
-            "probe": "BROKER_PROBE_GRACE_SECONDS",
-            "stack": "BROKER_STACK_GRACE_SECONDS",
-            "idle": "BROKER_IDLE_GRACE_SECONDS",
-            "hold_limit": "BROKER_HOLD_LIMIT_SECONDS",
-        }
-    )
-
     def __post_init__(self) -> None:
-        for field_name in self.ENV:
+        for field_name in ("probe", "stack", "idle", "hold_limit"):
             value = getattr(self, field_name)
             if not isinstance(value, timedelta) or value < timedelta(0):
                 raise ValueError(f"grace {field_name} must be a non-negative timedelta")
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Graces:
-        """Graces from environment variables (whole or decimal seconds); unset = default."""
-        defaults = cls()
-        values: dict[str, timedelta] = {}
-        for field_name, variable in cls.ENV.items():
-            raw = (env.get(variable) or "").strip()
-            if not raw:
-                values[field_name] = getattr(defaults, field_name)
-                continue
-            try:
-                seconds = float(raw)
-            except ValueError:
-                raise ValueError(f"{variable} must be a number of seconds, not {raw!r}") from None
-            if not math.isfinite(seconds) or not 0 <= seconds <= 7 * 24 * 3600:
-                raise ValueError(f"{variable} must be between 0 and 604800 seconds, not {raw!r}")
-            values[field_name] = timedelta(seconds=seconds)
-        return cls(**values)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,11 @@
-"""What every Lambda entry point shares: Powertools logging, metrics and tracing, the time
-budget, and the promise that a caller always gets a structured answer.
+"""What every entry point shares: the one entry function (``serve``: settings checked, the
+time budget, the promise that a caller always gets a structured answer), where its log lines
+and metrics go (``Output``), and the Lambda container's one cached root (``CONTAINER``).
+
+A Lambda handler is ``lambda_handler(name, run, logger, metrics)``: the container's root
+(built from the environment on the first invocation) + the flow's ``run``, with Powertools'
+JSON logs and EMF metrics. The in-process client and the Slurm programs call ``serve`` with a
+root of their own and ``PLAIN`` output: the same entry, no environment, no process lock.
 
 Tracing: Powertools' Tracer loads the X-Ray SDK (~300 ms) when it is created, which would add
 to every cold start. Lambda's active tracing already records each invocation; the broker adds
@@ -9,42 +15,105 @@ on the first of those, so unsampled invocations and the init phase never pay for
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import wraps
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-from ..config import Settings, settings
+from ..config import InvalidConfiguration, Settings
 from ..logic import InvalidInput
-from ..models import request_id_from
+from ..models import ErrorResponse, request_id_from
+from ..root import Root
 
 NAMESPACE = "CapacityBroker"
 # The Lambda runtime's per-invocation trace header; "Sampled=1" when X-Ray records this one.
 TRACE_HEADER = "_X_AMZN_TRACE_ID"
+# Where the functions' warnings and errors go when a caller runs them in its own process:
+# plain records of the standard logger "capacity-broker" (a Python program sees them as text
+# on stderr unless it configures logging; the CLI prints them as "warning: ..."). Not a logger
+# under "capacity_broker": the Lambda's Powertools setup takes that tree over (JSON lines).
+FUNCTION_LOG = logging.getLogger("capacity-broker")
 
-_tracer: Any = None
+
+class Container:
+    """What one Lambda container keeps between invocations: its root, built from the
+    environment on the first invocation that needs it (settings that cannot run the broker
+    are answered, never kept: Lambda's environment does not change under a container), and
+    the X-Ray tracer. The only state a module of the broker holds (``CONTAINER``)."""
+
+    def __init__(self, environ: Mapping[str, str] = os.environ) -> None:
+        self._environ = environ
+        self._root: Root | None = None
+        self._tracer: Any = None
+        self._lock = threading.Lock()
+        # Lambda invocations under way in this process: the library's log records are JSON
+        # lines only during one (see ``observability``).
+        self._serving = 0
+
+    def root(self) -> Root:
+        """The container's root (``InvalidConfiguration`` when the environment cannot make
+        one)."""
+        with self._lock:
+            if self._root is None:
+                self._root = Root(Settings.from_env(self._environ))
+            return self._root
+
+    @property
+    def built(self) -> Root | None:
+        """The root if it was built (the snapshot hooks touch nothing they would build)."""
+        return self._root
+
+    def use(self, root: Root | None) -> Root | None:
+        """Serve the handlers from ``root`` from now on (``None``: build one from the
+        environment on the next invocation); the root served until now. A Lambda never
+        calls this: ``capacity-broker local`` and tests do, to run the real handlers on a root
+        of their own."""
+        with self._lock:
+            previous, self._root = self._root, root
+        return previous
+
+    def tracer(self) -> Any:
+        """The Powertools Tracer, created on first use (see the module docstring)."""
+        with self._lock:
+            if self._tracer is None:
+                from aws_lambda_powertools import Tracer
+
+                self._tracer = Tracer(patch_modules=("botocore",))
+            return self._tracer
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        with self._lock:
+            self._serving += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._serving -= 1
+
+    @property
+    def invoked(self) -> bool:
+        """A Lambda invocation is under way in this process."""
+        return self._serving > 0
 
 
-def tracer() -> Any:
-    """The Powertools Tracer, created on first use (see the module docstring)."""
-    global _tracer
-    if _tracer is None:
-        from aws_lambda_powertools import Tracer
-
-        _tracer = Tracer(patch_modules=("botocore",))
-    return _tracer
+CONTAINER = Container()
 
 
 def sampled() -> bool:
+    """Whether X-Ray samples this invocation: the Lambda runtime says so per invocation in
+    the environment (``_X_AMZN_TRACE_ID``), not a setting of the broker's."""
     if os.environ.get("POWERTOOLS_TRACE_DISABLED", "").lower() == "true":
         return False
     return "Sampled=1" in os.environ.get(TRACE_HEADER, "")
@@ -54,15 +123,23 @@ def sampled() -> bool:
 class Invocation:
     """What a flow needs to know about the invocation it runs in."""
 
-    settings: Settings
+    root: Root
     request_id: str
-    deadline: float  # monotonic seconds: stop starting new work after this
-    hard_deadline: float  # monotonic seconds: the function is killed shortly after
+    deadline: float  # on the root's monotonic clock: stop starting new work after this
+    hard_deadline: float  # likewise: the function is killed shortly after
     context: Any = None  # Lambda's context object
 
+    @property
+    def settings(self) -> Settings:
+        return self.root.settings
 
-def deadlines(context: Any, margin: float) -> tuple[float, float]:
-    now = time.monotonic()
+
+def deadlines(
+    context: Any, margin: float, monotonic: Callable[[], float] = time.monotonic
+) -> tuple[float, float]:
+    """The invocation's (soft, hard) deadlines on ``monotonic``, the clock its root's flows
+    compare them with."""
+    now = monotonic()
     remaining_ms = getattr(context, "get_remaining_time_in_millis", None)
     remaining = remaining_ms() / 1000.0 if callable(remaining_ms) else 60.0
     hard = now + max(remaining - 0.5, 0.5)
@@ -80,7 +157,7 @@ def invalid_input(error: InvalidInput, request_id: str) -> dict[str, Any]:
 
 
 class _Text:
-    """What the flows see instead of a text event (see ``entry``): not an object."""
+    """What the flows see instead of a text event (see ``serve``): not an object."""
 
     __slots__ = ()
 
@@ -90,66 +167,37 @@ class _Text:
 
 TEXT_EVENT = _Text()
 
-
-def reset_container() -> None:
-    """Forget everything cached per container (tests switch worlds between cases)."""
-    from ..adapters import aws, ec2, throttle
-
-    global _cold
-    settings.cache_clear()
-    aws.reset_clients()
-    _cold = True
-    ec2.clear_caches()
-    throttle.pacer = throttle.Pacer()
-    for hook in _RESETS:
-        hook()
-
-
-_RESETS: list[Callable[[], None]] = []
-
 # -- the cold path (docs/performance.md, docs/deploy.md) ---------------------------------------
 # The clients an entry point's first invocation needs, in the order it calls them: probe and
 # reserve read the flags (SSM) before they ask EC2; the others start with EC2.
-FIRST_CLIENTS: dict[str, tuple[str, ...]] = {"probe": ("ssm", "ec2"), "reserve": ("ssm", "ec2")}
+FIRST_CLIENTS: Mapping[str, tuple[str, ...]] = {"probe": ("ssm", "ec2"), "reserve": ("ssm", "ec2")}
 FIRST_CLIENTS_DEFAULT: tuple[str, ...] = ("ec2",)
 # The services whose models a snapshot should hold: every entry point's first clients.
 SNAPSHOT_SERVICES = ("ssm", "ec2")
 
-_cold = True
-_cold_lock = threading.Lock()
-
-
-def warm_first_clients(name: str, region: str) -> threading.Thread | None:
-    """On a container's first invocation: make its clients on a thread, so that the EC2
-    client is built while the first call (the flags) waits for its answer. None afterwards."""
-    global _cold
-    with _cold_lock:
-        if not _cold:
-            return None
-        _cold = False
-    from ..adapters import aws
-
-    return aws.prewarm(FIRST_CLIENTS.get(name, FIRST_CLIENTS_DEFAULT), region)
-
 
 def before_snapshot() -> None:
     """Before Lambda snapshots a published version: work that is the same for every restored
-    environment and touches no network (the API models), done once instead of per cold start."""
-    from ..adapters import aws
-
-    aws.preload_models(SNAPSHOT_SERVICES)
+    environment and touches no network (the API models, in the container root's session),
+    done once instead of per cold start. Settings that cannot make a root: nothing to do (the
+    first invocation answers the error)."""
+    try:
+        root = CONTAINER.root()
+    except InvalidConfiguration:
+        return
+    root.clients.preload_models(SNAPSHOT_SERVICES)
 
 
 def after_restore() -> None:
     """After a restore: nothing unique may be shared by the environments restored from one
-    snapshot (AWS: "Handling uniqueness with Lambda SnapStart"). The broker makes its clients,
+    snapshot (AWS: "Handling uniqueness with Lambda SnapStart"). The root makes its clients,
     connections, pacer buckets and retry jitter generators on first use, after the restore;
     this re-seeds the module-level ``random`` and drops any client made before the snapshot
-    anyway, so a later change that makes one at import cannot carry a stale connection."""
-    from ..adapters import aws
-
+    anyway, so a later change that makes one earlier cannot carry a stale connection."""
     random.seed()
-    aws.reset_clients()
+    root = CONTAINER.built
+    if root is not None:
+        root.clients.forget()
 
 
 def register_snapshot_hooks() -> bool:
@@ -170,70 +218,201 @@ def register_snapshot_hooks() -> bool:
 register_snapshot_hooks()
 
 
-def on_reset(hook: Callable[[], None]) -> Callable[[], None]:
-    _RESETS.append(hook)
-    return hook
+# -- where log lines and metrics go -------------------------------------------------------------
+
+
+class _PlainLog:
+    """An entry's own log lines for a caller in its own process: warnings and errors as plain
+    records of ``FUNCTION_LOG``; nothing below a warning; no per-invocation keys."""
+
+    def append_keys(self, **_: Any) -> None:
+        return None
+
+    def info(self, *_: Any, **__: Any) -> None:
+        return None
+
+    def warning(self, message: str, *, extra: Mapping[str, Any] | None = None) -> None:
+        FUNCTION_LOG.warning(message, extra=_safe_extra(extra))
+
+    def error(self, message: str, *, extra: Mapping[str, Any] | None = None) -> None:
+        FUNCTION_LOG.error(message, extra=_safe_extra(extra))
+
+    def exception(self, message: str) -> None:
+        FUNCTION_LOG.exception(message)
+
+
+_RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+def _safe_extra(extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    # A plain LogRecord refuses extra keys that are its own attributes.
+    return {k: v for k, v in (extra or {}).items() if k not in _RECORD_FIELDS}
+
+
+class _NoMetrics:
+    """Metrics for a caller in its own process: none (EMF lines would mix with its output)."""
+
+    def add_metric(self, **_: Any) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where an entry's log lines and metrics go, chosen by its caller: the Lambda's
+    Powertools Logger and Metrics (JSON lines, EMF), or ``PLAIN``."""
+
+    logger: Any  # Powertools Logger, or _PlainLog
+    metrics: Any  # Powertools Metrics, or _NoMetrics
+    service: str = ""
+    emf: bool = False  # also write the per-type and per-AZ EMF documents (``_spending``)
+    tracing: bool = False  # add X-Ray subsegments when the invocation is sampled
+
+    def document(self, dimensions: Mapping[str, str], values: Mapping[str, float]) -> None:
+        """One EMF document of its own (a dimension set of its own), written now."""
+        if not self.emf:
+            return
+        document = EphemeralMetrics(
+            namespace=NAMESPACE, service=os.environ.get("POWERTOOLS_SERVICE_NAME", self.service)
+        )
+        for dimension, where in dimensions.items():
+            document.add_dimension(name=dimension, value=where)
+        for name, value in sorted(values.items()):
+            unit = MetricUnit.Seconds if name.endswith("Seconds") else MetricUnit.Count
+            document.add_metric(name=name, unit=unit, value=value)
+        document.flush_metrics()
+
+
+PLAIN = Output(_PlainLog(), _NoMetrics())
+
+
+class _OutsideInvocations(logging.Filter):
+    """On the functions' JSON log handler: outside a Lambda invocation (a caller running an
+    entry in its own process, the client's look-ups) nothing is written as JSON; warnings and
+    errors go on to ``FUNCTION_LOG`` as the plain records they are (once: a handler shared
+    with that logger must not send a record round again)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._passing = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if CONTAINER.invoked:
+            return True
+        if getattr(self._passing, "record", None) is record:
+            return False
+        if record.levelno >= logging.WARNING:
+            self._passing.record = record
+            try:
+                FUNCTION_LOG.handle(record)
+            finally:
+                self._passing.record = None
+        return False
 
 
 def observability(service: str) -> tuple[Logger, Metrics]:
+    """A handler module's Powertools Logger and Metrics (its Lambda output)."""
     logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", service))
     # The adapters and flows log with the standard library; give them this logger's JSON
-    # format, level and keys (request and cluster id on every line).
+    # format, level and keys (request and cluster id on every line) during invocations.
     copy_config_to_registered_loggers(source_logger=logger, include={"capacity_broker"})
+    for handler in logging.getLogger("capacity_broker").handlers + logger._logger.handlers:
+        if not any(isinstance(f, _OutsideInvocations) for f in handler.filters):
+            handler.addFilter(_OutsideInvocations())
     metrics = Metrics(
         namespace=NAMESPACE, service=os.environ.get("POWERTOOLS_SERVICE_NAME", service)
     )
     return logger, metrics
 
 
-def entry(
-    logger: Logger,
-    metrics: Metrics,
+# -- the entry ----------------------------------------------------------------------------------
+
+Run = Callable[[Any, Invocation, Output], dict[str, Any]]
+
+# A metric of its own for a configuration error, besides ``InvalidConfiguration``: the
+# cleaner's alarm watches CleanerErrors (a sweep that cannot run is what it is for).
+CONFIGURATION_ERROR_METRICS: Mapping[str, str] = {"cleaner": "CleanerErrors"}
+
+
+def configuration_error(
+    name: str, request_id: str, problem: InvalidConfiguration, out: Output
+) -> dict[str, Any]:
+    """The answer of a function deployed with settings it cannot run with: one structured
+    error naming every wrong variable; nothing was asked of AWS."""
+    out.logger.append_keys(request_id=request_id)
+    out.logger.error("invalid configuration", extra={"problems": [p for p, _ in problem.problems]})
+    out.metrics.add_metric(name="InvalidConfiguration", unit=MetricUnit.Count, value=1)
+    if name in CONFIGURATION_ERROR_METRICS:
+        out.metrics.add_metric(
+            name=CONFIGURATION_ERROR_METRICS[name], unit=MetricUnit.Count, value=1
+        )
+    return ErrorResponse(
+        request_id=request_id, error_code="InvalidConfiguration", message=str(problem)
+    ).to_json_dict()
+
+
+def serve(
     name: str,
-) -> Callable[[Callable[[Any, Invocation], dict[str, Any]]], Callable[..., Any]]:
-    """Wrap a flow as a Lambda handler: context on every log line, metrics flushed once,
-    a structured answer even for an unexpected failure."""
+    run: Run,
+    event: Any,
+    context: Any,
+    root: Callable[[], Root],
+    out: Output,
+) -> dict[str, Any]:
+    """One entry point's answer to ``event``: ``run`` on the root ``root()`` gives (its
+    ``InvalidConfiguration`` answered as such), under the context's time budget, with a
+    structured answer even for an unexpected failure."""
+    request_id = request_id_from(event) or f"{name}-{uuid.uuid4().hex}"
+    try:
+        built = root()
+    except InvalidConfiguration as problem:
+        return configuration_error(name, request_id, problem, out)
+    config = built.settings
+    out.logger.append_keys(cluster_id=config.cluster_id, request_id=request_id)
+    soft, hard = deadlines(context, config.safety_margin, built.monotonic)
+    invocation = Invocation(built, request_id, soft, hard, context)
+    if isinstance(event, str | bytes | bytearray):
+        # Requests are JSON objects (contract). Powertools' parse() would decode a JSON *text*
+        # and accept the object inside, answered under a generated request id although the
+        # text carried its own (a retried reserve then held twice). The flows' models refuse
+        # anything that is not an object: invalid_request.
+        event = TEXT_EVENT
+    warming = built.clients.warm_first(
+        FIRST_CLIENTS.get(name, FIRST_CLIENTS_DEFAULT), config.region
+    )
+    try:
+        if out.tracing and sampled():
+            with CONTAINER.tracer().provider.in_subsegment(f"## {name}") as subsegment:
+                subsegment.put_annotation("cluster_id", config.cluster_id)
+                subsegment.put_annotation("request_id", request_id)
+                answer = run(event, invocation, out)
+                subsegment.put_annotation("status", str(answer.get("status")))
+        else:
+            answer = run(event, invocation, out)
+    except Exception:
+        out.logger.exception("unexpected failure")
+        out.metrics.add_metric(name="UnexpectedErrors", unit=MetricUnit.Count, value=1)
+        answer = {
+            "status": "error",
+            "request_id": request_id,
+            "error_code": "InternalError",
+            "message": "The broker failed unexpectedly; nothing further was started. "
+            "Reservations it created are cancelled by their EndDate and the cleaner.",
+        }
+    finally:
+        if warming is not None:
+            warming.join()
+    out.logger.info("answered", extra={"status": answer.get("status")})
+    return answer
 
-    def decorate(run: Callable[[Any, Invocation], dict[str, Any]]) -> Callable[..., Any]:
-        @wraps(run)
-        def handler(event: Any, context: Any) -> dict[str, Any]:
-            config = settings()  # ConfigurationError: refuse to run without a cluster id
-            request_id = request_id_from(event) or f"{name}-{uuid.uuid4().hex}"
-            logger.append_keys(cluster_id=config.cluster_id, request_id=request_id)
-            soft, hard = deadlines(context, config.safety_margin)
-            invocation = Invocation(config, request_id, soft, hard, context)
-            if isinstance(event, str | bytes | bytearray):
-                # Requests are JSON objects (contract). Powertools' parse() would decode a JSON
-                # *text* and accept the object inside, answered under a generated request id
-                # although the text carried its own (a retried reserve then held twice). The
-                # flows' models refuse anything that is not an object: invalid_request.
-                event = TEXT_EVENT
-            warming = warm_first_clients(name, config.region)
-            try:
-                if sampled():
-                    with tracer().provider.in_subsegment(f"## {name}") as subsegment:
-                        subsegment.put_annotation("cluster_id", config.cluster_id)
-                        subsegment.put_annotation("request_id", request_id)
-                        answer = run(event, invocation)
-                        subsegment.put_annotation("status", str(answer.get("status")))
-                else:
-                    answer = run(event, invocation)
-            except Exception:
-                logger.exception("unexpected failure")
-                metrics.add_metric(name="UnexpectedErrors", unit=MetricUnit.Count, value=1)
-                answer = {
-                    "status": "error",
-                    "request_id": request_id,
-                    "error_code": "InternalError",
-                    "message": "The broker failed unexpectedly; nothing further was started. "
-                    "Reservations it created are cancelled by their EndDate and the cleaner.",
-                }
-            finally:
-                if warming is not None:
-                    warming.join()
-            logger.info("answered", extra={"status": answer.get("status")})
-            return answer
 
-        return logger.inject_lambda_context(clear_state=True)(metrics.log_metrics(handler))
+def lambda_handler(name: str, run: Run, logger: Logger, metrics: Metrics) -> Callable[..., Any]:
+    """``run`` as a Lambda handler: the container's root, Powertools' JSON logs (context on
+    every line) and EMF metrics (flushed once), tracing when X-Ray samples."""
+    out = Output(logger, metrics, service=name, emf=True, tracing=True)
 
-    return decorate
+    @wraps(run)
+    def handler(event: Any, context: Any) -> dict[str, Any]:
+        with CONTAINER.serving():
+            return serve(name, run, event, context, CONTAINER.root, out)
+
+    return logger.inject_lambda_context(clear_state=True)(metrics.log_metrics(handler))

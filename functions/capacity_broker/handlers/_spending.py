@@ -28,18 +28,15 @@ document per metric).
 
 from __future__ import annotations
 
-import os
-import time
 from collections import defaultdict
 from collections.abc import Iterable
 
-from aws_lambda_powertools.metrics import EphemeralMetrics, Metrics, MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit
 
-from ..config import Settings
 from ..domain.memory import Observation, Seen
 from ..logic.attempts import Spending
-from ..logic.memory import WRITE_SECONDS, CapacityMemory, for_container
-from ._runtime import NAMESPACE, Invocation
+from ..logic.memory import WRITE_SECONDS, CapacityMemory
+from ._runtime import Invocation, Output
 
 OUTCOME_METRICS = {
     Seen.AVAILABLE: "AttemptsAvailable",
@@ -52,21 +49,18 @@ OUTCOME_METRICS = {
 _CAPACITY_FACTS = frozenset({Seen.AVAILABLE, Seen.INSUFFICIENT, Seen.QUOTA})
 
 
-def memory(config: Settings) -> CapacityMemory:
-    """This container's capacity memory (shared with the state table when there is one)."""
-    return for_container(config.state_table, config.region)
-
-
 def finish(store: CapacityMemory, invocation: Invocation) -> None:
     """Join the memory's writes under way: Lambda freezes the container's threads once the
     handler returns. The write of the facts known at the decision started then, beside the
     give-backs, so this waits for nothing in the usual case."""
-    left = invocation.hard_deadline - time.monotonic()
+    left = invocation.hard_deadline - invocation.root.monotonic()
     store.flush(timeout=max(0.0, min(WRITE_SECONDS, left)))
 
 
-def emit(metrics: Metrics, service: str, spending: Spending) -> None:
-    """The request's spending as metrics (see the module's docstring)."""
+def emit(out: Output, spending: Spending) -> None:
+    """The request's spending as metrics (see the module's docstring), where ``out`` puts
+    them (none for a caller in its own process)."""
+    metrics = out.metrics
     seconds = spending.reservation_seconds
     metrics.add_metric(name="ReservationSecondsHeld", unit=MetricUnit.Seconds, value=seconds)
     metrics.add_metric(
@@ -81,9 +75,9 @@ def emit(metrics: Metrics, service: str, spending: Spending) -> None:
         )
     by_type, by_zone = tallies(spending.observations, spending.instance_count)
     for instance_type, values in sorted(by_type.items()):
-        _document(service, {"InstanceType": instance_type}, values)
+        out.document({"InstanceType": instance_type}, values)
     for zone, values in sorted(by_zone.items()):
-        _document(service, {"AvailabilityZoneId": zone}, values)
+        out.document({"AvailabilityZoneId": zone}, values)
 
 
 def tallies(
@@ -114,15 +108,3 @@ def tallies(
         {k: dict(v) for k, v in by_type.items()},
         {k: dict(v) for k, v in by_zone.items()},
     )
-
-
-def _document(service: str, dimensions: dict[str, str], values: dict[str, float]) -> None:
-    document = EphemeralMetrics(
-        namespace=NAMESPACE, service=os.environ.get("POWERTOOLS_SERVICE_NAME", service)
-    )
-    for dimension, where in dimensions.items():
-        document.add_dimension(name=dimension, value=where)
-    for name, value in sorted(values.items()):
-        unit = MetricUnit.Seconds if name.endswith("Seconds") else MetricUnit.Count
-        document.add_metric(name=name, unit=unit, value=value)
-    document.flush_metrics()

@@ -3,44 +3,28 @@ the regions asked for. Read-only."""
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import ValidationError
 
-from ..config import settings
-from ..logic.capacity import CapacityLister
 from ..models import CapacityRequest, invalid_request
-from ._runtime import Invocation, entry, observability, on_reset
+from ._runtime import Invocation, Output, lambda_handler, observability
 
 logger, metrics = observability("capacity")
 
 
-@lru_cache(maxsize=1)
-def lister() -> CapacityLister:
-    """Built once per container: adapters and instance-type facts live as long as it does."""
-    config = settings()
-    return CapacityLister(
-        cluster_id=config.cluster_id,
-        default_regions=config.regions,
-        max_workers=config.max_concurrency,
-    )
-
-
-on_reset(lister.cache_clear)
-
-
-@entry(logger, metrics, "capacity")
-def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
+def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
+    """capacity's entry: the request parsed, the root's lister asked, the answer shaped."""
+    metrics = out.metrics
     metrics.add_metric(name="CapacityRequests", unit=MetricUnit.Count, value=1)
     try:
         request = parse(event=event if event is not None else {}, model=CapacityRequest)
     except ValidationError as error:
         metrics.add_metric(name="CapacityInvalid", unit=MetricUnit.Count, value=1)
         return invalid_request(error, invocation.request_id)
-    response = lister().answer(request, invocation.request_id, invocation.deadline)
+    response = invocation.root.capacity.answer(request, invocation.request_id, invocation.deadline)
     metrics.add_metric(
         name="CapacityReservationsListed", unit=MetricUnit.Count, value=len(response.reservations)
     )
@@ -48,7 +32,7 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
         metrics.add_metric(
             name="CapacityRegionErrors", unit=MetricUnit.Count, value=len(response.errors)
         )
-    logger.info(
+    out.logger.info(
         "capacity listed",
         extra={
             "reservation_type": request.reservation_type,
@@ -58,3 +42,6 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
         },
     )
     return response.to_json_dict()
+
+
+handler = lambda_handler("capacity", run, logger, metrics)

@@ -12,9 +12,8 @@ Anything else is ``invalid_request`` before any AWS call.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -22,12 +21,10 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..config import settings
-from ..domain.cleaner import Graces
-from ..logic.cleaner import REASON_METRICS, Cleaner, CleanerRun, utcnow
-from ..models import ErrorResponse, SweepRequest, invalid_request
+from ..logic.cleaner import REASON_METRICS, CleanerRun
+from ..models import SweepRequest, invalid_request
 from ..models.common import REGION_PATTERN, STACK_NAME_PATTERN
-from ._runtime import Invocation, entry, observability, on_reset
+from ._runtime import Invocation, Output, lambda_handler, observability
 
 logger, metrics = observability("cleaner")
 
@@ -38,15 +35,6 @@ STACK_ARN = re.compile(
     r"^arn:aws[a-z-]*:cloudformation:(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}):[0-9]{12}"
     r":stack/(?P<name>" + STACK_NAME_PATTERN.strip("^$") + r")/[A-Za-z0-9-]{1,64}$"
 )
-
-
-# The cleaner's "now". Integration tests put the emulator's clock here so that advancing it
-# ages reservations the way EC2 sees them.
-clock: Callable[[], datetime] = utcnow
-
-
-def _now() -> datetime:
-    return clock()
 
 
 # -- the triggers -------------------------------------------------------------------------
@@ -140,39 +128,16 @@ def parse_trigger(event: Any) -> Trigger:
 # -- the handler --------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=1)
-def cleaner() -> Cleaner:
-    """Built once per container (raises ValueError for a malformed grace variable)."""
-    config = settings()
-    return Cleaner(
-        config.cluster_id,
-        Graces.from_env(config.graces),
-        clock=_now,
-        max_concurrency=config.max_concurrency,
-    )
-
-
-on_reset(cleaner.cache_clear)
-
-
-@entry(logger, metrics, "cleaner")
-def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
+def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
+    """The cleaner's entry: the trigger parsed, the root's cleaner run (its clock: the wall
+    clock, or in tests the emulator's), the run's answer, log lines and metrics."""
+    metrics, logger = out.metrics, out.logger
     try:
         trigger = parse_trigger(event)
     except ValidationError as error:
         metrics.add_metric(name="CleanerInvalid", unit=MetricUnit.Count, value=1)
         return invalid_request(error, invocation.request_id)
-    try:
-        flow = cleaner()
-    except ValueError as error:
-        # A sweep that cannot run is what the CleanerErrors alarm is for.
-        metrics.add_metric(name="CleanerErrors", unit=MetricUnit.Count, value=1)
-        return ErrorResponse(
-            request_id=invocation.request_id,
-            error_code="InvalidConfiguration",
-            message=str(error),
-        ).to_json_dict()
-
+    flow = invocation.root.cleaner
     regions = list(invocation.settings.regions)
     if isinstance(trigger, StackStatusChangeEvent):
         stack_name = trigger.detail.stack_name
@@ -184,7 +149,7 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
         if trigger.region not in regions:
             # Acted on anyway: the event names where the holds are; IAM has the last word.
             logger.warning("stack event from a region outside BROKER_REGIONS")
-        run = flow.stack_event(
+        done = flow.stack_event(
             trigger.region,
             trigger.detail.stack_id,
             stack_name,
@@ -194,21 +159,22 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
             invocation.hard_deadline,
         )
     elif isinstance(trigger, SweepRequest):
-        run = flow.sweep(
+        done = flow.sweep(
             trigger.regions or regions,
             trigger.dry_run,
             invocation.deadline,
             invocation.hard_deadline,
         )
     else:
-        run = flow.sweep(regions, False, invocation.deadline, invocation.hard_deadline)
+        done = flow.sweep(regions, False, invocation.deadline, invocation.hard_deadline)
 
-    _observe(run)
-    return run.response(invocation.request_id).to_json_dict()
+    _observe(done, out)
+    return done.response(invocation.request_id).to_json_dict()
 
 
-def _observe(run: CleanerRun) -> None:
-    """A log line per decision and the cleaner's metrics (EMF, flushed by ``entry``)."""
+def _observe(run: CleanerRun, out: Output) -> None:
+    """A log line per decision and the cleaner's metrics (EMF, flushed by the handler)."""
+    metrics, logger = out.metrics, out.logger
     for record in run.records:
         logger.info(
             "decision",
@@ -263,3 +229,6 @@ def _observe(run: CleanerRun) -> None:
             unit=MetricUnit.Seconds,
             value=run.oldest_held_seconds,
         )
+
+
+handler = lambda_handler("cleaner", run, logger, metrics)

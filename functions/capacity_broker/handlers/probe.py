@@ -2,54 +2,30 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import ValidationError
 
-from ..adapters.ec2 import Ec2
-from ..adapters.ssm import Flags
-from ..config import settings
 from ..logic import InvalidInput
-from ..logic.memory import forget_containers
-from ..logic.probe import Prober
-from ..logic.reservations import ReservationCore
 from ..models import ProbeRequest, invalid_request
-from ._runtime import Invocation, entry, invalid_input, observability, on_reset
-from ._spending import emit, finish, memory
+from ._runtime import Invocation, Output, invalid_input, lambda_handler, observability
+from ._spending import emit, finish
 
 logger, metrics = observability("probe")
 
 
-@lru_cache(maxsize=1)
-def prober() -> Prober:
-    """Built once per container: caches (subnets, flags) live as long as it does."""
-    config = settings()
-    ec2 = Ec2(config.region)
-    return Prober(
-        ec2,
-        Flags(config.parameter_prefix, config.region),
-        ReservationCore(ec2, config.cluster_id),
-        max_concurrency=config.max_concurrency,
-        memory=memory(config),
-    )
-
-
-on_reset(prober.cache_clear)
-on_reset(forget_containers)
-
-
-@entry(logger, metrics, "probe")
-def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
+def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
+    """probe's entry: the request parsed, the root's prober asked, the answer shaped."""
+    metrics = out.metrics
     metrics.add_metric(name="ProbeRequests", unit=MetricUnit.Count, value=1)
     try:
         request = parse(event=event, model=ProbeRequest)
     except ValidationError as error:
         metrics.add_metric(name="ProbeInvalid", unit=MetricUnit.Count, value=1)
         return {**invalid_request(error, invocation.request_id), "reservation_seconds": 0.0}
-    flow = prober()
+    flow = invocation.root.probe
     try:
         response, stats = flow.probe(
             request, invocation.request_id, invocation.deadline, invocation.hard_deadline
@@ -61,8 +37,8 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
         if flow.memory is not None:
             finish(flow.memory, invocation)
     metrics.add_metric(name=f"Probe{response.status.title()}", unit=MetricUnit.Count, value=1)
-    emit(metrics, "probe", stats)
-    logger.info(
+    emit(out, stats)
+    out.logger.info(
         "probe answered",
         extra={
             "outcomes": [a.outcome for a in response.attempts],
@@ -72,3 +48,6 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
         },
     )
     return response.to_json_dict()
+
+
+handler = lambda_handler("probe", run, logger, metrics)

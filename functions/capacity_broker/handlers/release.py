@@ -2,42 +2,28 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import ValidationError
 
-from ..adapters.ec2 import Ec2
-from ..config import settings
-from ..logic.release import Releaser
-from ..logic.reservations import ReservationCore
 from ..models import ReleaseRequest, invalid_request
-from ._runtime import Invocation, entry, observability, on_reset
+from ._runtime import Invocation, Output, lambda_handler, observability
 
 logger, metrics = observability("release")
 
 
-@lru_cache(maxsize=1)
-def releaser() -> Releaser:
-    config = settings()
-    ec2 = Ec2(config.region)
-    return Releaser(ec2, ReservationCore(ec2, config.cluster_id), config.max_concurrency)
-
-
-on_reset(releaser.cache_clear)
-
-
-@entry(logger, metrics, "release")
-def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
+def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
+    """release's entry: the request parsed, the root's releaser asked, the answer shaped."""
+    metrics = out.metrics
     metrics.add_metric(name="ReleaseRequests", unit=MetricUnit.Count, value=1)
     try:
         request = parse(event=event, model=ReleaseRequest)
     except ValidationError as error:
         return invalid_request(error, invocation.request_id)
     # Releasing is idempotent by nature (what is gone stays gone), so no request record.
-    response = releaser().release(
+    response = invocation.root.release.release(
         request, invocation.request_id, invocation.deadline, invocation.hard_deadline
     )
     if response.cancelled:
@@ -46,8 +32,11 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
         )
     if response.errors:
         metrics.add_metric(name="CancelFailures", unit=MetricUnit.Count, value=len(response.errors))
-    logger.info(
+    out.logger.info(
         "release answered",
         extra={"status": response.status, "cancelled": response.cancelled},
     )
     return response.to_json_dict()
+
+
+handler = lambda_handler("release", run, logger, metrics)

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import ValidationError
 
-from ..adapters.dynamodb import RequestRecords
-from ..adapters.ec2 import Ec2
-from ..adapters.ssm import Flags
-from ..config import settings
 from ..logic import InvalidInput
 from ..logic.attempts import Spending
-from ..logic.memory import forget_containers
 from ..logic.remember import remembered
-from ..logic.reservations import ReservationCore
-from ..logic.reserve import Reserver
 from ..models import ReserveRequest, invalid_request
-from ._runtime import Invocation, entry, invalid_input, observability, on_reset
-from ._spending import emit, finish, memory
+from ._runtime import Invocation, Output, invalid_input, lambda_handler, observability
+from ._spending import emit, finish
 
 logger, metrics = observability("reserve")
 
@@ -38,34 +30,10 @@ STATUS_METRICS = {
 }
 
 
-@lru_cache(maxsize=1)
-def reserver() -> Reserver:
-    config = settings()
-    ec2 = Ec2(config.region)
-    return Reserver(
-        ec2,
-        Flags(config.parameter_prefix, config.region),
-        ReservationCore(ec2, config.cluster_id),
-        max_concurrency=config.max_concurrency,
-        memory=memory(config),
-    )
-
-
-@lru_cache(maxsize=1)
-def records() -> RequestRecords | None:
-    config = settings()
-    if not config.state_table:
-        return None
-    return RequestRecords(config.state_table, config.region, "reserve")
-
-
-on_reset(reserver.cache_clear)
-on_reset(records.cache_clear)
-on_reset(forget_containers)
-
-
-@entry(logger, metrics, "reserve")
-def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
+def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
+    """reserve's entry: the request parsed, the root's reserver asked once per request id
+    (its request records, with the state table), the answer shaped."""
+    metrics = out.metrics
     metrics.add_metric(name="HoldRequests", unit=MetricUnit.Count, value=1)
     try:
         request = parse(event=event, model=ReserveRequest)
@@ -73,7 +41,7 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
         metrics.add_metric(name="HoldsInvalid", unit=MetricUnit.Count, value=1)
         return {**invalid_request(error, invocation.request_id), "reservation_seconds": 0.0}
     spent: list[Spending] = []
-    flow = reserver()
+    flow = invocation.root.reserve
 
     def run() -> dict[str, Any]:
         try:
@@ -87,7 +55,7 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
 
     try:
         answer = remembered(
-            records(),
+            invocation.root.records,
             request.request_id,
             request.model_dump(mode="json"),
             run,
@@ -104,8 +72,8 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
         value=1,
     )
     if spent:  # a replayed answer spent nothing now
-        emit(metrics, "reserve", spent[0])
-    logger.info(
+        emit(out, spent[0])
+    out.logger.info(
         "reserve answered",
         extra={
             "status": answer.get("status"),
@@ -115,3 +83,6 @@ def handler(event: Any, invocation: Invocation) -> dict[str, Any]:
         },
     )
     return answer
+
+
+handler = lambda_handler("reserve", run, logger, metrics)

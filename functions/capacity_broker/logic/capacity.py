@@ -110,22 +110,6 @@ def fan_out(
     return results, errors
 
 
-class Regional:
-    """One EC2 adapter per region, made on first use and kept (clients are thread-safe)."""
-
-    def __init__(self, ec2_for: Ec2Factory | None = None) -> None:
-        self._factory: Ec2Factory = ec2_for or Ec2
-        self._made: dict[str, Ec2] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, region: str) -> Ec2:
-        with self._lock:
-            found = self._made.get(region)
-            if found is None:
-                found = self._made[region] = self._factory(region)
-            return found
-
-
 class AcceleratorFacts:
     """Per (region, instance type): what EC2 says the type carries. Kept for the life of the
     object (instance types do not change)."""
@@ -235,12 +219,14 @@ class CapacityLister:
         cluster_id: str | None,
         default_regions: Sequence[str],
         max_workers: int = 16,
-        ec2_for: Ec2Factory | None = None,
+        *,
+        ec2_for: Ec2Factory,
     ) -> None:
         self.cluster_id = cluster_id or None
         self.default_regions = list(default_regions)
         self.max_workers = max_workers
-        self.ec2 = Regional(ec2_for)
+        # The EC2 adapter of a region: the root's, one per region (its pacer and caches).
+        self.ec2 = ec2_for
         self.accelerators = AcceleratorFacts()
 
     def rows(

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from ..adapters.aws import AwsError, RetryPolicy
+from ..adapters.aws import AwsError
 from ..adapters.cloudformation import CloudFormation, Stack
 from ..adapters.ec2 import Ec2, Reservation
 from ..domain import cleaner as rules
@@ -180,18 +180,18 @@ class CleanerRun:
 
 
 class _Region:
-    """The adapters and the reservation core for one region (built once per container)."""
+    """The adapters and the reservation core for one region (built once per cleaner)."""
 
     def __init__(
         self,
-        region: str,
+        ec2: Ec2,
+        stacks: CloudFormation,
         cluster_id: str,
         clock: Callable[[], datetime],
-        retry: RetryPolicy,
         grace: timedelta,
     ) -> None:
-        self.ec2 = Ec2(region, retry)
-        self.stacks = CloudFormation(region, retry)
+        self.ec2 = ec2
+        self.stacks = stacks
         self.core = ReservationCore(self.ec2, cluster_id, clock=clock)
         self.templates = Templates(self.ec2, cluster_id, clock=clock, grace=grace)
 
@@ -201,16 +201,20 @@ class Cleaner:
         self,
         cluster_id: str,
         graces: Graces,
+        *,
+        ec2_for: Callable[[str], Ec2],
+        stacks_for: Callable[[str], CloudFormation],
         clock: Callable[[], datetime] = utcnow,
         max_concurrency: int = 16,
-        retry: RetryPolicy | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cluster_id = cluster_id
         self.graces = graces
+        # A region's EC2 and CloudFormation adapters (the root's: its clients, pacer, retries).
+        self.ec2_for = ec2_for
+        self.stacks_for = stacks_for
         self.clock = clock
         self.max_concurrency = max(1, max_concurrency)
-        self.retry = retry or RetryPolicy()
         self.monotonic = monotonic
         self._regions: dict[str, _Region] = {}
         self._lock = threading.Lock()
@@ -220,7 +224,11 @@ class Cleaner:
             found = self._regions.get(name)
             if found is None:
                 found = self._regions[name] = _Region(
-                    name, self.cluster_id, self.clock, self.retry, self.graces.stack
+                    self.ec2_for(name),
+                    self.stacks_for(name),
+                    self.cluster_id,
+                    self.clock,
+                    self.graces.stack,
                 )
             return found
 

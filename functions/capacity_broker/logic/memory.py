@@ -22,18 +22,16 @@ handlers' metrics); ``flush(everything=True)`` writes them for a process that is
 (the CLI, a script).
 
 Without a table the memory is the container's alone, for its life (pruned after
-``HISTORY_SECONDS``). ``for_container`` keeps one per (table, region) for the handlers of a
-process; a direct ``CapacityBroker`` lends its own (``lent``) so it outlives the in-process
-handler runs.
+``HISTORY_SECONDS``). A root (``root.Root``) holds one, shared by its probe and reserve; a
+direct ``CapacityBroker`` gives its root its own, which ``history`` reads.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -273,54 +271,3 @@ class CapacityMemory:
             self._tallies.clear()
             self._unwritten.clear()
             self._table_seen = None
-
-
-# -- the memory of this process's handlers ------------------------------------------------------
-
-_containers: dict[tuple[str | None, str], CapacityMemory] = {}
-_containers_lock = threading.Lock()
-_lent: list[CapacityMemory] = []
-
-
-def for_container(table: str | None, region: str) -> CapacityMemory:
-    """The memory the handlers of this process share for ``table`` (None: no state table) in
-    ``region``: the one a caller lent (``lent``), else one per container, as Lambda keeps a
-    container's globals between invocations."""
-    if _lent:
-        return _lent[-1]
-    key = (table, region)
-    with _containers_lock:
-        memory = _containers.get(key)
-        if memory is None:
-            memory = _containers[key] = CapacityMemory(
-                MemoryTable(table, region) if table else None
-            )
-        return memory
-
-
-def forget_containers() -> None:
-    """A fresh container: no memory (``handlers._runtime.reset_container``)."""
-    with _containers_lock:
-        memories = list(_containers.values())
-        _containers.clear()
-    for memory in memories:
-        memory.flush(timeout=WRITE_SECONDS)
-
-
-def flush_containers(timeout: float = WRITE_SECONDS) -> None:
-    """Write everything the handlers of this process learnt, the facts waiting for the next
-    write included: for a process about to end, or to hand its memory to another (the demo)."""
-    with _containers_lock:
-        memories = list(_containers.values())
-    for memory in memories:
-        memory.flush(timeout=timeout, everything=True)
-
-
-@contextlib.contextmanager
-def lent(memory: CapacityMemory) -> Iterator[CapacityMemory]:
-    """The handlers run in this process use ``memory`` while this lasts."""
-    _lent.append(memory)
-    try:
-        yield memory
-    finally:
-        _lent.remove(memory)

@@ -25,8 +25,9 @@ from rich.table import Table
 from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2
 from ..logic.templates import TemplateRefused, Templates
+from ..root import Adapters
 from .config import ENV_LOG, ConfigError, NodeSet, SlurmConfig, config_path, load
-from .runtime import aws_environment, aws_session
+from .runtime import aws_session
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -95,9 +96,8 @@ def check(
     except ConfigError as error:
         sys.stderr.write(f"{error}\n")
         raise typer.Exit(EXIT_USAGE) from None
-    with aws_environment(config):
-        session = aws_session(config)
-        report = inspect(config, Ec2(config.region, session=lambda: session), str(path))
+    adapters = Adapters(aws_session(config))
+    report = inspect(config, adapters.ec2(config.region), str(path))
     if output is Output.json:
         sys.stdout.write(json.dumps(asdict(report), indent=2) + "\n")
     else:

@@ -108,7 +108,7 @@ class NodeSet(_Strict):
 class AwsAccess(_Strict):
     """How the programs reach AWS. Nothing set: the AWS SDK's defaults, which on a head node
     in EC2 means its instance profile. Each field is the SDK setting of the same name, applied
-    to the program's own process."""
+    to the programs' boto3 session (``runtime.aws_session``)."""
 
     profile: str | None = None
     config_file: Path | None = None
@@ -134,21 +134,6 @@ class AwsAccess(_Strict):
             if not _SERVICE.match(service):
                 raise ValueError(f"{service!r} is not a service id such as ec2 or lambda")
         return value
-
-    def environment(self) -> dict[str, str]:
-        """The SDK's own environment settings these fields stand for."""
-        env: dict[str, str] = {}
-        if self.profile:
-            env["AWS_PROFILE"] = self.profile
-        if self.config_file:
-            env["AWS_CONFIG_FILE"] = str(self.config_file)
-        if self.credentials_file:
-            env["AWS_SHARED_CREDENTIALS_FILE"] = str(self.credentials_file)
-        if self.endpoint_url:
-            env["AWS_ENDPOINT_URL"] = self.endpoint_url
-        for service, url in self.endpoint_urls.items():
-            env[f"AWS_ENDPOINT_URL_{service.upper().replace('-', '_')}"] = url
-        return env
 
 
 class SlurmConfig(_Strict):

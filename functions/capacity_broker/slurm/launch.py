@@ -37,8 +37,9 @@ from .hostlist import fold
 from .runtime import Runtime, log
 from .scontrol import Job, ScontrolError
 
-# Jobs launched at once (each is one reserve per node set); in direct mode the broker runs
-# one request at a time in this process anyway.
+# Jobs launched at once (each is one reserve per node set). In direct mode they run in this
+# process, side by side on the broker's one root (one session, one EC2 pacer): this bounds how
+# many EC2 races the program starts at once, as the function's concurrency would when deployed.
 MAX_JOBS_AT_ONCE = 4
 LIVE = ("pending", "running")
 # A reserve whose answer was lost may have launched (the fleet tags its instances with the

@@ -24,7 +24,7 @@ from pathlib import Path
 from . import giveback, launch, plan
 from .config import DEFAULT_SCONTROL, ENV_LOG, ConfigError, load
 from .hostlist import HostlistError, expand, fold
-from .runtime import Runtime, aws_environment, log
+from .runtime import Runtime, log
 from .scontrol import Scontrol, ScontrolError
 
 EXIT_OK = 0
@@ -80,16 +80,15 @@ def main(program: str, argv: Sequence[str]) -> int:
     if len(argv) == 3:
         log.warning("features %r are not applied: each node set's template decides", argv[2])
     try:
-        with aws_environment(config):
-            runtime = Runtime.build(config)
-            if program == "resume":
-                jobs, unusable = _jobs(runtime, nodes, resume_text, resume_error)
-                ok = _power_down_unusable(runtime.scontrol, unusable)
-                given_up = {node for _, mine in unusable for node in mine}
-                wanted = [node for node in nodes if node not in given_up]
-                ok = launch.resume(runtime, wanted, jobs) and ok
-            else:
-                ok = giveback.give_back(runtime, nodes, program)
+        runtime = Runtime.build(config)
+        if program == "resume":
+            jobs, unusable = _jobs(runtime, nodes, resume_text, resume_error)
+            ok = _power_down_unusable(runtime.scontrol, unusable)
+            given_up = {node for _, mine in unusable for node in mine}
+            wanted = [node for node in nodes if node not in given_up]
+            ok = launch.resume(runtime, wanted, jobs) and ok
+        else:
+            ok = giveback.give_back(runtime, nodes, program)
     except Exception as error:  # noqa: BLE001 - logged; slurmctld sees the exit code
         log.exception("%s %s failed: %s", name, fold(nodes), error)
         if program == "resume":

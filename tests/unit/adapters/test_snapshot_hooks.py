@@ -1,5 +1,6 @@
 """Lambda SnapStart's runtime hooks (handlers/_runtime.py): what goes into the snapshot (the
-API models, nothing unique, no connection) and what each restored environment renews."""
+API models of the container root's session, nothing unique, no connection) and what each
+restored environment renews."""
 
 from __future__ import annotations
 
@@ -11,17 +12,18 @@ from typing import Any
 
 import boto3
 import pytest
-from capacity_broker.adapters import aws
 from capacity_broker.handlers import _runtime
+from capacity_broker.handlers._runtime import CONTAINER
 
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    # A container session of the test's own, gone afterwards (see test_sessions.py).
-    monkeypatch.setattr(aws, "_session", None)
-    aws.reset_clients()
+    # A container of the test's own: its root (and session) built from this environment, and
+    # gone afterwards (it has no emulator behind it).
+    monkeypatch.setenv("BROKER_CLUSTER_ID", "snapshots")
+    CONTAINER.use(None)
     yield
-    aws.reset_clients()
+    CONTAINER.use(None)
 
 
 def parsed_models(session: boto3.session.Session) -> set[str]:
@@ -40,9 +42,11 @@ def test_before_snapshot_parses_the_models_without_a_client_or_credentials(
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     _runtime.before_snapshot()
-    session = aws.default_session()
+    root = CONTAINER.built
+    assert root is not None  # the hook built the container's root (no AWS call)
+    session = root.clients.session
     assert parsed_models(session) >= {"ec2", "ssm"}
-    assert aws._clients.get(session) is None  # no client, so no connection in the snapshot
+    assert root.clients.made() == []  # no client, so no connection in the snapshot
     # The client made after the restore reuses the parsed model: no file read for it.
     files = session._session.get_component("data_loader").file_loader
     reads: list[str] = []
@@ -53,19 +57,28 @@ def test_before_snapshot_parses_the_models_without_a_client_or_credentials(
         return original(path)
 
     monkeypatch.setattr(files, "load_file", counting)
-    aws.client("ec2", "us-east-1")
+    root.clients.client("ec2", "us-east-1")
     assert reads  # the client still reads what the hook left out (endpoint rules, ...)
     assert not [path for path in reads if path.endswith("/service-2")]
 
 
+def test_before_snapshot_with_settings_that_cannot_run_does_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "fast")
+    _runtime.before_snapshot()  # no import error, no exception: the invocation answers it
+    assert CONTAINER.built is None
+
+
 def test_after_restore_reseeds_random_and_drops_clients_made_before() -> None:
-    before = aws.client("ec2", "us-east-1")
+    root = CONTAINER.root()
+    before = root.clients.client("ec2", "us-east-1")
     random.seed(42)
     snapshotted = random.getstate()
     _runtime.after_restore()
     # Two environments restored from one snapshot must not draw the same numbers.
     assert random.getstate() != snapshotted
-    assert aws.client("ec2", "us-east-1") is not before
+    assert root.clients.client("ec2", "us-east-1") is not before
 
 
 def test_hooks_register_with_lambdas_library_when_present(
@@ -88,19 +101,19 @@ def test_without_lambdas_library_there_is_nothing_to_register(
 
 
 def test_a_containers_first_invocation_makes_its_clients_once_on_a_thread() -> None:
-    _runtime.reset_container()
-    warming = _runtime.warm_first_clients("probe", "eu-west-1")
+    clients = CONTAINER.root().clients
+    warming = clients.warm_first(_runtime.FIRST_CLIENTS["probe"], "eu-west-1")
     assert warming is not None
     warming.join()
-    made = aws._clients[aws.default_session()]
+    made = clients.made()
     # The flags' client first (the first call), then EC2's.
-    assert list(made) == [("ssm", "eu-west-1"), ("ec2", "eu-west-1")]
-    assert aws.client("ec2", "eu-west-1") is made[("ec2", "eu-west-1")]
-    # Later invocations find them made; a new container (world) warms again.
-    assert _runtime.warm_first_clients("probe", "eu-west-1") is None
-    _runtime.reset_container()
-    other = _runtime.warm_first_clients("capacity", "eu-west-1")
-    assert other is not None
-    other.join()
-    assert list(aws._clients[aws.default_session()]) == [("ec2", "eu-west-1")]
-    _runtime.reset_container()
+    assert made == [("ssm", "eu-west-1"), ("ec2", "eu-west-1")]
+    # Later invocations find them made; a new container (root) warms again.
+    assert clients.warm_first(_runtime.FIRST_CLIENTS["probe"], "eu-west-1") is None
+    CONTAINER.use(None)
+    other = CONTAINER.root().clients
+    assert other is not clients
+    warming = other.warm_first(_runtime.FIRST_CLIENTS_DEFAULT, "eu-west-1")
+    assert warming is not None
+    warming.join()
+    assert other.made() == [("ec2", "eu-west-1")]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-from capacity_broker.adapters import throttle
 from capacity_broker.adapters.aws import AwsError, RetryPolicy
 from capacity_broker.adapters.throttle import (
     AdaptiveBucket,
@@ -135,9 +134,18 @@ def test_each_action_region_has_its_own_bucket_shared_by_threads() -> None:
 
 
 def test_the_rate_scale_multiplies_the_starting_refill(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "4")
-    b = Pacer().bucket("us-east-1", "CancelCapacityReservation")
+    # The scale comes from the settings (BROKER_EC2_RATE_SCALE), never from the environment
+    # at import: the pacer reads nothing of the process.
+    monkeypatch.setenv("BROKER_EC2_RATE_SCALE", "fast")
+    b = Pacer(scale=4).bucket("us-east-1", "CancelCapacityReservation")
     assert (b.burst, b.start, b.rate) == (50, 20, 20)
+    assert Pacer().scale == 1.0
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_rate_scale_that_would_stop_or_break_pacing_is_refused(scale: float) -> None:
+    with pytest.raises(ValueError, match="greater than 0"):
+        Pacer(scale=scale)
 
 
 # -- the published bucket, before any evidence -------------------------------------------------
@@ -424,10 +432,8 @@ def test_the_call_tells_the_bucket_what_ec2_answered() -> None:
     assert not b._probe_out
 
 
-def test_every_attempt_of_an_adapter_call_goes_through_the_container_pacer(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from capacity_broker.adapters.aws import RetryPolicy
+def test_every_attempt_of_an_adapter_call_goes_through_the_roots_pacer() -> None:
+    from capacity_broker.adapters.aws import Clients
     from capacity_broker.adapters.ec2.base import Ec2Base
 
     seen = []
@@ -450,8 +456,8 @@ def test_every_attempt_of_an_adapter_call_goes_through_the_container_pacer(
         def _client(self):
             return type("C", (), {"describe_vpcs": staticmethod(describe_vpcs)})()
 
-    monkeypatch.setattr(throttle, "pacer", Recording(scale=1.0))
-    ec2 = Fake("eu-west-1", retry=RetryPolicy(base=0.0))
+    # The adapter is handed its pacer (a root hands every EC2 adapter its one pacer).
+    ec2 = Fake("eu-west-1", Clients(), Recording(scale=1.0), retry=RetryPolicy(base=0.0))
     assert ec2._call("DescribeVpcs", VpcIds=["vpc-1"]) == {"Vpcs": []}
     # The retry after the throttle waited for the pacer again.
     assert seen == [("eu-west-1", "DescribeVpcs", {"VpcIds": ["vpc-1"]})] * 2

@@ -146,30 +146,6 @@ def test_default_graces_are_the_contracts() -> None:
     assert timedelta(minutes=30) == G.hold_limit
 
 
-def test_graces_from_env() -> None:
-    env = {
-        "BROKER_PROBE_GRACE_SECONDS": "30",
-        "BROKER_STACK_GRACE_SECONDS": " 60 ",
-        "BROKER_IDLE_GRACE_SECONDS": "",
-        "BROKER_HOLD_LIMIT_SECONDS": "1.5",
-        "UNRELATED": "x",
-    }
-    graces = Graces.from_env(env)
-    assert graces == Graces(
-        probe=timedelta(seconds=30),
-        stack=timedelta(seconds=60),
-        idle=timedelta(minutes=10),
-        hold_limit=timedelta(seconds=1.5),
-    )
-    assert Graces.from_env({}) == G
-
-
-@pytest.mark.parametrize("raw", ["abc", "-1", "nan", "inf", "1e12"])
-def test_bad_grace_names_the_variable(raw: str) -> None:
-    with pytest.raises(ValueError, match="BROKER_IDLE_GRACE_SECONDS"):
-        Graces.from_env({"BROKER_IDLE_GRACE_SECONDS": raw})
-
-
 def test_negative_grace_is_refused() -> None:
     with pytest.raises(ValueError, match="probe"):
         Graces(probe=timedelta(seconds=-1))

@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import boto3
+from capacity_broker.adapters.aws import Clients
 from capacity_broker.adapters.dynamodb_memory import PREFIX, MemoryTable, decode, encode, item_id
 from capacity_broker.domain.memory import (
     DECISION_WINDOW,
@@ -36,7 +37,7 @@ class Clock:
 
 
 def memory_with(table: str | None, clock: Clock) -> CapacityMemory:
-    return CapacityMemory(MemoryTable(table, REGION) if table else None, wall=clock)
+    return CapacityMemory(MemoryTable(table, REGION, Clients()) if table else None, wall=clock)
 
 
 # -- the container --------------------------------------------------------------------------
@@ -140,7 +141,7 @@ def test_the_container_and_the_table_merge_by_the_latest_answer(table: str) -> N
     other.flush(timeout=10)
     this = memory_with(None, clock)
     this.remember([Observation(AZ1, T0 - 50, Seen.INSUFFICIENT)])
-    this.table = MemoryTable(table, REGION)  # its own fact never reached the table
+    this.table = MemoryTable(table, REGION, Clients())  # its own fact never reached the table
     # Before the table ever answered, the container's own memory decides alone.
     first = this.recall(REGION, ["g6.xlarge"])
     first.table = None

@@ -8,6 +8,7 @@ from typing import Any
 
 import boto3
 import pytest
+from capacity_broker.adapters.aws import Clients
 from capacity_broker.adapters.dynamodb_memory import MemoryTable, decode, encode, item_id
 from capacity_broker.domain.memory import (
     CLOCK_SKEW,
@@ -105,7 +106,7 @@ def test_a_far_future_time_in_the_table_is_not_fresh(table: str) -> None:
         TableName=table,
         Item=item(**{"t#available#use1-az1": {"N": str(far)}, "n#available#use1-az1": {"N": "1"}}),
     )
-    memory = CapacityMemory(MemoryTable(table, REGION), wall=lambda: NOW)
+    memory = CapacityMemory(MemoryTable(table, REGION, Clients()), wall=lambda: NOW)
     view = memory.recall(REGION, [TYPE]).view(wait=10.0)
     assert view.hint(AZ1) is Hint.UNKNOWN
     (row,) = memory.history()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -157,21 +158,43 @@ def test_where_the_file_is_found(tmp_path: Path) -> None:
     assert config_path({}) == DEFAULT_PATH
 
 
-def test_the_aws_section_is_the_sdks_own_settings(tmp_path: Path) -> None:
+def test_the_aws_section_is_the_sdks_own_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each field is the SDK setting of the same name, set on the programs' session (never
+    on the process: slurmctld gives it no environment, and nothing of it is changed)."""
+    from capacity_broker.slurm.runtime import aws_session
+
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[broker]\naws_access_key_id = AKIABROKER\naws_secret_access_key = s\n")
+    config_file = tmp_path / "config"
+    config_file.write_text("")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
     data = CONTRACT_EXAMPLE | {
         "aws": {
             "profile": "broker",
-            "credentials_file": "/etc/capacity-broker/credentials",
+            "credentials_file": str(credentials),
+            "config_file": str(config_file),
             "endpoint_url": "http://127.0.0.1:5055",
             "endpoint_urls": {"ec2": "https://vpce-1.ec2.us-east-1.vpce.amazonaws.com"},
         }
     }
-    assert load(write(tmp_path, data)).aws.environment() == {
-        "AWS_PROFILE": "broker",
-        "AWS_SHARED_CREDENTIALS_FILE": "/etc/capacity-broker/credentials",
-        "AWS_ENDPOINT_URL": "http://127.0.0.1:5055",
-        "AWS_ENDPOINT_URL_EC2": "https://vpce-1.ec2.us-east-1.vpce.amazonaws.com",
-    }
+    before = dict(os.environ)
+    session = aws_session(load(write(tmp_path, data)))
+    assert dict(os.environ) == before
+    core = session._session
+    assert core.get_config_variable("profile") == "broker"
+    assert core.get_config_variable("credentials_file") == str(credentials)
+    assert core.get_config_variable("config_file") == str(config_file)
+    assert session.region_name == "us-east-1"
+    ec2 = session.client("ec2")
+    assert ec2.meta.endpoint_url == "https://vpce-1.ec2.us-east-1.vpce.amazonaws.com"
+    assert ec2._request_signer._credentials.access_key == "AKIABROKER"
+    assert session.client("lambda").meta.endpoint_url == "http://127.0.0.1:5055"
+    # Nothing configured: the SDK's own defaults.
+    plain = aws_session(load(write(tmp_path, CONTRACT_EXAMPLE)))
+    assert "amazonaws.com" in plain.client("ec2").meta.endpoint_url
 
 
 def test_the_log_destination(tmp_path: Path) -> None:

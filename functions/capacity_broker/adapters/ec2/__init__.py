@@ -2,7 +2,7 @@
 
 Owns what talking to EC2 takes: the ClientToken on every create, retries of throttling and
 5xx under the caller's deadline (reusing the same parameters, so a retry can never create a
-second reservation), pacing at EC2's request rates, pagination, and per-container caches of
+second reservation), pacing at EC2's request rates, pagination, and per-adapter caches of
 facts that do not change (a subnet's AZ, an AMI's platform).
 """
 
@@ -21,7 +21,7 @@ from .launches import (
     Refused,
     TemplateVersion,
 )
-from .network import Image, NetworkMixin, Subnet, clear_caches
+from .network import Image, NetworkMixin, Subnet
 from .reservations import NewReservation, Reservation, ReservationsMixin
 
 
@@ -49,5 +49,4 @@ __all__ = [
     "TemplateVersion",
     "TopologyUnreadable",
     "Zone",
-    "clear_caches",
 ]

@@ -5,26 +5,28 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .. import throttle
-from ..aws import RetryPolicy, call, client
+from ..aws import Clients, RetryPolicy, call
+from ..throttle import Pacer
 
 
 class Ec2Base:
     def __init__(
         self,
         region: str,
+        clients: Clients,
+        pacer: Pacer,
         retry: RetryPolicy | None = None,
-        session: Callable[[], Any] | None = None,
     ) -> None:
         self.region = region
+        # The root's clients (its session) and its pacer: every EC2 call of a root draws from
+        # the same per-region buckets, whichever flow makes it.
+        self.clients = clients
+        self.pacer = pacer
         self.retry = retry or RetryPolicy()
-        # Which boto3 session to call with (the Python client's ``session=``); without one,
-        # the container's, which every handler shares.
-        self._session = session
 
     @property
     def _client(self) -> Any:
-        return client("ec2", self.region, self._session() if self._session else None)
+        return self.clients.client("ec2", self.region)
 
     def _call(self, action: str, deadline: float | None = None, **params: Any) -> Any:
         return self.retry.run(action, self._attempt(action, params, deadline), deadline=deadline)
@@ -34,11 +36,11 @@ class Ec2Base:
     ) -> Callable[[], Any]:
         """One attempt of a call, paced: every attempt (a retry's too) waits for the region's
         bucket, no later than the deadline, and tells it what EC2 answered, so a throttle the
-        retry loop sees also slows the container's other calls down."""
+        retry loop sees also slows the root's other calls down."""
         method = getattr(self._client, _snake(action))
 
         def once() -> Any:
-            return throttle.pacer.call(
+            return self.pacer.call(
                 self.region, action, params, lambda: call(action, method, **params), deadline
             )
 

@@ -8,12 +8,12 @@ reused and for how long.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..aws import AwsError, RetryPolicy, call, client
+from ..aws import AwsError, Clients, RetryPolicy, call
 from .base import Ec2Base
 from .filters import Filters, Wanted
 from .reservations import RESOURCE_TYPE, Reservation
@@ -287,11 +287,9 @@ _LINUX_ON_DEMAND = {
 class Pricing:
     """On-Demand prices from the AWS Price List query API (``pricing:GetProducts``)."""
 
-    def __init__(
-        self, region: str = PRICING_REGION, session: Callable[[], Any] | None = None
-    ) -> None:
+    def __init__(self, clients: Clients, region: str = PRICING_REGION) -> None:
+        self.clients = clients
         self.region = region
-        self._session = session
 
     def on_demand_price(self, instance_type: str, region: str) -> float | None:
         """USD per hour for Linux On-Demand, or ``None`` when the Price List has no such
@@ -304,7 +302,7 @@ class Pricing:
                 **_LINUX_ON_DEMAND,
             }.items()
         ]
-        pricing = client("pricing", self.region, self._session() if self._session else None)
+        pricing = self.clients.client("pricing", self.region)
         prices: list[float] = []
         token: str | None = None
         while True:

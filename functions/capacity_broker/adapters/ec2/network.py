@@ -1,4 +1,5 @@
-"""Subnets, VPCs and images: facts the broker looks up once per container."""
+"""Subnets, VPCs and images: facts the broker looks up once per EC2 adapter (one per region
+of a root: once per Lambda container)."""
 
 from __future__ import annotations
 
@@ -26,27 +27,22 @@ class Image:
     platform: str | None
 
 
-# Facts that never change for an id, shared by every invocation of the container.
-_subnets: dict[tuple[str, str], Subnet] = {}
-_vpc_tenancy: dict[tuple[str, str], str] = {}
-_images: dict[tuple[str, str], Image] = {}
-_cache_lock = threading.Lock()
-
-
-def clear_caches() -> None:
-    with _cache_lock:
-        _subnets.clear()
-        _vpc_tenancy.clear()
-        _images.clear()
-
-
 class NetworkMixin(Ec2Base):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Facts that never change for an id, kept for this adapter's life (a root keeps one
+        # adapter per region: every invocation of a container shares them).
+        self._subnets: dict[tuple[str, str], Subnet] = {}
+        self._vpc_tenancy: dict[tuple[str, str], str] = {}
+        self._images: dict[tuple[str, str], Image] = {}
+        self._cache_lock = threading.Lock()
+
     def subnets(
         self, subnet_ids: Iterable[str], deadline: float | None = None
     ) -> dict[str, Subnet]:
-        """Subnet → AZ (name and id), asked of EC2 once per container."""
+        """Subnet → AZ (name and id), asked of EC2 once per adapter."""
         wanted = list(dict.fromkeys(subnet_ids))
-        missing = [s for s in wanted if (self.region, s) not in _subnets]
+        missing = [s for s in wanted if (self.region, s) not in self._subnets]
         if missing:
             try:
                 found = self._call("DescribeSubnets", deadline, SubnetIds=missing)["Subnets"]
@@ -54,19 +50,21 @@ class NetworkMixin(Ec2Base):
                 if error.code != "InvalidSubnetID.NotFound":
                     raise
                 found = self._existing_subnets(missing, deadline)
-            with _cache_lock:
+            with self._cache_lock:
                 for item in found:
-                    _subnets[(self.region, item["SubnetId"])] = Subnet(
+                    self._subnets[(self.region, item["SubnetId"])] = Subnet(
                         item["SubnetId"],
                         item["VpcId"],
                         item["AvailabilityZone"],
                         item["AvailabilityZoneId"],
                     )
-        return {s: _subnets[(self.region, s)] for s in wanted if (self.region, s) in _subnets}
+        return {
+            s: self._subnets[(self.region, s)] for s in wanted if (self.region, s) in self._subnets
+        }
 
     def knows_subnets(self, subnet_ids: Iterable[str]) -> bool:
-        """Whether every one of these subnets is already known to this container."""
-        return all((self.region, s) in _subnets for s in subnet_ids)
+        """Whether every one of these subnets is already known to this adapter."""
+        return all((self.region, s) in self._subnets for s in subnet_ids)
 
     def _existing_subnets(self, ids: list[str], deadline: float | None) -> list[dict[str, Any]]:
         # One unknown id fails the whole call; ask with a filter to learn which exist.
@@ -81,11 +79,11 @@ class NetworkMixin(Ec2Base):
 
     def vpc_tenancy(self, vpc_id: str, deadline: float | None = None) -> str:
         key = (self.region, vpc_id)
-        if key not in _vpc_tenancy:
+        if key not in self._vpc_tenancy:
             vpcs = self._call("DescribeVpcs", deadline, VpcIds=[vpc_id])["Vpcs"]
-            with _cache_lock:
-                _vpc_tenancy[key] = vpcs[0].get("InstanceTenancy", "default")
-        return _vpc_tenancy[key]
+            with self._cache_lock:
+                self._vpc_tenancy[key] = vpcs[0].get("InstanceTenancy", "default")
+        return self._vpc_tenancy[key]
 
     def learn_vpc_tenancies(self, deadline: float | None = None) -> None:
         """Every VPC of the region with its tenancy, in one listing (1,000 a page), cached.
@@ -96,13 +94,15 @@ class NetworkMixin(Ec2Base):
         after the listing is still asked about on its own (``vpc_tenancy``).
         """
         found = list(self._pages("DescribeVpcs", "Vpcs", deadline, MaxResults=1000))
-        with _cache_lock:
+        with self._cache_lock:
             for vpc in found:
-                _vpc_tenancy[(self.region, vpc["VpcId"])] = vpc.get("InstanceTenancy", "default")
+                self._vpc_tenancy[(self.region, vpc["VpcId"])] = vpc.get(
+                    "InstanceTenancy", "default"
+                )
 
     def image(self, image_id: str, deadline: float | None = None) -> Image | None:
         key = (self.region, image_id)
-        if key not in _images:
+        if key not in self._images:
             try:
                 images = self._call("DescribeImages", deadline, ImageIds=[image_id])["Images"]
             except AwsError as error:
@@ -111,8 +111,8 @@ class NetworkMixin(Ec2Base):
                 raise
             if not images:
                 return None
-            with _cache_lock:
-                _images[key] = Image(
+            with self._cache_lock:
+                self._images[key] = Image(
                     image_id, images[0].get("PlatformDetails"), images[0].get("Platform")
                 )
-        return _images[key]
+        return self._images[key]

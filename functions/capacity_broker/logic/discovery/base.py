@@ -27,8 +27,8 @@ class OnDemandPrices:
     """On-Demand prices from the Price List, asked once per (type, region) per object; a
     failure is remembered as the reason savings cannot be shown (never an estimate)."""
 
-    def __init__(self, pricing: Pricing | None = None) -> None:
-        self.pricing = pricing or Pricing()
+    def __init__(self, pricing: Pricing) -> None:
+        self.pricing = pricing
         # a price, or why there is none
         self._known: dict[tuple[str, str], float | str] = {}
         self._lock = threading.Lock()
@@ -64,13 +64,14 @@ class DiscoveryBase:
         default_regions: Sequence[str],
         cluster_id: str | None = None,
         max_workers: int = 16,
-        ec2_for: Ec2Factory | None = None,
-        pricing: Pricing | None = None,
+        *,
+        ec2_for: Ec2Factory,
+        pricing: Pricing,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.default_regions = list(default_regions)
         self.max_workers = max_workers
-        self.lister = CapacityLister(cluster_id, default_regions, max_workers, ec2_for)
+        self.lister = CapacityLister(cluster_id, default_regions, max_workers, ec2_for=ec2_for)
         self.ec2 = self.lister.ec2
         self.on_demand = OnDemandPrices(pricing)
         self.clock = clock

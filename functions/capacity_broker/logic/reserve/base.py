@@ -41,4 +41,4 @@ class ReserverBase:
         self.memory = memory
         self.templates = Templates(ec2, core.cluster_id)
         # The Systems Manager parameters a template's image may name (resolve:ssm:).
-        self.parameters = parameters or ImageParameters(ec2.region, ec2.retry)
+        self.parameters = parameters or ImageParameters(ec2.region, ec2.clients, ec2.retry)

@@ -1,0 +1,307 @@
+"""The composition root: the one place that builds the broker's flows and what they share.
+
+A ``Root`` is made from validated ``Settings`` (``config``) and, optionally, what its caller
+owns: a boto3 session, an EC2 pacer, a capacity memory, clocks. It builds every flow (probe,
+reserve, release, cleaner, capacity; ``history`` reads its ``memory``) once, on first use,
+from one set of adapters: one ``Clients`` (the session and its clients), one ``Pacer`` (EC2's
+request buckets), one EC2 adapter per region (with its subnet, VPC and image caches). Every
+cache belongs to one of these objects; nothing is kept in a module.
+
+Who makes a root:
+
+- a Lambda container: the handlers' ``CONTAINER`` (``handlers._runtime``) builds one from the
+  environment on the first invocation and keeps it for the container's life;
+- the Python client (direct mode) and so the CLI and the Slurm programs: each
+  ``CapacityBroker`` builds its own from its settings and session (``client.base``);
+- a test: whatever the test needs (its clocks, a sleep, a fast retry policy).
+
+Every root runs the same entry function (``handlers._runtime.serve``). Which pacer, session or
+memory a call uses is therefore always "its root's": follow ``Root.__init__``.
+
+As Karpenter's ``pkg/operator/operator.go`` builds its providers, each with its caches, and
+Powertools' ``IdempotencyHandler`` is handed its persistence layer: the flows are handed
+their adapters here and never reach for one of their own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .adapters.aws import Clients, RetryPolicy
+from .adapters.dynamodb_memory import MemoryTable
+from .adapters.ec2 import Ec2, Pricing
+from .adapters.throttle import Pacer
+from .config import Settings
+from .logic.memory import WRITE_SECONDS, CapacityMemory
+
+if TYPE_CHECKING:  # the flows are imported where they are built: a probe Lambda never
+    # imports the cleaner's modules (cold starts).
+    from .adapters.cloudformation import CloudFormation
+    from .adapters.dynamodb import RequestRecords
+    from .adapters.ssm import Flags
+    from .logic.capacity import CapacityLister
+    from .logic.cleaner import Cleaner
+    from .logic.discovery import Discovery
+    from .logic.probe import Prober
+    from .logic.release import Releaser
+    from .logic.reservations import Patience, ReservationCore
+    from .logic.reserve import Reserver
+
+T = TypeVar("T")
+
+
+class Adapters:
+    """The AWS side of a root: one session's clients, one EC2 pacer, one EC2 adapter per
+    region (each with its caches of subnets, VPC tenancies and images), one Price List
+    adapter. The Python client builds these first (discovery needs no cluster id) and hands
+    them to the root its actions run on, so both draw from one pacer."""
+
+    def __init__(
+        self,
+        session: Any = None,
+        pacer: Pacer | None = None,
+        retry: RetryPolicy | None = None,
+        *,
+        rate_scale: float = 1.0,
+    ) -> None:
+        self.clients = Clients(session)
+        self.pacer = pacer or Pacer(scale=rate_scale)
+        # Every adapter's retry policy (None: each its own default RetryPolicy).
+        self.retry = retry
+        self._ec2: dict[str, Ec2] = {}
+        self._stacks: dict[str, CloudFormation] = {}
+        self._pricing: Pricing | None = None
+        self._lock = threading.Lock()
+
+    def ec2(self, region: str) -> Ec2:
+        """The EC2 adapter of ``region``: one per region, made on first use."""
+        with self._lock:
+            found = self._ec2.get(region)
+            if found is None:
+                found = self._ec2[region] = Ec2(region, self.clients, self.pacer, self.retry)
+            return found
+
+    def stacks(self, region: str) -> CloudFormation:
+        """The CloudFormation adapter of ``region`` (the cleaner's stack lookups)."""
+        from .adapters.cloudformation import CloudFormation
+
+        with self._lock:
+            found = self._stacks.get(region)
+            if found is None:
+                found = self._stacks[region] = CloudFormation(region, self.clients, self.retry)
+            return found
+
+    @property
+    def pricing(self) -> Pricing:
+        """The AWS Price List (On-Demand prices for discovery's savings)."""
+        with self._lock:
+            if self._pricing is None:
+                self._pricing = Pricing(self.clients)
+            return self._pricing
+
+
+class Root:
+    """Every flow of one broker, built once from validated settings (see the module)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        session: Any = None,
+        pacer: Pacer | None = None,
+        memory: CapacityMemory | None = None,
+        adapters: Adapters | None = None,
+        clock: Callable[[], datetime] | None = None,
+        cleaner_clock: Callable[[], datetime] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        retry: RetryPolicy | None = None,
+        patience: Patience | None = None,
+    ) -> None:
+        if adapters is not None and (session, pacer, retry) != (None, None, None):
+            raise ValueError("a root is given its adapters, or what to make them of: not both")
+        self.settings = settings
+        self.adapters = adapters or Adapters(
+            session, pacer, retry, rate_scale=settings.ec2_rate_scale
+        )
+        # The capacity memory probe and reserve learn into and ``history`` reads: the state
+        # table's when there is one (every container's), else this root's own.
+        self.memory = memory or CapacityMemory(
+            MemoryTable(settings.state_table, settings.region, self.clients)
+            if settings.state_table
+            else None
+        )
+        # The flows' "now" (None: each flow's own, the wall clock in UTC); the cleaner's, which
+        # it compares with EC2's dates (default: ``clock``); the monotonic clock of deadlines;
+        # the reservation core's pauses. Tests hand the emulator's.
+        self.clock = clock
+        self.cleaner_clock = cleaner_clock or clock
+        self.monotonic = monotonic
+        self.sleep = sleep
+        self.patience = patience
+        self._built: dict[str, Any] = {}
+        self._lock = threading.RLock()
+
+    # -- what the flows share ---------------------------------------------------------------
+    @property
+    def clients(self) -> Clients:
+        return self.adapters.clients
+
+    @property
+    def pacer(self) -> Pacer:
+        return self.adapters.pacer
+
+    def ec2(self, region: str) -> Ec2:
+        return self.adapters.ec2(region)
+
+    def _once(self, name: str, build: Callable[[], T]) -> T:
+        """``build()``'s result, made once (thread-safe: the client calls from many threads)."""
+        with self._lock:
+            if name not in self._built:
+                self._built[name] = build()
+            found: T = self._built[name]
+            return found
+
+    def _clocks(self) -> dict[str, Any]:
+        return {"clock": self.clock} if self.clock is not None else {}
+
+    @property
+    def flags(self) -> Flags:
+        """The feature flags (SSM, cached 60 s) of the settings' prefix and region."""
+        from .adapters.ssm import Flags
+
+        config = self.settings
+        return self._once(
+            "flags",
+            lambda: Flags(
+                config.parameter_prefix, config.region, self.clients, self.adapters.retry
+            ),
+        )
+
+    @property
+    def core(self) -> ReservationCore:
+        """The one path that creates and cancels reservations, in the settings' region."""
+        from .logic.reservations import ReservationCore
+
+        config = self.settings
+        return self._once(
+            "core",
+            lambda: ReservationCore(
+                self.ec2(config.region),
+                config.cluster_id,
+                monotonic=self.monotonic,
+                sleep=self.sleep,
+                patience=self.patience,
+                **self._clocks(),
+            ),
+        )
+
+    def _placement(self) -> dict[str, Any]:
+        """What probe and reserve are both made of: the region's EC2 adapter, the flags, the
+        reservation core, the fan-out's width, the deadlines' clock and the memory."""
+        config = self.settings
+        return {
+            "ec2": self.ec2(config.region),
+            "flags": self.flags,
+            "core": self.core,
+            "max_concurrency": config.max_concurrency,
+            "monotonic": self.monotonic,
+            "memory": self.memory,
+        }
+
+    # -- the flows --------------------------------------------------------------------------
+    @property
+    def probe(self) -> Prober:
+        from .logic.probe import Prober
+
+        return self._once("probe", lambda: Prober(**self._placement()))
+
+    @property
+    def reserve(self) -> Reserver:
+        from .logic.reserve import Reserver
+
+        return self._once("reserve", lambda: Reserver(**self._placement(), **self._clocks()))
+
+    @property
+    def records(self) -> RequestRecords | None:
+        """reserve's request records in the state table (None: no table; the flow finds its
+        earlier work by the request-id tag instead)."""
+        from .adapters.dynamodb import RequestRecords
+
+        config = self.settings
+        return self._once(
+            "records",
+            lambda: (
+                RequestRecords(config.state_table, config.region, "reserve", self.clients)
+                if config.state_table
+                else None
+            ),
+        )
+
+    @property
+    def release(self) -> Releaser:
+        from .logic.release import Releaser
+
+        config = self.settings
+        return self._once(
+            "release",
+            lambda: Releaser(self.ec2(config.region), self.core, config.max_concurrency),
+        )
+
+    @property
+    def cleaner(self) -> Cleaner:
+        from .logic.cleaner import Cleaner
+
+        config = self.settings
+        return self._once(
+            "cleaner",
+            lambda: Cleaner(
+                config.cluster_id,
+                config.graces,
+                ec2_for=self.ec2,
+                stacks_for=self.adapters.stacks,
+                max_concurrency=config.max_concurrency,
+                monotonic=self.monotonic,
+                **({"clock": self.cleaner_clock} if self.cleaner_clock is not None else {}),
+            ),
+        )
+
+    @property
+    def capacity(self) -> CapacityLister:
+        from .logic.capacity import CapacityLister
+
+        config = self.settings
+        return self._once(
+            "capacity",
+            lambda: CapacityLister(
+                config.cluster_id,
+                config.regions,
+                max_workers=config.max_concurrency,
+                ec2_for=self.ec2,
+            ),
+        )
+
+    def close(self, timeout: float = WRITE_SECONDS) -> None:
+        """Write what the memory still holds for the table (a process about to end, a test
+        switching worlds)."""
+        self.memory.flush(timeout=timeout, everything=True)
+
+
+def discovery(
+    adapters: Adapters, default_regions: list[str], cluster_id: str | None, max_workers: int
+) -> Discovery:
+    """The client's look-ups (offerings, search, az, spot, plan, capacity) on ``adapters``:
+    they need no cluster id (it only marks what the broker owns), so no root."""
+    from .logic.discovery import Discovery
+
+    return Discovery(
+        default_regions,
+        cluster_id=cluster_id,
+        max_workers=max_workers,
+        ec2_for=adapters.ec2,
+        pricing=adapters.pricing,
+    )
