@@ -263,7 +263,7 @@ def test_a_quota_error_right_after_a_give_back_is_retried_not_believed(
     # give-back both meet the limit, as EC2 answers while it still counts the cancelled hold.
     quotas.fail(
         "CreateCapacityReservation",
-        "VcpuLimitExceeded",
+        "InstanceLimitExceeded",  # EC2's code for a reservation over the On-Demand limit
         times=2,
         when={"AvailabilityZoneId": zone_id(quotas, AZS[0]), "InstanceType": TYPES[0]},
     )
@@ -279,6 +279,9 @@ def test_a_quota_error_right_after_a_give_back_is_retried_not_believed(
         if c.params.get("AvailabilityZoneId") == zone_id(quotas, AZS[0])
         and c.params.get("InstanceType") == TYPES[0]
     ]
-    assert first == ["VcpuLimitExceeded", "VcpuLimitExceeded", "ok"]
+    # The two above, then as many as the emulator's own count of the cancelled hold gives
+    # (a cancel keeps counting for a quota check or more), then the win.
+    assert len(first) >= 3
+    assert first == ["InstanceLimitExceeded"] * (len(first) - 1) + ["ok"]
     held = model_holds("quota-still-counted")
     assert [h for h in held if h[1] == "active"] == [(AZS[0], "active")]
