@@ -62,8 +62,13 @@ _.log_request
 # Hypothesis: a RuleBasedStateMachine's teardown; pytest: a fixture asked for its effect.
 _.teardown
 _.realistic
+_.world_seeded
 # A limiter's clock protocol.
 _.current_time
 # Data read from EC2's answers and kept whole (an AZ's zone type, a fleet's id).
 _.zone_type
 _.fleet_id
+# html.parser.HTMLParser calls these on the page it parses (emulator/documented.py).
+_.handle_starttag
+_.handle_endtag
+_.handle_data

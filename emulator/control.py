@@ -16,7 +16,7 @@ from typing import Any
 from moto.core import DEFAULT_ACCOUNT_ID
 
 from . import scenario as scenarios
-from .faults import Call, Fault
+from .faults import Call, Fault, Gathering
 from .iam.catalogue import Broker
 from .iam.enforcement import Roles
 from .install import install
@@ -122,6 +122,11 @@ class Emulator:
         with world.lock:
             self.capacity(region).propagation.settle()
 
+    def preset(self, name: str) -> None:
+        """EC2's timings by name (``emulator.presets``: "default", "slow"); what a scenario or
+        ``configure`` sets afterwards refines it."""
+        world.use_preset(name)
+
     def configure(self, **settings: Any) -> None:
         for key, value in settings.items():
             if not hasattr(world.settings, key):
@@ -141,13 +146,17 @@ class Emulator:
         raised: float = 1.0,
         others: dict[str, float] | None = None,
         emulator_clock: bool = False,
+        seconds_per_call: float | None = None,
     ) -> None:
         """EC2's request throttling (``emulator.throttling``): every action its own bucket at
         EC2's published size, ``raised`` N times, with ``others`` taking a share. With
         ``emulator_clock`` the buckets refill by the emulator's clock, not the real one: for a
-        caller whose own clocks are the emulator's (a frozen clock refills as it is moved)."""
+        caller whose own clocks are the emulator's (a frozen clock refills as it is moved); with
+        ``seconds_per_call`` the buckets' time moves with the calls, not with any clock."""
         clock = (lambda: world.clock.now().timestamp()) if emulator_clock else None
-        world.hub.set_throttle(enabled, buckets, groups, time_scale, raised, others, clock)
+        world.hub.set_throttle(
+            enabled, buckets, groups, time_scale, raised, others, clock, seconds_per_call
+        )
 
     def throttle_limits(self, action: str) -> tuple[float, float]:
         """(burst, refill per second) of ``action``'s bucket as configured (before
@@ -157,6 +166,12 @@ class Emulator:
     def throttled_others(self) -> dict[str, dict[str, int]]:
         """What the ``others`` clients got from their shared buckets (taken, throttled)."""
         return world.hub.throttling.others_report()
+
+    def gather(self, action: str, parties: int, timeout: float = 10.0) -> Gathering:
+        """The next ``parties`` calls of ``action`` wait for each other before EC2 answers:
+        ``.met`` says whether that many were in flight at once (concurrency proven without
+        a clock: a sequential caller breaks the barrier after ``timeout``)."""
+        return world.hub.gather(action, parties, timeout)
 
     def fail(self, action: str, code: str | None = None, **kwargs: Any) -> Fault:
         """Fail the next ``times`` calls of ``action`` with ``code`` (or ``mode="timeout"``)."""
@@ -178,6 +193,9 @@ def mock(scenario: str | Path | dict[str, Any] | None = None) -> Iterator[Emulat
     from moto import mock_aws
 
     saved = {k: os.environ.get(k) for k in FAKE_CREDENTIALS}
+    # A preset chosen inside (``Emulator.preset``) ends with the emulator; one chosen before
+    # entering (a test's fixture) is kept.
+    preset = world.preset
     os.environ.update(FAKE_CREDENTIALS)
     install()
     world.reset()
@@ -189,6 +207,7 @@ def mock(scenario: str | Path | dict[str, Any] | None = None) -> Iterator[Emulat
                 emulator.load_scenario(scenario)
             yield emulator
     finally:
+        world.preset = preset
         world.reset()
         for key, value in saved.items():
             if value is None:

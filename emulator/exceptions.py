@@ -57,3 +57,16 @@ def reservation_malformed(reservation_id: str) -> EC2ClientError:
         "InvalidCapacityReservationId.Malformed",
         f'Invalid id: "{reservation_id}" (expecting "cr-...")',
     )
+
+
+def instance_not_found(instance_ids: list[str]) -> EC2ClientError:
+    """What EC2 answers a call naming instances it does not know (yet): "Error codes for the
+    Amazon EC2 API", example error response ("The instance ID 'i-1a2b3c4d' does not exist")."""
+    if len(instance_ids) == 1:
+        return EC2ClientError(
+            "InvalidInstanceID.NotFound", f"The instance ID '{instance_ids[0]}' does not exist"
+        )
+    return EC2ClientError(
+        "InvalidInstanceID.NotFound",
+        f"The instance IDs '{', '.join(instance_ids)}' do not exist",
+    )

@@ -5,7 +5,11 @@
   answering ``RequestLimitExceeded`` when a bucket is empty;
 - faults: fail the next N calls of an action with an error code, or let the call take effect
   and then lose the answer (a timeout after the request reached AWS), or let it see EC2 lagging
-  behind (``lag``: eventual consistency, ``emulator.models.consistency``);
+  behind (``lag``: eventual consistency, ``emulator.models.consistency``), or shape EC2's
+  answer: ``failed`` (CreateCapacityReservation answers with a reservation in state
+  ``failed``), ``errors`` (an instant CreateFleet answers 200 with an ``Errors[]`` entry of the
+  fault's code and launches nothing), ``partial`` (it launches one node fewer than asked,
+  whatever its minimum, with an ``Errors[]`` entry for the rest);
 - a call log, so tests can count what the broker asked for.
 
 The hub sits in front of every moto action (``emulator.install``) and costs a dictionary
@@ -40,6 +44,10 @@ SERVER_ERROR_STATUS = {
 }
 
 
+# Fault modes in which the call succeeds and its answer is shaped by the fault.
+ANSWER_MODES = ("failed", "errors", "partial")
+
+
 @dataclass
 class Fault:
     action: str
@@ -47,7 +55,9 @@ class Fault:
     code: str | None = None
     message: str = "Injected fault"
     # "error": fail before acting; "timeout": act, then lose the answer; "lag": act, but see
-    # (or make) what was made in this world as EC2 does a moment after: not there yet
+    # (or make) what was made in this world as EC2 does a moment after: not there yet;
+    # "failed", "errors", "partial": the call succeeds with the answer the mode names (see
+    # the module docstring)
     mode: str = "error"
     remaining: int = 1
     region: str | None = None
@@ -90,6 +100,37 @@ class Call:
     fresh: bool = False
     lagged: bool = False
     lag_fault: Fault | None = None
+    # A fault that shapes this call's answer ("failed", "errors", "partial").
+    answer_fault: Fault | None = None
+
+
+@dataclass
+class Gathering:
+    """The next ``parties`` calls of ``action`` wait for each other (a barrier) before EC2
+    answers them: they meet only when that many are in flight at once, which proves a caller
+    concurrent without timing it. A caller that sends them one after the other leaves the
+    first waiting until ``timeout``: the barrier breaks and ``met`` stays False."""
+
+    action: str
+    parties: int
+    timeout: float
+    barrier: threading.Barrier = field(init=False)
+    met: bool = False
+    broken: bool = False
+
+    def __post_init__(self) -> None:
+        self.barrier = threading.Barrier(self.parties)
+
+    @property
+    def done(self) -> bool:
+        return self.met or self.broken
+
+    def wait(self) -> None:
+        try:
+            self.barrier.wait(self.timeout)
+            self.met = True
+        except threading.BrokenBarrierError:
+            self.broken = True
 
 
 class InjectedError(Exception):
@@ -113,6 +154,7 @@ class Hub:
             self.throttling = Throttling()
             self.calls: list[Call] = []
             self.record = True
+            self.gatherings: dict[str, Gathering] = {}
 
     # -- configuration ------------------------------------------------------------------
     def set_latency(self, seconds: float, actions: dict[str, float] | None = None) -> None:
@@ -129,9 +171,21 @@ class Hub:
         raised: float = 1.0,
         others: dict[str, float] | None = None,
         clock: Callable[[], float] | None = None,
+        seconds_per_call: float | None = None,
     ) -> None:
         """Turn EC2 throttling on (``emulator.throttling``: every action its own bucket)."""
-        self.throttling.configure(enabled, buckets, groups, time_scale, raised, others, clock)
+        self.throttling.configure(
+            enabled, buckets, groups, time_scale, raised, others, clock, seconds_per_call
+        )
+
+    def gather(self, action: str, parties: int, timeout: float = 10.0) -> Gathering:
+        """The next ``parties`` calls of ``action`` meet before they are answered."""
+        if parties < 2:
+            raise ValueError("a gathering needs at least 2 parties")
+        gathering = Gathering(action, parties, timeout)
+        with self._lock:
+            self.gatherings[action] = gathering
+        return gathering
 
     def inject(
         self,
@@ -146,9 +200,9 @@ class Hub:
         when: dict[str, Any] | None = None,
         status: int | None = None,
     ) -> Fault:
-        if mode not in ("error", "timeout", "lag"):
+        if mode not in (*ANSWER_MODES, "error", "timeout", "lag"):
             raise ValueError(f"unknown fault mode {mode!r}")
-        if mode == "error" and not code:
+        if mode in ("error", "errors", "partial") and not code:
             raise ValueError("an error fault needs a code")
         fault = Fault(
             action=action,
@@ -193,6 +247,9 @@ class Hub:
         timeout fault. Raises ``InjectedError`` when the call must fail.
         """
         call = Call(service, action, region, {}, started=time.monotonic())
+        gathering = self.gatherings.get(action)
+        if gathering is not None and not gathering.done:
+            gathering.wait()
         wait = self.latency_by_action.get(action, self.latency_default)
         if wait > 0:
             time.sleep(wait)
@@ -220,6 +277,9 @@ class Hub:
                     fault.remaining -= 1
                     if fault.mode == "timeout":
                         timeout = fault
+                        break
+                    if fault.mode in ANSWER_MODES:
+                        call.answer_fault = fault
                         break
                     call.outcome = fault.code or "error"
                     call.ended = time.monotonic()

@@ -28,6 +28,7 @@ from moto.ec2.responses import EC2Response
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX, get_prefix
 from moto.utilities.utils import PARTITION_NAMES, get_partition
 
+from . import documented
 from .exceptions import AnyServiceError, EC2ServerError, reservation_not_found
 from .faults import InjectedError
 from .iam import enforcement
@@ -218,6 +219,9 @@ def _wrap_resources_exist(original: Callable[..., bool]) -> Callable[..., bool]:
                 if resource_id not in capacity.reservations:
                     raise reservation_not_found(resource_id)
                 capacity.named(resource_id)  # one made a moment ago may be unknown yet
+        instances = [i for i in resource_ids if get_prefix(i) == "i"]
+        if instances:
+            capacity_backend(self).named_instances(instances)  # likewise an instance
         return original(self, resource_ids)
 
     return do_resources_exist
@@ -270,6 +274,10 @@ def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[Base
         except InjectedError as error:
             return _error_response(self, error.code, error.message, error.status)
         call.at = world.clock.now()
+        refused = _undocumented(self, service, action)
+        if refused is not None:
+            world.hub.after(call, 400, refused.code)
+            return _error_response(self, refused.code, refused.message, 400)
         try:
             with serving(call):  # what EC2 shows this call may still be settling
                 status, headers, body = original(self)
@@ -291,6 +299,24 @@ def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[Base
         return status, headers, body
 
     return call_action
+
+
+def _undocumented(response: BaseResponse, service: str, action: str) -> documented.Finding | None:
+    """What EC2 answers a request that uses what botocore's model does not document for the
+    operation (``emulator.documented``); None when everything is documented, or when the
+    emulator is told to serve such requests anyway (recorded either way)."""
+    if service != "ec2":
+        return None
+    params = getattr(response, "params", None)
+    found = documented.findings(
+        action,
+        params if isinstance(params, Mapping) else {},
+        (getattr(response, "querystring", None) or {}).keys(),
+    )
+    if not found:
+        return None
+    documented.heard.add(found)
+    return found[0] if world.settings.refuse_undocumented else None
 
 
 def _known_region(service: str, account: str, region: str) -> bool:

@@ -3,9 +3,12 @@
 ```yaml
 cluster_id: hpc      # the broker cluster this world's templates are tagged for (capacity-broker
                      # local runs as it unless given --cluster-id); loading ignores it
+preset: slow        # optional: EC2's timings by name (emulator.presets), before `settings`
 settings: {expiry_lag_seconds: 0, pending_seconds: 0, default_capacity: null,
            eventual_consistency: true, lag_unknown_calls: 1, lag_pending_calls: 1,
-           lag_listing_calls: 2, lag_seconds: 2}     # any field of state.Settings
+           lag_listing_calls: 2, lag_instance_calls: 1, lag_seconds: 2,
+           quota_lag_checks: 1, quota_lag_seconds: 2, block_cleanup_seconds: 180,
+           refuse_undocumented: true}     # any field of state.Settings
 regions:
   us-east-1:
     vpcs:
@@ -63,6 +66,7 @@ from moto.ec2.models.amis import Ami
 
 from .models import CapacityReservation, capacity_backend
 from .models.backend import new_block_id, new_reservation_id
+from .models.images import usage_operation
 from .models.offerings import BlockSupply
 from .models.regions import opted_in
 from .state import world
@@ -126,6 +130,8 @@ def when(value: Any, now: datetime) -> datetime:
 
 def load(source: str | Path | dict[str, Any], account_id: str = DEFAULT_ACCOUNT_ID) -> ScenarioIds:
     data = read(source)
+    if data.get("preset"):
+        world.use_preset(str(data["preset"]))
     settings = data.get("settings") or {}
     for key, value in settings.items():
         if not hasattr(world.settings, key):
@@ -183,8 +189,10 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
             region_name=region,
         )
         # DescribeImages serializes these attribute names from botocore's output shape.
-        ami.platform_details = image.get("platform_details", "Linux/UNIX")  # type: ignore[attr-defined]
-        ami.usage_operation = image.get("usage_operation", "RunInstances")  # type: ignore[attr-defined]
+        details = image.get("platform_details", "Linux/UNIX")
+        ami.platform_details = details  # type: ignore[attr-defined]
+        # EC2 shows the billing pair together (models.images.BILLING).
+        ami.usage_operation = image.get("usage_operation", usage_operation(details))  # type: ignore[attr-defined]
         ec2.amis[ami.id] = ami
         ids.images[image.get("name", ami.id)] = ami.id
     for template in spec.get("launch_templates") or []:
@@ -245,6 +253,7 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
                 latest_start=when(item.get("latest_start", "+8w"), now),
                 currency=item.get("currency", "USD"),
                 ultraserver_type=item.get("ultraserver_type"),
+                segments=int(item.get("segments", 1)),
             )
         )
 

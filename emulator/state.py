@@ -8,9 +8,10 @@ reset also resets it. What is not per region lives here.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from . import presets
 from .clock import Clock
 from .faults import Hub
 
@@ -35,19 +36,43 @@ class Settings:
     # launches from such a template as if the strategy were not set.
     fleet_skips_reservation_targets: bool = True
     # EC2's eventual consistency ("Eventual consistency in the Amazon EC2 API"), on by default:
-    # a reservation or instance made a moment ago is *settling*. Deterministic, so tests stay
-    # fast: it settles after the calls counted below, or once it is ``lag_seconds`` old on the
-    # emulator clock (a frozen clock leaves the counts to decide). ``models.consistency``.
+    # a reservation or instance made a moment ago is *settling*, and capacity given back a
+    # moment ago still counts toward the account's limits. Deterministic, so tests stay fast:
+    # each lag ends after the calls counted below (None: no count, only the clock), or once it
+    # is as many seconds old on the emulator clock (a frozen clock leaves the counts to
+    # decide). ``models.consistency``.
     eventual_consistency: bool = True
     # Calls naming a new reservation by id (Describe by id, Cancel, Modify, CreateTags…) that
     # answer InvalidCapacityReservationId.NotFound.
     lag_unknown_calls: int = 1
     # The calls after those that still see it `pending` (not cancellable, not modifiable).
-    lag_pending_calls: int = 1
+    lag_pending_calls: int | None = 1
     # Listing describes (no ids) that miss it when they filter by tag; one without a tag filter
     # shows it without its tags. Reservations and instances alike.
     lag_listing_calls: int = 2
+    # Calls naming an instance just launched by id (DescribeInstances, TerminateInstances,
+    # CreateTags) that answer InvalidInstanceID.NotFound (EC2's own example).
+    lag_instance_calls: int = 1
+    # The clock's bound on every lag above, and each kind's own (None: ``lag_seconds``). EC2
+    # shows a new reservation pending "up to 5 minutes".
     lag_seconds: float = 2.0
+    lag_pending_seconds: float | None = None
+    lag_listing_seconds: float | None = None
+    # A cancelled or expired reservation's free slots and a terminated instance keep counting
+    # toward the On-Demand limits ("terminated instances count toward your instance limit for
+    # a while"): for this many quota checks (None: only the clock) or seconds.
+    quota_lag_checks: int | None = 1
+    quota_lag_seconds: float = 2.0
+    # A terminated (or stopped) instance's slot in a Capacity Block is free again only after
+    # EC2 has cleaned it up ("it takes several minutes").
+    block_cleanup_seconds: float = 180.0
+    # A Capacity Block whose upfront payment has not cleared becomes payment-failed this long
+    # after its purchase (12 hours).
+    payment_timeout_seconds: float = 12 * 3600.0
+    # EC2 refuses what botocore's model does not document for the operation: filter names,
+    # enum values, parameters (``emulator.documented``). False: served as before (what was
+    # undocumented is still recorded in ``documented.heard``).
+    refuse_undocumented: bool = True
     # Filter values read as EC2 documents: "*" and "?" wildcards, a backslash makes the next
     # character literal (``models.filters``). False: backslashes are dropped and wildcards read
     # everywhere, a service that ignored the escapes (to show the broker compares what comes
@@ -76,6 +101,8 @@ class World:
     def __init__(self) -> None:
         self.clock = Clock()
         self.hub = Hub()
+        # The timings' base (``emulator.presets``): "default" is Settings() as it stands.
+        self.preset = "default"
         self.settings = Settings()
         # One lock for every capacity decision: concurrent creates must not both win the
         # last slot of a pool.
@@ -86,11 +113,20 @@ class World:
         self.iam: Roles | None = None
 
     def reset(self) -> None:
-        """Back to defaults (moto's own reset clears the per-region capacity)."""
+        """Back to the preset's settings (moto's own reset clears the per-region capacity)."""
         self.clock.reset()
         self.hub.reset()
-        self.settings = Settings()
+        self.settings = self.preset_settings()
         self.iam = None
+
+    def use_preset(self, name: str) -> None:
+        """EC2's timings as a preset gives them (``emulator.presets``), kept across resets."""
+        presets.settings_of(name)  # an unknown name is refused before anything changes
+        self.preset = name
+        self.settings = self.preset_settings()
+
+    def preset_settings(self) -> Settings:
+        return replace(Settings(), **presets.settings_of(self.preset))
 
 
 world = World()

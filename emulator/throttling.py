@@ -288,6 +288,19 @@ class TokenBucket:
         return False
 
 
+class _CallClock:
+    """One bucket's own time: each read (one per call the bucket serves) moves it on by
+    ``step`` seconds."""
+
+    def __init__(self, step: float) -> None:
+        self.step = step
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
 class Throttling:
     """EC2's buckets per account, region and bucket, at EC2's published sizes: on by default
     (the realistic behaviour), ``configure(enabled=False)`` turns them off."""
@@ -307,13 +320,21 @@ class Throttling:
         raised: float = 1.0,
         others: Mapping[str, float] | None = None,
         clock: Callable[[], float] | None = None,
+        seconds_per_call: float | None = None,
     ) -> None:
         """``buckets`` maps a category or an action (or a ``groups`` name) to (burst,
         refill/s); ``others`` maps an action, a category or ``"*"`` to the share of a bucket's
         refill rate another client takes; ``clock`` (seconds) is what the buckets refill by,
-        the real clock when None. Every bucket starts full."""
+        the real clock when None. Every bucket starts full.
+
+        ``seconds_per_call``: the buckets' time moves on only with the calls they serve, this
+        many seconds a call, never with any clock: which calls are throttled then depends on
+        how many calls came, not on how fast they came (a test's verdict may not depend on the
+        machine's speed). It wins over ``clock``."""
         if raised <= 0:
             raise ValueError("raised must be > 0")
+        if seconds_per_call is not None and seconds_per_call <= 0:
+            raise ValueError("seconds_per_call must be > 0")
         for key, share in (others or {}).items():
             if not 0 <= share <= 1:
                 raise ValueError(f"others[{key!r}] must be a share between 0 and 1")
@@ -327,6 +348,7 @@ class Throttling:
             self.raised = raised
             self.others = dict(others or {})
             self._clock = clock or self._real_clock
+            self.seconds_per_call = seconds_per_call
             self._buckets: dict[tuple[str, str, str], TokenBucket] = {}
 
     def limits(self, action: str, params: Mapping[str, Any] | None = None) -> tuple[float, float]:
@@ -362,8 +384,11 @@ class Throttling:
             if bucket is None:
                 burst, refill = self.limits(action, values)
                 other = self._other_share(action, values) * refill
+                clock = self._clock
+                if self.seconds_per_call is not None:
+                    clock = _CallClock(self.seconds_per_call)
                 bucket = self._buckets[key] = TokenBucket(
-                    burst, refill, self.time_scale, other, self._clock
+                    burst, refill, self.time_scale, other, clock
                 )
             return bucket.take()
 

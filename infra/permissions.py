@@ -66,6 +66,11 @@ _IMAGE_PARAMETERS = (
     "AWS's public /aws/service/ parameters and on the parameters listed in the imageParameters "
     "context only."
 )
+_PARTIAL_LAUNCHES = (
+    "The instances of a launch that came back short are ended by reserve (all or nothing); "
+    "their ids exist only after the launch. Limited to instances tagged with this cluster's "
+    "id at launch by an aws:ResourceTag condition."
+)
 _STACKS = (
     "The cleaner reads the status of the cluster's job stacks, whose names are only known at "
     "job time; the ARN is limited to the configured job-stack name prefix."
@@ -423,6 +428,17 @@ class BrokerPermissions(Construct):
             ],
             conditions={"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}},
             wildcard_reason=_TAG_ON_CREATE,
+        )
+        # A launch that answered with part of the job's nodes is ended before reserve answers
+        # error (all or nothing); only instances tagged as this cluster's at launch.
+        draft.allow(
+            "TerminatePartialLaunches",
+            ["ec2:TerminateInstances"],
+            self._ec2_arns("instance"),
+            conditions={
+                "StringEquals": {f"aws:ResourceTag/{TAG_CLUSTER_ID}": self._config.cluster_id}
+            },
+            wildcard_reason=_PARTIAL_LAUNCHES,
         )
         # No iam:CreateServiceLinkedRole: "An instant EC2 Fleet does not require this role"
         # (EC2 User Guide, EC2 Fleet prerequisites, service-linked role for EC2 Fleet).

@@ -22,7 +22,7 @@ from ..exceptions import (
     reservation_not_found,
 )
 from ..state import world
-from .consistency import Propagation
+from .consistency import Lingering, Propagation
 from .offerings import Catalogue
 from .pools import Pool, Quotas
 from .reservations import CapacityReservation
@@ -74,12 +74,14 @@ class BackendBase:
         # instance id -> reservation id, or None when it runs on pool capacity
         self.instance_sources: dict[str, str | None] = {}
         self.pool_instances: Counter[tuple[str, str]] = Counter()
-        # What was made a moment ago and is still settling (EC2's eventual consistency).
+        # What was made a moment ago and is still settling (EC2's eventual consistency), and
+        # what was given back a moment ago and still counts toward the account's limits.
         self.propagation = Propagation()
         # Capacity Block extension offerings issued (``extensions``), and the cancellation and
         # date-change quotes of future-dated reservations (``future``), by id.
         self.extension_offers: dict[str, Any] = {}
         self.quotes: dict[str, Any] = {}
+        self.lingering = Lingering()
         self._zones: dict[str, str] | None = None
 
     # -- geography ----------------------------------------------------------------------
@@ -140,13 +142,21 @@ class BackendBase:
 
     # -- quotas and tags ----------------------------------------------------------------
     def usage(self) -> dict[str, int]:
-        """On-Demand instances held per type, as EC2 counts them against quotas."""
+        """On-Demand instances held per type: active and pending reservations and instances
+        running outside them."""
         held: Counter[str] = Counter()
         for reservation in self.reservations.values():
             if reservation.counts_toward_quota:
                 held[reservation.instance_type] += reservation.total_instance_count
         for (_, instance_type), count in self.pool_instances.items():
             held[instance_type] += count
+        return dict(held)
+
+    def quota_usage(self) -> dict[str, int]:
+        """What a quota check counts now: ``usage`` plus what was given back a moment ago and
+        still counts (``consistency.Lingering``). The check itself counts toward that lag."""
+        held = Counter(self.usage())
+        held.update(self.lingering.counted(world.clock.now()))
         return dict(held)
 
     def tags_of(self, resource_id: str) -> dict[str, str]:

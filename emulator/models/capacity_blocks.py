@@ -16,7 +16,11 @@ class CapacityBlocks(Expiry):
 
     def purchase_capacity_block(
         self, offering_id: str, platform: str, tags: dict[str, str]
-    ) -> CapacityReservation:
+    ) -> list[CapacityReservation]:
+        """The reservations a purchase makes: one, or one per segment of the offering ("When
+        a Capacity Block offering contains multiple segments, a separate Capacity Reservation
+        is created for each segment", botocore 1.44.5 PurchaseCapacityBlockResult). The
+        scenario supply's ``segments`` says how many; the count is split between them."""
         now = world.clock.now()
         if platform not in platforms():
             raise client_error(
@@ -26,19 +30,29 @@ class CapacityBlocks(Expiry):
         with world.lock:
             offer = self.catalogue.take(offering_id, now)
             supply = self.catalogue.supply[offer.supply_index]
-            reservation = self.new_block(
-                instance_type=offer.instance_type,
-                availability_zone=offer.availability_zone,
-                count=offer.instance_count,
-                start=offer.start,
-                end=offer.end,
-                platform=platform,
-                tenancy=offer.tenancy,
-                ultraserver_type=supply.ultraserver_type,
-            )
-            self.reservations[reservation.id] = reservation
-            self._tag(reservation, tags)
-            return reservation
+            parts = max(1, min(supply.segments, offer.instance_count))
+            counts = [
+                offer.instance_count // parts + (1 if i < offer.instance_count % parts else 0)
+                for i in range(parts)
+            ]
+            made = []
+            block_id = new_block_id()
+            for count in counts:
+                reservation = self.new_block(
+                    instance_type=offer.instance_type,
+                    availability_zone=offer.availability_zone,
+                    count=count,
+                    start=offer.start,
+                    end=offer.end,
+                    platform=platform,
+                    tenancy=offer.tenancy,
+                    ultraserver_type=supply.ultraserver_type,
+                )
+                reservation.capacity_block_id = block_id  # one block, several reservations
+                self.reservations[reservation.id] = reservation
+                self._tag(reservation, tags)
+                made.append(reservation)
+            return made
 
     def new_block(
         self,

@@ -18,7 +18,7 @@ from ..exceptions import (
 )
 from ..state import world
 from .base import _utc_dates, new_reservation_id, platforms
-from .consistency import Seen, filters_by_tag
+from .consistency import Seen, answer_fault, filters_by_tag
 from .expiry import Expiry
 from .filters import matches
 from .reservations import CapacityReservation, Shown, filter_value
@@ -72,6 +72,15 @@ class CapacityReservations(Expiry):
 
     def _create(self, params: dict[str, Any], tags: dict[str, str], now: datetime) -> str:
         reservation = self._validate_new(params, now)
+        if answer_fault("failed") is not None:
+            # EC2 may answer a create with a reservation in state failed ("A request might
+            # fail due to invalid request parameters, capacity constraints, or instance limit
+            # constraints. Failed requests are retained for 60 minutes."): it holds nothing.
+            reservation.state = "failed"
+            self.reservations[reservation.id] = reservation
+            if tags:
+                self.ec2.create_tags([reservation.id], tags)
+            return reservation.id
         if not self.offered(reservation.availability_zone, reservation.instance_type):
             raise client_error(
                 "Unsupported",
@@ -80,7 +89,12 @@ class CapacityReservations(Expiry):
                 f"({reservation.availability_zone}). Please retry your request by not "
                 f"specifying an Availability Zone or choosing a different one.",
             )
-        self.quotas.check(reservation.instance_type, reservation.total_instance_count, self.usage())
+        self.quotas.check(
+            reservation.instance_type,
+            reservation.total_instance_count,
+            self.quota_usage(),
+            reservation=True,
+        )
         pool = self._pool(reservation.availability_zone, reservation.instance_type)
         if not pool.can_take(reservation.total_instance_count):
             raise insufficient_capacity(reservation.instance_type, reservation.availability_zone)
@@ -261,7 +275,9 @@ class CapacityReservations(Expiry):
                 delta = count - reservation.total_instance_count
                 pool = self._pool(reservation.availability_zone, reservation.instance_type)
                 if delta > 0:
-                    self.quotas.check(reservation.instance_type, delta, self.usage())
+                    self.quotas.check(
+                        reservation.instance_type, delta, self.quota_usage(), reservation=True
+                    )
                     if not pool.can_take(delta):
                         raise insufficient_capacity(
                             reservation.instance_type, reservation.availability_zone
@@ -292,12 +308,15 @@ def _not_cancellable(reservation_id: str, state: str) -> Exception:
 
 
 def _check_filters(filters: dict[str, list[str]]) -> None:
+    """Filters this model can apply. Which ones EC2 documents for the operation (and refuses
+    otherwise) is ``emulator.documented``'s, ahead of this; with that off
+    (``refuse_undocumented: false``) the few more applied here still work."""
     for name in filters:
-        if not (name.startswith("tag:") or name in _FILTERS):
+        if not (name.startswith("tag:") or name in _APPLIED):
             raise client_error("InvalidParameterValue", f"The filter '{name}' is invalid")
 
 
-_FILTERS = {
+_APPLIED = {
     "instance-type",
     "owner-id",
     "instance-platform",
@@ -312,7 +331,6 @@ _FILTERS = {
     "instance-match-criteria",
     "placement-group-arn",
     "reservation-type",
-    "capacity-reservation-id",
     "tag-key",
     "tag-value",
 }

@@ -25,11 +25,14 @@ class Expiry(BackendBase):
         their extensions settled, future-dated ODCRs assessed and delivered."""
         now = now or world.clock.now()
         with world.lock:
+            settings = world.settings
             for reservation in self.reservations.values():
                 if reservation.is_capacity_block:
                     self._settle_extensions(reservation, now)
                 held = reservation.holding
-                reservation.advance(now, world.settings.expiry_lag_seconds)
+                reservation.advance(
+                    now, settings.expiry_lag_seconds, settings.payment_timeout_seconds
+                )
                 if reservation.is_future_dated:
                     self._deliver(reservation, now)
                 if held and not reservation.holding:
@@ -48,12 +51,15 @@ class Expiry(BackendBase):
         if not reservation.is_capacity_block:
             free = reservation.total_instance_count - reservation.used_instance_count
             self._pool(reservation.availability_zone, reservation.instance_type).give(max(free, 0))
+            # Back in the pool at once, but the account's limits count it a while longer.
+            self.lingering.add(reservation.instance_type, max(free, 0), world.clock.now())
             for instance_id in reservation.instances:
                 self.instance_sources[instance_id] = None
                 self.pool_instances[(reservation.availability_zone, reservation.instance_type)] += 1
         else:
             self._terminate_block_instances(reservation)
         reservation.instances = set()
+        reservation.cleaning = {}
         reservation.seeded_used = 0
 
     def _terminate_block_instances(self, reservation: CapacityReservation) -> None:

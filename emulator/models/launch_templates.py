@@ -62,10 +62,11 @@ def check_room(template: Any) -> None:
     """A new version needs room under the per-template version limit."""
     limit = world.settings.launch_template_version_limit
     if limit is not None and len(live(template)) >= limit:
-        # EC2 documents the quota, not the code it answers with past it; ResourceLimitExceeded
-        # is EC2's documented code for "You have exceeded an Amazon EC2 resource limit".
+        # EC2's error table: "MaxTemplateVersionLimitExceeded: You've reached the limit on
+        # the number of launch template versions that you can create" (the emulator used to
+        # answer the generic ResourceLimitExceeded).
         raise client_error(
-            "ResourceLimitExceeded",
+            "MaxTemplateVersionLimitExceeded",
             f"Launch template {template.id} already has {limit} versions, the maximum. "
             "Delete versions you no longer need and try again.",
         )

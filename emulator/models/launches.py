@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from ..exceptions import client_error, insufficient_capacity
+from ..exceptions import client_error, instance_not_found, insufficient_capacity
 from ..state import world
+from .consistency import INSTANCE, Seen
 from .expiry import Expiry
 
 
@@ -89,7 +91,7 @@ class Launches(Expiry):
                     f"Your requested instance type ({request.instance_type}) is not supported "
                     f"in your requested Availability Zone ({request.availability_zone}).",
                 )
-            self.quotas.check(request.instance_type, remaining, self.usage())
+            self.quotas.check(request.instance_type, remaining, self.quota_usage())
             pool = self._pool(request.availability_zone, request.instance_type)
             if not pool.can_take(remaining):
                 raise insufficient_capacity(request.instance_type, request.availability_zone)
@@ -119,15 +121,33 @@ class Launches(Expiry):
                 "IncorrectState",
                 f"The Capacity Reservation {reservation.id} is {reservation.state}, not active.",
             )
+        if reservation.reclaiming(world.clock.now()):
+            # EC2 is terminating the block's instances ("Thirty minutes before the
+            # reservation expires, we begin to terminate any instances that are still running
+            # in the Capacity Block"): nothing launched now could run. The emulator used to
+            # launch (and terminate at once); EC2 does not say what it answers, the emulator
+            # answers as for a block that has not started (the code EC2 documents for that).
+            raise insufficient_capacity(request.instance_type, request.availability_zone)
         if (
             reservation.instance_type != request.instance_type
             or reservation.availability_zone != request.availability_zone
+            or reservation.instance_platform != request.platform
             or reservation.tenancy != request.tenancy
         ):
+            # A reservation is used only by launches whose type, platform, AZ and tenancy
+            # match it; EC2 answers a targeted launch that does not match as it answers one
+            # too many for it (hashicorp/terraform-provider-aws#32458, an instance type that
+            # no longer matched its target: "ReservationCapacityExceeded: The requested
+            # reservation does not have sufficient compatible and available capacity for this
+            # request."). The emulator used to compare neither platform nor this code.
             raise client_error(
-                "InvalidParameterCombination",
-                f"The instance type, Availability Zone or tenancy of the launch does not match "
-                f"Capacity Reservation {reservation.id}.",
+                "ReservationCapacityExceeded",
+                "The requested reservation does not have sufficient compatible and available "
+                f"capacity for this request ({reservation.id} is for "
+                f"{reservation.instance_type}, {reservation.instance_platform}, "
+                f"{reservation.availability_zone}, {reservation.tenancy} tenancy; the launch is "
+                f"{request.instance_type}, {request.platform}, {request.availability_zone}, "
+                f"{request.tenancy} tenancy).",
             )
         if reservation.available_instance_count < count:
             raise client_error(
@@ -142,7 +162,7 @@ class Launches(Expiry):
         """Bind launched instances to the capacity they were planned on."""
         now = world.clock.now()
         for instance_id in instance_ids:
-            self.propagation.made(instance_id, now)
+            self.propagation.made(instance_id, now, INSTANCE)
         ids = iter(instance_ids)
         for allocation in allocations:
             for _ in range(allocation.count):
@@ -155,19 +175,43 @@ class Launches(Expiry):
                     self._pool(*key).take(1)
                     self.pool_instances[key] += 1
 
+    def named_instances(self, instance_ids: list[str]) -> None:
+        """A call naming instances by id (DescribeInstances, TerminateInstances, CreateTags):
+        one launched a moment ago may be unknown to it yet, and the whole call fails as EC2's
+        does for any unknown id ("Eventual consistency in the Amazon EC2 API": after
+        RunInstances, "another command using the instance ID ... might return an
+        InvalidInstanceID.NotFound error. This doesn't mean the instance doesn't exist").
+        Every settling instance named counts the call."""
+        now = world.clock.now()
+        with world.lock:
+            seen = {i: self.propagation.name(i, now) for i in dict.fromkeys(instance_ids)}
+        unknown = [i for i, what in seen.items() if what is Seen.UNKNOWN]
+        if unknown:
+            raise instance_not_found(unknown)
+
     def release_instances(self, instance_ids: list[str], types: dict[str, tuple[str, str]]) -> None:
-        """Terminated instances give their slot back (to the reservation or the pool)."""
+        """Terminated instances give their slot back: to an ODCR at once, to a Capacity Block
+        once EC2 has cleaned the instance up (``block_cleanup_seconds``: "When you stop or
+        terminate an instance in a Capacity Block, it takes several minutes to clean up your
+        instance before you can launch another instance to replace it"), to the pool at once,
+        though the account's limits still count it for a while (``consistency.Lingering``)."""
+        now = world.clock.now()
         with world.lock:
             for instance_id in instance_ids:
                 if instance_id not in self.instance_sources:
                     continue
                 source = self.instance_sources.pop(instance_id)
                 if source and source in self.reservations:
-                    self.reservations[source].instances.discard(instance_id)
+                    reservation = self.reservations[source]
+                    reservation.instances.discard(instance_id)
+                    if reservation.is_capacity_block:
+                        cleanup = timedelta(seconds=world.settings.block_cleanup_seconds)
+                        reservation.cleaning[instance_id] = now + cleanup
                 elif instance_id in types:
                     key = types[instance_id]
                     self._pool(*key).give(1)
                     self.pool_instances[key] = max(self.pool_instances[key] - 1, 0)
+                    self.lingering.add(key[1], 1, now)
 
 
 def loopback_addresses(instances: Iterable[Any]) -> None:

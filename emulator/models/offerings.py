@@ -50,6 +50,8 @@ class BlockSupply:
     currency: str = "USD"
     tenancy: str = "default"
     ultraserver_type: str | None = None
+    # How many reservations a purchase of this supply makes (one per segment of the block).
+    segments: int = 1
     purchases: list[Purchase] = field(default_factory=list)
 
     def free_between(self, start: datetime, end: datetime) -> int:

@@ -40,7 +40,10 @@ class Pool:
 
 
 # EC2's On-Demand vCPU quota classes (Running On-Demand <class> instances), keyed by the
-# family letters that start an instance type.
+# family letters that start an instance type. "U" is the High Memory class: the first
+# generation's u-6tb1.metal … and the seventh's u7i-12tb.224xlarge, u7in-, u7ib-, u7inh-
+# alike (EC2 instance quotas page: "Running On-Demand High Memory instances"); the emulator
+# used to count the u7i family as Standard.
 _QUOTA_CLASS_BY_PREFIX = {
     "dl": "DL",
     "f": "F",
@@ -51,7 +54,7 @@ _QUOTA_CLASS_BY_PREFIX = {
     "p": "P",
     "trn": "Trn",
     "x": "X",
-    "u-": "HighMem",
+    "u": "HighMem",
 }
 
 
@@ -60,7 +63,8 @@ def quota_class(instance_type: str) -> str:
     for prefix in sorted(_QUOTA_CLASS_BY_PREFIX, key=len, reverse=True):
         if family.startswith(prefix):
             rest = family[len(prefix) :]
-            if not rest or rest[0].isdigit() or prefix.endswith("-"):
+            # the generation follows the letters (p5, trn2), or "-" (u-6tb1, dl1 has a digit)
+            if not rest or rest[0].isdigit() or rest[0] == "-":
                 return _QUOTA_CLASS_BY_PREFIX[prefix]
     return "Standard"
 
@@ -77,11 +81,18 @@ class Quotas:
     instances: dict[str, int] = field(default_factory=dict)
     vcpus: dict[str, int] = field(default_factory=dict)
 
-    def check(self, instance_type: str, count: int, usage: dict[str, int]) -> None:
+    def check(
+        self, instance_type: str, count: int, usage: dict[str, int], reservation: bool = False
+    ) -> None:
         """Raise EC2's quota error if ``count`` more instances of the type would exceed a limit.
 
         ``usage`` maps instance type to instances held (active reservations plus instances
-        running outside them), the way EC2 counts On-Demand usage.
+        running outside them), the way EC2 counts On-Demand usage. A Capacity Reservation
+        (``reservation``) over the vCPU limit is ``InstanceLimitExceeded``: "This error can
+        occur if you are launching an instance or if you are creating a Capacity Reservation.
+        Capacity Reservations count towards your On-Demand Instance limits" ("Error codes for
+        the Amazon EC2 API"); ``VcpuLimitExceeded`` is the running instances' ("vCPUs ...
+        assigned to the running instances in your account").
         """
         limit = self.instances.get(instance_type)
         if limit is not None and usage.get(instance_type, 0) + count > limit:
@@ -97,6 +108,14 @@ class Quotas:
         if vcpu_limit is not None:
             held = sum(vcpus(t) * n for t, n in usage.items() if quota_class(t) == klass)
             wanted = vcpus(instance_type) * count
+            if held + wanted > vcpu_limit and reservation:
+                raise client_error(
+                    "InstanceLimitExceeded",
+                    f"You have requested more instances than your current On-Demand Instance "
+                    f"limit of {vcpu_limit} vCPUs allows for the instance bucket that the "
+                    f"specified instance type belongs to. Capacity Reservations count towards "
+                    f"your On-Demand Instance limits.",
+                )
             if held + wanted > vcpu_limit:
                 raise client_error(
                     "VcpuLimitExceeded",

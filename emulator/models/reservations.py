@@ -27,6 +27,10 @@ BLOCK_WAITING_STATES = frozenset({"payment-pending", "scheduled"})
 BLOCK_SIZE_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
 BLOCK_TYPE_TAG = "aws:ec2capacityreservation:capacityReservationType"
 BLOCK_RECLAIM_BEFORE_END = timedelta(minutes=30)
+# UltraServer blocks: an hour (the P6e-GB200 UltraServer terms); the types EC2 sells only in
+# UltraServers count as such when a scenario names no UltraServer type.
+ULTRASERVER_RECLAIM_BEFORE_END = timedelta(minutes=60)
+ULTRASERVER_FAMILIES = frozenset({"p6e-gb200", "trn2u"})
 
 
 @dataclass
@@ -84,6 +88,9 @@ class CapacityReservation:
     cancelling_until: datetime | None = None
     adjustment_status: str | None = None
     adjustment_details: dict[str, Any] | None = None
+    # A Capacity Block's terminated instances EC2 is still cleaning up: id -> when the slot is
+    # free again.
+    cleaning: dict[str, datetime] = field(default_factory=dict)
 
     @property
     def arn(self) -> str:
@@ -103,7 +110,7 @@ class CapacityReservation:
 
     @property
     def used_instance_count(self) -> int:
-        return len(self.instances) + self.seeded_used
+        return len(self.instances) + self.seeded_used + len(self.cleaning)
 
     @property
     def waiting_to_start(self) -> bool:
@@ -125,15 +132,20 @@ class CapacityReservation:
             return 0
         return max(self.total_instance_count - self.used_instance_count, 0)
 
+    @property
+    def reclaim_lead(self) -> timedelta:
+        ultra = self.ultraserver_type or self.instance_type.split(".", 1)[0] in ULTRASERVER_FAMILIES
+        return ULTRASERVER_RECLAIM_BEFORE_END if ultra else BLOCK_RECLAIM_BEFORE_END
+
     def reclaiming(self, now: datetime) -> bool:
-        """An active Capacity Block in its last 30 minutes: "Thirty minutes before the
-        reservation expires, we begin to terminate any instances that are still running in
-        the Capacity Block" (EC2 User Guide, "Work with Capacity Blocks")."""
+        """An active Capacity Block in its last 30 minutes (60 for UltraServers): "Thirty
+        minutes before the reservation expires, we begin to terminate any instances that are
+        still running in the Capacity Block" (EC2 User Guide, "Work with Capacity Blocks")."""
         return (
             self.is_capacity_block
             and self.state == "active"
             and self.end_date is not None
-            and now >= self.end_date - BLOCK_RECLAIM_BEFORE_END
+            and now >= self.end_date - self.reclaim_lead
         )
 
     @property
@@ -152,9 +164,15 @@ class CapacityReservation:
     def counts_toward_quota(self) -> bool:
         return not self.is_capacity_block and self.state in QUOTA_STATES
 
-    def advance(self, now: datetime, default_lag: float = 0.0) -> str | None:
-        """Move the state along the clock; return the old state when it changed."""
+    def advance(
+        self, now: datetime, default_lag: float = 0.0, payment_timeout: float | None = None
+    ) -> str | None:
+        """Move the state along the clock; return the old state when it changed.
+
+        ``payment_timeout``: seconds after its purchase a block still unpaid becomes
+        ``payment-failed`` (None: never)."""
         old = self.state
+        self.cleaning = {i: at for i, at in self.cleaning.items() if now < at}
         if self.state in FINAL_STATES:
             return None
         if self.is_capacity_block:
@@ -163,6 +181,12 @@ class CapacityReservation:
             )
             if self.end_date is not None and now >= self.end_date:
                 self.state = "expired"
+            elif (
+                unpaid
+                and payment_timeout is not None
+                and (now >= self.create_date + timedelta(seconds=payment_timeout))
+            ):
+                self.state = "payment-failed"
             elif unpaid:
                 pass  # EC2 shows the block payment-pending until its upfront fee is paid
             elif now >= self.start_date:
@@ -288,7 +312,6 @@ def filter_value(
         "instance-match-criteria": reservation.instance_match_criteria,
         "placement-group-arn": reservation.placement_group_arn,
         "reservation-type": reservation.reservation_type,
-        "capacity-reservation-id": reservation.id,
     }
     if name in simple:
         return simple[name]

@@ -49,14 +49,15 @@ class CapacityBlocks(CapacityResponse):
     def purchase_capacity_block(self) -> ActionResult:
         tags = self._tags_for("capacity-reservation")
         self.error_on_dryrun()
-        reservation = self.capacity.purchase_capacity_block(
+        made = self.capacity.purchase_capacity_block(
             self._get_param("CapacityBlockOfferingId"),
             self._get_param("InstancePlatform"),
             tags,
         )
-        return ActionResult(
-            {"CapacityReservation": reservation.to_dict(self.capacity.tags_of(reservation.id))}
-        )
+        shown = [r.to_dict(self.capacity.tags_of(r.id)) for r in made]
+        # botocore 1.44.5: CapacityReservation (the first) and CapacityReservations (every
+        # segment's).
+        return ActionResult({"CapacityReservation": shown[0], "CapacityReservations": shown})
 
     def describe_capacity_block_extension_offerings(self) -> ActionResult:
         reservation_id = self._get_param("CapacityReservationId")

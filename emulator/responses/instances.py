@@ -1,9 +1,10 @@
 """DescribeInstances as EC2 answers it a moment after a launch: eventually consistent.
 
 moto answers from its model at once. EC2 ("Eventual consistency in the Amazon EC2 API") may not
-show an instance just launched to the next calls; a listing filtered by tag (how the broker
-finds a fleet's nodes by their request tag) misses it while it settles
-(``emulator.models.consistency``). moto still does the work; only what the call sees changes.
+know an instance just launched to the next calls naming it (InvalidInstanceID.NotFound, the
+page's own example), and a listing filtered by tag (how the broker finds a fleet's nodes by
+their request tag) misses it while it settles (``emulator.models.consistency``). moto still does
+the work; only what the call sees changes.
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from ._base import CapacityResponse
 
 class Instances(CapacityResponse):
     def describe_instances(self) -> ActionResult:
+        ids = self._get_param("InstanceIds", []) or []
+        # By id: one launched a moment ago may be unknown yet (InvalidInstanceID.NotFound).
+        self.capacity.named_instances(ids)
         result = InstanceResponse.describe_instances(self)
-        if self._get_param("InstanceIds", []):
+        if ids:
             return result
         answer = result.result
         assert isinstance(answer, dict)

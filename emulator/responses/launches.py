@@ -17,8 +17,9 @@ from moto.ec2.responses.fleets import Fleets as MotoFleets
 from moto.ec2.responses.instances import InstanceResponse
 
 from ..exceptions import EC2ServerError, client_error
-from ..models import Allocation, LaunchRequest
+from ..models import Allocation, LaunchRequest, images
 from ..models import launch_templates as versions
+from ..models.consistency import answer_fault
 from ..models.launches import loopback_addresses
 from ..state import world
 from ._base import CapacityResponse
@@ -34,14 +35,7 @@ def _platform_of_image(ec2: Any, image_id: str | None) -> str:
         image = ec2.describe_images(ami_ids=[image_id])[0]
     except Exception:  # noqa: BLE001 - an unknown AMI fails later, in moto's own checks
         return "Linux/UNIX"
-    details = getattr(image, "platform_details", None) or ""
-    if getattr(image, "platform", None) == "windows" or details.startswith("Windows"):
-        return "Windows"
-    if details.startswith("Red Hat"):
-        return "Red Hat Enterprise Linux"
-    if details.startswith("SUSE"):
-        return "SUSE Linux"
-    return "Linux/UNIX"
+    return images.launch_platform(image)
 
 
 def _template_version(ec2: Any, spec: dict[str, Any] | None) -> Any:
@@ -66,7 +60,8 @@ def _pinned(version: Any) -> dict[str, str]:
 def launch_request(
     ec2: Any, data: dict[str, Any], subnet_id: str | None, az: str | None
 ) -> LaunchRequest:
-    """What a launch asks of capacity, from merged RunInstances/template/override data."""
+    """What a launch asks of capacity, from merged RunInstances/template/override data (its
+    ``ImageId`` already resolved: ``resolved_image``)."""
     if subnet_id:
         az = ec2.get_subnet(subnet_id).availability_zone
     if not az:
@@ -115,13 +110,23 @@ def _check_capacity_block_fleet(target: dict[str, Any], options: dict[str, Any])
 
 
 class Launches(CapacityResponse):
+    def resolved_image(self, data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` with its ``resolve:ssm:`` image, if any, resolved (``images.resolve``)."""
+        image = data.get("ImageId")
+        resolved = images.resolve(self.current_account, self.region, image)
+        return data if resolved == image else {**data, "ImageId": resolved}
+
     # -- RunInstances -------------------------------------------------------------------
     def run_instances(self) -> ActionResult:
         version = _template_version(self.ec2_backend, self._get_param("LaunchTemplate"))
         if version is not None:
             self.params["LaunchTemplate"] = _pinned(version)
         template = dict(version.data) if version is not None else {}
-        data = {**template, **{k: v for k, v in self.params.items() if v is not None}}
+        data = self.resolved_image(
+            {**template, **{k: v for k, v in self.params.items() if v is not None}}
+        )
+        if data.get("ImageId") and data.get("ImageId") != self.params.get("ImageId"):
+            self.params["ImageId"] = data["ImageId"]  # moto would launch the parameter name
         nics = data.get("NetworkInterfaces") or []
         subnet_id = data.get("SubnetId") or (nics[0].get("SubnetId") if nics else None)
         az = (data.get("Placement") or {}).get("AvailabilityZone")
@@ -166,6 +171,10 @@ class Launches(CapacityResponse):
 
     def terminate_instances(self) -> ActionResult:
         ids = self._get_param("InstanceIds", [])
+        # One launched a moment ago may be unknown yet: nothing is terminated (EC2's page:
+        # "If you get an InvalidInstanceID.NotFound error after running TerminateInstances,
+        # this doesn't mean that the instance was or will be terminated").
+        self.capacity.named_instances(ids)
         where: dict[str, tuple[str, str]] = {}
         for instance in self.ec2_backend.get_multi_instances_by_id(ids):
             if instance.state != "terminated":
@@ -215,6 +224,23 @@ class Launches(CapacityResponse):
                 "Unsupported", "The capacity emulator's instant fleets launch On-Demand only."
             )
         candidates, unused = self._fleet_candidates(options)
+        transient = answer_fault("errors")
+        if transient is not None:
+            # A fault: EC2 answers 200 and says what it could not launch, in Errors[] (the
+            # fleet's transient failures: throttling, a version not visible yet, ...).
+            with world.lock:
+                fleet = self._fleet_record(total)
+            return ActionResult(
+                {
+                    "FleetId": fleet.id,
+                    "Errors": [_injected_error(candidates, transient)],
+                    "Instances": [],
+                }
+            )
+        partial = answer_fault("partial")
+        if partial is not None:
+            # A fault: EC2 launches one node fewer than asked, whatever the minimum.
+            total, minimum = max(total - 1, 0), 0
         with world.lock:
             placed, errors = self._place_fleet(candidates, total, single_az, single_type)
             errors = unused + errors
@@ -222,6 +248,8 @@ class Launches(CapacityResponse):
                 placed = []  # all or nothing
             fleet = self._fleet_record(total)
             instances = self._launch_fleet(fleet, placed)
+        if partial is not None:
+            errors = [*errors, _injected_error(candidates, partial)]
         result: dict[str, Any] = {"FleetId": fleet.id, "Errors": errors, "Instances": instances}
         if not instances and not errors:
             result["Errors"] = [
@@ -251,7 +279,9 @@ class Launches(CapacityResponse):
             template_id = found.template.id
             version = spec.get("Version") or "$Default"
             for position, override in enumerate(config.get("Overrides") or [{}]):
-                merged = {**data, **{k: v for k, v in override.items() if k != "Priority"}}
+                merged = self.resolved_image(
+                    {**data, **{k: v for k, v in override.items() if k != "Priority"}}
+                )
                 if reservations_first and _targets_a_reservation(merged):
                     unused.append(_unused_config(template_id, version, override))
                     continue
@@ -443,6 +473,22 @@ class Launches(CapacityResponse):
                     {t["Key"]: t["Value"] for t in spec.get("Tags", [])}
                 )
         return tags
+
+
+def _injected_error(candidates: list[dict[str, Any]], fault: Any) -> dict[str, Any]:
+    """An Errors[] entry (CreateFleetError) with a fault's code, for the fleet's first
+    launch template and override."""
+    entry: dict[str, Any] = {
+        "Lifecycle": "on-demand",
+        "ErrorCode": fault.code,
+        "ErrorMessage": fault.message,
+    }
+    if candidates:
+        entry["LaunchTemplateAndOverrides"] = {
+            "LaunchTemplateSpecification": candidates[0]["spec"],
+            "Overrides": candidates[0]["override"],
+        }
+    return entry
 
 
 def _targets_a_reservation(data: dict[str, Any]) -> bool:

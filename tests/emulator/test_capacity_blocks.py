@@ -242,7 +242,8 @@ def test_the_same_offering_cannot_be_bought_twice(catalogue, ec2, api):
     with pytest.raises(ClientError) as exc:
         buy(ec2, offering)
     assert error_of(exc) == ("InvalidParameterValue", 400)
-    assert len(api.all(Filters=[{"Name": "reservation-type", "Values": ["capacity-block"]}])) == 1
+    # Read from the answer: "reservation-type" is not among the operation's filters.
+    assert [r["ReservationType"] for r in api.all()].count("capacity-block") == 1
     assert offering["CapacityBlockOfferingId"] not in {
         o["CapacityBlockOfferingId"] for o in offers(ec2, 2)
     }
@@ -345,6 +346,48 @@ def test_instances_in_a_block_are_terminated_from_30_minutes_before_its_end(
     assert set(states.values()) <= {"shutting-down", "terminated"}, states
 
 
+@pytest.mark.parametrize(
+    ("instance_type", "ultraserver_type", "lead"),
+    [
+        ("p5.48xlarge", None, 30),
+        ("p6e-gb200.36xlarge", None, 60),  # a type EC2 sells only in UltraServers
+        ("trn2.48xlarge", "u-trn2x64", 60),
+    ],
+)
+def test_a_block_refuses_launches_once_ec2_is_ending_its_instances(
+    emu, api, instance_type, ultraserver_type, lead
+):
+    """Nothing launched into a block whose instances EC2 is terminating could run: the
+    emulator used to launch into it (up to its end) and terminate the instances at once."""
+    now = emu.now()
+    block = emu.capacity().new_block(
+        instance_type=instance_type,
+        availability_zone="us-east-1b",
+        count=2,
+        start=now - timedelta(hours=1),
+        end=now + timedelta(minutes=lead + 1),
+        ultraserver_type=ultraserver_type,
+    )
+    emu.capacity().add_existing(block, {})
+
+    def launch():
+        return api.run(
+            SUBNET_B,
+            instance_type,
+            1,
+            InstanceMarketOptions={"MarketType": "capacity-block"},
+            CapacityReservationSpecification={
+                "CapacityReservationTarget": {"CapacityReservationId": block.id}
+            },
+        )
+
+    assert len(launch()) == 1
+    emu.advance(2 * 60)  # inside its last `lead` minutes
+    with pytest.raises(ClientError) as exc:
+        launch()
+    assert error_of(exc) == ("InsufficientInstanceCapacity", 500)
+
+
 # -- blocks before their start ---------------------------------------------------------------
 def _seed_blocks(emu, *blocks: dict) -> dict[str, str]:
     ids = emu.load_scenario({"regions": {"us-east-1": {"capacity_blocks": list(blocks)}}})
@@ -400,6 +443,32 @@ def test_a_payment_pending_block_shows_no_capacity_until_paid_and_started(emu, a
     assert api.get(ids["unpaid"])["AvailableInstanceCount"] == 2
     assert api.get(ids["never-paid"])["State"] == "payment-pending"
     assert api.get(ids["never-paid"])["AvailableInstanceCount"] == 0
+
+
+def test_an_unpaid_block_fails_its_payment_after_12_hours(emu, api, world):
+    """botocore's ``CapacityReservation.State``: "payment-failed - (Capacity Blocks) The
+    upfront payment was not processed in the 12-hour time frame. Your Capacity Block was
+    released." (the emulator used to keep it payment-pending for ever)."""
+    ids = _seed_blocks(
+        emu,
+        _block("never-paid", 2, "+1d", payment="pending"),
+        _block("paid-late", 2, "+1d", payment="pending", paid="+13h"),
+    )
+    emu.advance(12 * 3600 - 1)
+    assert api.get(ids["never-paid"])["State"] == "payment-pending"
+    emu.advance(1)
+    assert api.get(ids["never-paid"])["State"] == "payment-failed"
+    assert api.get(ids["paid-late"])["State"] == "payment-failed"
+    emu.advance(3600)
+    assert api.get(ids["paid-late"])["State"] == "payment-failed"  # final
+    assert api.get(ids["never-paid"])["AvailableInstanceCount"] == 0
+
+
+def test_the_payment_timeout_is_a_knob(emu, api, world):
+    emu.configure(payment_timeout_seconds=3600)
+    ids = _seed_blocks(emu, _block("never-paid", 2, "+1d", payment="pending"))
+    emu.advance(3600)
+    assert api.get(ids["never-paid"])["State"] == "payment-failed"
 
 
 def test_a_block_that_has_not_started_cannot_be_launched_into(emu, api, world):
@@ -543,3 +612,52 @@ def test_the_same_terms_are_offered_again_while_supply_lasts(catalogue, ec2):
     buy(ec2, again)
     buy(ec2, next(o for o in offers(ec2, 4) if o["StartDate"] == FIRST_START))
     assert FIRST_START not in {o["StartDate"] for o in offers(ec2, 1)}  # all 8 sold
+
+
+def test_a_purchase_may_make_one_reservation_per_segment(emu, ec2):
+    """botocore 1.44.5 PurchaseCapacityBlockResult: "When a Capacity Block offering contains
+    multiple segments, a separate Capacity Reservation is created for each segment"
+    (``CapacityReservations``; ``CapacityReservation`` is the first). A supply's ``segments``
+    says how many; each is tagged as the purchase asked."""
+    emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "offerings": [
+                        {
+                            "instance_type": "p4d.24xlarge",
+                            "availability_zone": "us-east-1a",
+                            "max_instance_count": 8,
+                            "earliest_start": "+1d",
+                            "latest_start": "+2d",
+                            "segments": 2,
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    offer = ec2.describe_capacity_block_offerings(
+        InstanceType="p4d.24xlarge", InstanceCount=3, CapacityDurationHours=24
+    )["CapacityBlockOfferings"][0]
+    bought = ec2.purchase_capacity_block(
+        CapacityBlockOfferingId=offer["CapacityBlockOfferingId"],
+        InstancePlatform="Linux/UNIX",
+        TagSpecifications=[
+            {"ResourceType": "capacity-reservation", "Tags": [{"Key": "k", "Value": "v"}]}
+        ],
+    )
+    segments = bought["CapacityReservations"]
+    assert len(segments) == 2
+    assert bought["CapacityReservation"] == segments[0]
+    sizes = [
+        next(
+            t["Value"]
+            for t in s["Tags"]
+            if t["Key"] == "aws:ec2capacityreservation:incrementalRequestedQuantity"
+        )
+        for s in segments
+    ]
+    assert sorted(sizes) == ["1", "2"]
+    assert all({"Key": "k", "Value": "v"} in s["Tags"] for s in segments)
+    assert len({s["CapacityBlockId"] for s in segments}) == 1

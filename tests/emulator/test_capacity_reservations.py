@@ -115,14 +115,55 @@ def test_instance_limit_exceeded(api):
     assert error_of(exc) == ("InstanceLimitExceeded", 400)
 
 
-def test_vcpu_limit_exceeded(api):
-    # G class quota: 32 vCPUs; g6.xlarge has 4
+def test_a_reservation_over_the_vcpu_limit_is_instance_limit_exceeded(api):
+    # G class quota: 32 vCPUs; g6.xlarge has 4. A Capacity Reservation over the On-Demand
+    # limit is InstanceLimitExceeded ("Error codes for the Amazon EC2 API": "This error can
+    # occur if you are launching an instance or if you are creating a Capacity Reservation");
+    # the emulator used to answer VcpuLimitExceeded, the running instances' code.
     api.reserve("g6.xlarge", "us-east-1b", 8)
     with pytest.raises(ClientError) as exc:
         api.reserve("g6.xlarge", "us-east-1b", 1)
-    assert error_of(exc) == ("VcpuLimitExceeded", 400)
+    assert error_of(exc) == ("InstanceLimitExceeded", 400)
     # another class is not affected
     api.reserve("c5.large", "us-east-1b", 1)
+
+
+def test_a_launch_over_the_vcpu_limit_is_vcpu_limit_exceeded(api, ec2, world):
+    # VcpuLimitExceeded: "the limit on the number of vCPUs ... assigned to the running
+    # instances in your account" (the same page). Targeted: the launch cannot use it.
+    api.reserve("g6.xlarge", "us-east-1b", 8, InstanceMatchCriteria="targeted")
+    with pytest.raises(ClientError) as exc:
+        ec2.run_instances(
+            ImageId="ami-12c6146b",
+            InstanceType="g6.xlarge",
+            MinCount=1,
+            MaxCount=1,
+            SubnetId=world.subnets["hpc-b"],
+        )
+    assert error_of(exc) == ("VcpuLimitExceeded", 400)
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "klass"),
+    [
+        ("u-6tb1.metal", "HighMem"),
+        ("u7i-12tb.224xlarge", "HighMem"),
+        ("u7in-16tb.224xlarge", "HighMem"),
+        ("u7inh-32tb.480xlarge", "HighMem"),
+        ("c7i.48xlarge", "Standard"),
+        ("m7i-flex.large", "Standard"),
+        ("hpc7a.96xlarge", "HPC"),
+        ("p6e-gb200.36xlarge", "P"),
+        ("trn2u.48xlarge", "Trn"),
+        ("vt1.3xlarge", "G"),
+    ],
+)
+def test_each_type_counts_against_its_on_demand_quota(instance_type, klass):
+    """EC2 instance quotas: "Running On-Demand High Memory instances" is every U type, the
+    seventh generation's u7i/u7in/u7inh too (they used to count as Standard)."""
+    from emulator.models.pools import quota_class
+
+    assert quota_class(instance_type) == klass
 
 
 def test_quota_is_freed_by_cancel(api, ec2):
@@ -298,10 +339,9 @@ def test_filter_by_tag(several, ec2):
     assert _tag(ec2, "nope", ["*"]) == set()
 
 
-def test_filter_by_tag_key_and_value(several, ec2):
+def test_filter_by_tag_key(several, ec2):
     assert _by(ec2, tag_key=["env"]) == {several["b"], several["c"]}
     assert _by(ec2, tag_key=["team", "env"]) == {several["a"], several["b"], several["c"]}
-    assert _by(ec2, tag_value=["prod", "hpc"]) == {several["a"], several["b"]}
 
 
 def test_filter_by_state(several, ec2):
@@ -316,7 +356,6 @@ def test_filter_by_instance_type_and_zone(several, ec2):
     assert _by(ec2, instance_type=["*.xlarge"]) == {several["c"]}
     assert _by(ec2, availability_zone=["us-east-1b"]) == {several["b"], several["c"]}
     assert _by(ec2, availability_zone=["us-east-1?"]) == set(several.values())
-    assert _by(ec2, availability_zone_id=["use1-az6"]) == {several[k] for k in "ade"}
 
 
 def test_filters_combine_with_and(several, ec2):
@@ -340,20 +379,46 @@ def test_filter_by_reservation_type_and_more(several, ec2, emu):
         end=NOW + timedelta(days=1),
     )
     emu.capacity().add_existing(block, {})
-    assert _by(ec2, reservation_type=["capacity-block"]) == {block.id}
-    assert _by(ec2, reservation_type=["default"]) == set(several.values())
     assert _by(ec2, instance_match_criteria=["targeted"]) == {block.id}
     assert _by(ec2, end_date_type=["limited"]) == {block.id}
     assert _by(ec2, owner_id=["123456789012"]) == {*several.values(), block.id}
     assert _by(ec2, instance_platform=["Linux/UNIX"]) == {*several.values(), block.id}
     assert _by(ec2, tenancy=["dedicated"]) == set()
-    assert _by(ec2, capacity_reservation_id=[several["a"]]) == {several["a"]}
     assert _by(ec2, outpost_arn=["*"]) == set()
 
 
-def test_an_unknown_filter_is_refused(several, ec2):
+@pytest.mark.parametrize("name", ["colour", "capacity-reservation-id"])
+def test_an_unknown_filter_is_refused(several, ec2, name):
+    """``capacity-reservation-id`` is not among the API reference's filters (ids are asked
+    with ``CapacityReservationIds``); the emulator used to accept it (issue 21)."""
     with pytest.raises(ClientError) as exc:
-        ec2.describe_capacity_reservations(Filters=[{"Name": "colour", "Values": ["red"]}])
+        ec2.describe_capacity_reservations(Filters=[{"Name": name, "Values": ["cr-1"]}])
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+
+
+# Filters this emulator used to accept on DescribeCapacityReservations that the operation's
+# documentation (botocore's model) does not list; EC2 refuses a filter its operation does not
+# document ("The filter 'x' is invalid"). logic/templates.py sent capacity-reservation-id.
+UNDOCUMENTED = ("availability-zone-id", "reservation-type", "capacity-reservation-id", "tag-value")
+
+
+@pytest.mark.parametrize("name", UNDOCUMENTED)
+def test_a_filter_the_operation_does_not_document_is_refused(several, ec2, name):
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_capacity_reservations(Filters=[{"Name": name, "Values": ["*"]}])
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+    assert exc.value.response["Error"]["Message"] == f"The filter '{name}' is invalid"
+
+
+def test_with_strictness_off_the_emulator_applies_its_extra_filters(several, ec2, emu):
+    emu.configure(refuse_undocumented=False)
+    assert _by(ec2, availability_zone_id=["use1-az6"]) == {several[k] for k in "ade"}
+    assert _by(ec2, reservation_type=["default"]) == set(several.values())
+    assert _by(ec2, tag_value=["prod", "hpc"]) == {several["a"], several["b"]}
+    # Not this one, even then: the broker's template sweep sent it, and EC2 refuses it
+    # (real-broker, issue 21).
+    with pytest.raises(ClientError) as exc:
+        _by(ec2, capacity_reservation_id=[several["a"]])
     assert error_of(exc) == ("InvalidParameterValue", 400)
 
 

@@ -33,7 +33,10 @@ def realistic(emu: Any, world: Any) -> Any:
         lag_unknown_calls=defaults.lag_unknown_calls,
         lag_pending_calls=defaults.lag_pending_calls,
         lag_listing_calls=defaults.lag_listing_calls,
+        lag_instance_calls=defaults.lag_instance_calls,
         lag_seconds=defaults.lag_seconds,
+        quota_lag_checks=defaults.quota_lag_checks,
+        quota_lag_seconds=defaults.quota_lag_seconds,
     )
     return emu
 
@@ -202,7 +205,11 @@ def test_a_tag_filtered_instance_listing_misses_instances_just_launched(api, ec2
         return {i["InstanceId"] for r in found["Reservations"] for i in r["Instances"]}
 
     assert by_tag() == set()
-    # by id and unfiltered, they are there (and those calls do not settle the tag index)
+    # by id: unknown to the first call (EC2's own example), there to the next; neither
+    # settles the tag index
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_instances(InstanceIds=ids)
+    assert error_of(exc) == ("InvalidInstanceID.NotFound", 400)
     assert len(ec2.describe_instances(InstanceIds=ids)["Reservations"]) == 1
     assert by_tag() == set()
     assert by_tag() == set(ids)
@@ -357,3 +364,132 @@ def test_a_lag_fault_on_a_tag_filtered_instance_listing(api, ec2, emu):
 
     assert by_tag() == set()
     assert by_tag() == ids
+
+
+# -- instance ids (EC2's own example) --------------------------------------------------------
+
+
+def test_an_instance_just_launched_is_unknown_to_the_next_call_naming_it(api, ec2):
+    """ "If you successfully run the RunInstances command, and then immediately run another
+    command using the instance ID that was provided in the response of RunInstances, it might
+    return an InvalidInstanceID.NotFound error" (Eventual consistency in the Amazon EC2 API);
+    the emulator used to know every instance at once."""
+    [instance] = api.run()
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_instances(InstanceIds=[instance])
+    assert error_of(exc) == ("InvalidInstanceID.NotFound", 400)
+    assert instance in exc.value.response["Error"]["Message"]
+    [reservation] = ec2.describe_instances(InstanceIds=[instance])["Reservations"]
+    assert reservation["Instances"][0]["InstanceId"] == instance
+
+
+def test_a_terminate_naming_an_unknown_instance_terminates_nothing(api, ec2, emu):
+    """ "If you get an InvalidInstanceID.NotFound error after running TerminateInstances, this
+    doesn't mean that the instance was or will be terminated": nothing is."""
+    ids = api.run(count=2)
+    with pytest.raises(ClientError) as exc:
+        ec2.terminate_instances(InstanceIds=ids)
+    assert error_of(exc) == ("InvalidInstanceID.NotFound", 400)
+    states = {i.id: i.state for i in emu.capacity().ec2.all_instances()}
+    assert {states[i] for i in ids} == {"running"}
+    ec2.terminate_instances(InstanceIds=ids)
+    states = {i.id: i.state for i in emu.capacity().ec2.all_instances()}
+    assert {states[i] for i in ids} == {"terminated"}
+
+
+def test_create_tags_on_an_instance_just_launched_may_not_find_it(api, ec2):
+    [instance] = api.run()
+    tag = [{"Key": "Name", "Value": "node-1"}]
+    with pytest.raises(ClientError) as exc:
+        ec2.create_tags(Resources=[instance], Tags=tag)
+    assert error_of(exc) == ("InvalidInstanceID.NotFound", 400)
+    ec2.create_tags(Resources=[instance], Tags=tag)
+
+
+def test_instance_lag_is_a_knob_and_settles_on_the_clock(api, ec2, emu):
+    emu.configure(lag_instance_calls=0)
+    [instance] = api.run()
+    ec2.describe_instances(InstanceIds=[instance])
+    emu.configure(lag_instance_calls=5)
+    [later] = api.run()
+    emu.advance(2)  # lag_seconds
+    ec2.describe_instances(InstanceIds=[later])
+
+
+# -- a phase bounded by the clock alone --------------------------------------------------------
+
+
+def test_pending_can_last_minutes_on_the_emulator_clock(api, ec2, emu):
+    """The slow preset's "pending for minutes": no call count ends it, only the clock ("it
+    can take up to 5 minutes for the state of the Capacity Reservation to reflect that it is
+    active")."""
+    emu.configure(lag_pending_calls=None, lag_pending_seconds=300)
+    rid = api.reserve(count=1)["CapacityReservationId"]
+    assert code_of(ec2.cancel_capacity_reservation, CapacityReservationId=rid) == (
+        "InvalidCapacityReservationId.NotFound"
+    )
+    for _ in range(20):
+        assert code_of(ec2.cancel_capacity_reservation, CapacityReservationId=rid) == (
+            "IncorrectState"
+        )
+    assert api.get(rid)["State"] == "pending"
+    emu.advance(299)
+    assert api.get(rid)["State"] == "pending"
+    emu.advance(1)
+    assert api.get(rid)["State"] == "active"
+    ec2.cancel_capacity_reservation(CapacityReservationId=rid)
+
+
+# -- quotas count what was given back a moment ago ---------------------------------------------
+
+
+def test_a_cancelled_reservation_keeps_counting_toward_the_limit_for_a_while(api, ec2, emu):
+    """EC2 lists InstanceLimitExceeded among its eventually consistent errors ("terminated
+    instances count toward your instance limit for a while after termination"); a cancelled
+    reservation's capacity the same way. The emulator used to free the quota at the cancel."""
+    rid = api.reserve("m5.large", "us-east-1a", 10)["CapacityReservationId"]
+    emu.settle()
+    ec2.cancel_capacity_reservation(CapacityReservationId=rid)
+    with pytest.raises(ClientError) as exc:
+        api.reserve("m5.large", "us-east-1a", 10)
+    assert error_of(exc) == ("InstanceLimitExceeded", 400)
+    api.reserve("m5.large", "us-east-1a", 10)  # the next check no longer counts it
+
+
+def test_the_quota_lag_ends_on_the_clock_too(api, ec2, emu):
+    emu.configure(quota_lag_checks=None, quota_lag_seconds=30)
+    rid = api.reserve("m5.large", "us-east-1a", 10)["CapacityReservationId"]
+    emu.settle()
+    ec2.cancel_capacity_reservation(CapacityReservationId=rid)
+    for _ in range(3):
+        with pytest.raises(ClientError):
+            api.reserve("m5.large", "us-east-1a", 1)
+    emu.advance(30)
+    api.reserve("m5.large", "us-east-1a", 10)
+
+
+def test_a_terminated_instance_keeps_counting_toward_the_limit_for_a_while(api, ec2, emu):
+    ids = api.run(instance_type="m5.large", count=10)
+    emu.settle()
+    ec2.terminate_instances(InstanceIds=ids)
+    with pytest.raises(ClientError) as exc:
+        api.run(instance_type="m5.large", count=1)
+    assert error_of(exc) == ("InstanceLimitExceeded", 400)
+    api.run(instance_type="m5.large", count=10)
+
+
+def test_one_call_is_one_quota_check(api, ec2, emu):
+    """A launch may plan several sizes (MinCount..MaxCount): still one check of the lag."""
+    rid = api.reserve("m5.large", "us-east-1a", 10)["CapacityReservationId"]
+    emu.settle()
+    ec2.cancel_capacity_reservation(CapacityReservationId=rid)
+    with pytest.raises(ClientError):
+        api.run(instance_type="m5.large", MinCount=1, MaxCount=10)
+    assert len(api.run(instance_type="m5.large", MinCount=1, MaxCount=10)) == 10
+
+
+def test_without_eventual_consistency_the_quota_is_free_at_once(api, ec2, emu):
+    emu.configure(eventual_consistency=False)
+    rid = api.reserve("m5.large", "us-east-1a", 10)["CapacityReservationId"]
+    ec2.cancel_capacity_reservation(CapacityReservationId=rid)
+    api.reserve("m5.large", "us-east-1a", 10)

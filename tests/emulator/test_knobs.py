@@ -377,3 +377,24 @@ def test_the_call_log(api, emu, ec2):
     assert emu.calls("CreateCapacityReservation", service="ssm") == []
     emu.clear_calls()
     assert emu.calls() == []
+
+
+# -- a barrier: concurrency proven without a clock ----------------------------------------
+def test_a_gathering_is_met_by_calls_in_flight_together(api, emu, ec2):
+    import threading
+
+    together = emu.gather("DescribeCapacityReservations", parties=3, timeout=10)
+    threads = [threading.Thread(target=ec2.describe_capacity_reservations) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert together.met and not together.broken
+    ec2.describe_capacity_reservations()  # used up: later calls pass
+
+
+def test_a_gathering_is_broken_by_calls_one_after_the_other(api, emu, ec2):
+    together = emu.gather("DescribeCapacityReservations", parties=2, timeout=0.2)
+    ec2.describe_capacity_reservations()  # waits alone until the barrier breaks, then served
+    ec2.describe_capacity_reservations()
+    assert together.broken and not together.met

@@ -271,7 +271,8 @@ def test_the_version_limit_counts_the_versions_that_exist(emu, ec2, template):
     add_versions(ec2, template, 2)
     with pytest.raises(ClientError) as exc:
         add_versions(ec2, template, 1)
-    assert error_of(exc) == ("ResourceLimitExceeded", 400)
+    # EC2's error table names this code (the emulator used to answer ResourceLimitExceeded)
+    assert error_of(exc) == ("MaxTemplateVersionLimitExceeded", 400)
     assert numbers(ec2, template) == [1, 2, 3]
     ec2.delete_launch_template_versions(LaunchTemplateId=template, Versions=["2"])
     assert add_versions(ec2, template, 1) == [4]

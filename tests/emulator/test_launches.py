@@ -172,13 +172,17 @@ def test_a_targeted_launch_partially_fills_up_to_max_count(api):
 
 
 def test_a_targeted_launch_must_match_the_reservation(api):
+    """Type, platform, AZ and tenancy must match; EC2 answers a launch that does not as it
+    answers one too many (hashicorp/terraform-provider-aws#32458: "ReservationCapacityExceeded:
+    The requested reservation does not have sufficient compatible and available capacity").
+    The emulator used to answer InvalidParameterCombination and to ignore the platform."""
     rid = api.reserve("c5.large", "us-east-1a", 2)["CapacityReservationId"]
     with pytest.raises(ClientError) as exc:  # another AZ
         api.run(SUBNET_B, "c5.large", 1, CapacityReservationSpecification=target(rid))
-    assert error_of(exc) == ("InvalidParameterCombination", 400)
+    assert error_of(exc) == ("ReservationCapacityExceeded", 400)
     with pytest.raises(ClientError) as exc:  # another type
         api.run(SUBNET_A, "m5.large", 1, CapacityReservationSpecification=target(rid))
-    assert error_of(exc) == ("InvalidParameterCombination", 400)
+    assert error_of(exc) == ("ReservationCapacityExceeded", 400)
     with pytest.raises(ClientError) as exc:
         api.run(
             SUBNET_A,
@@ -187,6 +191,38 @@ def test_a_targeted_launch_must_match_the_reservation(api):
             CapacityReservationSpecification=target("cr-0123456789abcdef0"),
         )
     assert error_of(exc) == ("InvalidCapacityReservationId.NotFound", 400)
+
+
+def test_a_targeted_launch_must_match_the_platform_and_tenancy(api):
+    rid = api.reserve("c5.large", "us-east-1a", 2)["CapacityReservationId"]
+    with pytest.raises(ClientError) as exc:  # another platform: a RHEL image
+        api.run(
+            SUBNET_A,
+            "c5.large",
+            1,
+            ImageId="ami-0bbbbbbbbbbbbbbb2",
+            CapacityReservationSpecification=target(rid),
+        )
+    assert error_of(exc) == ("ReservationCapacityExceeded", 400)
+    with pytest.raises(ClientError) as exc:  # another tenancy
+        api.run(
+            SUBNET_A,
+            "c5.large",
+            1,
+            Placement={"Tenancy": "dedicated"},
+            CapacityReservationSpecification=target(rid),
+        )
+    assert error_of(exc) == ("ReservationCapacityExceeded", 400)
+    assert api.get(rid)["AvailableInstanceCount"] == 2
+    rhel = api.reserve("c5.large", "us-east-1a", 1, InstancePlatform="Red Hat Enterprise Linux")
+    api.run(
+        SUBNET_A,
+        "c5.large",
+        1,
+        ImageId="ami-0bbbbbbbbbbbbbbb2",
+        CapacityReservationSpecification=target(rhel["CapacityReservationId"]),
+    )
+    assert api.get(rhel["CapacityReservationId"])["AvailableInstanceCount"] == 0
 
 
 def test_a_cancelled_reservation_refuses_targeted_launches(api, ec2):
@@ -295,8 +331,24 @@ def test_launch_into_an_active_capacity_block(api, ec2, block):
         capacity_block_launch(api, block, 1)
     assert error_of(exc) == ("ReservationCapacityExceeded", 400)
     ec2.terminate_instances(InstanceIds=ids[:1])
+    # "it takes several minutes to clean up your instance before you can launch another
+    # instance to replace it" (Launch instances using Capacity Blocks): the slot is not free
+    # at once (the emulator used to free it at once).
+    assert api.get(block)["AvailableInstanceCount"] == 0
+    with pytest.raises(ClientError) as exc:
+        capacity_block_launch(api, block, 1)
+    assert error_of(exc) == ("ReservationCapacityExceeded", 400)
+    api.emu.advance(180)  # block_cleanup_seconds
     assert api.get(block)["AvailableInstanceCount"] == 1
     assert api.pool("us-east-1b", "p5.48xlarge")["used"] == 0
+    capacity_block_launch(api, block, 1)
+
+
+def test_the_block_cleanup_is_a_knob(api, ec2, block):
+    api.emu.configure(block_cleanup_seconds=0)
+    ids = capacity_block_launch(api, block, 2)
+    ec2.terminate_instances(InstanceIds=ids)
+    assert api.get(block)["AvailableInstanceCount"] == 2
 
 
 def test_a_capacity_block_needs_market_type_capacity_block(api, block):
@@ -560,6 +612,7 @@ def test_fleet_into_a_capacity_block(api, ec2, block):
     assert len(ids) == 2
     assert api.get(block)["AvailableInstanceCount"] == 0
     ec2.terminate_instances(InstanceIds=ids)
+    api.emu.advance(180)  # EC2 cleans the instances up (block_cleanup_seconds)
     assert api.get(block)["AvailableInstanceCount"] == 2
 
 

@@ -180,3 +180,25 @@ def test_bad_knobs_are_refused() -> None:
         Throttling().configure(raised=0)
     with pytest.raises(ValueError, match="share"):
         Throttling().configure(others={"mutating": 1.5})
+
+
+def test_with_seconds_per_call_the_buckets_time_is_counted_in_calls() -> None:
+    """A bucket whose time moves only with the calls it serves: which calls are throttled
+    depends on how many came, never on how fast (the machine's clock is not read)."""
+
+    def machine_clock() -> float:
+        raise AssertionError("the machine's clock was read")
+
+    throttling = Throttling(clock=machine_clock)
+    throttling.configure(buckets={"mutating": (4, 3.5)}, seconds_per_call=0.25)
+    # 7/8 of a token a call: from 4 tokens, dry after 24 calls in a row, then 1 call in 8.
+    answers = [throttling.allow("1", "r", "CancelCapacityReservation", dict) for _ in range(48)]
+    assert answers[:24] == [True] * 24
+    assert answers.count(False) == 3
+    again = Throttling(clock=machine_clock)
+    again.configure(buckets={"mutating": (4, 3.5)}, seconds_per_call=0.25)
+    assert [again.allow("1", "r", "CancelCapacityReservation", dict) for _ in range(48)] == (
+        answers
+    )
+    with pytest.raises(ValueError, match="seconds_per_call"):
+        Throttling().configure(seconds_per_call=0)

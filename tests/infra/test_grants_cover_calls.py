@@ -131,6 +131,19 @@ def _reserve_paths(emu: Any) -> None:
             "launch_template": {"id": DEMO_TEMPLATE, "version": "1"},
         },
     )
+    # A launch that came back short is terminated (all or nothing).
+    emu.set_pool("us-east-1", "us-east-1a", "c7i.48xlarge", 64)
+    emu.fail("CreateFleet", "InsufficientInstanceCapacity", mode="partial", times=1)
+    short = {
+        **event,
+        "request_id": "grants-reserve-short",
+        "instance_types": ["c7i.48xlarge"],
+        "subnet_ids": event["subnet_ids"][:1],
+        "instance_count": 2,
+        "provision": True,
+    }
+    assert _invoke("reserve", short)["status"] == "error"
+    emu.clear_faults()
     # An error answer is not remembered: its request record is deleted.
     emu.fail("CreateCapacityReservation", "UnauthorizedOperation", times=99)
     _invoke("reserve", {**event, "request_id": "grants-reserve-refused"})

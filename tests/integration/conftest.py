@@ -6,6 +6,7 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,88 @@ from capacity_broker.handlers._runtime import CONTAINER
 from capacity_broker.root import Root
 
 CLUSTER = "demo-cluster"
+# The core scenarios and the fault matrix run twice: on EC2's usual timings and on the slow
+# preset, EC2's documented worst cases on the emulator's clock (emulator/presets.py); the
+# preset is in the test id ("[slow]").
+ON_BOTH_PRESETS = frozenset(
+    {
+        "test_probe",
+        "test_reserve",
+        "test_release",
+        "test_cleaner",
+        "test_truth",
+        "test_fault_matrix",
+    }
+)
+
+
+# Where the broker fails on the slow preset (issue 21): strict xfails, one reason per finding,
+# so each shows in every run until the broker copes (and a fix turns it into a failure to
+# remove here). Keyed by "file::test" and, for a parametrized test, a part of its id.
+SLOW_PRESET_FINDINGS: dict[tuple[str, str], str] = {}
+# Persistent faults the slow preset found the broker failing in, fixed since: they run on it
+# too, so the fix stays proven (the other persistent faults run on the default only).
+SLOW_PRESET_FIXED = frozenset(
+    {("test_fault_matrix.py::test_fault", "reserve+provision-CreateFleet-timeout-persistent")}
+)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if Path(str(metafunc.module.__file__)).stem in ON_BOTH_PRESETS:
+        metafunc.parametrize("ec2_preset", ["default", "slow"], indirect=True)
+
+
+def _slow(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("ec2_preset") == "slow"
+
+
+def _is(item: pytest.Item, where: str, part: str) -> bool:
+    test = f"{Path(str(item.fspath)).name}::{item.originalname}"  # type: ignore[attr-defined]
+    return where == test and part in item.name
+
+
+def _finding(item: pytest.Item) -> str | None:
+    for (where, part), reason in SLOW_PRESET_FINDINGS.items():
+        if _is(item, where, part):
+            return reason
+    return None
+
+
+def _default_only(item: pytest.Item) -> bool:
+    """The fault matrix's persistent faults run on the default timings only: a fault on every
+    call outlasts any lag, so the slow preset adds time (persistent throttles retry for tens
+    of seconds) and nothing else; its transient faults, lag kind included, run on both (and
+    so does a persistent one where the slow preset found something, or did)."""
+    return (
+        item.name.startswith("test_fault[")
+        and "-persistent-" in item.name
+        and _finding(item) is None
+        and not any(_is(item, where, part) for where, part in SLOW_PRESET_FIXED)
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    deselected = [i for i in items if _slow(i) and _default_only(i)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [i for i in items if i not in deselected]
+    for item in items:
+        reason = _finding(item) if _slow(item) else None
+        if reason is not None:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+
+
+@pytest.fixture(autouse=True)
+def ec2_preset(request: pytest.FixtureRequest) -> Iterator[str]:
+    """EC2's timings for this test (``emulator.presets``), kept by every emulator reset in it;
+    a scenario's own settings and ``emu.configure`` refine them."""
+    from emulator.state import world
+
+    name = getattr(request, "param", "default")
+    world.use_preset(name)
+    yield name
+    world.use_preset("default")
 
 
 @dataclass
@@ -33,6 +116,36 @@ class LambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return self.remaining_ms
+
+
+@pytest.fixture(autouse=True)
+def _only_documented_calls(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Realism by construction: every filter name, enum value and parameter sent to the EC2
+    emulator in this test is one botocore's EC2 model documents for its operation. The
+    emulator records each undocumented use (``emulator.documented.heard``), refused or not, so
+    a refusal the broker swallowed (``except AwsError: continue``) still fails the test. A test
+    that sends one on purpose says so: ``@pytest.mark.undocumented(operation, reason)``."""
+    from emulator import documented
+
+    on_purpose = {m.args[0] for m in request.node.iter_markers("undocumented")}
+    documented.heard.take()
+    yield
+    undocumented = sorted(
+        {
+            (f.operation, f.kind, f.name, f.value or "")
+            for f in documented.heard.take()
+            if f.operation not in on_purpose
+        }
+    )
+    if undocumented:
+        pytest.fail(
+            "sent to EC2 but not documented by botocore's model for the operation "
+            "(emulator.documented): "
+            + "; ".join(
+                f"{op} {kind} {name!r}" + (f" = {value!r}" if value else "")
+                for op, kind, name, value in undocumented
+            )
+        )
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections import Counter
 from typing import Any
 
@@ -410,19 +409,15 @@ def test_regions_are_listed_at_the_same_time(broker: Any, context: Any) -> None:
     }
     broker.load_scenario(world)
     listing(context, regions=regions, reservation_type="all")  # clients made, caches warm
-    broker.latency(0.1)
-
-    def timed(wanted: list[str]) -> float:
-        started = time.perf_counter()
-        answer = listing(context, regions=wanted, reservation_type="all")
-        assert answer["status"] == "ok"
-        assert answer["summary"]["reservations"] == 2 * len(wanted)
-        return time.perf_counter() - started
-
-    one = min(timed(regions[:1]) for _ in range(2))
-    eight = min(timed(regions) for _ in range(2))
-    assert one >= 0.2  # two calls a region: the latency is really there
-    assert eight / one < 2.5, (one, eight)
+    # The eight regions' listings meet in EC2 before any is answered: only a broker that
+    # lists them at the same time gets past (one after the other, the first would wait alone
+    # until the barrier breaks). No clock is read: the verdict does not depend on the
+    # machine's speed (it used to compare timings, 8 regions against 1).
+    together = broker.gather("DescribeCapacityReservations", parties=len(regions))
+    answer = listing(context, regions=regions, reservation_type="all")
+    assert answer["status"] == "ok"
+    assert answer["summary"]["reservations"] == 2 * len(regions)
+    assert together.met, "the regions were listed one after the other"
 
 
 def test_the_handler_imports_stay_light() -> None:

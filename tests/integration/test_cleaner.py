@@ -9,7 +9,6 @@ CREATE_COMPLETE at once, other statuses are set on moto's stack object.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -530,7 +529,7 @@ def test_the_next_sweep_finds_nothing_more_to_cancel(sweeper: Any, context: Any)
 
 
 def test_throttling_and_failed_cancels_give_partial_then_the_next_sweep_finishes(
-    sweeper: Any, context: Any
+    sweeper: Any, context: Any, container: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     inv = Inventory()
     for i in range(60):
@@ -541,8 +540,18 @@ def test_throttling_and_failed_cancels_give_partial_then_the_next_sweep_finishes
             WEST, "idle", reservation(f"w-idle-{i}", ours("hold"), "-11m", "+10m", region=WEST)
         )
     ids = load(sweeper, inv)
-    # Small buckets refilled quickly (time_scale): far below what the cleaner would send.
-    sweeper.throttle(buckets={"mutating": (4, 20.0), "non_mutating": (2, 10.0)}, time_scale=5.0)
+    # Small buckets whose time moves with the calls, not the machine's clock (the test used to
+    # depend on the machine's speed: a busy one never outran a real-time refill). Each call
+    # refills 7/8 of a token (3.5 a second, a quarter second a call): from 4 tokens a bucket
+    # is empty after 24 calls in a row, and
+    # then throttles one call in eight, whatever the speed. One cancel at a time per region
+    # (BROKER_MAX_CONCURRENCY=1): a throttled cancel's retry always finds the token the call
+    # before it left, so every cancel but the broken ones gets through in the first sweep.
+    monkeypatch.setenv("BROKER_MAX_CONCURRENCY", "1")
+    container.rebuild()
+    sweeper.throttle(
+        buckets={"mutating": (4, 3.5), "non_mutating": (4, 3.5)}, seconds_per_call=0.25
+    )
     broken = [ids["probe-3"], ids["probe-7"], ids["w-idle-11"]]
     for rid in broken:
         sweeper.fail(
@@ -560,7 +569,8 @@ def test_throttling_and_failed_cancels_give_partial_then_the_next_sweep_finishes
     throttled = [
         c for c in sweeper.calls("CancelCapacityReservation") if c.outcome == "RequestLimitExceeded"
     ]
-    assert throttled, "the throttle never bit: the test proves nothing"
+    # 60 cancels a region, 24 before the bucket runs dry, then one in eight: at least 4.
+    assert len(throttled) >= 8, "the throttle never bit: the test proves nothing"
     left = all_states()
     assert sorted(rid for rid in ids.values() if left[rid] != "cancelled") == sorted(broken)
 
@@ -721,13 +731,13 @@ def test_regions_and_cancels_run_concurrently(sweeper: Any, context: Any) -> Non
         inv.cancelled(WEST, "idle", reservation(f"w{i}", ours("hold"), "-11m", "+10m", region=WEST))
     load(sweeper, inv)
     handler({"action": "sweep", "dry_run": True}, context)  # warm the clients
-    sweeper.latency(0.25)
-    started = time.perf_counter()
+    # All 16 cancels (8 a region) meet in EC2 before any is answered: only a sweep that sends
+    # them side by side, in both regions at once, gets past. No clock is read (it used to
+    # time the sweep against 4.5 s of latency one after the other).
+    together = sweeper.gather("CancelCapacityReservation", parties=16)
     answer = handler({"action": "sweep", "dry_run": False}, context)
-    elapsed = time.perf_counter() - started
     assert len(answer["cancelled"]) == 16
-    # One after the other: 2 listings + 16 cancels = 4.5 s. Side by side: about 0.5 s.
-    assert elapsed < 2.0
+    assert together.met, "the cancels were not all in flight at once"
 
 
 def test_cancels_not_started_before_the_deadline_are_reported(sweeper: Any) -> None:
@@ -1006,14 +1016,24 @@ def test_a_sweep_deletes_the_versions_nothing_can_launch_from(
     assert lt_versions() == {1, held["launch_template"]["version"]}
 
 
-def test_a_stack_deleted_event_deletes_that_stacks_versions(hpc_sweeper: Any, context: Any) -> None:
+def test_a_stack_deleted_event_deletes_that_stacks_versions(
+    hpc_sweeper: Any, context: Any, ec2_preset: str
+) -> None:
     job = hpc_job("1234", context, stack_name=PREFIX + "1234")
     other = hpc_job("5678", context, stack_name=PREFIX + "5678")
-    # A stack takes a minute or more to complete; by then EC2's listings show the hold (one
-    # made a moment ago can be missing from a listing by tag: eventual consistency).
+    # A stack takes a minute or more to complete; by then EC2's listings usually show the hold
+    # (one made a moment ago can be missing from a listing by tag: eventual consistency).
     hpc_sweeper.advance(60)
     stack_id = make_stack(EAST, "1234", "CREATE_COMPLETE")
     created = handler(stack_event(stack_id, "CREATE_COMPLETE", hpc_sweeper.now()), context)
+    if ec2_preset == "slow":
+        # EC2 at its slowest lists the hold without its tags for minutes: the event found it
+        # all the same (it used to cancel nothing and say nothing), but EC2 does not take its
+        # cancel yet (unknown by id, then pending); the cleaner does not wait for that, says
+        # so, and the event delivered again once EC2 caught up cancels it.
+        assert [e["id"] for e in created["errors"]] == [job["reservation"]["id"]], created
+        hpc_sweeper.advance(5 * 60)
+        created = handler(stack_event(stack_id, "CREATE_COMPLETE", hpc_sweeper.now()), context)
     assert by_id(created["cancelled"]) == {job["reservation"]["id"]: "consumed"}
     assert "template_versions_deleted" not in created  # the stack may still launch from it
     boto3.client("cloudformation", region_name=EAST).delete_stack(StackName=PREFIX + "1234")
@@ -1033,3 +1053,69 @@ def test_a_late_delete_event_spares_the_versions_of_a_new_stack_of_that_name(
     answer = handler(stack_event(old, "DELETE_COMPLETE", hpc_sweeper.now()), context)
     assert "template_versions_deleted" not in answer
     assert job["launch_template"]["version"] in lt_versions()
+
+
+# -- the sweep asks EC2 only what its API documents (issue 21) ---------------------------------
+
+
+def test_the_sweep_reads_the_versions_reservations_by_id(hpc_sweeper: Any, context: Any) -> None:
+    """DescribeCapacityReservations has no ``capacity-reservation-id`` filter (the API
+    reference lists none, and EC2 refuses a filter it does not know): the sweep that asked with
+    one failed on AWS, swallowed the failure and never deleted a version."""
+    done = hpc_job("done", context, provision=True)  # launched; its hold is cancelled
+    hpc_sweeper.clear_calls()
+    answer = handler({"action": "sweep", "dry_run": False, "regions": [EAST]}, context)
+    assert answer["status"] == "ok", answer
+    assert by_id(answer["template_versions_deleted"]) == {ref(done): "reservation cancelled"}
+    asked = hpc_sweeper.calls("DescribeCapacityReservations")
+    filters = {f["Name"] for call in asked for f in call.params.get("Filters") or []}
+    assert "capacity-reservation-id" not in filters
+    by_ids = [
+        call.params["CapacityReservationIds"]
+        for call in asked
+        if call.params.get("CapacityReservationIds")
+    ]
+    assert by_ids == [[done["reservation"]["id"]]]
+
+
+def test_a_version_whose_reservation_ec2_no_longer_knows_goes_and_the_others_are_judged(
+    hpc_sweeper: Any, context: Any
+) -> None:
+    """One id EC2 does not know fails a whole DescribeCapacityReservations by id
+    (InvalidCapacityReservationId.NotFound): the others of the call are still judged."""
+    gone = hpc_job("gone", context, provision=True)
+    held = hpc_job("held", context)  # its hold is active: its version stays
+    done = hpc_job("done", context, provision=True)
+    import emulator
+
+    # EC2 keeps a cancelled reservation visible for a while, then no longer knows it.
+    emulator.Emulator().capacity(EAST).reservations.pop(gone["reservation"]["id"])
+    hpc_sweeper.advance(4 * 60)  # past the grace that spares young versions "not found"
+    answer = handler({"action": "sweep", "dry_run": False, "regions": [EAST]}, context)
+    assert by_id(answer["template_versions_deleted"]) == {
+        ref(gone): "reservation gone",
+        ref(done): "reservation cancelled",
+    }
+    assert held["launch_template"]["version"] in lt_versions()
+
+
+def test_a_reservation_the_sweep_could_not_read_is_an_error_of_the_sweep(
+    hpc_sweeper: Any, context: Any
+) -> None:
+    """A failed look-up keeps the versions (nothing is concluded) and is reported: the sweep
+    is ``partial`` and says which reservation it could not read, in ``errors``."""
+    done = hpc_job("done", context, provision=True)
+    rid = done["reservation"]["id"]
+    hpc_sweeper.fail(
+        "DescribeCapacityReservations",
+        "UnauthorizedOperation",
+        times=10,
+        when={"CapacityReservationIds": [rid]},
+    )
+    answer = handler({"action": "sweep", "dry_run": False, "regions": [EAST]}, context)
+    assert answer["status"] == "partial", answer
+    (error,) = answer["errors"]
+    assert (error["id"], error["error_code"]) == (rid, "UnauthorizedOperation")
+    assert answer["template_version_errors"] == [error]
+    assert "template_versions_deleted" not in answer
+    assert done["launch_template"]["version"] in lt_versions()

@@ -311,6 +311,50 @@ def test_purchase_happens_once(tf: CapacityBroker, world: Any) -> None:
     assert first.reservation.reservation_id in {b.reservation_id for b in blocks}
 
 
+def test_a_purchase_of_several_segments_reports_and_tags_every_one(
+    tf: CapacityBroker, world: Any
+) -> None:
+    """botocore 1.44.5: "When a Capacity Block offering contains multiple segments, a separate
+    Capacity Reservation is created for each segment" (PurchaseCapacityBlockResult.
+    CapacityReservations). The broker read only ``CapacityReservation``: every later segment
+    was left unreported, and untagged if EC2 had not tagged it."""
+    world.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "offerings": [
+                        {
+                            "instance_type": "p4d.24xlarge",
+                            "availability_zone": "us-east-1a",
+                            "max_instance_count": 8,
+                            "price_per_instance_hour": "20",
+                            "earliest_start": "+1d",
+                            "latest_start": "+3d",
+                            "segments": 2,
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    offer = tf.offerings("p4d.24xlarge", 4, 24, regions=["us-east-1"])[0]
+    bought = tf.purchase_capacity_block(offer.offering_id, "p4d.24xlarge", 4, 24, regions=REGIONS)
+    assert bought.status == "purchased", bought
+    assert len(bought.reservations) == 2
+    assert bought.reservation == bought.reservations[0]
+    key = purchase_key(offer.offering_id)
+    assert all(r.tags[TAG_PURCHASE_KEY] == key for r in bought.reservations)
+    assert sum(r.total_capacity for r in bought.reservations) == 4  # the block, in two parts
+    for row in bought.reservations:
+        assert row.reservation_id in bought.message
+    again = tf.purchase_capacity_block(offer.offering_id, "p4d.24xlarge", 4, 24, regions=REGIONS)
+    assert again.status == "already_purchased"
+    assert {r.reservation_id for r in again.reservations} == {
+        r.reservation_id for r in bought.reservations
+    }
+    assert len(world.calls("PurchaseCapacityBlock")) == 1
+
+
 def test_a_lost_purchase_answer_is_found_by_its_key(tf: CapacityBroker, world: Any) -> None:
     offer = tf.offerings("p5.48xlarge", 4, 24, regions=["us-east-1"])[0]
     world.fail("PurchaseCapacityBlock", mode="timeout")
@@ -341,6 +385,7 @@ def test_a_failed_purchase_is_not_retried(tf: CapacityBroker, world: Any) -> Non
     assert retried.status == "purchased"
 
 
+@pytest.mark.undocumented("PurchaseCapacityBlock", "an unknown platform: EC2 refuses it")
 def test_refused_and_unknown_offerings(tf: CapacityBroker, world: Any) -> None:
     missing = tf.purchase_capacity_block("cb-0000000000000000a", "p5.48xlarge", 4, 24)
     assert missing.status == "not_found"

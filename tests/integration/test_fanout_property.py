@@ -139,7 +139,8 @@ def one_at_a_time(world: World) -> Expected:
             outcomes.append("unsupported")
         elif world.holds_allowed is not None and world.holds_allowed < 1:
             outcomes.append("limit_exceeded")
-            return Expected(None, index, tuple(outcomes), "VcpuLimitExceeded")
+            # EC2's code for a Capacity Reservation over the On-Demand limit (its error table).
+            return Expected(None, index, tuple(outcomes), "InstanceLimitExceeded")
         elif world.capacity[cell] < world.count:
             outcomes.append("insufficient_capacity")
         else:

@@ -534,6 +534,18 @@ def _placement_unknown(run: Run, answer: dict[str, Any], action: str) -> bool:
     )
 
 
+def caught_up(run: Run) -> None:
+    """Time has passed in the job's life (it ran between its reserve and its release): EC2
+    has caught up with what was made. On the default timings the few calls in between do
+    that; on the slow preset (EC2's worst cases: a tag listing may miss a new hold for
+    minutes) the emulator is settled, as it would be after a job's minutes. The invocation
+    under test still meets every lag of its preset."""
+    from emulator.state import world
+
+    if world.preset != "default":
+        run.emu.settle()
+
+
 def _hold_for_release(run: Run) -> None:
     # With a launch template, so that the release deletes the job's version (a call site).
     answer = reserve_handler.handler(
@@ -542,6 +554,7 @@ def _hold_for_release(run: Run) -> None:
     )
     assert answer["status"] == "reserved", answer
     run.ids["hold"] = answer["reservation"]["id"]
+    caught_up(run)  # the job ran before it is released
 
 
 def _done_stack(run: Run) -> None:
@@ -554,6 +567,7 @@ def _done_stack(run: Run) -> None:
 def _release_kept_hold(run: Run, answer: dict[str, Any]) -> None:
     """The job ran (or was cancelled): the scheduler releases its hold."""
     if answer["status"] == "reserved":
+        caught_up(run)
         released = release_handler.handler(
             {"job_id": answer["job_id"], "request_id": f"end-{answer['request_id']}"},
             LambdaContext(),
@@ -756,8 +770,13 @@ def check_cleaner(run: Run, answer: dict[str, Any]) -> None:
     in_scope = {rid for rid, s in run.before.items() if s.owned and s.holding}
     cancelled = {c["id"] for c in answer["cancelled"]}
     kept = {k["id"] for k in answer["kept"]}
-    failed = {e["id"] for e in answer["errors"] if e.get("id")}
-    region_errors = [e for e in answer["errors"] if not e.get("id")]
+    # What the launch template version sweep could not do is an error of the sweep too
+    # (issue 21: it used to be left out of ``errors`` and of the status).
+    version_errors = answer.get("template_version_errors") or []
+    assert all(e in answer["errors"] for e in version_errors), answer
+    errors = [e for e in answer["errors"] if e not in version_errors]
+    failed = {e["id"] for e in errors if e.get("id")}
+    region_errors = [e for e in errors if not e.get("id")]
     for rid in cancelled:
         assert run.after[rid].state == "cancelled", rid
     for rid in kept:
@@ -773,7 +792,7 @@ def check_cleaner(run: Run, answer: dict[str, Any]) -> None:
         assert answer["errors"] == []
         assert cancelled | kept == in_scope and answer["examined"] == len(in_scope)
     elif status == "partial":
-        assert failed and not region_errors
+        assert (failed or version_errors) and not region_errors
         assert cancelled | kept | failed == in_scope
     else:
         (error,) = region_errors

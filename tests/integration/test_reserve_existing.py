@@ -149,3 +149,81 @@ def test_once_the_block_has_started_the_same_job_is_provisioned_from_it(
     assert answer["reservation"]["owned"] is False
     assert len(answer["instances"]) == 4
     assert blocks.calls("CancelCapacityReservation") == []
+
+
+# -- a block near its end (issue 21) ----------------------------------------------------------
+
+ENDING = "cr-0fffffffffffffff4"
+
+
+def ending_block(world: Any, minutes_left: int, instance_type: str = "p5.48xlarge") -> None:
+    """An active 24-hour block that ends ``minutes_left`` from now."""
+    world.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "pools": [
+                        {
+                            "availability_zone": "us-east-1b",
+                            "instance_type": instance_type,
+                            "capacity": 0,
+                        }
+                    ],
+                    "capacity_blocks": [
+                        {
+                            "name": "ending",
+                            "id": ENDING,
+                            "instance_type": instance_type,
+                            "availability_zone": "us-east-1b",
+                            "count": 2,
+                            "start": f"-{24 * 60 - minutes_left}m",
+                            "duration_hours": 24,
+                        }
+                    ],
+                }
+            }
+        }
+    )
+    world.clear_calls()
+
+
+def test_a_block_in_its_last_half_hour_is_no_capacity_naming_its_end(
+    blocks: Any, context: Any
+) -> None:
+    """EC2 begins terminating a block's instances 30 minutes before its end: the broker used
+    to launch into it 20 minutes before (and the nodes were killed at once)."""
+    ending_block(blocks, 20)
+    answer = reserve(job(ENDING, 2, launch_template={"id": TEMPLATE}, provision=True), context)
+    assert answer["status"] == "no_capacity", answer
+    assert f"Capacity Block {ENDING} has 0 s left" in answer["reason"]
+    assert "ends at" in answer["reason"] and answer["retry_after_seconds"] > 0
+    nothing_was_made(blocks)
+
+
+def test_a_block_with_less_than_the_jobs_runtime_left_is_not_used(
+    blocks: Any, context: Any
+) -> None:
+    ending_block(blocks, 180)
+    answer = reserve(job(ENDING, 2, runtime_seconds=3 * HOUR), context)
+    assert answer["status"] == "no_capacity", answer
+    assert "the job runs 10800 s" in answer["reason"]
+    nothing_was_made(blocks)
+    fits = reserve(job(ENDING, 2, runtime_seconds=2 * HOUR, request_id="job-77-short"), context)
+    assert fits["status"] == "reserved", fits
+
+
+def test_a_block_shorter_than_the_job_is_rejected(blocks: Any, context: Any) -> None:
+    answer = reserve(job(SCHEDULED, 4, runtime_seconds=24 * HOUR), context)  # a 24 h block
+    assert answer["status"] == "rejected", answer
+    assert "the job runs 86400 s" in answer["reason"]
+    nothing_was_made(blocks)
+
+
+def test_an_ultraserver_block_stops_an_hour_before_its_end(blocks: Any, context: Any) -> None:
+    ending_block(blocks, 50, instance_type="p6e-gb200.36xlarge")
+    answer = reserve(
+        {**job(ENDING, 2), "instance_types": ["p6e-gb200.36xlarge"]},
+        context,
+    )
+    assert answer["status"] == "no_capacity", answer
+    assert "60 minutes before" in answer["reason"]

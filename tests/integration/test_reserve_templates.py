@@ -327,3 +327,207 @@ def test_a_block_version_is_capacity_block_whatever_the_source_said(hpc: Any, co
     assert answer["status"] == "provisioned", answer
     data = versions()[answer["launch_template"]["version"]]["LaunchTemplateData"]
     assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+
+
+# -- the platform the launches bill as (issue 21) ---------------------------------------------
+
+RHEL_IMAGE = "ami-0ccccccccccccccc2"
+RHEL_TEMPLATE = "lt-0ddddddddddddddd2"
+RHEL = "Red Hat Enterprise Linux"
+
+
+def rhel_world(emu: Any, image: str = RHEL_IMAGE) -> None:
+    """A RHEL image (billed as RHEL) and a cluster template that launches it."""
+    emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "images": [{"id": RHEL_IMAGE, "name": "rhel9", "platform_details": RHEL}],
+                    "launch_templates": [
+                        {
+                            "id": RHEL_TEMPLATE,
+                            "name": "rhel-nodes",
+                            "data": {"ImageId": image, "InstanceType": "hpc7a.96xlarge"},
+                            "tags": {"capacity-broker:cluster-id": "demo-cluster"},
+                        }
+                    ],
+                }
+            }
+        }
+    )
+
+
+def held_platforms(emu: Any) -> set[str]:
+    return {c.params["InstancePlatform"] for c in emu.calls("CreateCapacityReservation")}
+
+
+def test_a_rhel_template_holds_rhel_and_launches(hpc: Any, context: Any) -> None:
+    """EC2 uses a reservation only for launches whose platform matches it. Without
+    ``image_id`` or ``instance_platform`` the hold used to be Linux/UNIX whatever the
+    template launched, and EC2 refused the RHEL launch into it."""
+    rhel_world(hpc)
+    answer = reserve(
+        job(launch_template={"id": RHEL_TEMPLATE, "version": "1"}, provision=True), context
+    )
+    assert answer["status"] == "provisioned", answer
+    assert held_platforms(hpc) == {RHEL}
+    assert len(answer["instances"]) == 8
+
+
+def test_a_template_image_named_by_an_ssm_parameter_is_resolved_first(
+    hpc: Any, context: Any
+) -> None:
+    boto3.client("ssm", region_name="us-east-1").put_parameter(
+        Name="/golden-ami/rhel9", Value=RHEL_IMAGE, Type="String", DataType="aws:ec2:image"
+    )
+    rhel_world(hpc, image="resolve:ssm:/golden-ami/rhel9")
+    answer = reserve(
+        job(launch_template={"id": RHEL_TEMPLATE, "version": "1"}, provision=True), context
+    )
+    assert answer["status"] == "provisioned", answer
+    assert held_platforms(hpc) == {RHEL}
+
+
+def test_a_template_image_parameter_that_does_not_exist_is_invalid(hpc: Any, context: Any) -> None:
+    rhel_world(hpc, image="resolve:ssm:/golden-ami/missing")
+    answer = reserve(job(launch_template={"id": RHEL_TEMPLATE, "version": "1"}), context)
+    assert answer["status"] == "invalid_request", answer
+    assert answer["errors"][0]["field"] == "launch_template"
+    assert hpc.calls("CreateCapacityReservation") == []
+
+
+def test_an_explicit_platform_still_wins_over_the_template(hpc: Any, context: Any) -> None:
+    rhel_world(hpc)
+    answer = reserve(
+        job(
+            launch_template={"id": RHEL_TEMPLATE, "version": "1"},
+            instance_platform="Linux/UNIX",
+        ),
+        context,
+    )
+    assert answer["status"] == "reserved", answer
+    assert held_platforms(hpc) == {"Linux/UNIX"}
+
+
+def test_a_brought_rhel_reservation_fits_a_rhel_template(hpc: Any, context: Any) -> None:
+    rhel_world(hpc)
+    hpc.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "reservations": [
+                        {
+                            "id": "cr-0eeeeeeeeeeeeeee3",
+                            "instance_type": "hpc7a.96xlarge",
+                            "availability_zone": "us-east-1b",
+                            "count": 8,
+                            "match": "targeted",
+                            "platform": RHEL,
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    answer = reserve(
+        job(
+            capacity_reservation_id="cr-0eeeeeeeeeeeeeee3",
+            launch_template={"id": RHEL_TEMPLATE, "version": "1"},
+            provision=True,
+        ),
+        context,
+    )
+    assert answer["status"] == "provisioned", answer
+
+
+# -- a launch's transient errors, and all or nothing (issue 21) ------------------------------
+
+
+def provision(**fields: Any) -> dict[str, Any]:
+    return job(launch_template={"id": TEMPLATE, "version": "1"}, provision=True, **fields)
+
+
+def fleet_tokens(emu: Any) -> list[str]:
+    return [c.params["ClientToken"] for c in emu.calls("CreateFleet")]
+
+
+@pytest.mark.parametrize(
+    "code", ["InvalidLaunchTemplateId.VersionNotFound", "RequestLimitExceeded", "InternalError"]
+)
+def test_a_fleet_that_answers_a_transient_error_is_asked_again(
+    hpc: Any, context: Any, code: str
+) -> None:
+    """CreateFleet answers 200 with Errors[]; a version made a moment ago that EC2 does not
+    show yet, or throttling, is no answer about the launch: it is asked again, under a new
+    ClientToken (EC2 answers a token with its first answer), while the hold is kept. The
+    broker used to cancel the hold and fail the job."""
+    hpc.fail("CreateFleet", code, mode="errors", times=1)
+    answer = reserve(provision(request_id=f"job-transient-{code}"), context)
+    assert answer["status"] == "provisioned", answer
+    assert len(answer["instances"]) == 8
+    tokens = fleet_tokens(hpc)
+    assert len(tokens) == 2 and len(set(tokens)) == 2
+    assert state(answer["reservation"]["id"]) == "cancelled"  # after the launch
+
+
+def test_a_fleet_that_keeps_failing_transiently_ends_in_error_and_gives_the_hold_back(
+    hpc: Any, context: Any
+) -> None:
+    hpc.fail("CreateFleet", "RequestLimitExceeded", mode="errors", times=1000)
+    context.remaining_ms = 8_000  # a budget of about 5 s
+    answer = reserve(provision(request_id="job-throttled"), context)
+    assert answer["status"] == "error", answer
+    assert answer["error_code"] == "RequestLimitExceeded"
+    assert len(fleet_tokens(hpc)) >= 2
+    assert len(set(fleet_tokens(hpc))) == len(fleet_tokens(hpc))
+    assert state(answer["reservation"]["id"]) == "cancelled"
+    assert "cleanup" not in answer and running("job-throttled") == set()
+
+
+def test_a_fleet_error_about_the_launch_itself_is_final(hpc: Any, context: Any) -> None:
+    hpc.fail("CreateFleet", "InvalidParameterValue", mode="errors", times=1000)
+    answer = reserve(provision(request_id="job-invalid"), context)
+    assert answer["status"] == "error", answer
+    assert answer["error_code"] == "InvalidParameterValue"
+    assert len(fleet_tokens(hpc)) == 1
+    assert state(answer["reservation"]["id"]) == "cancelled"
+
+
+def test_a_launch_that_came_back_short_is_terminated_before_the_error(
+    hpc: Any, context: Any
+) -> None:
+    """All or nothing: a launch that answered with part of the nodes (EC2 not honouring the
+    minimum) used to be answered ``error`` and left running, billing."""
+    hpc.fail("CreateFleet", "InsufficientInstanceCapacity", mode="partial", times=1)
+    answer = reserve(provision(request_id="job-short"), context)
+    assert answer["status"] == "error", answer
+    assert "the 7 nodes it did launch are terminated" in answer["message"], answer
+    assert answer["instances"] == [] and "cleanup" not in answer
+    assert running("job-short") == set()
+    assert state(answer["reservation"]["id"]) == "cancelled"
+
+
+def test_a_block_is_launched_into_all_or_nothing_with_run_instances(hpc: Any, context: Any) -> None:
+    """EC2 documents a Capacity Block fleet as one that "fulfills as much capacity as it can";
+    RunInstances MinCount = MaxCount launches all or nothing (as AWS ParallelCluster launches
+    into a targeted reservation)."""
+    answer = reserve(
+        job(
+            request_id="job-block",
+            instance_types=["p5.48xlarge"],
+            instance_count=4,
+            capacity_reservation_id=BLOCK_NOW,
+            launch_template={"id": TEMPLATE, "version": "1"},
+            provision=True,
+        ),
+        context,
+    )
+    assert answer["status"] == "provisioned", answer
+    assert hpc.calls("CreateFleet") == []
+    (call,) = hpc.calls("RunInstances")
+    assert (call.params["MinCount"], call.params["MaxCount"]) == (4, 4)
+    assert call.params["LaunchTemplate"] == {
+        "LaunchTemplateId": TEMPLATE,
+        "Version": str(answer["launch_template"]["version"]),
+    }
+    assert set(answer["instances"]) == running("job-block")

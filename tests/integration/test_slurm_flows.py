@@ -18,6 +18,8 @@ from capacity_broker.slurm.config import SlurmConfig
 from capacity_broker.slurm.runtime import Runtime
 from capacity_broker.slurm.scontrol import Job, Node, ScontrolError
 
+from emulator import Emulator
+
 pytestmark = pytest.mark.integration
 
 SUBNET_A = "subnet-0a0000000000006a1"
@@ -112,8 +114,9 @@ CONFIG = SlurmConfig.model_validate(
 class FakeScontrol:
     """Slurm as the programs see it, recording what they tell it."""
 
-    def __init__(self, restarts: int = 0) -> None:
+    def __init__(self, restarts: int = 0, time_limit: int | None = None) -> None:
         self.restarts = restarts
+        self.time_limit = time_limit
         self.addresses: dict[str, tuple[str, str]] = {}
         self.comments: dict[str, str] = {}
         self.node_states: dict[str, str] = {}
@@ -127,7 +130,14 @@ class FakeScontrol:
         self.state_dir = tempfile.mkdtemp(prefix="slurm-state-")
 
     def job(self, job_id: int) -> Job:
-        return Job(job_id, self.state, self.restarts, [], datetime.now() + timedelta(seconds=121))
+        return Job(
+            job_id,
+            self.state,
+            self.restarts,
+            [],
+            datetime.now() + timedelta(seconds=121),
+            self.time_limit,
+        )
 
     def jobs(self) -> list[Job]:
         return []
@@ -142,7 +152,12 @@ class FakeScontrol:
             for name in names
         }
 
-    def bind(self, node: str, addr: str, host: str, comment: str) -> None:
+    def node_comments(self, names: list[str]) -> dict[str, str]:
+        return {n: self.comments[n] for n in names if n in self.comments}
+
+    def bind(
+        self, node: str, addr: str, host: str, comment: str, instance_id: str | None = None
+    ) -> None:
         if self.fail_addresses:
             raise ScontrolError("scontrol update exited 1: Invalid node name specified")
         self.addresses[node] = (addr, host)
@@ -185,6 +200,23 @@ class LosesAnswers:
 
     def release(self, **kwargs: Any) -> Any:
         return self.broker.release(**kwargs)
+
+
+def recorded(built: Runtime) -> list[dict[str, Any]]:
+    """The options of every reserve the programs send through ``built``."""
+    asked: list[dict[str, Any]] = []
+    broker = built.broker
+
+    class Recorded:
+        def reserve(self, *args: Any, **kwargs: Any) -> Any:
+            asked.append(kwargs)
+            return broker.reserve(*args, **kwargs)
+
+        def release(self, **kwargs: Any) -> Any:
+            return broker.release(**kwargs)
+
+    built.broker = Recorded()  # type: ignore[assignment]
+    return asked
 
 
 def runtime(scontrol: FakeScontrol) -> Runtime:
@@ -262,6 +294,7 @@ def test_give_back_ends_only_this_clusters_instances_of_those_nodes(emu: Any) ->
     other = ec2.run_instances(
         ImageId=AMI, MinCount=1, MaxCount=1, InstanceType="c5.large", SubnetId=SUBNET_A
     )["Instances"][0]["InstanceId"]
+    Emulator().settle()  # the other cluster tags its node once EC2 knows the new instance
     ec2.create_tags(
         Resources=[other],
         Tags=[
@@ -542,3 +575,64 @@ def test_a_job_id_of_true_is_not_job_1(
         )
     ]
     assert len(live()) == 2
+
+
+def test_a_node_set_says_the_platform_its_nodes_are_held_for(emu: Any) -> None:
+    """Contract v3: a node set's ``instance_platform`` reaches reserve, and the holds are
+    made for it (RHEL nodes: a Linux/UNIX hold would refuse their launches)."""
+    world = scenario((8, 8))
+    world["regions"]["us-east-1"]["images"] = [
+        {"id": AMI, "name": "compute", "platform_details": "Red Hat Enterprise Linux"}
+    ]
+    emu.load_scenario(world)
+    rhel = nodeset("hpc-c5-[1-4]", "c5.large") | {"instance_platform": "Red Hat Enterprise Linux"}
+    config = SlurmConfig.model_validate(
+        {
+            "region": "us-east-1",
+            "cluster_id": "flows",
+            "slurm_cluster": "flows",
+            "nodesets": [rhel, nodeset("hpc-m5-[1-2]", "m5.large")],
+        }
+    )
+    built = Runtime.build(config)
+    slurm = FakeScontrol()
+    built.scontrol = slurm  # type: ignore[assignment]
+    asked = recorded(built)
+    assert launch.resume(built, ["hpc-c5-1", "hpc-c5-2"], [(16, ["hpc-c5-1", "hpc-c5-2"])])
+    assert [a.get("instance_platform") for a in asked] == ["Red Hat Enterprise Linux"]
+    assert sorted(slurm.addresses) == ["hpc-c5-1", "hpc-c5-2"]
+    platforms = {c.params["InstancePlatform"] for c in emu.calls("CreateCapacityReservation")}
+    assert platforms == {"Red Hat Enterprise Linux"}
+
+
+def test_the_jobs_time_limit_is_its_runtime(emu: Any) -> None:
+    """Contract v3: the programs pass a job's time limit as ``runtime_seconds``, so a Capacity
+    Block is used only when the job can finish before EC2 stops its instances."""
+    emu.load_scenario(scenario((8, 8)))
+    slurm = FakeScontrol(time_limit=2 * 3600)
+    built = runtime(slurm)
+    asked = recorded(built)
+    assert launch.resume(built, ["hpc-c5-1"], [(17, ["hpc-c5-1"])])
+    assert [a.get("runtime_seconds") for a in asked] == [7200]
+    unlimited = runtime(FakeScontrol())
+    asked = recorded(unlimited)
+    assert launch.resume(unlimited, ["hpc-c5-2"], [(18, ["hpc-c5-2"])])
+    assert [a.get("runtime_seconds") for a in asked] == [None]
+
+
+def test_an_operators_note_in_a_nodes_comment_is_kept_beside_the_binding(emu: Any) -> None:
+    """Contract v3: the binding kept in a node's Comment preserves what an operator wrote
+    there (it used to be overwritten at every launch)."""
+    emu.load_scenario(scenario((8, 8)))
+    slurm = FakeScontrol()
+    slurm.comments["hpc-c5-1"] = "rack 12, DIMM swapped 2026-11-02"
+    assert launch.resume(runtime(slurm), ["hpc-c5-1"], [(19, ["hpc-c5-1"])])
+    binding, note = slurm.comments["hpc-c5-1"].split(" ", 1)
+    assert plan.Binding.read(binding) is not None
+    assert note == "rack 12, DIMM swapped 2026-11-02"
+    # The next launch (another job) replaces the binding and keeps the note.
+    assert launch.resume(runtime(slurm), ["hpc-c5-1"], [(20, ["hpc-c5-1"])])
+    again, note = slurm.comments["hpc-c5-1"].split(" ", 1)
+    assert note == "rack 12, DIMM swapped 2026-11-02"
+    assert plan.Binding.read(again) is not None and again != binding
+    assert slurm.comments["hpc-c5-1"].count("capacity-broker:") == 1

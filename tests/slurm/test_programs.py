@@ -245,6 +245,31 @@ def test_slurm_keeps_each_nodes_instance_through_a_restart_and_the_power_down(
         assert Binding.read(cluster.node(name).get("Comment")) == bound[name]
 
 
+def test_an_operators_comment_is_kept_beside_the_binding(
+    emulator_endpoint: Any, make_cluster: Any
+) -> None:
+    """Contract v3: the binding the programs keep in a node's Comment preserves what an
+    operator wrote there (real slurmctld: the Comment comes back whole, spaces included, and
+    the suspend program still finds the instance by it)."""
+    aws = emulator_endpoint(scenario(c5=(8, 8)))
+    cluster = make_cluster(aws, DIRECT, [C5_NODES], [CLOUD])
+    cluster.run("scontrol", "update", "NodeName=hpc-c5-1", "Comment=rack 12, DIMM swapped")
+    job = cluster.sbatch("-N1", "-w", "hpc-c5-1")
+    (instance,) = launched(cluster, job, ["hpc-c5-1"]).values()
+    shown = cluster.run("scontrol", "show", "node", "hpc-c5-1")
+    (comment,) = [
+        line[len("   Comment=") :] for line in shown.splitlines() if line.startswith("   Comment=")
+    ]
+    binding, note = comment.split(" ", 1)
+    assert note == "rack 12, DIMM swapped"
+    found = Binding.read(binding)
+    assert found is not None and found.instance_id == instance["InstanceId"]
+    cluster.run("scancel", str(job))
+    cluster.run("scontrol", "update", "NodeName=hpc-c5-1", "State=POWER_DOWN_FORCE")
+    cluster.wait_log(r"suspend hpc-c5-1: terminated ")
+    assert aws.live_instances() == []
+
+
 def test_a_node_powered_down_while_it_launches_leaves_no_instance(
     emulator_endpoint: Any, make_cluster: Any
 ) -> None:

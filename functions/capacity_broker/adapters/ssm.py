@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.parameters import SSMProvider
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
 from ..domain import flags as rules
-from .aws import AwsError, Clients, RetryPolicy
+from .aws import AwsError, Clients, RetryPolicy, call
 
 FLAGS_MAX_AGE = 60  # seconds: the contract's bound on how stale a flag may be
 
@@ -93,3 +93,27 @@ def _code(error: BaseException) -> str | None:
         code = response.get("Error", {}).get("Code")
         return str(code) if code else None
     return None
+
+
+class ImageParameters:
+    """Systems Manager parameters that name a launch template's image (``resolve:ssm:<name>``,
+    EC2 User Guide, "Use a Systems Manager parameter instead of an AMI ID"). Read with
+    ``GetParameters``, the permission EC2 itself asks of whoever launches from such a template;
+    never cached: a parameter such as AWS's ``/aws/service/…/latest`` moves on its own."""
+
+    def __init__(self, region: str, clients: Clients, retry: RetryPolicy | None = None) -> None:
+        self.region = region
+        self.clients = clients
+        self.retry = retry or RetryPolicy()
+
+    def value(self, name: str, deadline: float | None = None) -> str | None:
+        """The parameter's value (``name`` may carry a ``:version`` or ``:label``), or None
+        when Systems Manager does not know it."""
+        ssm = self.clients.client("ssm", self.region)
+        answer = self.retry.run(
+            "GetParameters",
+            lambda: call("GetParameters", ssm.get_parameters, Names=[name]),
+            deadline=deadline,
+        )
+        found = answer.get("Parameters") or []
+        return str(found[0]["Value"]) if found else None

@@ -217,8 +217,9 @@ def _show_purchase(state: State, answer: PurchaseAnswer) -> int:
         render.say(out, f"{answer.status}: {answer.message}")
         if answer.status == "purchased" and answer.offering is not None:
             render.say(out, f"Committed: {commitment(answer.offering)}", hang=2)
-        if answer.reservation is not None:
-            capacity_view.show(ReservationType.CAPACITY_BLOCKS, [answer.reservation])
+        shown = answer.reservations or ([answer.reservation] if answer.reservation else [])
+        if shown:
+            capacity_view.show(ReservationType.CAPACITY_BLOCKS, shown)
         return code
     if state.output is Output.csv:
         render.write_csv([render.plain(answer)])

@@ -75,9 +75,35 @@ def hours_left(
     to the minute; 0 once EC2 has begun stopping its instances; ``None`` without an end."""
     if end_date is None:
         return None
+    return round(
+        usable_seconds(start_date, end_date, instance_type, now, ultraserver_type) / 3600, 2
+    )
+
+
+def usable_seconds(
+    start_date: datetime | None,
+    end_date: datetime,
+    instance_type: str,
+    now: datetime,
+    ultraserver_type: str | None = None,
+) -> float:
+    """Seconds a job starting now (or at the block's start, if later) can run in it; 0 past
+    ``usable_until``."""
     begin = max(utc(now), utc(start_date, "start_date")) if start_date else utc(now)
     left = usable_until(end_date, instance_type, ultraserver_type) - begin
-    return round(max(0.0, left.total_seconds()) / 3600, 2)
+    return max(0.0, left.total_seconds())
+
+
+def usable_window_seconds(
+    start_date: datetime,
+    end_date: datetime,
+    instance_type: str,
+    ultraserver_type: str | None = None,
+) -> float:
+    """Seconds of the block's whole life its instances can run: the longest job it can ever
+    take, whenever that job starts."""
+    window = usable_until(end_date, instance_type, ultraserver_type) - utc(start_date, "start_date")
+    return max(0.0, window.total_seconds())
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,12 @@ _CODES: dict[ErrorClass, tuple[str, ...]] = {
         "InsufficientCapacity",
         "InsufficientReservedInstanceCapacity",
         "InsufficientHostCapacity",
+        # "The targeted Capacity Reservation does not [have] enough available instance
+        # capacity to fulfill your request ... or target a different Capacity Reservation"
+        # (EC2's error table): an answer about that reservation's capacity, never a call to
+        # repeat as it is. EC2 answers it too for a launch whose platform or tenancy does not
+        # match the reservation ("sufficient compatible and available capacity").
+        "ReservationCapacityExceeded",
     ),
     ErrorClass.UNSUPPORTED: (
         # "you might be trying to launch an instance in an Availability Zone that currently
@@ -63,6 +69,10 @@ _CODES: dict[ErrorClass, tuple[str, ...]] = {
         "InstanceLimitExceeded",
         "VcpuLimitExceeded",
         "ResourceLimitExceeded",
+        # A launch template's versions (10,000) and an account's templates (EC2's error
+        # table: "You've reached the limit on the number of launch template versions").
+        "MaxTemplateVersionLimitExceeded",
+        "MaxTemplateLimitExceeded",
     ),
     ErrorClass.PERMISSION: (
         "UnauthorizedOperation",
@@ -187,3 +197,39 @@ def not_seen_yet(error_class: ErrorClass) -> bool:
     a cancel is done only when EC2 accepted it or shows the reservation in a final state.
     """
     return error_class in (ErrorClass.NOT_FOUND, ErrorClass.INCORRECT_STATE)
+
+
+# -- launches: CreateFleet's Errors[] and RunInstances' errors ---------------------------------
+#
+# An instant EC2 Fleet answers HTTP 200 with ``Errors[]`` for what it could not launch
+# (CreateFleetError: ErrorCode, ErrorMessage), whatever the reason: some of those are answers
+# ("no capacity here", "the template is wrong"), some only say "not now". Karpenter learnt it
+# (aws/karpenter-provider-aws, issue #8923 and its fix, commit 6613010f "prevent
+# RequestLimitExceeded CreateFleet error from marking ODCRs unavailable", which classifies the
+# fleet's error codes): a throttled fleet says nothing about capacity. The
+# codes a launch of the job's nodes asks again for, with a NEW fleet ClientToken (EC2 answers
+# a token with its first answer, the errors included), while the hold is kept:
+LAUNCH_ASKS_AGAIN = frozenset(
+    {
+        # The version the broker made a moment ago: EC2 is eventually consistent ("Eventual
+        # consistency in the Amazon EC2 API"); the error table: "The specified launch
+        # template version does not exist".
+        "InvalidLaunchTemplateId.VersionNotFound",
+    }
+)
+# ...and only into a hold made a moment ago: EC2 may show a new reservation pending for up to
+# 5 minutes ("it might already be available for use"; a launch before it is ready is refused
+# as not in the right state, or finds no capacity yet).
+LAUNCH_ASKS_AGAIN_INTO_A_NEW_HOLD = frozenset({"IncorrectState", "InsufficientInstanceCapacity"})
+
+
+def launch_asks_again(code: str | None, into_new_hold: bool) -> bool:
+    """A launch that failed with ``code`` is worth asking again (a new fleet token, the hold
+    kept): throttling and server trouble (``is_retryable``), a version EC2 does not show yet,
+    and, into the hold the broker made a moment ago, that hold not ready yet. Anything else
+    (no capacity in a reservation that was ready, a quota, a wrong template) is final."""
+    if code in LAUNCH_ASKS_AGAIN:
+        return True
+    if into_new_hold and code in LAUNCH_ASKS_AGAIN_INTO_A_NEW_HOLD:
+        return True
+    return is_retryable(classify(code))

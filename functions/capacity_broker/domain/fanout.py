@@ -14,7 +14,12 @@ below); any other answer moves on. ``Plan`` reaches that answer with concurrency
   the account's limits, so a quota error while anything else of the request is held or in
   flight is not an answer: the candidate is *parked* and retried once that has drained. Only a
   quota error on an attempt that ran *solo* (nothing else of the request occupying the quota
-  from its start to its answer) counts: the request alone exceeds the limit. A parked
+  from its start to its answer) counts: the request alone exceeds the limit. EC2 keeps
+  counting a reservation for a while after it is cancelled (its error table lists the limit
+  errors among the eventually consistent ones), so a solo attempt started within
+  ``quota_settle`` seconds of one of the request's give-backs proves nothing either: it is
+  parked again and retried after a growing pause, and only a solo quota error once that
+  window has passed is the answer. A parked
   candidate also lowers the cap on holds and creates at once to what the quota was seen to
   carry; with a hold kept (reserve) of a worse candidate blocking a better one, that hold is
   given back to make room, and its candidate is tried again later if it still matters.
@@ -54,6 +59,13 @@ from .memory import Hint
 from .outcomes import Kind, attempt_outcome, kind_of
 
 H = TypeVar("H")
+
+# How long after a give-back a solo quota error is not believed (EC2 does not say how long it
+# counts a cancelled reservation: "terminated instances count toward your instance limit for a
+# while after termination"), and the pauses of the retries meanwhile (doubling).
+QUOTA_SETTLE_SECONDS = 10.0
+QUOTA_RETRY_PAUSE = 0.5
+QUOTA_RETRY_CAP = 4.0
 
 
 _MOVE_ON = frozenset({Kind.INSUFFICIENT, Kind.UNSUPPORTED, Kind.ERROR})
@@ -180,6 +192,10 @@ class Slot:
     hold: HoldState = HoldState.NONE
     held_since: float = 0.0
     holds: list[HoldRecord] = field(default_factory=list)
+    # Parked after a solo quota error that a give-back may still explain: not retried before
+    # this moment, and how many such retries it has had (the pause grows with them).
+    not_before: float = 0.0
+    settle_retries: int = 0
     error_class: ErrorClass | None = None  # of the latest answer's error, if any
     unanswered: int = 0  # tries in a row that ended unanswered
     retry_at: float = 0.0  # an unanswered candidate is not tried again before this
@@ -238,6 +254,7 @@ class Plan:
         moment: float,
         quota_cap: int | None = None,
         held: Sequence[tuple[int, str | None]] = (),
+        quota_settle: float = QUOTA_SETTLE_SECONDS,
     ) -> None:
         if not hints:
             raise ValueError("a fan-out has at least one candidate")
@@ -254,6 +271,9 @@ class Plan:
         self.bound = first_bound(self.hints)
         self.widened_at = moment
         self.expired = False
+        # When the request last gave a hold back (EC2 may count it toward the quota a while).
+        self.quota_settle = max(0.0, quota_settle)
+        self.given_back_at: float | None = None
         self.max_busy = 0
         self.starts: list[tuple[int, int, int]] = []  # (index, busy before, cap) per start
         for index, reservation_id in held:
@@ -338,6 +358,15 @@ class Plan:
             slot.phase = Phase.PARKED
             slot.parked_with = self.busy
             self.cap = min(self.cap, max(1, self.live))
+        elif kind is Kind.QUOTA and self._still_counted(slot):
+            # Alone, but a hold the request gave back moments before may still be counted:
+            # retry after a pause, until the window has passed.
+            slot.phase = Phase.PARKED
+            slot.parked_with = 0
+            slot.not_before = moment + min(
+                QUOTA_RETRY_CAP, QUOTA_RETRY_PAUSE * 2 ** min(slot.settle_retries, 16)
+            )
+            slot.settle_retries += 1
         else:
             slot.phase = Phase.DONE
         if kind in _MOVE_ON and self.bound < len(self.slots):
@@ -352,9 +381,19 @@ class Plan:
             HoldRecord(slot.reservation_id, cancelled, max(0.0, moment - slot.held_since))
         )
         slot.hold = HoldState.NONE
+        if cancelled:
+            self.given_back_at = moment
 
     def expire(self) -> None:
         self.expired = True
+
+    def _still_counted(self, slot: Slot) -> bool:
+        """A solo attempt that started within ``quota_settle`` seconds of one of the request's
+        give-backs: EC2 may still have counted that hold."""
+        return (
+            self.given_back_at is not None
+            and slot.started_at - self.given_back_at < self.quota_settle
+        )
 
     # -- the policy -----------------------------------------------------------------------
     def step(self, moment: float) -> Step:
@@ -394,12 +433,18 @@ class Plan:
             for slot in self.slots[:limit]:
                 if self.running >= self.max_concurrency or self.busy >= self.cap:
                     break
+                if slot.phase is Phase.PARKED and moment < slot.not_before:
+                    # Waiting for EC2 to stop counting a give-back: the quota is kept free
+                    # for it (a worse candidate started now would take it again).
+                    break
                 ready = (
                     slot.phase is Phase.WAITING
                     and slot.hold is HoldState.NONE
                     and moment >= slot.retry_at
                 ) or (
-                    slot.phase is Phase.PARKED and (self.busy == 0 or self.busy < slot.parked_with)
+                    slot.phase is Phase.PARKED
+                    and (self.busy == 0 or self.busy < slot.parked_with)
+                    and moment >= slot.not_before
                 )
                 if not ready:
                     continue
@@ -436,6 +481,12 @@ class Plan:
             # has come but that waits for room starts when a call in flight comes back).
             limit = min(self.bound, n if cut is None else cut)
             wakes.extend(s.retry_at for s in self.slots[:limit] if s.open and s.retry_at > moment)
+            # Candidates parked until EC2 stops counting a give-back (quota).
+            wakes.extend(
+                s.not_before
+                for s in self.slots
+                if s.phase is Phase.PARKED and s.not_before > moment
+            )
         return Step(tuple(start), tuple(give_back), min(wakes, default=None), done)
 
     def _make_room(
@@ -470,9 +521,14 @@ class Plan:
             if slot.phase is Phase.PARKED:
                 # Only left parked when the deadline came first.
                 outcome = Outcome.LIMIT_EXCEEDED
+                why = (
+                    "a reservation this request had just given back may still have been counted"
+                    if slot.settle_retries
+                    else "this request's own reservations occupied the quota"
+                )
                 message = (
-                    f"EC2 answered {slot.error_code} while this request's own reservations "
-                    "occupied the quota; the time budget ran out before it could be retried alone"
+                    f"EC2 answered {slot.error_code} while {why}; the time budget ran out "
+                    "before it could be retried alone"
                 )
             elif slot.phase is Phase.WAITING and slot.tries == 0 and not slot.holds:
                 outcome = Outcome.NOT_TRIED

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from . import blocks
 from .clock import utc
 from .errors import Outcome
 
@@ -65,6 +66,7 @@ class ExistingReservation:
     # How many instances it is for. A Capacity Block that has not started shows none
     # available (and a TotalInstanceCount of 0) but carries its size in a tag.
     size: int = 0
+    end_date: datetime | None = None
     # The other broker cluster it is tagged for (``tags.other_cluster``), if any.
     other_cluster: str | None = None
 
@@ -82,6 +84,8 @@ class Wanted:
     platform: str
     tenancy: str
     instance_count: int
+    # How long the job will run, when the caller knows (``runtime_seconds``).
+    runtime_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -99,18 +103,44 @@ class WaitForStart:
     reason: str
 
 
+@dataclass(frozen=True)
+class TooLate:
+    """An active Capacity Block with too little time left before EC2 stops its instances:
+    answer ``no_capacity`` naming its end (the job stays queued; only another block, or this
+    one extended, can take it)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class StillPending:
+    """An ODCR EC2 still shows ``pending`` (being provisioned: "up to 5 minutes" for a new
+    one, View the state of a Capacity Reservation): answer ``no_capacity`` and ask again
+    shortly; it becomes ``active`` (or ``failed``, then rejected)."""
+
+    reason: str
+
+
 def validate_existing(
     existing: ExistingReservation, wanted: Wanted, now: datetime
-) -> Rejected | WaitForStart | None:
+) -> Rejected | WaitForStart | TooLate | StillPending | None:
     """``None`` when the reservation can take the job now; otherwise why not.
 
     Usable states are ``active`` for both kinds. A Capacity Block that has not started
     (``scheduled``, or ``payment-pending`` before that) is worth waiting for when it matches:
     EC2 shows it with 0 available until its start (EC2 User Guide, "View Capacity Blocks"),
     so its size (the ``aws:ec2capacityreservation:incrementalRequestedQuantity`` tag) is what
-    must fit, and the answer is to ask again at its start. Anything else is rejected.
+    must fit, and the answer is to ask again at its start. An ODCR still ``pending`` (made a
+    moment ago: EC2 may show that for minutes) is worth asking again for shortly when it
+    matches. Anything else is rejected.
     Attributes are checked before the wait so a job is never told to wait for a block it could
     not use.
+
+    A Capacity Block is worth using only while the job can finish in it: EC2 begins
+    terminating its instances 30 minutes before its end (60 for UltraServers,
+    ``domain.blocks``). A block whose whole usable time is shorter than the job's runtime can
+    never take it (``Rejected``); an active one with less than the runtime left (in its last
+    30 minutes: nothing left at all) answers ``TooLate``.
     """
     now = utc(now)
     rid = existing.id
@@ -131,7 +161,8 @@ def validate_existing(
     from .discovery import BLOCK_NOT_STARTED
 
     waiting = existing.is_capacity_block and existing.state in BLOCK_NOT_STARTED
-    if existing.state != "active" and not waiting:
+    provisioning = not existing.is_capacity_block and existing.state == "pending"
+    if existing.state != "active" and not (waiting or provisioning):
         kind = "Capacity Block" if existing.is_capacity_block else "Capacity Reservation"
         return Rejected(f"{kind} {rid} is {existing.state}, not active")
     if existing.instance_type not in wanted.instance_types:
@@ -148,16 +179,25 @@ def validate_existing(
         return Rejected(
             f"{rid} has {existing.tenancy} tenancy, the job needs {wanted.tenancy} tenancy"
         )
-    if waiting and existing.size < wanted.instance_count:
+    if (waiting or provisioning) and existing.size < wanted.instance_count:
+        kind = "Capacity Block" if waiting else "Capacity Reservation"
         return Rejected(
-            f"Capacity Block {rid} is for {existing.size} instances, "
-            f"the job needs {wanted.instance_count}"
+            f"{kind} {rid} is for {existing.size} instances, the job needs {wanted.instance_count}"
+        )
+    if provisioning:
+        return StillPending(
+            f"Capacity Reservation {rid} is still pending (EC2 is provisioning it); ask again "
+            "shortly"
         )
     if not waiting and existing.available_count < wanted.instance_count:
         return Rejected(
             f"{rid} has {existing.available_count} instances available, "
             f"the job needs {wanted.instance_count}"
         )
+    if existing.is_capacity_block and existing.end_date is not None:
+        late = _block_time(existing, wanted, now)
+        if late is not None:
+            return late
     if waiting:
         if existing.start_date is None:
             return Rejected(f"Capacity Block {rid} is {existing.state} but has no start date")
@@ -167,6 +207,38 @@ def validate_existing(
         wait = max(1, math.ceil(seconds))
         return WaitForStart(wait, f"Capacity Block {rid} ({existing.state}) starts in {wait} s")
     return None
+
+
+def _block_time(
+    existing: ExistingReservation, wanted: Wanted, now: datetime
+) -> Rejected | TooLate | None:
+    """Whether the job can still finish in the block before EC2 stops its instances."""
+    assert existing.end_date is not None
+    rid = existing.id
+    end = utc(existing.end_date, "end_date")
+    lead = blocks.reclaim_lead(existing.instance_type)
+    until = blocks.usable_until(end, existing.instance_type)
+    runtime = wanted.runtime_seconds or 0
+    stops = (
+        f"it ends at {_iso(end)} and EC2 begins terminating its instances "
+        f"{int(lead.total_seconds() // 60)} minutes before, at {_iso(until)}"
+    )
+    if existing.start_date is not None:
+        window = blocks.usable_window_seconds(existing.start_date, end, existing.instance_type)
+        if runtime > window:
+            return Rejected(
+                f"Capacity Block {rid} can run a job for {int(window)} s at most ({stops}); "
+                f"the job runs {runtime} s"
+            )
+    left = blocks.usable_seconds(existing.start_date, end, existing.instance_type, now)
+    if left <= 0 or left < runtime:
+        need = f"; the job runs {runtime} s" if runtime else ""
+        return TooLate(f"Capacity Block {rid} has {int(left)} s left for instances ({stops}){need}")
+    return None
+
+
+def _iso(moment: datetime) -> str:
+    return utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)

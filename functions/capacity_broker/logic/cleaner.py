@@ -109,7 +109,10 @@ class CleanerRun:
 
     @property
     def error_count(self) -> int:
-        return len(self.of("failed")) + len(self.region_errors)
+        # A launch template version the sweep could not judge or delete is a failure of the
+        # sweep like a cancel that failed: it stays until a sweep succeeds (and versions of a
+        # shared template count toward EC2's 10,000-version quota meanwhile).
+        return len(self.of("failed")) + len(self.region_errors) + len(self.versions.errors)
 
     @property
     def status(self) -> Literal["ok", "partial", "error"]:
@@ -125,15 +128,19 @@ class CleanerRun:
             for r in self.of("cancel")
         ]
         kept = [CleanerItem(id=r.id, region=r.region, reason=r.reason) for r in self.of("keep")]
-        errors = [
-            ItemError(
-                id=r.id,
-                region=r.region,
-                error_code=r.error_code,
-                message=f"could not cancel ({r.reason}): {r.message}"[:500],
-            )
-            for r in self.of("failed")
-        ] + self.region_errors
+        errors = (
+            [
+                ItemError(
+                    id=r.id,
+                    region=r.region,
+                    error_code=r.error_code,
+                    message=f"could not cancel ({r.reason}): {r.message}"[:500],
+                )
+                for r in self.of("failed")
+            ]
+            + self.region_errors
+            + self.versions.errors
+        )
         deleted = [
             CleanerItem(id=own.ref, region=self.region_of(own), reason=reason)
             for own, reason in self.versions.deleted
@@ -427,9 +434,12 @@ class Cleaner:
         run = CleanerRun("stack_event", False, [region_name], stack_name=stack_name)
         region = self.region(region_name)
         try:
-            listed = region.ec2.reservations(
-                filters={**self._owned_filter(), f"tag:{TAG_STACK_NAME}": [stack_name]},
-                deadline=deadline,
+            listed = region.core.look_again_while_untagged(
+                lambda: region.ec2.reservations(
+                    filters={**self._owned_filter(), f"tag:{TAG_STACK_NAME}": [stack_name]},
+                    deadline=deadline,
+                ),
+                deadline,
             )
         except AwsError as error:
             run.region_errors.append(_region_error(region_name, error))

@@ -4,12 +4,18 @@ against EC2 before anything is reserved. Shared by probe and reserve."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..adapters.ec2 import Ec2, Subnet
-from ..domain.platform import UnsupportedPlatform, reservation_platform
+from ..adapters.ssm import ImageParameters
+from ..domain.platform import DEFAULT_PLATFORM, UnsupportedPlatform, reservation_platform
+from ..domain.templates import Version
 from ..models.common import PlacementFields
 from . import InvalidInput
+
+# A launch template may name its image by a Systems Manager parameter (EC2 User Guide, "Use a
+# Systems Manager parameter instead of an AMI ID"): resolve:ssm:<name>[:<version or label>].
+IMAGE_PARAMETER = "resolve:ssm:"
 
 
 @dataclass(frozen=True)
@@ -91,3 +97,51 @@ def _tenancy(ec2: Ec2, request: PlacementFields, subnets: list[Subnet], deadline
                     ]
                 )
     return request.tenancy
+
+
+def from_template(
+    ec2: Ec2,
+    parameters: ImageParameters,
+    place: Placement,
+    version: Version,
+    deadline: float,
+) -> Placement:
+    """``place`` with the platform the template version's launches bill as.
+
+    A reservation is used only by launches whose platform matches it (EC2 User Guide, "Work
+    with Capacity Reservations"; "Your instance can't launch using an AMI with a different
+    platform than the platform for your Capacity Block"), and a launch's platform is its
+    image's (its ``PlatformDetails``). So a job that names neither ``image_id`` nor
+    ``instance_platform`` holds for the platform of the image its template launches: a RHEL
+    template held as Linux/UNIX could never launch into its hold. A ``resolve:ssm:`` image is
+    the AMI its parameter holds now, as EC2 reads it at launch. A version without an image
+    keeps the default (the launch then names its image itself).
+    """
+    image = version.data.get("ImageId")
+    if not isinstance(image, str) or not image:
+        return replace(place, platform=DEFAULT_PLATFORM)
+    shown = image
+    if image.startswith(IMAGE_PARAMETER):
+        name = image[len(IMAGE_PARAMETER) :]
+        resolved = parameters.value(name, deadline)
+        if resolved is None:
+            raise InvalidInput(
+                [
+                    (
+                        "launch_template",
+                        f"its image {image[:300]} names a Systems Manager parameter that does "
+                        "not exist",
+                    )
+                ]
+            )
+        image, shown = resolved, f"{resolved} ({image[:300]})"
+    found = ec2.image(image, deadline)
+    if found is None:
+        raise InvalidInput(
+            [("launch_template", f"its image {shown} does not exist or is not available")]
+        )
+    try:
+        platform = reservation_platform(found.platform_details, found.platform)
+    except UnsupportedPlatform as error:
+        raise InvalidInput([("launch_template", f"its image {shown}: {error}")]) from None
+    return replace(place, platform=platform)

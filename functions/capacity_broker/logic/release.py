@@ -121,13 +121,13 @@ class Releaser:
 
     def _matching(self, field: str, value: str, deadline: float) -> list[Reservation]:
         """What EC2 shows for the selector. A hold made seconds ago may not show yet (unknown
-        by id, missing from a tag listing): an empty answer is looked at again for a moment
-        before "nothing to release" is believed."""
+        by id, missing from a tag listing): an empty answer is looked at again before "nothing
+        to release" is believed (``ReservationCore.look_again_while_untagged``)."""
         if field == "reservation_id":
             found = self.core.find(value, deadline)
             return [found] if found is not None else []
         tag = TAG_JOB_ID if field == "job_id" else TAG_STACK_NAME
-        return self.core.look_again_while_empty(
+        return self.core.look_again_while_untagged(
             lambda: self.ec2.reservations(
                 filters={
                     f"tag:{TAG_CLUSTER_ID}": [self.core.cluster_id],

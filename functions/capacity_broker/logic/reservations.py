@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from ..adapters.aws import AwsError
@@ -48,6 +48,9 @@ T = TypeVar("T")
 MAX_TOKEN_GENERATIONS = 4
 # States in which a reservation holds capacity.
 HOLDING_STATES = ("active", "pending")
+# How long EC2 may show a reservation made a moment ago without its tags (Eventual consistency
+# in the Amazon EC2 API: back off "up to a few minutes").
+TAGS_LAG = timedelta(minutes=5)
 # A cancel or look-up without a deadline of its own waits at most this long.
 DEFAULT_SETTLE_SECONDS = 10.0
 
@@ -86,8 +89,9 @@ class Patience:
     # many times at most (about 10 s with the defaults), the deadline permitting.
     looks: int = 10
     # An empty answer may be the truth (nothing there) or EC2 not showing yet what was made a
-    # moment ago: looked at again this many times (about half a second). A longer lag is left
-    # to the cleaner and the EndDate: every "nothing found" would pay for a longer wait.
+    # moment ago: looked at again this many times (about half a second). A longer wait only
+    # with evidence that something is there (``look_again_until(expected=True)``): every
+    # "nothing found" would pay for it.
     empty_looks: int = 3
 
 
@@ -209,6 +213,8 @@ class ReservationCore:
                 # EC2 answered the token with a hold an earlier invocation made for another
                 # request under this id (the two differ in what EC2 does not compare).
                 raise _changed(spec)
+            if reservation.state == "failed":
+                raise _failed_create(reservation)
             if reservation.state not in HOLDING_STATES:
                 # EC2 answers a ClientToken it has seen (same parameters) with the reservation
                 # it made then; an earlier invocation of this request has since cancelled it
@@ -381,26 +387,55 @@ class ReservationCore:
         return None
 
     def look_again_until(
-        self, look: Callable[[], T], enough: Callable[[T], bool], deadline: float | None = None
+        self,
+        look: Callable[[], T],
+        enough: Callable[[T], bool],
+        deadline: float | None = None,
+        expected: bool = False,
     ) -> T:
-        """``look()``, looked at again until ``enough`` of it (``Patience.empty_looks`` times
-        at most, inside the deadline): the last look's answer."""
+        """``look()``, looked at again until ``enough`` of it, inside the deadline:
+        ``Patience.empty_looks`` times at most, or with ``expected`` (there is reason to
+        believe it is there: EC2 is only slow to show it) the whole ``Patience.looks``. The
+        last look's answer."""
         limit = self._limit(deadline)
+        most = self.patience.looks if expected else self.patience.empty_looks
         looks = 0
         while True:
             found = look()
-            if enough(found) or looks >= self.patience.empty_looks:
+            if enough(found) or looks >= most:
                 return found
             if not self._pause(looks, limit):
                 return found
             looks += 1
 
     def look_again_while_empty(
-        self, look: Callable[[], list[T]], deadline: float | None = None
+        self, look: Callable[[], list[T]], deadline: float | None = None, expected: bool = False
     ) -> list[T]:
         """``look()``, looked at again while it finds nothing: EC2's listings can miss what was
         made a moment ago, and an empty answer is the one that cannot tell."""
-        return self.look_again_until(look, bool, deadline)
+        return self.look_again_until(look, bool, deadline, expected)
+
+    def look_again_while_untagged(
+        self, look: Callable[[], list[Reservation]], deadline: float | None = None
+    ) -> list[Reservation]:
+        """A listing by tag (``look``), looked at again while it finds nothing; and with the
+        whole patience while EC2 lists a holding reservation made in the last few minutes
+        without any tags. The broker tags every hold on create, but EC2 can show one made a
+        moment ago without its tags, and a listing by tag then misses it (eventual
+        consistency, "up to a few minutes"): the job's hold may be that one (a release, or a
+        stack's event, right after the reserve). One more listing, only when the answer by
+        tag was empty."""
+        found = self.look_again_while_empty(look, deadline)
+        if found:
+            return found
+        recent = self.clock() - TAGS_LAG
+        holding = self.ec2.reservations(filters={"state": list(HOLDING_STATES)}, deadline=deadline)
+        untagged = [
+            r for r in holding if not r.tags and r.created is not None and r.created >= recent
+        ]
+        if not untagged:
+            return found
+        return self.look_again_while_empty(look, deadline, expected=True)
 
     def find(
         self, reservation_id: str, deadline: float | None = None, settled: bool = False
@@ -432,6 +467,22 @@ class ReservationCore:
             return False
         self.sleep(pause)
         return True
+
+
+def _failed_create(reservation: Reservation) -> AwsError:
+    """EC2 answered the create with a reservation in state ``failed``: "The Capacity
+    Reservation request has failed. A request might fail due to invalid request parameters,
+    capacity constraints, or instance limit constraints" (DescribeCapacityReservations, state
+    filter). The request's parameters were valid (EC2 refuses invalid ones with an error) and
+    a quota is answered with its own error, so it is an answer about capacity in this place: it
+    holds nothing, and asking again under a new ClientToken (which the broker used to do, up to
+    four times) would only make more failed reservations."""
+    return AwsError(
+        "CreateCapacityReservation",
+        "InsufficientInstanceCapacity",
+        f"EC2 answered with Capacity Reservation {reservation.id} in state failed (its "
+        "capacity constraints, or a limit); it holds nothing",
+    )
 
 
 class NotOwnedError(BrokerFailure):

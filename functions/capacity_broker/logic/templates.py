@@ -30,6 +30,12 @@ FIND_PAUSE = 0.5
 # Young versions are spared "not found" verdicts (a stack not created yet, a reservation
 # EC2 does not show yet).
 GRACE = timedelta(minutes=3)
+# Reservation ids per DescribeCapacityReservations call.
+IDS_PER_CALL = 100
+# What EC2 answers for an id it does not know (or that is not an id): the reservation is gone.
+_UNKNOWN_ID = frozenset(
+    {"InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed"}
+)
 
 
 def utcnow() -> datetime:
@@ -243,7 +249,7 @@ class Templates:
         """Every version of this cluster, judged by its stack or by its reservation."""
         mine = self.own_versions(deadline)
         stack_facts = stacks(sorted({v.marked.stack_name for v in mine if v.marked.stack_name}))
-        targets = self._target_states(
+        targets, unread = self._target_states(
             sorted({v.target for v in mine if v.marked.stack == rules.NO_STACK}), deadline
         )
         now = self.clock()
@@ -261,28 +267,58 @@ class Templates:
             for v in mine
         ]
         if dry_run:
-            outcome = Deletion()
+            outcome = Deletion(errors=unread)
             for own, verdict in judged:
                 (outcome.deleted if verdict.delete else outcome.kept).append((own, verdict.reason))
             return outcome
-        return self.apply(judged, hard_deadline)
+        outcome = self.apply(judged, hard_deadline)
+        outcome.errors[:0] = unread
+        return outcome
 
-    def _target_states(self, ids: Sequence[str], deadline: float) -> dict[str, TargetFact]:
-        """Each reservation's state, or GONE when EC2 no longer shows it. A filter, not
-        CapacityReservationIds: one unknown id would fail the whole call."""
+    def _target_states(
+        self, ids: Sequence[str], deadline: float
+    ) -> tuple[dict[str, TargetFact], list[ItemError]]:
+        """Each reservation's state, or GONE when EC2 no longer knows it, and what could not
+        be asked (its versions are kept: nothing is concluded).
+
+        Asked by id (``CapacityReservationIds``, 100 a call): DescribeCapacityReservations has
+        no id filter (its documented filters name none, and EC2 refuses an unknown one). One
+        unknown id fails the whole call (``InvalidCapacityReservationId.NotFound``, EC2 API
+        Reference), so a chunk that fails so is halved until the unknown id is alone."""
         states: dict[str, TargetFact] = {}
-        for start in range(0, len(ids), 100):
-            chunk = list(ids[start : start + 100])
+        errors: list[ItemError] = []
+
+        def ask(chunk: list[str]) -> None:
             try:
-                seen = self.ec2.reservations(
-                    filters={"capacity-reservation-id": chunk}, deadline=deadline
-                )
-            except AwsError:
-                continue  # unknown: nothing is concluded
+                seen = self.ec2.reservations(ids=chunk, deadline=deadline)
+            except AwsError as error:
+                if error.code not in _UNKNOWN_ID:
+                    errors.extend(
+                        ItemError(
+                            id=rid,
+                            region=self.ec2.region,
+                            error_code=error.code or "RequestTimeout",
+                            message="could not read the reservation the broker's launch "
+                            "template versions target (they are kept until it can be read): "
+                            f"{error.message}"[:500],
+                        )
+                        for rid in chunk
+                    )
+                    return
+                if len(chunk) == 1:
+                    states[chunk[0]] = GONE
+                    return
+                half = len(chunk) // 2
+                ask(chunk[:half])
+                ask(chunk[half:])
+                return
             by_id = {r.id: r.state for r in seen}
             for rid in chunk:
                 states[rid] = by_id.get(rid, GONE)
-        return states
+
+        for start in range(0, len(ids), IDS_PER_CALL):
+            ask(list(ids[start : start + IDS_PER_CALL]))
+        return states, errors
 
     def apply(self, judged: Sequence[tuple[OwnVersion, Verdict]], hard_deadline: float) -> Deletion:
         """Delete the condemned versions (per template, 200 per call); a version EC2 no

@@ -455,7 +455,10 @@ class PurchaseAnswer(ResponseModel):
     offering_id: str
     purchase_key: str
     region: str | None = None
+    # The first (or only) reservation the purchase made; ``reservations``: every one, one per
+    # segment of the block, each tagged with the purchase key (contract v3).
     reservation: CapacityRow | None = None
+    reservations: list[CapacityRow] = Field(default_factory=list)
     offering: BlockOffering | None = None
     error_code: str | None = None
     message: str

@@ -187,6 +187,12 @@ class PlacementFields(RequestModel):
         """The reservation platform asked for; ``None`` means "derive it from image_id"."""
         return None if self.image_id is not None else self.instance_platform
 
+    @property
+    def platform_chosen(self) -> bool:
+        """The caller said which platform (``instance_platform`` or ``image_id``); otherwise
+        reserve takes it from its launch template's image, when it has one."""
+        return self.image_id is not None or "instance_platform" in self.model_fields_set
+
     def _check_platform_source(self) -> None:
         if "instance_platform" in self.model_fields_set and self.image_id is not None:
             raise ValueError("give instance_platform or image_id, not both")

@@ -29,6 +29,8 @@ LaunchTemplateVersion = Annotated[
 ]
 # A scheduler asking more often than this for one job has a bug; refuse rather than overflow.
 MAX_ATTEMPT = 100_000
+# A Capacity Block lasts at most 182 days (EC2); a longer runtime fits nothing held.
+MAX_RUNTIME_SECONDS = 366 * 24 * 3600
 
 
 class LaunchTemplateRef(RequestModel):
@@ -52,6 +54,25 @@ class ReserveRequest(PlacementFields):
     provision: bool = False
     strict: bool | None = None
     attempt: Annotated[int, Field(ge=0, le=MAX_ATTEMPT)] | None = None
+    runtime_seconds: (
+        Annotated[
+            int,
+            Field(
+                ge=0,
+                le=MAX_RUNTIME_SECONDS,
+                description=(
+                    "How long the job will run, in seconds, when the caller knows (a Slurm "
+                    "job's time limit). A Capacity Block is used only when the job can finish "
+                    "in it: EC2 begins terminating a block's instances 30 minutes before its "
+                    "end (60 for UltraServer types), so a block with less than that plus this "
+                    "runtime left answers no_capacity naming its end, and one whose whole "
+                    "usable time is shorter is rejected. Absent: only EC2's 30/60 minutes "
+                    "count."
+                ),
+            ),
+        ]
+        | None
+    ) = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

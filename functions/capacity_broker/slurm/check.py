@@ -206,6 +206,7 @@ def _nodeset(config: SlurmConfig, nodeset: NodeSet, ec2: Ec2) -> NodeSetReport:
         "instance_count": f"<the job's nodes in this set, 1 to {len(members)}>",
         "launch_template": {"id": template.id, "version": template.version},
         "provision": True,
+        **nodeset.platform_options(),
         **({"strict": nodeset.strict} if nodeset.strict is not None else {}),
         "attempt": "<the job's restart count>",
     }

@@ -26,8 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..models.common import (
     LAUNCH_TEMPLATE_VERSION_PATTERN,
+    ImageId,
     InstanceTypes,
     LaunchTemplateId,
+    Platform,
     Region,
     SubnetIds,
 )
@@ -73,12 +75,31 @@ class NodeSet(_Strict):
     # Errors in a row (not capacity waits) before the node set's nodes are drained and its
     # failing jobs held (slurm/breaker.py); unset: the file's ``error_budget``. 0: never.
     error_budget: Annotated[int | None, Field(ge=0, le=1000)] = None
+    # The platform the nodes' reservations are made for, as in reserve (contract v3): one of
+    # EC2's CapacityReservationInstancePlatform values, or the image it is derived from; not
+    # both. Neither: the broker takes the platform of the launch template's image.
+    instance_platform: Platform | None = None
+    image_id: ImageId | None = None
 
     @field_validator("nodes")
     @classmethod
     def _hostlist(cls, value: str) -> str:
         hostlist.validate(value)
         return value.strip()
+
+    @model_validator(mode="after")
+    def _one_platform_source(self) -> NodeSet:
+        if self.instance_platform is not None and self.image_id is not None:
+            raise ValueError("give instance_platform or image_id, not both")
+        return self
+
+    def platform_options(self) -> dict[str, str]:
+        """The reserve fields that say the nodes' platform (none: from the template)."""
+        if self.image_id is not None:
+            return {"image_id": self.image_id}
+        if self.instance_platform is not None:
+            return {"instance_platform": self.instance_platform}
+        return {}
 
     @property
     def label(self) -> str:

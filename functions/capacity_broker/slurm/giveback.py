@@ -16,8 +16,9 @@ A node's instance is known from two sources, and each one found is terminated:
 
 Only instances this cluster's programs launched are terminated (``plan.owns``: what the head
 node's IAM allows too), and every hold of their jobs is released. The nodes' addresses are
-not touched (see ``Scontrol.power_down``), nor their Comment: the next binding overwrites it,
-and an old one costs nothing (its instance is terminated, or gone and not waited for).
+not touched (see ``Scontrol.power_down``), nor their Comment: the next binding replaces it
+(an operator's note there is kept), and an old one costs nothing (its instance is terminated,
+or gone and not waited for).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ Per job (a node with no job: alone), per node set in the configuration's order: 
 ``NodeAddr``, ``NodeHostname`` and the binding in its ``Comment``, the record SuspendProgram
 trusts). Anything else, at any step → nothing of the job is left: its instances are
 terminated, its holds released, its nodes powered down (``POWER_DOWN_FORCE``, which requeues a
-batch job) with a reason starting ``capacity-broker:``, and the job is kept from starting again
+batch job that may be requeued and ends any other) with a reason starting ``capacity-broker:``,
+and the job is kept from starting again
 before the broker's ``retry_after_seconds``.
 
 EC2 is eventually consistent: an instance made a moment ago may be missing from a
@@ -160,11 +161,16 @@ def _provision(runtime: Runtime, attempt: Attempt, nodeset: NodeSet, nodes: list
     options: dict[str, object] = {
         "launch_template": {"id": template.id, "version": template.version},
         "provision": True,
+        **nodeset.platform_options(),
     }
     if nodeset.strict is not None:
         options["strict"] = nodeset.strict
     if attempt.job is not None:
         options["attempt"] = attempt.restarts
+        if attempt.job.time_limit_seconds is not None:
+            # A Capacity Block is used only if the job can finish before EC2 stops its
+            # instances (contract v3, "Capacity Blocks near their end").
+            options["runtime_seconds"] = attempt.job.time_limit_seconds
     log.info(
         "%s: reserve %s (%d × %s) request %s",
         unit.label,
@@ -266,13 +272,16 @@ def _bind(runtime: Runtime, attempt: Attempt) -> bool:
             deadline,
         )
     now = datetime.now(UTC)
+    # What the nodes' Comment says now: an operator's note there is kept beside the binding.
+    comments = runtime.scontrol.node_comments([n for n, _ in pairs])
     for node, instance_id in pairs:
         found = described[instance_id]
         runtime.scontrol.bind(
             node,
             str(found.private_ip),
             found.private_dns or str(found.private_ip),
-            plan.Binding(instance_id, now).text(),
+            plan.Binding(instance_id, now).comment(comments.get(node)),
+            instance_id,
         )
     log.info(
         "%s: bound %s",

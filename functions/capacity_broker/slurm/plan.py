@@ -260,8 +260,16 @@ class Binding:
     bound: datetime
 
     def text(self) -> str:
-        """The node's Comment: one word (``scontrol show node -o`` prints it as is)."""
+        """The binding: one word, the first of the node's Comment (``scontrol show node -o``
+        prints the Comment as is; its first word is read back)."""
         return f"{REASON_PREFIX}instance={self.instance_id},bound={self.bound:%Y-%m-%dT%H:%M:%SZ}"
+
+    def comment(self, current: str | None) -> str:
+        """The node's Comment with this binding: the binding first, then whatever else the
+        Comment said (an operator's note is kept; an older binding is replaced)."""
+        first, _, after = (current or "").strip().partition(" ")
+        rest = (after if _BINDING.match(first) else f"{first} {after}").strip()
+        return f"{self.text()} {rest}" if rest else self.text()
 
     def fresh(self, now: datetime) -> bool:
         """Made so recently that EC2 not knowing its instance means EC2 lags, not "gone"."""

@@ -36,6 +36,25 @@ class ScontrolError(RuntimeError):
     """scontrol failed or could not be run; the message has its stderr."""
 
 
+def duration_seconds(text: str | None) -> int | None:
+    """A Slurm time limit in seconds: ``minutes``, ``minutes:seconds``,
+    ``hours:minutes:seconds``, ``days-hours``, ``days-hours:minutes`` or
+    ``days-hours:minutes:seconds`` (sbatch(1), ``--time``); None for ``UNLIMITED``,
+    ``Partition_Limit`` and anything else that is no duration."""
+    found = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", (text or "").strip())
+    if not found:
+        return None
+    days, first, second, third = found.groups()
+    if days is not None:  # days-hours[:minutes[:seconds]]
+        hours, minutes, seconds = int(first), int(second or 0), int(third or 0)
+        return ((int(days) * 24 + hours) * 60 + minutes) * 60 + seconds
+    if third is not None:  # hours:minutes:seconds
+        return (int(first) * 60 + int(second)) * 60 + int(third)
+    if second is not None:  # minutes:seconds
+        return int(first) * 60 + int(second)
+    return int(first) * 60  # minutes
+
+
 @dataclass(frozen=True)
 class Job:
     job_id: int
@@ -47,6 +66,8 @@ class Job:
     # The first word of the job's Comment (a user's ``--comment``, or the programs' note of
     # why the job waits).
     comment: str | None = None
+    # The job's time limit (``TimeLimit``) when it has one: how long its nodes will run.
+    time_limit_seconds: int | None = None
 
     @classmethod
     def parse(cls, line: str) -> Job:
@@ -66,6 +87,7 @@ class Job:
             nodes=hostlist.expand(node_list) if node_list and node_list != "(null)" else [],
             eligible=when,
             comment=field("Comment") or None,
+            time_limit_seconds=duration_seconds(field("TimeLimit")),
         )
 
 
@@ -91,6 +113,7 @@ class Scontrol:
         environ = os.environ if environ is None else environ
         # scontrol finds slurmctld through SLURM_CONF, the one variable slurmctld passes on.
         self.env = {k: environ[k] for k in ("SLURM_CONF",) if environ.get(k)}
+        self._version: tuple[int, int] | None = None
 
     def run(self, *args: str) -> str:
         try:
@@ -155,22 +178,53 @@ class Scontrol:
                     found[node.name] = node
         return found
 
-    def bind(self, node: str, addr: str, host: str, comment: str) -> None:
+    def node_comments(self, names: Sequence[str]) -> dict[str, str]:
+        """The nodes' whole Comment (free text), from ``scontrol show node`` without ``-o``:
+        there each field group is a line of its own, and the Comment's line is
+        ``   Comment=<text>`` (22.05–25.11 ``slurm_sprint_node_table``), so its spaces are
+        kept. Nodes without a Comment are left out."""
+        found: dict[str, str] = {}
+        for start in range(0, len(names), _BATCH):
+            out = self.run("show", "node", ",".join(names[start : start + _BATCH]))
+            node = None
+            for line in out.splitlines():
+                if line.startswith("NodeName="):
+                    node = _field(line, "NodeName")
+                elif node and line.startswith("   Comment="):
+                    found[node] = line[len("   Comment=") :]
+        return found
+
+    def version(self) -> tuple[int, int]:
+        """slurmctld's release as scontrol reports it (``slurm 23.11.4``): (23, 11)."""
+        if self._version is None:
+            found = re.search(r"(\d+)\.(\d+)", self.run("--version"))
+            self._version = (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+        return self._version
+
+    def bind(
+        self, node: str, addr: str, host: str, comment: str, instance_id: str | None = None
+    ) -> None:
         """The node's address, host name and Comment in one update: one RPC, which slurmctld
         applies under its node lock (22.05's ``update_node``: nothing between the address and
         the comment can fail), so a node never shows an instance's address without the
-        record of which instance it is."""
+        record of which instance it is. From 23.11 the node's own ``InstanceId`` field is set
+        in the same update (what ``sinfo``/``scontrol`` show of a cloud node); the Comment stays
+        the record the programs read, since slurmctld clears InstanceId at power-off."""
+        extra = [f"InstanceId={instance_id}"] if instance_id and self.version() >= (23, 11) else []
         self.run(
             "update",
             f"NodeName={node}",
             f"NodeAddr={addr}",
             f"NodeHostname={host}",
             f"Comment={comment}",
+            *extra,
         )
 
     def power_down(self, nodes: Sequence[str], reason: str) -> None:
-        """Give the nodes back now: Slurm requeues their jobs (a batch job that may be),
-        runs SuspendProgram on them, and shows ``reason`` in sinfo/scontrol.
+        """Give the nodes back now: Slurm requeues their jobs (a batch job that may be;
+        POWER_DOWN_FORCE "will cancel all jobs on the node", so a job that may not be requeued
+        ends NODE_FAIL, as it would when the nodes go DOWN: docs/slurm.md, section 7), runs
+        SuspendProgram on them, and shows ``reason`` in sinfo/scontrol.
 
         Their NodeAddr is left as it is: set back to a node name that does not resolve (the
         usual case for cloud nodes), Slurm 22.05 looks the name up in the update itself,

@@ -24,11 +24,14 @@ TABLE = [
     ("InsufficientCapacity", C.CAPACITY),
     ("InsufficientReservedInstanceCapacity", C.CAPACITY),
     ("InsufficientHostCapacity", C.CAPACITY),
+    ("ReservationCapacityExceeded", C.CAPACITY),
     ("Unsupported", C.UNSUPPORTED),
     ("UnsupportedOperation", C.UNSUPPORTED),
     ("InstanceLimitExceeded", C.QUOTA),
     ("VcpuLimitExceeded", C.QUOTA),
     ("ResourceLimitExceeded", C.QUOTA),
+    ("MaxTemplateVersionLimitExceeded", C.QUOTA),
+    ("MaxTemplateLimitExceeded", C.QUOTA),
     ("UnauthorizedOperation", C.PERMISSION),
     ("AccessDenied", C.PERMISSION),
     ("AccessDeniedException", C.PERMISSION),
@@ -189,3 +192,30 @@ def test_classify_is_total(code: str | None, status: int | None) -> None:
     result = classify(code, status)
     assert isinstance(result, ErrorClass)
     assert attempt_outcome(result) in set(Outcome) - {Outcome.AVAILABLE, Outcome.NOT_TRIED}
+
+
+@pytest.mark.parametrize(
+    ("code", "into_new_hold", "again"),
+    [
+        ("RequestLimitExceeded", False, True),
+        ("InternalError", False, True),
+        ("ServiceUnavailable", False, True),
+        ("Unavailable", False, True),
+        ("InvalidLaunchTemplateId.VersionNotFound", False, True),
+        ("IncorrectState", True, True),
+        ("IncorrectState", False, False),
+        ("InsufficientInstanceCapacity", True, True),
+        ("InsufficientInstanceCapacity", False, False),
+        ("ReservationCapacityExceeded", True, False),
+        ("VcpuLimitExceeded", True, False),
+        ("InvalidParameterValue", True, False),
+        ("UnauthorizedOperation", True, False),
+    ],
+)
+def test_which_launch_errors_are_asked_again(code: str, into_new_hold: bool, again: bool) -> None:
+    """CreateFleet's Errors[] (and RunInstances' errors): throttling, server trouble and a
+    version EC2 does not show yet say "not now"; into a hold made a moment ago, so does the
+    hold not being ready; the rest are answers."""
+    from capacity_broker.domain.errors import launch_asks_again
+
+    assert launch_asks_again(code, into_new_hold) is again

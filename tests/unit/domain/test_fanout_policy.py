@@ -167,3 +167,34 @@ def test_history_sums_per_place_and_filters() -> None:
     assert history(fold(observations), since=T + 15)[0].last_available is None
     assert len(history(fold(observations), instance_types=["p5.48xlarge"])) == 1
     assert len(history(fold(observations), regions=["us-east-1"])) == 2
+
+
+def test_a_solo_quota_error_right_after_a_give_back_is_retried_after_a_pause() -> None:
+    """EC2 counts a cancelled reservation toward the quota for a while: a solo quota error
+    inside the window after the request's own give-back is parked and retried (after a
+    growing pause); only one once the window has passed decides the answer."""
+    from capacity_broker.domain.fanout import DecisionKind, Phase, Plan
+
+    QUOTA_ERROR = Tried[str](error_class=ErrorClass.QUOTA, error_code="VcpuLimitExceeded")
+
+    plan = Plan([X, U], keep=True, max_concurrency=4, hedge=0.5, moment=0.0, quota_settle=10.0)
+    assert plan.step(0.0).start == (0, 1)
+    plan.answered(1, Tried(hold="b", reservation_id="cr-b"), 0.1)
+    plan.answered(0, QUOTA_ERROR, 0.2)
+    assert plan.slots[0].phase is Phase.PARKED  # beside the other hold: not solo
+    assert plan.step(0.2).give_back == (1,)  # the worse hold makes room
+    plan.returned(1, True, 0.3)
+    assert plan.step(0.3).start == (0,)
+    plan.answered(0, QUOTA_ERROR, 0.4)
+    assert plan.slots[0].phase is Phase.PARKED  # solo, but 0.1 s after the give-back
+    step = plan.step(0.4)
+    assert step.start == () and step.wake_at == pytest.approx(0.9)
+    assert plan.step(0.9).start == (0,)
+    plan.answered(0, Tried(hold="a", reservation_id="cr-a"), 1.0)
+    assert plan.decision().kind is DecisionKind.WON and plan.decision().index == 0
+
+    late = Plan([U], keep=True, max_concurrency=4, hedge=0.5, moment=0.0, quota_settle=10.0)
+    late.given_back_at = 0.0
+    assert late.step(11.0).start == (0,)  # started past the window
+    late.answered(0, QUOTA_ERROR, 11.1)
+    assert late.decision().kind is DecisionKind.STOPPED

@@ -10,6 +10,8 @@ from capacity_broker.domain.reserve import (
     ExistingReservation,
     Rejected,
     ReserveStatus,
+    StillPending,
+    TooLate,
     VersionData,
     WaitForStart,
     Wanted,
@@ -99,7 +101,7 @@ def test_an_active_block_is_usable() -> None:
     [
         ({"state": "cancelled"}, "is cancelled, not active"),
         ({"state": "expired"}, "is expired, not active"),
-        ({"state": "pending"}, "is pending, not active"),
+        ({"state": "failed"}, "is failed, not active"),
         ({"state": "scheduled"}, "Capacity Reservation cr-0123456789abcdef0 is scheduled"),
         ({"instance_type": "c7i.large"}, "c7i.large, which is not among"),
         ({"availability_zone_id": "use1-az4"}, "use1-az4, where none of the job's subnets"),
@@ -112,6 +114,34 @@ def test_an_active_block_is_usable() -> None:
 )
 def test_rejections(change: dict[str, object], words: str) -> None:
     result = validate_existing(replace(ODCR, **change), WANTED, NOW)  # type: ignore[arg-type]
+    assert isinstance(result, Rejected)
+    assert words in result.reason
+
+
+def test_a_pending_odcr_that_fits_is_asked_for_again() -> None:
+    """EC2 shows a new ODCR pending while it provisions it ("up to 5 minutes"); it used to be
+    rejected, failing a job whose reservation was about to be active."""
+    pending = replace(ODCR, state="pending", size=8, available_count=0)
+    result = validate_existing(pending, WANTED, NOW)
+    assert result == StillPending(
+        "Capacity Reservation cr-0123456789abcdef0 is still pending (EC2 is provisioning it); "
+        "ask again shortly"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"size": 7}, "Capacity Reservation cr-0123456789abcdef0 is for 7 instances"),
+        ({"platform": "Windows"}, "is for Windows, the job needs Linux/UNIX"),
+        ({"instance_type": "c7i.large"}, "c7i.large, which is not among"),
+    ],
+)
+def test_a_pending_odcr_that_cannot_serve_is_rejected_not_awaited(
+    change: dict[str, object], words: str
+) -> None:
+    pending = replace(replace(ODCR, state="pending", size=8), **change)  # type: ignore[arg-type]
+    result = validate_existing(pending, WANTED, NOW)
     assert isinstance(result, Rejected)
     assert words in result.reason
 
@@ -162,6 +192,60 @@ def test_a_scheduled_block_that_cannot_serve_is_rejected_not_awaited() -> None:
     result = validate_existing(replace(BLOCK, start_date=None), WANTED, NOW)
     assert isinstance(result, Rejected)
     assert "no start date" in result.reason
+
+
+# -- a block near its end (issue 21) -------------------------------------------------------
+ACTIVE = replace(BLOCK, state="active", available_count=8, start_date=NOW - timedelta(days=1))
+
+
+def test_a_block_in_its_last_half_hour_is_not_used() -> None:
+    """EC2 begins terminating a block's instances 30 minutes before its end: a job launched
+    then would be killed at once."""
+    late = replace(ACTIVE, end_date=NOW + timedelta(minutes=20))
+    result = validate_existing(late, WANTED, NOW)
+    assert isinstance(result, TooLate)
+    assert "ends at 2026-11-21T10:20:00Z" in result.reason
+    assert "30 minutes before, at 2026-11-21T09:50:00Z" in result.reason
+    assert (
+        validate_existing(replace(late, end_date=NOW + timedelta(minutes=31)), WANTED, NOW) is None
+    )
+
+
+def test_an_ultraserver_block_stops_an_hour_before_its_end() -> None:
+    ultra = replace(
+        ACTIVE, instance_type="p6e-gb200.36xlarge", end_date=NOW + timedelta(minutes=50)
+    )
+    wanted = replace(WANTED, instance_types=("p6e-gb200.36xlarge",))
+    result = validate_existing(ultra, wanted, NOW)
+    assert isinstance(result, TooLate)
+    assert "60 minutes before" in result.reason
+    assert (
+        validate_existing(replace(ultra, end_date=NOW + timedelta(minutes=61)), wanted, NOW) is None
+    )
+
+
+def test_a_block_with_less_than_the_jobs_runtime_left_answers_too_late() -> None:
+    block = replace(ACTIVE, end_date=NOW + timedelta(hours=3))
+    long_job = replace(WANTED, runtime_seconds=3 * 3600)
+    result = validate_existing(block, long_job, NOW)
+    assert isinstance(result, TooLate)
+    assert "has 9000 s left" in result.reason and "the job runs 10800 s" in result.reason
+    assert validate_existing(block, replace(WANTED, runtime_seconds=2 * 3600), NOW) is None
+
+
+def test_a_block_shorter_than_the_job_can_never_take_it() -> None:
+    day = replace(BLOCK, end_date=BLOCK.start_date + timedelta(hours=24))  # type: ignore[operator]
+    result = validate_existing(day, replace(WANTED, runtime_seconds=24 * 3600), NOW)
+    assert isinstance(result, Rejected)
+    assert "at most (" in result.reason and "the job runs 86400 s" in result.reason
+    # one that fits is awaited until its start, as before
+    fits = validate_existing(day, replace(WANTED, runtime_seconds=23 * 3600), NOW)
+    assert isinstance(fits, WaitForStart)
+
+
+def test_an_odcr_end_date_is_not_a_block_end() -> None:
+    odcr = replace(ODCR, end_date=NOW + timedelta(minutes=10))
+    assert validate_existing(odcr, replace(WANTED, runtime_seconds=3600), NOW) is None
 
 
 @pytest.mark.parametrize("state", ["payment-failed", "expired", "cancelled"])

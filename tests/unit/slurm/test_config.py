@@ -47,6 +47,29 @@ def test_the_contracts_example_loads(tmp_path: Path) -> None:
     assert str(config.scontrol) == "/usr/bin/scontrol"
 
 
+def test_a_node_set_may_say_its_platform(tmp_path: Path) -> None:
+    """Contract v3: node sets accept ``instance_platform`` or ``image_id`` (not both), passed
+    to reserve; neither leaves the platform to the template's image."""
+    rhel = NODESET | {"instance_platform": "Red Hat Enterprise Linux"}
+    config = load(write(tmp_path, CONTRACT_EXAMPLE | {"nodesets": [rhel]}))
+    assert config.nodesets[0].platform_options() == {
+        "instance_platform": "Red Hat Enterprise Linux"
+    }
+    imaged = NODESET | {"image_id": "ami-0123456789abcdef0"}
+    config = load(write(tmp_path, CONTRACT_EXAMPLE | {"nodesets": [imaged]}))
+    assert config.nodesets[0].platform_options() == {"image_id": "ami-0123456789abcdef0"}
+    assert load(write(tmp_path, CONTRACT_EXAMPLE)).nodesets[0].platform_options() == {}
+    both = rhel | {"image_id": "ami-0123456789abcdef0"}
+    with pytest.raises(ConfigError, match="instance_platform or image_id, not both"):
+        load(write(tmp_path, CONTRACT_EXAMPLE | {"nodesets": [both]}))
+    with pytest.raises(ConfigError, match=r"nodesets\.0\.instance_platform"):
+        load(
+            write(
+                tmp_path, CONTRACT_EXAMPLE | {"nodesets": [NODESET | {"instance_platform": "RHEL"}]}
+            )
+        )
+
+
 def test_the_stacks_alias_is_the_qualifier(tmp_path: Path) -> None:
     config = load(write(tmp_path, CONTRACT_EXAMPLE | {"function_qualifier": "live"}))
     assert config.function_qualifier == "live"

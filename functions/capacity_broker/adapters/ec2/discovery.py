@@ -297,9 +297,13 @@ class DiscoveryMixin(Ec2Base):
 
     def purchase_capacity_block(
         self, offering_id: str, platform: str, tags: Mapping[str, str]
-    ) -> Reservation:
-        """Buy one Capacity Block, tagged on create. Called once: an error is the caller's to
-        resolve (look the block up by its tags) rather than a reason to buy again."""
+    ) -> list[Reservation]:
+        """Buy one Capacity Block, tagged on create: the reservations it made, every segment's
+        (botocore 1.44.5 PurchaseCapacityBlockResult: "When a Capacity Block offering contains
+        multiple segments, a separate Capacity Reservation is created for each segment", in
+        ``CapacityReservations``; ``CapacityReservation`` alone names one). Called once: an
+        error is the caller's to resolve (look the block up by its tags) rather than a reason
+        to buy again."""
         data = self._call_once(
             "PurchaseCapacityBlock",
             CapacityBlockOfferingId=offering_id,
@@ -311,7 +315,23 @@ class DiscoveryMixin(Ec2Base):
                 }
             ],
         )
-        return Reservation.from_api(self.region, data["CapacityReservation"])
+        items = list(data.get("CapacityReservations") or [])
+        single = data.get("CapacityReservation")
+        if single and all(
+            i.get("CapacityReservationId") != single.get("CapacityReservationId") for i in items
+        ):
+            items.insert(0, single)
+        return [Reservation.from_api(self.region, item) for item in items]
+
+    def tag_reservations(
+        self, reservation_ids: Iterable[str], tags: Mapping[str, str], deadline: float | None = None
+    ) -> None:
+        self._call(
+            "CreateTags",
+            deadline,
+            Resources=list(reservation_ids),
+            Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
+        )
 
 
 # -- the AWS Price List (On-Demand prices) ----------------------------------------------------

@@ -43,6 +43,23 @@ class FleetError:
 
 
 @dataclass(frozen=True)
+class LaunchSpec:
+    """The job's nodes, from the version that targets its reservation, in one subnet, under
+    one ClientToken, tagged on launch."""
+
+    template: TemplateVersion
+    instance_type: str
+    subnet_id: str
+    count: int
+    client_token: str
+    tags: Mapping[str, str]
+
+    def tag_specification(self, *resource_types: str) -> list[dict[str, Any]]:
+        tags = [{"Key": k, "Value": v} for k, v in self.tags.items()]
+        return [{"ResourceType": kind, "Tags": tags} for kind in resource_types]
+
+
+@dataclass(frozen=True)
 class FleetResult:
     fleet_id: str | None
     instance_ids: list[str]
@@ -206,18 +223,10 @@ class LaunchesMixin(Ec2Base):
         return deleted, refused
 
     # -- instant fleets -----------------------------------------------------------------
-    def create_instant_fleet(
-        self,
-        template: TemplateVersion,
-        instance_type: str,
-        subnet_id: str,
-        count: int,
-        capacity_type: str,
-        client_token: str,
-        tags: Mapping[str, str],
-        deadline: float | None = None,
-    ) -> FleetResult:
-        """All or nothing: one type, one AZ, ``MinTargetCapacity`` = ``count``.
+    def create_instant_fleet(self, spec: LaunchSpec, deadline: float | None = None) -> FleetResult:
+        """All or nothing into an On-Demand Capacity Reservation: one type, one AZ,
+        ``MinTargetCapacity`` = ``count`` (a Capacity Block is launched into with
+        ``run_instances``: EC2 honours no minimum for a block fleet).
 
         No ``CapacityReservationOptions``: the template version targets the one reservation
         (``capacity-reservations-only``), and EC2 Fleet does not use a template that targets a
@@ -230,27 +239,24 @@ class LaunchesMixin(Ec2Base):
         ``client_token`` makes the call idempotent (EC2 "Ensuring idempotency" lists
         CreateFleet): a retry after a lost answer gets the first fleet back, never a second.
         """
-        tag_list = [{"Key": k, "Value": v} for k, v in tags.items()]
+        count = spec.count
         target: dict[str, Any] = {
             "TotalTargetCapacity": count,
-            "DefaultTargetCapacityType": capacity_type,
+            "DefaultTargetCapacityType": "on-demand",
+            "OnDemandTargetCapacity": count,
         }
-        if capacity_type == "on-demand":
-            target["OnDemandTargetCapacity"] = count
-        # else a Capacity Block: EC2 refuses OnDemandTargetCapacity with capacity-block (EC2
-        # User Guide, "Configure your EC2 Fleet to launch instances into Capacity Blocks").
         answer = self._call(
             "CreateFleet",
             deadline,
-            ClientToken=client_token,
+            ClientToken=spec.client_token,
             Type="instant",
             LaunchTemplateConfigs=[
                 {
                     "LaunchTemplateSpecification": {
-                        "LaunchTemplateId": template.template_id,
-                        "Version": str(template.version),
+                        "LaunchTemplateId": spec.template.template_id,
+                        "Version": str(spec.template.version),
                     },
-                    "Overrides": [{"InstanceType": instance_type, "SubnetId": subnet_id}],
+                    "Overrides": [{"InstanceType": spec.instance_type, "SubnetId": spec.subnet_id}],
                 }
             ],
             TargetCapacitySpecification=target,
@@ -259,10 +265,7 @@ class LaunchesMixin(Ec2Base):
                 "SingleAvailabilityZone": True,
                 "MinTargetCapacity": count,
             },
-            TagSpecifications=[
-                {"ResourceType": "instance", "Tags": tag_list},
-                {"ResourceType": "fleet", "Tags": tag_list},
-            ],
+            TagSpecifications=spec.tag_specification("instance", "fleet"),
         )
         ids = [i for item in answer.get("Instances", []) for i in item.get("InstanceIds", [])]
         errors = [
@@ -279,6 +282,31 @@ class LaunchesMixin(Ec2Base):
             for e in answer.get("Errors", [])
         ]
         return FleetResult(answer.get("FleetId"), ids, errors)
+
+    def run_instances(self, spec: LaunchSpec, deadline: float | None = None) -> FleetResult:
+        """All or nothing: ``MinCount`` = ``MaxCount`` = ``count`` ("If Amazon EC2 can't
+        launch at least MinCount instances, no instances are launched", RunInstances), from
+        the version that targets the reservation. How the broker launches into a Capacity
+        Block: EC2 documents a block fleet as one that "fulfills as much capacity as it can"
+        (no minimum honoured), and AWS ParallelCluster launches into a targeted reservation
+        with RunInstances MinCount=MaxCount ("CapacityReservationId is not supported by
+        create-fleet", aws/aws-parallelcluster#5862). A failure is
+        EC2's error (``AwsError``); ``client_token`` makes a retry idempotent."""
+        answer = self._call(
+            "RunInstances",
+            deadline,
+            ClientToken=spec.client_token,
+            LaunchTemplate={
+                "LaunchTemplateId": spec.template.template_id,
+                "Version": str(spec.template.version),
+            },
+            InstanceType=spec.instance_type,
+            SubnetId=spec.subnet_id,
+            MinCount=spec.count,
+            MaxCount=spec.count,
+            TagSpecifications=spec.tag_specification("instance"),
+        )
+        return FleetResult(None, [item["InstanceId"] for item in answer.get("Instances", [])])
 
     def request_instances(self, request_id: str, deadline: float | None = None) -> list[str]:
         """Pending or running instances launched for a request (tagged with its id).

@@ -117,12 +117,13 @@ class BlockOfferings(DiscoveryBase):
         wanted = self._regions(regions)
         base = {"offering_id": offering_id, "purchase_key": key}
         earlier, errors = self._purchased(key, wanted)
-        if earlier is not None:
+        if earlier:
             return PurchaseAnswer(
                 status="already_purchased",
-                region=earlier.region,
-                reservation=earlier,
-                message=f"Already bought: Capacity Block {earlier.reservation_id} carries "
+                region=earlier[0].region,
+                reservation=earlier[0],
+                reservations=earlier,
+                message=f"Already bought: Capacity Block {_ids(earlier)} carries "
                 f"purchase key {key}; nothing was bought again.",
                 **base,
             )
@@ -164,14 +165,15 @@ class BlockOfferings(DiscoveryBase):
             # reached EC2 and the block may exist. Look before answering.
             if error.code is None or error.error_class is ErrorClass.TRANSIENT:
                 again, _ = self._purchased(key, [offer.region])
-                if again is not None:
+                if again:
                     return PurchaseAnswer(
                         status="purchased",
                         region=offer.region,
-                        reservation=again,
+                        reservation=again[0],
+                        reservations=again,
                         offering=offer,
-                        message=f"Bought Capacity Block {again.reservation_id} (the purchase "
-                        "answer was lost; found by its purchase key).",
+                        message=f"Bought Capacity Block {_ids(again)} (the purchase answer "
+                        "was lost; found by its purchase key).",
                         **base,
                     )
                 return PurchaseAnswer(
@@ -192,21 +194,36 @@ class BlockOfferings(DiscoveryBase):
                 message=f"EC2 refused the purchase, nothing was bought: {error.message}"[:500],
                 **base,
             )
-        row = to_row(bought, {}, self.lister.cluster_id, None)
+        # Every segment's reservation carries the purchase key (the next run finds them all
+        # by it): one EC2 did not tag on create is tagged now.
+        untagged = [b.id for b in bought if b.tags.get(TAG_PURCHASE_KEY) != key]
+        note = ""
+        if untagged:
+            try:
+                ec2.tag_reservations(untagged, tags)
+            except AwsError as error:
+                note = (
+                    f" Could not tag {', '.join(untagged)} with the purchase key "
+                    f"({error.code}): tag them before running the command again."
+                )
+        rows = [to_row(b, {}, self.lister.cluster_id, None) for b in bought]
         return PurchaseAnswer(
             status="purchased",
             region=offer.region,
-            reservation=row,
+            reservation=rows[0],
+            reservations=rows,
             offering=offer,
-            message=f"Bought Capacity Block {row.reservation_id}: {offer.instance_count} x "
+            message=f"Bought Capacity Block {_ids(rows)}: {offer.instance_count} x "
             f"{offer.instance_type} in {offer.availability_zone} from "
-            f"{offer.start_date:%Y-%m-%d %H:%M} UTC for {offer.duration_hours} h.",
+            f"{offer.start_date:%Y-%m-%d %H:%M} UTC for {offer.duration_hours} h." + note,
             **base,
         )
 
     def _purchased(
         self, key: str, regions: Sequence[str]
-    ) -> tuple[CapacityRow | None, list[ItemError]]:
+    ) -> tuple[list[CapacityRow], list[ItemError]]:
+        """Every reservation carrying the purchase key (a purchase makes one per segment)."""
+
         def one(region: str) -> list[CapacityRow]:
             items = self.ec2(region).describe_reservations({f"tag:{TAG_PURCHASE_KEY}": [key]})
             return [
@@ -216,7 +233,17 @@ class BlockOfferings(DiscoveryBase):
 
         found, errors = fan_out(regions, one, self.max_workers)
         rows = [row for region in regions for row in found.get(region, [])]
-        return (rows[0] if rows else None), errors
+        return rows, errors
+
+
+def _ids(rows: Sequence[CapacityRow]) -> str:
+    """The reservations of one block, for a message: "cr-1" or "cr-1 (2 segments: cr-1, cr-2)"."""
+    if len(rows) == 1:
+        return rows[0].reservation_id
+    return (
+        f"{rows[0].reservation_id} ({len(rows)} segments: "
+        f"{', '.join(r.reservation_id for r in rows)})"
+    )
 
 
 def check_offering_terms(

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from ...adapters.ec2 import Ec2
-from ...adapters.ssm import Flags
+from ...adapters.ssm import Flags, ImageParameters
 from ..attempts import Spending
 from ..memory import CapacityMemory
 from ..reservations import ReservationCore, utcnow
@@ -30,6 +30,7 @@ class ReserverBase:
         monotonic: Callable[[], float] = time.monotonic,
         clock: Callable[[], datetime] = utcnow,
         memory: CapacityMemory | None = None,
+        parameters: ImageParameters | None = None,
     ) -> None:
         self.ec2 = ec2
         self.flags = flags
@@ -39,3 +40,5 @@ class ReserverBase:
         self.clock = clock
         self.memory = memory
         self.templates = Templates(ec2, core.cluster_id)
+        # The Systems Manager parameters a template's image may name (resolve:ssm:).
+        self.parameters = parameters or ImageParameters(ec2.region, ec2.clients, ec2.retry)

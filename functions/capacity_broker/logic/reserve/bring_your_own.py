@@ -4,10 +4,13 @@ here holds or cancels: the broker never touches a reservation it does not own.""
 
 from __future__ import annotations
 
+from ...domain.backoff import retry_after_seconds
 from ...domain.reserve import (
     ExistingReservation,
     Rejected,
     ReserveStatus,
+    StillPending,
+    TooLate,
     WaitForStart,
     Wanted,
     validate_existing,
@@ -51,6 +54,7 @@ class BringYourOwn(ReserverBase):
             owner=found.owner_id,
             owned_by_broker=self.core.owns(found),
             size=found.size,
+            end_date=found.end_date,
             other_cluster=other_cluster(found.tags, self.core.cluster_id),
         )
         wanted = Wanted(
@@ -59,10 +63,17 @@ class BringYourOwn(ReserverBase):
             platform=place.platform,
             tenancy=place.tenancy,
             instance_count=request.instance_count,
+            runtime_seconds=request.runtime_seconds,
         )
         check = validate_existing(existing, wanted, self.clock())
         if isinstance(check, Rejected):
             return answer.unchanged(ReserveStatus.REJECTED, check.reason, reason=check.reason)
+        if isinstance(check, TooLate | StillPending):
+            response = answer.unchanged(
+                ReserveStatus.NO_CAPACITY, check.reason, reason=check.reason
+            )
+            response.retry_after_seconds = retry_after_seconds(request.attempt)
+            return response
         if isinstance(check, WaitForStart):
             response = answer.unchanged(
                 ReserveStatus.NO_CAPACITY, check.reason, reason=check.reason

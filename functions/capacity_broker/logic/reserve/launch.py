@@ -6,12 +6,13 @@ of the request already launched, which are never launched twice."""
 from __future__ import annotations
 
 from ...adapters.aws import AwsError
-from ...adapters.ec2 import FleetResult, Reservation, TemplateVersion
-from ...domain.errors import is_retryable
+from ...adapters.ec2 import FleetError, FleetResult, LaunchSpec, Reservation, TemplateVersion
+from ...domain.errors import is_retryable, launch_asks_again
 from ...domain.reserve import (
     ReserveStatus,
 )
 from ...domain.tags import (
+    TAG_CLUSTER_ID,
     TAG_JOB_ID,
     TAG_REQUEST_ID,
     Purpose,
@@ -23,6 +24,14 @@ from .. import InvalidInput
 from .answer import Answer, Chosen
 from .base import ReserveStats
 from .giveback import GiveBack
+
+# Launches asked again after a transient failure: pauses doubling from LAUNCH_PAUSE to
+# LAUNCH_PAUSE_CAP seconds, at most LAUNCH_TRIES launches (about 12 s of pauses), always
+# within the time budget: the hold bills meanwhile, and a failure that outlasts that is no
+# longer "a moment ago".
+LAUNCH_PAUSE = 0.25
+LAUNCH_PAUSE_CAP = 2.0
+LAUNCH_TRIES = 8
 
 
 class Launch(GiveBack):
@@ -73,6 +82,7 @@ class Launch(GiveBack):
                 deadline,
                 hard_deadline,
                 chosen.earlier_work,
+                new_hold=chosen.owned,
             )
         except FleetUnknown as unknown:
             return self._unknown_fleet(answer, chosen, unknown)
@@ -129,43 +139,85 @@ class Launch(GiveBack):
         deadline: float,
         hard_deadline: float,
         earlier_work: bool = False,
+        new_hold: bool = False,
     ) -> FleetResult:
-        """One all-or-nothing fleet per hold, under a ClientToken: a retry of CreateFleet with
-        that token gets the first fleet back (EC2 "Ensuring idempotency"), never a second.
+        """The job's nodes, all or nothing: an instant fleet into an On-Demand Capacity
+        Reservation (``MinTargetCapacity``, which EC2 honours), RunInstances with ``MinCount`` =
+        ``MaxCount`` into a Capacity Block (EC2 documents a block fleet as one that "fulfills
+        as much capacity as it can").
 
         Nodes an earlier invocation launched and EC2 already shows (they carry the request
-        id) are not launched again. A fleet whose answer was lost is asked for again with the
-        same token until the time budget ends; what DescribeInstances shows then is taken as
-        a confirmation, and nothing shown proves nothing (EC2 is eventually consistent):
-        ``FleetUnknown``, and the hold stays for the retry of the request to find.
+        id) are not launched again. A launch that failed for a reason that only says "not now"
+        (``domain.errors.launch_asks_again``: throttled, a version EC2 does not show yet, a
+        hold not ready yet) is asked again, with a new ClientToken each time (EC2 answers a
+        token with its first answer, errors included), ``LAUNCH_TRIES`` times at most and
+        within the time budget; the hold stays meanwhile. Any other failure is final: the
+        caller gives the hold back.
         """
         if request.request_id is not None:
             earlier = self._earlier_nodes(request, request_id, deadline, earlier_work)
             if earlier:
                 return FleetResult(None, earlier)
-        token = client_token(
-            Purpose.HOLD,
-            request_id,
-            reservation.instance_type,
-            subnet_id,
-            # One fleet per hold: a retry that had to make a new hold (the old one was given
-            # back) launches from a new version, which the old token would refuse.
-            nonce=f"fleet:{reservation.id}",
-        )
-
-        def create(until: float) -> FleetResult:
-            return self.ec2.create_instant_fleet(
-                template,
+        tags = {
+            # The cluster's own nodes: what reserve may terminate (a partial launch).
+            TAG_CLUSTER_ID: self.core.cluster_id,
+            TAG_JOB_ID: request.job_id,
+            TAG_REQUEST_ID: request_id,
+            **(request.tags or {}),
+        }
+        block = reservation.reservation_type == "capacity-block"
+        tries = 0
+        while True:
+            token = client_token(
+                Purpose.HOLD,
+                request_id,
                 reservation.instance_type,
                 subnet_id,
-                request.instance_count,
-                "capacity-block"
-                if reservation.reservation_type == "capacity-block"
-                else "on-demand",
-                token,
-                {TAG_JOB_ID: request.job_id, TAG_REQUEST_ID: request_id, **(request.tags or {})},
-                until,
+                # One launch per hold and try: a retry that had to make a new hold (the old
+                # one was given back) launches from a new version, which the old token would
+                # refuse; a launch asked again after a transient failure needs a fresh token.
+                nonce=f"fleet:{reservation.id}" + (f":{tries}" if tries else ""),
             )
+            spec = LaunchSpec(
+                template, reservation.instance_type, subnet_id, request.instance_count, token, tags
+            )
+            result = self._launch_once(request, request_id, spec, block, deadline, hard_deadline)
+            if result.instance_ids or not result.errors:
+                return result
+            if not all(launch_asks_again(e.code, new_hold) for e in result.errors):
+                return result
+            pause = min(LAUNCH_PAUSE_CAP, LAUNCH_PAUSE * 2**tries)
+            if tries + 1 >= LAUNCH_TRIES or self.monotonic() + pause >= deadline:
+                return result
+            self.core.sleep(pause)
+            tries += 1
+
+    def _launch_once(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        spec: LaunchSpec,
+        block: bool,
+        deadline: float,
+        hard_deadline: float,
+    ) -> FleetResult:
+        """One launch under ``spec``'s token: an instant fleet, or RunInstances into a
+        Capacity Block. An answer that was lost (timeouts, 5xx, after the adapter's retries)
+        is asked for again with the same token, which returns what the first call launched;
+        what DescribeInstances shows then is taken as a confirmation, and nothing shown proves
+        nothing (EC2 is eventually consistent): ``FleetUnknown``, and the hold stays for the
+        retry of the request to find."""
+
+        def create(until: float) -> FleetResult:
+            if not block:
+                return self.ec2.create_instant_fleet(spec, until)
+            try:
+                return self.ec2.run_instances(spec, until)
+            except AwsError as error:
+                if is_retryable(error.error_class):
+                    raise  # no answer: the lost-answer path below
+                # EC2 answered: nothing was launched (MinCount). Judged as a fleet's error.
+                return FleetResult(None, [], [FleetError(error.code or "Unknown", error.message)])
 
         try:
             return create(deadline)
@@ -174,7 +226,7 @@ class Launch(GiveBack):
                 raise
             lost = error
         # No answer (timeouts, 5xx) after the adapter's retries: EC2 may have launched the
-        # fleet. The same token once more, within what is left for finishing the request.
+        # nodes. The same token once more, within what is left for finishing the request.
         if self.monotonic() < hard_deadline:
             try:
                 return create(hard_deadline)
@@ -182,13 +234,15 @@ class Launch(GiveBack):
                 if not is_retryable(error.error_class):
                     raise
                 lost = error
-        # Still no answer: the fleet's nodes carry the request id. A listing can miss instances
-        # launched a moment ago, so it is looked at again until it shows them all.
+        # Still no answer: the nodes carry the request id. A listing can miss instances
+        # launched a moment ago (by tag, for minutes at worst), and EC2 may well have launched
+        # them: looked at again with the whole patience until it shows them all.
         try:
             seen = self.core.look_again_until(
                 lambda: self.ec2.request_instances(request_id, hard_deadline),
                 lambda found: len(found) == request.instance_count,
                 hard_deadline,
+                expected=True,
             )
         except AwsError:
             seen = []
@@ -268,19 +322,44 @@ class Launch(GiveBack):
             first = fleet.errors[0] if fleet.errors else None
             response.status = ReserveStatus.ERROR
             response.error_code = first.code if first else "FleetIncomplete"
-            response.instances = fleet.instance_ids
             details = "; ".join(f"{e.code}: {e.message}" for e in fleet.errors)[:400]
             response.message = (
-                f"The fleet could not launch all {request.instance_count} nodes at once "
-                f"({len(fleet.instance_ids)} launched): {details or 'no error given'}"
-                + ("; the hold is cancelled" if chosen.owned else "")
+                f"The launch could not start all {request.instance_count} nodes at once: "
+                f"{details or 'no error given'}"
             )
+            response.instances = fleet.instance_ids
+            if fleet.instance_ids and fleet.errors:
+                # A launch that answered with part of the nodes (EC2 did not honour the
+                # minimum): all or nothing, what did launch is ended before the answer says
+                # error. (Nodes an earlier invocation launched that a listing shows only in
+                # part are the job's whole launch, lagging: never ended here.)
+                left = self._end_partial(fleet.instance_ids, hard_deadline)
+                response.instances = left
+                response.message += (
+                    f"; the {len(fleet.instance_ids)} nodes it did launch are terminated"
+                    if not left
+                    else f"; {len(left)} of the {len(fleet.instance_ids)} nodes it did launch "
+                    f"could not be terminated: {', '.join(left)}"
+                )
+                if left:
+                    response.cleanup = "pending"
+            if chosen.owned:
+                response.message += "; the hold is cancelled"
         if not cleaned:
             response.cleanup = "pending"
             response.message += (
                 "; the hold could not be cancelled: its EndDate and the cleaner will"
             )
         return response
+
+    def _end_partial(self, instance_ids: list[str], hard_deadline: float) -> list[str]:
+        """Terminate a partial launch (made a moment ago: EC2 may not know the ids yet);
+        answers the ids EC2 did not confirm ending."""
+        try:
+            ended = self.ec2.terminate_instances(instance_ids, hard_deadline, wait_for=instance_ids)
+        except AwsError:
+            ended = []
+        return sorted(set(instance_ids) - set(ended))
 
 
 class FleetUnknown(Exception):

@@ -65,6 +65,14 @@ class Reserver(Launch, Race, BringYourOwn, Replay):
         template = Background(self._template_source, request, deadline)
 
         if request.capacity_reservation_id:
+            source = None
+            if self._platform_from_template(request):
+                # The reservation must match the platform the template's image bills as.
+                try:
+                    source = template.result()
+                    place = self._template_platform(place, source, deadline)
+                except AwsError as error:
+                    return answer.error(error.code, TEMPLATE_UNREADABLE + error.message)
             try:
                 outcome = self._bring_your_own(request, place, answer, deadline)
             except AwsError as error:
@@ -99,6 +107,8 @@ class Reserver(Launch, Race, BringYourOwn, Replay):
                 return answer.error(error.code, f"Could not look for earlier work: {error.message}")
             try:
                 source = template.result()
+                if self._platform_from_template(request):
+                    place = self._template_platform(place, source, deadline)
             except AwsError as error:
                 return answer.error(error.code, TEMPLATE_UNREADABLE + error.message)
             except TemplateRefused as refused:
@@ -139,6 +149,19 @@ class Reserver(Launch, Race, BringYourOwn, Replay):
                 "; a losing hold could not be cancelled: its EndDate and the cleaner will"
             )
         return response
+
+    @staticmethod
+    def _platform_from_template(request: ReserveRequest) -> bool:
+        """The job named neither ``image_id`` nor ``instance_platform``: its holds take the
+        platform its launch template's image bills as (contract v3)."""
+        return request.launch_template is not None and not request.platform_chosen
+
+    def _template_platform(
+        self, place: placement.Placement, source: Version | None, deadline: float
+    ) -> placement.Placement:
+        if source is None:
+            return place
+        return placement.from_template(self.ec2, self.parameters, place, source, deadline)
 
 
 class Background:
