@@ -130,9 +130,15 @@ class BrokerConfig:
                 "hyphens, starting with a letter or digit (e.g. -c clusterId=soca-prod)"
             )
 
-        function_prefix = (
-            _optional_str(context, "functionPrefix") or f"capacity-broker-{cluster_id}"
-        )
+        given_prefix = _optional_str(context, "functionPrefix")
+        function_prefix = given_prefix or f"capacity-broker-{cluster_id}"
+        if not given_prefix and not _FUNCTION_PREFIX.fullmatch(function_prefix):
+            # A valid id of 39 characters makes a default name Lambda refuses: say which.
+            raise ConfigError(
+                f"context clusterId={cluster_id!r} is too long for the default functionPrefix "
+                f"{function_prefix!r} (at most 54 characters: Lambda names stop at 64): give "
+                "-c functionPrefix=<shorter> or use a cluster id of at most 38 characters"
+            )
         if not _FUNCTION_PREFIX.fullmatch(function_prefix):
             raise ConfigError(
                 f"context functionPrefix={function_prefix!r} is malformed: letters, digits, "

@@ -61,10 +61,24 @@ def test_no_default_prefix_starts_another_clusters(first: str, second: str) -> N
     its event rule and its DescribeStacks grant reach) are never under the other's."""
     if "job" in f"{first}-{second}".split("-"):
         return  # such an id must name its prefix (below)
-    prefixes = [config(clusterId=cluster_id).stack_name_prefix for cluster_id in (first, second)]
+    prefixes = [
+        # (a named function prefix: an id of 39 characters is too long for the default one)
+        config(clusterId=cluster_id, functionPrefix="broker").stack_name_prefix
+        for cluster_id in (first, second)
+    ]
     if first != second:
         assert not prefixes[1].startswith(prefixes[0])
         assert not prefixes[0].startswith(prefixes[1])
+
+
+def test_an_id_too_long_for_the_default_function_prefix_says_so() -> None:
+    """39 characters is a valid cluster id, but ``capacity-broker-<id>`` would pass Lambda's
+    limit: the error names the id and the way out, not a functionPrefix nobody gave."""
+    long_id = "a" * 39
+    with pytest.raises(ConfigError, match=r"clusterId='a{39}' is too long .* functionPrefix"):
+        config(clusterId=long_id)
+    assert config(clusterId=long_id, functionPrefix="hpc-broker").function_prefix == "hpc-broker"
+    assert config(clusterId="a" * 38).function_prefix == "capacity-broker-" + "a" * 38
 
 
 @pytest.mark.parametrize("cluster_id", ["prod-job", "prod-job-x", "job-1", "a-job-b", "1demo"])
