@@ -86,9 +86,10 @@ class DiscoveryCalls(BrokerBase):
         else:
             fields["regions"] = self.resolve_regions(regions)
             request = _request(CapacityRequest, fields)
-            response = self.discovery.lister.answer(
-                request, f"client-{uuid.uuid4().hex}", progress=progress
-            )
+            with _arguments():
+                response = self.discovery.lister.answer(
+                    request, f"client-{uuid.uuid4().hex}", progress=progress
+                )
             if response.status == "error":
                 raise RegionsFailed(response.errors)
         return Results(
@@ -166,8 +167,8 @@ class DiscoveryCalls(BrokerBase):
     ) -> Results[InstanceTypeRow]:
         """Instance types matching ``pattern`` (``m7i.large``, ``m8g.*``, ``p5``) with at
         least ``min_vcpus`` vCPUs and ``min_memory`` GiB."""
-        return self._results(
-            self.discovery.search(
+        with _arguments():
+            listing = self.discovery.search(
                 pattern,
                 self.resolve_regions(regions),
                 architecture,
@@ -176,7 +177,7 @@ class DiscoveryCalls(BrokerBase):
                 gpu_only,
                 progress,
             )
-        )
+        return self._results(listing)
 
     def az(
         self,
@@ -188,15 +189,15 @@ class DiscoveryCalls(BrokerBase):
         progress: Progress | None = None,
     ) -> Results[AzRow]:
         """Which Availability Zones offer each type (``azs``: only these, by name or id)."""
-        return self._results(
-            self.discovery.az(
+        with _arguments():
+            listing = self.discovery.az(
                 pattern,
                 self.resolve_regions(regions),
                 min_az_count,
                 where.names(azs),
                 progress,
             )
-        )
+        return self._results(listing)
 
     def spot(
         self,
@@ -212,8 +213,8 @@ class DiscoveryCalls(BrokerBase):
     ) -> Results[SpotPriceRow]:
         """Current Spot prices per type and AZ. ``show_savings`` adds the On-Demand price from
         the AWS Price List, or says why it is unavailable (never an estimate)."""
-        return self._results(
-            self.discovery.spot(
+        with _arguments():
+            listing = self.discovery.spot(
                 pattern,
                 self.resolve_regions(regions),
                 max_price,
@@ -223,7 +224,7 @@ class DiscoveryCalls(BrokerBase):
                 product_description,
                 progress,
             )
-        )
+        return self._results(listing)
 
     def plan(
         self,

@@ -91,7 +91,9 @@ class Prober:
         try:
             place = placement.resolve(self.ec2, request, request.subnet_ids, deadline)
         except AwsError as error:
-            return _failed(base, error, "Could not look up the subnets, image or VPC"), stats
+            return _failed(
+                base, error, "Could not look up the instance types, subnets, image or VPC"
+            ), stats
 
         def spec_of(where: Place) -> HoldSpec:
             return HoldSpec(

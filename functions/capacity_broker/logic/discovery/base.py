@@ -12,7 +12,7 @@ from ...models.capacity import (
     CapacityRequest,
     CapacityRow,
 )
-from ..capacity import CapacityLister, Ec2Factory, Listing, Progress
+from ..capacity import CapacityLister, Ec2Factory, Listing, Progress, check_types
 
 DEFAULT_PRODUCT = "Linux/UNIX"
 # Look-ups inside one region (per instance type, per price) at once.
@@ -78,6 +78,10 @@ class DiscoveryBase:
 
     def _regions(self, regions: Sequence[str] | None) -> list[str]:
         return list(dict.fromkeys(regions or self.default_regions))
+
+    def check_types(self, named: Sequence[tuple[str, str]], regions: Sequence[str]) -> None:
+        """``InvalidInput`` for a type no region asked offers (``logic.capacity.check_types``)."""
+        check_types(self.ec2, named, regions, self.max_workers)
 
     # -- capacity ---------------------------------------------------------------------------
     def capacity(

@@ -48,6 +48,7 @@ class Planning(BlockOfferings):
         if days is not None and days <= 0:
             raise InvalidInput([("days", "must be more than 0")])
         wanted = self._regions(regions)
+        self.check_types([("instance_type", instance_type)], wanted)
         errors: list[ItemError] = []
         facts = self.lister.accelerators
         accelerated: bool | None = None
