@@ -18,7 +18,7 @@ from capacity_broker.handlers.capacity import handler as capacity
 from capacity_broker.handlers.probe import handler as probe
 from capacity_broker.handlers.reserve import handler as reserve
 from capacity_broker.root import Adapters
-from capacity_broker.slurm.config import load, unknown_instance_types
+from capacity_broker.slurm.config import load
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.integration
@@ -149,6 +149,9 @@ def test_a_region_whose_list_cannot_be_asked_refuses_nothing(world: Any) -> None
 
 
 def test_the_slurm_configurations_types(world: Any, tmp_path: Path) -> None:
+    """What ``slurm check`` reports: a node set whose type EC2 does not offer fails every job."""
+    from capacity_broker.slurm.config import unknown_instance_types
+
     path = tmp_path / "slurm.yaml"
     nodeset = {
         "nodes": "gpu-[1-4]",
