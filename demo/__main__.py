@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from rich.console import Console
+from capacity_broker.cli import render
 from rich.rule import Rule
 
 from . import broker_story, emulator_story
@@ -20,17 +20,36 @@ def state_table(endpoint: str) -> None:
     make_state_table(name, "us-east-1", endpoint)
 
 
+def feature_flags(endpoint: str) -> None:
+    """The feature flags at their initial values, as the stack writes them (``infra/flags.py``):
+    the functions read them, as deployed, instead of warning that they are missing."""
+    import boto3
+    from capacity_broker.domain import flags
+
+    ssm = boto3.client("ssm", region_name="us-east-1", endpoint_url=endpoint)
+    prefix = flags.default_prefix(os.environ["BROKER_CLUSTER_ID"])
+    for name, value in flags.DEFAULTS.items():
+        ssm.put_parameter(
+            Name=flags.flag_path(prefix, name),
+            Value="true" if value else "false",
+            Type="String",
+            Overwrite=True,
+        )
+
+
 def main() -> int:
     # The broker runs in this process; its Lambda environment, for the demo cluster.
     os.environ.setdefault("BROKER_CLUSTER_ID", "demo")
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
-    console = Console(highlight=False, width=120)
+    # The CLI's console: the terminal's width, else $COLUMNS, else 80 (a pipe, a file).
+    console = render.stdout()
     console.print(Rule("capacity-broker demo: a local, capacity-aware EC2 (no AWS account needed)"))
     with emulator_process("demo") as emu:
         console.print(f"emulator listening at {emu.endpoint}\n")
         state_table(emu.endpoint)
+        feature_flags(emu.endpoint)
         console.print("[bold]1. The emulator answers a capacity story through boto3[/]")
         emulator_story.run(console, emu)
         console.print("\n[bold]2. VDI: probe a desktop's subnets[/]")

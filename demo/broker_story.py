@@ -173,7 +173,7 @@ def capacity_tables(console: Console, emu: RemoteEmulator) -> None:
     console.print("  $ capacity-broker --regions us-east-1,us-west-2,eu-west-1 capacity --all")
     shown = subprocess.run(  # noqa: S603 - our own CLI
         command,
-        env={**os.environ, "COLUMNS": "150"},
+        env={**os.environ, "COLUMNS": str(console.width)},  # the story's width
         capture_output=True,
         text=True,
         check=True,
@@ -205,7 +205,7 @@ def history(console: Console, emu: RemoteEmulator) -> None:
     console.print(f"  $ capacity-broker history --state-table {table}")
     shown = subprocess.run(  # noqa: S603 - our own CLI
         command,
-        env={**os.environ, "COLUMNS": "120"},
+        env={**os.environ, "COLUMNS": str(console.width)},
         capture_output=True,
         text=True,
         check=True,

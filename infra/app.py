@@ -25,6 +25,7 @@ CONTEXT_KEYS = (
     "instanceRoleArns",
     "imageParameters",
     "alarmEmail",
+    "alarmTopicArn",
     "powertoolsLayerArn",
     "probeGraceSeconds",
     "stackGraceSeconds",

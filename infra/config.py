@@ -14,6 +14,7 @@ from typing import Any
 
 # The rules the runtime keeps (pure functions of ``capacity_broker.domain``), so the stack and
 # the functions read names the same way.
+from capacity_broker.adapters.regions import unknown_region_message, unknown_regions
 from capacity_broker.domain import tags
 from capacity_broker.domain.names import default_parameter_prefix, default_stack_prefix
 
@@ -43,6 +44,11 @@ _PARAMETER_ARN = re.compile(
     r"^arn:aws[a-z-]*:ssm:[a-z]{2}(-[a-z]+)+-\d{1,2}:\d{12}:parameter(/[A-Za-z0-9_.-]+)+(/\*)?$"
 )
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# An SNS topic's ARN (topic names: letters, digits, '-' and '_', at most 256; '.fifo' ends a
+# FIFO topic's).
+_TOPIC_ARN = re.compile(
+    r"^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-\d{1,2}:\d{12}:[A-Za-z0-9_-]{1,251}(\.fifo)?$"
+)
 _LAYER_ARN = re.compile(
     r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:AWSLambdaPowertoolsPythonV3-"
     r"python3\d+-arm64:\d+$"
@@ -99,6 +105,8 @@ class BrokerConfig:
     # The functions' EC2 pacers draw from one budget in the state table (BROKER_SHARED_EC2_BUDGET,
     # docs/performance.md): for accounts where bursts of many containers meet EC2's buckets.
     shared_ec2_budget: bool = False
+    # An existing SNS topic the alarms notify (alarmTopicArn), instead of a new one.
+    alarm_topic_arn: str | None = None
 
     @property
     def live_alias(self) -> str | None:
@@ -181,6 +189,14 @@ class BrokerConfig:
                 )
         if len(set(regions)) != len(regions):
             raise ConfigError(f"context regions lists a region twice: {','.join(regions)}")
+        # The client's rule (botocore's partitions, offline): the cleaner would otherwise sweep
+        # a region that does not exist on every schedule, and fail there each time.
+        unknown = unknown_regions(regions)
+        if unknown:
+            raise ConfigError(
+                "context regions: "
+                + "; ".join(unknown_region_message(name, close) for name, close in unknown.items())
+            )
 
         role_arns = _str_list(context, "instanceRoleArns")
         for arn in role_arns:
@@ -202,6 +218,18 @@ class BrokerConfig:
         alarm_email = _optional_str(context, "alarmEmail")
         if alarm_email is not None and not _EMAIL.fullmatch(alarm_email):
             raise ConfigError(f"context alarmEmail={alarm_email!r} is not an e-mail address")
+        alarm_topic_arn = _optional_str(context, "alarmTopicArn")
+        if alarm_topic_arn is not None and not _TOPIC_ARN.fullmatch(alarm_topic_arn):
+            raise ConfigError(
+                f"context alarmTopicArn={alarm_topic_arn!r} is not an SNS topic ARN "
+                "(arn:aws:sns:us-east-1:123456789012:ops-alarms)"
+            )
+        if alarm_topic_arn is not None and alarm_email is not None:
+            raise ConfigError(
+                "context alarmEmail and alarmTopicArn cannot be combined: alarmEmail makes a "
+                "new topic for the alarms, alarmTopicArn sends them to yours (subscribe the "
+                "address to your topic instead; see docs/deploy.md)"
+            )
 
         layer_arn = _optional_str(context, "powertoolsLayerArn")
         if layer_arn is not None and not _LAYER_ARN.fullmatch(layer_arn):
@@ -253,6 +281,7 @@ class BrokerConfig:
             ),
             instance_role_arns=tuple(role_arns),
             alarm_email=alarm_email,
+            alarm_topic_arn=alarm_topic_arn,
             powertools_layer_arn=layer_arn,
             probe_grace_seconds=graces["probeGraceSeconds"],
             stack_grace_seconds=graces["stackGraceSeconds"],

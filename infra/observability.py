@@ -1,4 +1,5 @@
-"""Alarms, an optional (encrypted) SNS topic for them, and the operator's dashboard."""
+"""Alarms, where they notify (a new encrypted SNS topic for an e-mail address, or the
+operator's existing topic, or none), and the operator's dashboard."""
 
 from __future__ import annotations
 
@@ -228,8 +229,13 @@ class Observability(Construct):
         self.alarms[suffix] = alarm
         return alarm
 
-    def _alarm_topic(self, config: BrokerConfig) -> sns.Topic | None:
-        """Only when an e-mail is configured: an encrypted, TLS-only topic."""
+    def _alarm_topic(self, config: BrokerConfig) -> sns.ITopic | None:
+        """The operator's topic (alarmTopicArn), else, when an e-mail is configured, a new
+        encrypted, TLS-only topic; else none. The stack changes nothing on an existing topic:
+        its policy (and its key's, when encrypted) must let CloudWatch publish
+        (docs/deploy.md)."""
+        if config.alarm_topic_arn is not None:
+            return sns.Topic.from_topic_arn(self, "ExistingAlarmTopic", config.alarm_topic_arn)
         if config.alarm_email is None:
             return None
         # CloudWatch cannot publish to a topic encrypted with the AWS managed aws/sns key, so

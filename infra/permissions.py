@@ -87,6 +87,8 @@ DESCRIBE_PLACEMENT = (
     "ec2:DescribeCapacityReservations",
     # The platform of image_id.
     "ec2:DescribeImages",
+    # The region's instance types: a name EC2 does not offer is refused, not "no capacity".
+    "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeSubnets",
     # Dedicated-tenancy VPCs decide the reservation's tenancy.
     "ec2:DescribeVpcs",
@@ -98,6 +100,8 @@ DESCRIBE_CAPACITY = (
     "ec2:DescribeCapacityBlockStatus",
     "ec2:DescribeCapacityReservationTopology",
     "ec2:DescribeCapacityReservations",
+    # The region's instance types: a name EC2 does not offer is refused, not an empty list.
+    "ec2:DescribeInstanceTypeOfferings",
     # gpu_only: whether a type carries accelerators.
     "ec2:DescribeInstanceTypes",
 )

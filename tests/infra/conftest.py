@@ -51,3 +51,15 @@ def warm_probe(tmp_path_factory: pytest.TempPathFactory) -> Synth:
         {"clusterId": "demo", "probeProvisionedConcurrency": "4"},
         outdir=tmp_path_factory.mktemp("cdk-warm"),
     )
+
+
+EXISTING_TOPIC = "arn:aws:sns:us-east-1:123456789012:hpc-ops-alarms"
+
+
+@pytest.fixture(scope="session")
+def existing_topic(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """Alarms to the operator's own SNS topic (-c alarmTopicArn=..., docs/deploy.md)."""
+    return synthesize(
+        {"clusterId": "demo", "alarmTopicArn": EXISTING_TOPIC},
+        outdir=tmp_path_factory.mktemp("cdk-topic"),
+    )

@@ -45,10 +45,10 @@ def offline_env() -> dict[str, str]:
 
 @pytest.mark.slow
 def test_cdk_nag_finds_nothing_unacknowledged(
-    broker: Synth, custom: Synth, snapstart: Synth, warm_probe: Synth
+    broker: Synth, custom: Synth, snapstart: Synth, warm_probe: Synth, existing_topic: Synth
 ) -> None:
     # One test for every variant: loading cdk-nag into the jsii kernel is the costly part.
-    for synth in (broker, custom, snapstart, warm_probe):
+    for synth in (broker, custom, snapstart, warm_probe, existing_topic):
         report = AwsSolutionsChecks(synth.app).validate_scope(synth.app)
         findings = [
             f"{violation.rule_name} at {[r.construct_path for r in violation.violating_resources]}"
@@ -90,7 +90,9 @@ def test_acknowledgments_are_narrow_and_explained(custom: Synth) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["broker", "custom", "snapstart", "warm_probe"])
+@pytest.mark.parametrize(
+    "variant", ["broker", "custom", "snapstart", "warm_probe", "existing_topic"]
+)
 def test_cfn_lint_reports_no_errors(variant: str, request: pytest.FixtureRequest) -> None:
     from cfnlint.api import ManualArgs, lint
 

@@ -137,6 +137,25 @@ def test_regions_from_a_comma_list_or_a_json_list() -> None:
     assert config(regions=["us-gov-west-1"]).regions == ("us-gov-west-1",)
 
 
+def test_alarm_topic_arn_is_an_sns_topic_and_not_beside_an_email() -> None:
+    arn = "arn:aws:sns:eu-west-1:123456789012:ops-alarms"
+    assert config(alarmTopicArn=arn).alarm_topic_arn == arn
+    assert config().alarm_topic_arn is None
+    with pytest.raises(ConfigError, match="alarmTopicArn='arn:aws:sqs"):
+        config(alarmTopicArn="arn:aws:sqs:eu-west-1:123456789012:ops-alarms")
+    with pytest.raises(ConfigError, match="cannot be combined"):
+        config(alarmTopicArn=arn, alarmEmail="ops@example.com")
+
+
+def test_a_region_aws_does_not_have_fails_synth_by_name() -> None:
+    """The client's rule (botocore's partitions): `-c regions=us-east-1,us-east-7` used to
+    synthesize, and the cleaner then swept a region that does not exist."""
+    with pytest.raises(ConfigError) as error:
+        config(regions="us-east-1,us-east-7")
+    assert "context regions: 'us-east-7' is not an AWS region (did you mean" in str(error.value)
+    assert "'us-east-1'" in str(error.value)
+
+
 @pytest.mark.parametrize("regions", ["us-east-1,useast1", "US-EAST-1", "us-east-1,us-east-1"])
 def test_bad_regions_are_refused(regions: str) -> None:
     with pytest.raises(ConfigError, match="regions"):

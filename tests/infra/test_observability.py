@@ -144,6 +144,21 @@ def test_dashboard_shows_outcomes_cancels_and_reservation_hours(broker: Synth) -
     assert '"CapacityBroker"' in body
 
 
+def test_alarms_go_to_an_existing_topic_without_a_new_one(existing_topic: Synth) -> None:
+    """-c alarmTopicArn=arn:aws:sns:...: every alarm (and its OK) notifies that topic; the
+    stack makes no topic, key, policy or subscription of its own."""
+    arn = "arn:aws:sns:us-east-1:123456789012:hpc-ops-alarms"
+    for kind in ("AWS::SNS::Topic", "AWS::SNS::TopicPolicy", "AWS::SNS::Subscription"):
+        assert existing_topic.resources(kind) == {}, kind
+    assert existing_topic.resources("AWS::KMS::Key") == {}
+    found = alarms(existing_topic)
+    assert found
+    for name, alarm in found.items():
+        assert alarm["AlarmActions"] == [arn], name
+        assert alarm["OKActions"] == [arn], name
+    assert existing_topic.doc["Outputs"]["AlarmTopicArn"]["Value"] == arn
+
+
 def test_stack_outputs_the_alarm_topic_when_present(custom: Synth) -> None:
     assert "AlarmTopicArn" in custom.doc["Outputs"]
     assert as_list(custom.doc["Outputs"]["AlarmTopicArn"]["Value"])

@@ -30,6 +30,7 @@ def test_make_run_tells_the_whole_story() -> None:
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("AWS_", "BROKER_", "CAPACITY_BROKER_", "POWERTOOLS_"))
+        and k not in ("COLUMNS", "LINES")
     }
     run = subprocess.run(
         [sys.executable, "-m", "demo"],
@@ -46,3 +47,10 @@ def test_make_run_tells_the_whole_story() -> None:
     assert "Capacity memory" in run.stdout
     assert "done: the emulator process has stopped" in run.stdout
     assert "Traceback" not in run.stderr
+    # Piped, the story is 80 columns wide, as the CLI's tables are (it printed a 143-column
+    # table), and it is the story only: no log line of the functions it runs (a JSON
+    # "feature flag parameter missing" warning, the flags the stack would have written).
+    wide = [line for line in run.stdout.splitlines() if len(line) > 80]
+    assert wide == [], wide
+    logged = [line for line in run.stdout.splitlines() if line.lstrip().startswith("{")]
+    assert logged == [], logged

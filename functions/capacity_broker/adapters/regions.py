@@ -3,6 +3,8 @@ the account (EC2 ``DescribeRegions``)."""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from functools import lru_cache
 
 from .aws import Clients, call
@@ -23,6 +25,25 @@ def known_regions() -> frozenset[str]:
         for name in partition.get("regions", {})
         if not name.endswith("-global")
     )
+
+
+def unknown_regions(names: Iterable[str]) -> dict[str, list[str]]:
+    """The names AWS does not have (``known_regions``), each with the nearest real names: the
+    one rule every caller refuses a region by (the client and the CLI, the Slurm programs'
+    configuration, the stack's ``-c regions=``)."""
+    known = known_regions()
+    return {
+        name: difflib.get_close_matches(name, sorted(known), n=2, cutoff=0.8)
+        for name in dict.fromkeys(names)
+        if name not in known
+    }
+
+
+def unknown_region_message(name: str, close: Iterable[str] = ()) -> str:
+    """How a region AWS does not have is refused, with the nearest real names."""
+    close = list(close)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    return f"{name!r} is not an AWS region{hint}"
 
 
 def enabled_regions(home_region: str, clients: Clients) -> list[str]:

@@ -70,7 +70,10 @@ class DiscoveryCalls(BrokerBase):
         types = [t.lower() for t in where.names(instance_types)]
         if types:
             fields["instance_types"] = types
-        response = self.transport.capacity(fields, regions, f"client-{uuid.uuid4().hex}", progress)
+        with _arguments():
+            response = self.transport.capacity(
+                fields, regions, f"client-{uuid.uuid4().hex}", progress
+            )
         return Results(
             response.reservations,
             response.errors,
@@ -150,8 +153,8 @@ class DiscoveryCalls(BrokerBase):
     ) -> Results[InstanceTypeRow]:
         """Instance types matching ``pattern`` (``m7i.large``, ``m8g.*``, ``p5``) with at
         least ``min_vcpus`` vCPUs and ``min_memory`` GiB."""
-        return self._results(
-            self.discovery.search(
+        with _arguments():
+            listing = self.discovery.search(
                 pattern,
                 self.resolve_regions(regions),
                 architecture,
@@ -160,7 +163,7 @@ class DiscoveryCalls(BrokerBase):
                 gpu_only,
                 progress,
             )
-        )
+        return self._results(listing)
 
     def az(
         self,
@@ -172,15 +175,15 @@ class DiscoveryCalls(BrokerBase):
         progress: Progress | None = None,
     ) -> Results[AzRow]:
         """Which Availability Zones offer each type (``azs``: only these, by name or id)."""
-        return self._results(
-            self.discovery.az(
+        with _arguments():
+            listing = self.discovery.az(
                 pattern,
                 self.resolve_regions(regions),
                 min_az_count,
                 where.names(azs),
                 progress,
             )
-        )
+        return self._results(listing)
 
     def spot(
         self,
@@ -196,8 +199,8 @@ class DiscoveryCalls(BrokerBase):
     ) -> Results[SpotPriceRow]:
         """Current Spot prices per type and AZ. ``show_savings`` adds the On-Demand price from
         the AWS Price List, or says why it is unavailable (never an estimate)."""
-        return self._results(
-            self.discovery.spot(
+        with _arguments():
+            listing = self.discovery.spot(
                 pattern,
                 self.resolve_regions(regions),
                 max_price,
@@ -207,7 +210,7 @@ class DiscoveryCalls(BrokerBase):
                 product_description,
                 progress,
             )
-        )
+        return self._results(listing)
 
     def plan(
         self,

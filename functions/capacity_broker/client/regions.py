@@ -13,10 +13,9 @@ A name AWS does not have is refused before any call, by name (:class:`UnknownReg
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 
-from ..adapters.regions import known_regions
+from ..adapters.regions import unknown_regions
 from .results import UnknownRegions
 
 EVERY_REGION = "all"
@@ -38,14 +37,7 @@ def region_list(value: Sequence[str] | str | None) -> list[str]:
 def check(regions: Sequence[str]) -> list[str]:
     """``regions`` unchanged when AWS has each of them (``all`` aside), else
     :class:`UnknownRegions` naming the others, with the nearest real names."""
-    known = known_regions()
-    unknown = [r for r in regions if r != EVERY_REGION and r not in known]
+    unknown = unknown_regions(r for r in regions if r != EVERY_REGION)
     if unknown:
-        raise UnknownRegions(
-            unknown,
-            {
-                name: difflib.get_close_matches(name, sorted(known), n=2, cutoff=0.8)
-                for name in unknown
-            },
-        )
+        raise UnknownRegions(list(unknown), unknown)
     return list(regions)

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ..adapters.regions import unknown_region_message
 from ..domain.discovery import Verdict, listing_verdict
 from ..models.capacity import CapacitySummary
 from ..models.common import ItemError
@@ -49,13 +50,10 @@ class UnknownRegions(InvalidArguments):
     before any call: a typo would otherwise cost a connection time-out per retry."""
 
     def __init__(self, names: Sequence[str], hints: Mapping[str, Sequence[str]]) -> None:
-        super().__init__([("regions", _unknown(name, hints.get(name, ()))) for name in names])
+        super().__init__(
+            [("regions", unknown_region_message(name, hints.get(name, ()))) for name in names]
+        )
         self.names = list(names)
-
-
-def _unknown(name: str, close: Sequence[str]) -> str:
-    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-    return f"{name!r} is not an AWS region{hint}"
 
 
 class RegionsFailed(BrokerError):

@@ -9,8 +9,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import ValidationError
 
+from ..logic import InvalidInput
 from ..models import CapacityRequest, invalid_request
-from ._runtime import Invocation, Output, lambda_handler, observability
+from ._runtime import Invocation, Output, invalid_input, lambda_handler, observability
 
 logger, metrics = observability("capacity")
 
@@ -24,7 +25,13 @@ def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
     except ValidationError as error:
         metrics.add_metric(name="CapacityInvalid", unit=MetricUnit.Count, value=1)
         return invalid_request(error, invocation.request_id)
-    response = invocation.root.capacity.answer(request, invocation.request_id, invocation.deadline)
+    try:
+        response = invocation.root.capacity.answer(
+            request, invocation.request_id, invocation.deadline
+        )
+    except InvalidInput as error:
+        metrics.add_metric(name="CapacityInvalid", unit=MetricUnit.Count, value=1)
+        return invalid_input(error, invocation.request_id)
     metrics.add_metric(
         name="CapacityReservationsListed", unit=MetricUnit.Count, value=len(response.reservations)
     )

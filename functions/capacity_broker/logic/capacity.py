@@ -19,6 +19,7 @@ from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2, Reservation, TopologyUnreadable
 from ..domain import blocks as block_rules
 from ..domain import discovery as rules
+from ..domain.catalog import unknown_types
 from ..domain.tags import is_owned
 from ..models.capacity import (
     CapacityRequest,
@@ -28,6 +29,7 @@ from ..models.capacity import (
     DurationRange,
 )
 from ..models.common import ItemError
+from . import InvalidInput
 
 T = TypeVar("T")
 # Called once per region as it finishes: (region, succeeded).
@@ -233,6 +235,31 @@ def summary_of(rows: Sequence[CapacityRow]) -> CapacitySummary:
     )
 
 
+def check_types(
+    ec2_for: Ec2Factory,
+    named: Sequence[tuple[str, str]],
+    regions: Sequence[str],
+    max_workers: int = 16,
+    deadline: float | None = None,
+) -> None:
+    """``InvalidInput`` naming each ``(field, name)`` that no region asked offers: a typo is
+    refused by name, never listed as "nothing there" (contract v3). A pattern is a search,
+    not a name: never refused. Each region's list is asked once per EC2 adapter
+    (``Ec2.offered_types``); when one cannot be asked, nothing is refused: that region's own
+    look-up answers for it, and a name it may offer is never called a typo."""
+    plain = [(field, name) for field, name in named if not rules.has_wildcard(name)]
+    if not plain:
+        return
+    offered, errors = fan_out(
+        regions, lambda region: ec2_for(region).offered_types(deadline), max_workers
+    )
+    if errors:
+        return
+    problems = unknown_types(plain, frozenset().union(*offered.values()), list(regions))
+    if problems:
+        raise InvalidInput(problems)
+
+
 class CapacityLister:
     def __init__(
         self,
@@ -258,7 +285,18 @@ class CapacityLister:
         deadline: float | None = None,
         progress: Progress | None = None,
     ) -> Listing[CapacityRow]:
+        """The rows of every region asked; ``InvalidInput`` for an instance type none offers."""
         regions = list(request.regions or self.default_regions)
+        check_types(
+            self.ec2,
+            [
+                (f"instance_types.{i}", name)
+                for i, name in enumerate(rules.expand_patterns(request.instance_types))
+            ],
+            regions,
+            self.max_workers,
+            deadline,
+        )
         found, errors = fan_out(
             regions,
             lambda region: self._region(region, request, deadline),

@@ -1,5 +1,5 @@
-"""Where a request may run: its subnets (with AZ name and id), platform and tenancy, checked
-against EC2 before anything is reserved. Shared by probe and reserve."""
+"""Where a request may run: its instance types, subnets (with AZ name and id), platform and
+tenancy, checked against EC2 before anything is reserved. Shared by probe and reserve."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from ..adapters.ec2 import Ec2, Subnet
 from ..adapters.ssm import ImageParameters
+from ..domain.catalog import unknown_types
 from ..domain.platform import DEFAULT_PLATFORM, UnsupportedPlatform, reservation_platform
 from ..domain.templates import Version
 from ..models.common import PlacementFields
@@ -35,28 +36,42 @@ def resolve(
 
     Raises ``AwsError`` when EC2 cannot be asked.
     """
-    if ec2.knows_subnets(subnet_ids):
-        # A warm container: the subnets (and their VPCs) are known; at most the image is asked.
+    if ec2.knows_subnets(subnet_ids) and ec2.knows_offered_types():
+        # A warm container: the region's instance types and the subnets (and their VPCs) are
+        # known; at most the image is asked.
+        _types(ec2, request, deadline)
         subnets = _ordered(ec2, ec2.subnets(subnet_ids, deadline), subnet_ids)
         return Placement(
             subnets, _platform(ec2, request, deadline), _tenancy(ec2, request, subnets, deadline)
         )
-    # A cold one asks everything it will need at once: the subnets, the image, and (for a
-    # default-tenancy request) every VPC's tenancy, since the subnets' VPCs are not known before
-    # their answer. One round trip instead of two or three in a row. Leaving the block waits
-    # for every lookup, also when one failed: nothing keeps running after the answer.
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="placement") as pool:
+    # A cold one asks everything it will need at once: the region's instance types, the
+    # subnets, the image, and (for a default-tenancy request) every VPC's tenancy, since the
+    # subnets' VPCs are not known before their answer. One round trip instead of several in a
+    # row. Leaving the block waits for every lookup, also when one failed: nothing keeps
+    # running after the answer.
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="placement") as pool:
+        types = pool.submit(_types, ec2, request, deadline)
         vpcs = (
             pool.submit(ec2.learn_vpc_tenancies, deadline) if request.tenancy == "default" else None
         )
         image = pool.submit(_platform, ec2, request, deadline)
         found = ec2.subnets(subnet_ids, deadline)
-    # The same order of complaints as one lookup after the other: subnets, image, VPCs.
+    # The same order of complaints as one lookup after the other: types, subnets, image, VPCs.
+    types.result()
     subnets = _ordered(ec2, found, subnet_ids)
     platform = image.result()
     if vpcs is not None:
         vpcs.result()
     return Placement(subnets, platform, _tenancy(ec2, request, subnets, deadline))
+
+
+def _types(ec2: Ec2, request: PlacementFields, deadline: float) -> None:
+    """A type EC2 does not offer anywhere in the region is a mistake, not a shortage (contract
+    v3): refused by name before anything is held. One offered elsewhere than the subnets' AZs
+    stays an honest ``unavailable``/``unsupported`` (EC2 answers that per AZ)."""
+    problems = unknown_types(request.named_types, ec2.offered_types(deadline), [ec2.region])
+    if problems:
+        raise InvalidInput(problems)
 
 
 def _ordered(ec2: Ec2, found: dict[str, Subnet], subnet_ids: list[str]) -> list[Subnet]:

@@ -83,7 +83,7 @@ class Prober:
                     "launch in the first subnet.",
                     **base,
                 ), stats
-            with step("Could not look up the subnets, image or VPC"):
+            with step("Could not look up the instance types, subnets, image or VPC"):
                 place = placement.resolve(self.ec2, request, request.subnet_ids, deadline)
         except InvalidInput:
             raise  # the handler's answer: invalid_request, each field's error

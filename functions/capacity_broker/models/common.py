@@ -183,6 +183,12 @@ class PlacementFields(RequestModel):
     tags: Tags | None = None
 
     @property
+    def named_types(self) -> list[tuple[str, str]]:
+        """Each instance type the request names, with its field (each is checked against the
+        types EC2 offers in the region: ``logic.placement``)."""
+        return []
+
+    @property
     def platform(self) -> str | None:
         """The reservation platform asked for; ``None`` means "derive it from image_id"."""
         return None if self.image_id is not None else self.instance_platform

@@ -22,6 +22,10 @@ class ProbeRequest(PlacementFields):
     subnet_ids: SubnetIds
     instance_count: InstanceCount = 1
 
+    @property
+    def named_types(self) -> list[tuple[str, str]]:
+        return [("instance_type", self.instance_type)]
+
     @model_validator(mode="after")
     def _platform_source(self) -> Self:
         self._check_platform_source()

@@ -74,6 +74,10 @@ class ReserveRequest(PlacementFields):
         | None
     ) = None
 
+    @property
+    def named_types(self) -> list[tuple[str, str]]:
+        return [(f"instance_types.{i}", name) for i, name in enumerate(self.instance_types)]
+
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         self._check_platform_source()

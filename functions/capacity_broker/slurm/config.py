@@ -19,11 +19,13 @@ import re
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..adapters.regions import unknown_region_message, unknown_regions
+from ..domain.catalog import unknown_types
 from ..models.common import (
     LAUNCH_TEMPLATE_VERSION_PATTERN,
     ImageId,
@@ -34,6 +36,9 @@ from ..models.common import (
     SubnetIds,
 )
 from . import hostlist
+
+if TYPE_CHECKING:
+    from ..adapters.ec2 import Ec2
 
 ENV_CONFIG = "CAPACITY_BROKER_SLURM_CONFIG"
 ENV_LOG = "CAPACITY_BROKER_SLURM_LOG"
@@ -167,6 +172,14 @@ class SlurmConfig(_Strict):
             raise ValueError("must be an absolute path (slurmctld gives the programs no PATH)")
         return value
 
+    @field_validator("region")
+    @classmethod
+    def _known_region(cls, value: str) -> str:
+        # The CLI's rule, offline: a typo would otherwise cost every job a connection time-out.
+        for name, close in unknown_regions([value]).items():
+            raise ValueError(unknown_region_message(name, close))
+        return value
+
     @model_validator(mode="after")
     def _consistent(self) -> SlurmConfig:
         if not self.cluster_id and not self.function_prefix:
@@ -206,6 +219,20 @@ class SlurmConfig(_Strict):
         """``$CAPACITY_BROKER_SLURM_LOG`` (a shell), else ``log_file``, else none."""
         from_env = (env.get(ENV_LOG) or "").strip()
         return Path(from_env) if from_env else self.log_file
+
+
+def unknown_instance_types(config: SlurmConfig, ec2: Ec2) -> list[tuple[str, str]]:
+    """``(field, message)`` for each node set's instance type that EC2 does not offer in the
+    configuration's region, with the nearest names it does (``ec2``: that region's adapter,
+    which asks EC2's list once). The rule probe and reserve refuse a type by
+    (``domain.catalog``): such a node set would fail every job. ``AwsError`` when EC2 cannot be
+    asked."""
+    named = [
+        (f"nodesets.{i}.instance_types.{j}", name)
+        for i, nodeset in enumerate(config.nodesets)
+        for j, name in enumerate(nodeset.instance_types)
+    ]
+    return unknown_types(named, ec2.offered_types(), [config.region])
 
 
 def config_path(env: Mapping[str, str] | None = None) -> Path:

@@ -90,6 +90,17 @@ def test_a_numeric_template_version_is_text(tmp_path: Path) -> None:
     assert load(write(tmp_path, data)).nodesets[0].launch_template.version == "7"
 
 
+def test_a_region_aws_does_not_have_is_refused_at_once(tmp_path: Path) -> None:
+    """The CLI's rule (botocore's partitions, no call): a typo used to cost every job a
+    56-second connection time-out and a misleading error."""
+    path = write(tmp_path, CONTRACT_EXAMPLE | {"region": "us-east-7"})
+    with pytest.raises(ConfigError) as error:
+        load(path)
+    assert "region: 'us-east-7' is not an AWS region (did you mean" in str(error.value)
+    assert "'us-east-1'" in str(error.value)
+    assert load(write(tmp_path, CONTRACT_EXAMPLE | {"region": "eu-west-3"})).region == "eu-west-3"
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [

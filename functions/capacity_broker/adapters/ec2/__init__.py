@@ -3,12 +3,13 @@
 Owns what talking to EC2 takes: the ClientToken on every create, retries of throttling and
 5xx under the caller's deadline (reusing the same parameters, so a retry can never create a
 second reservation), pacing at EC2's request rates, pagination, and per-adapter caches of
-facts that do not change (a subnet's AZ, an AMI's platform).
+facts that do not change (a subnet's AZ, an AMI's platform, the region's instance types).
 """
 
 from __future__ import annotations
 
 from .base import Ec2Base
+from .catalog import CatalogMixin
 from .discovery import DiscoveryMixin, Pricing, TopologyUnreadable, Zone
 from .filters import Filters, Prefix
 from .instances import Instance, InstancesMixin
@@ -25,11 +26,20 @@ from .network import Image, NetworkMixin, Subnet
 from .reservations import FutureReservation, NewReservation, Reservation, ReservationsMixin
 
 
-class Ec2(DiscoveryMixin, ReservationsMixin, LaunchesMixin, InstancesMixin, NetworkMixin, Ec2Base):
+class Ec2(
+    DiscoveryMixin,
+    ReservationsMixin,
+    LaunchesMixin,
+    InstancesMixin,
+    NetworkMixin,
+    CatalogMixin,
+    Ec2Base,
+):
     """Everything the broker asks of EC2 in one region."""
 
 
 __all__ = [
+    "CatalogMixin",
     "DiscoveryMixin",
     "Ec2",
     "Ec2Base",

@@ -13,7 +13,7 @@ from ...models.capacity import (
     CapacityRow,
 )
 from ...models.common import ItemError
-from ..capacity import CapacityLister, Ec2Factory, Listing, Progress, fan_out, to_row
+from ..capacity import CapacityLister, Ec2Factory, Listing, Progress, check_types, fan_out, to_row
 
 DEFAULT_PRODUCT = "Linux/UNIX"
 # Look-ups inside one region (per instance type, per price) at once.
@@ -84,6 +84,10 @@ class DiscoveryBase:
 
     def _regions(self, regions: Sequence[str] | None) -> list[str]:
         return list(dict.fromkeys(regions or self.default_regions))
+
+    def check_types(self, named: Sequence[tuple[str, str]], regions: Sequence[str]) -> None:
+        """``InvalidInput`` for a type no region asked offers (``logic.capacity.check_types``)."""
+        check_types(self.ec2, named, regions, self.max_workers)
 
     # -- capacity ---------------------------------------------------------------------------
     def capacity(

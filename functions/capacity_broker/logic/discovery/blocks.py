@@ -79,6 +79,7 @@ class BlockOfferings(DiscoveryBase):
     ) -> Listing[BlockOffering]:
         check_offering_terms(instance_type, instance_count, duration_hours, start_after, end_before)
         wanted = self._regions(regions)
+        self.check_types([("instance_type", instance_type)], wanted)
 
         def one(region: str) -> list[BlockOffering]:
             items = self.ec2(region).block_offerings(

@@ -34,6 +34,7 @@ class InstanceTypes(DiscoveryBase):
     ) -> Listing[InstanceTypeRow]:
         wanted = self._regions(regions)
         patterns = rules.expand_pattern(pattern)
+        self.check_types([("instance_type", p) for p in patterns], wanted)
         filters = {"processor-info.supported-architecture": [architecture]} if architecture else {}
 
         def one(region: str) -> list[InstanceTypeRow]:
@@ -75,6 +76,7 @@ class InstanceTypes(DiscoveryBase):
     ) -> Listing[AzRow]:
         wanted = self._regions(regions)
         patterns = rules.expand_pattern(pattern)
+        self.check_types([("instance_type", p) for p in patterns], wanted)
         only = {z.strip() for z in azs or () if z.strip()}
 
         def one(region: str) -> list[AzRow]:

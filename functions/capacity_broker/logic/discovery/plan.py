@@ -76,6 +76,7 @@ class Planning(BlockExtensions, BlockOfferings):
         now = self.clock()
         window = self._check(workload, types, instance_count, days, start_after, end_before, now)
         wanted = self._regions(regions)
+        self.check_types([("instance_type", name) for name in types], wanted)
         errors: list[ItemError] = []
         accelerated = self._accelerated(types[0], wanted[0], errors)
         run = timedelta(days=days) if days is not None else None

@@ -33,6 +33,7 @@ class SpotPrices(DiscoveryBase):
         since DescribeSpotPriceHistory takes exact names."""
         wanted = self._regions(regions)
         patterns = rules.expand_pattern(pattern)
+        self.check_types([("instance_type", p) for p in patterns], wanted)
         now = self.clock()
 
         def one(region: str) -> list[SpotPriceRow]:
