@@ -139,6 +139,19 @@ def test_a_bad_subnet_template_or_type_fails_the_check(
     assert any(problem in p for p in json.loads(result.stdout)["nodesets"][0]["problems"])
 
 
+def test_an_instance_type_ec2_does_not_have_fails_the_check_with_the_nearest_name(
+    emu: Any, tmp_path: Path
+) -> None:
+    """The rule probe and reserve refuse a type by (contract v3): a typo in the YAML would fail
+    every job of the node set, so the check says so, naming the field and the nearest name."""
+    emu.load_scenario(WORLD)
+    result = check(tmp_path, nodeset(instance_types=["c5.larg"]), output="json")
+    assert result.exit_code == 3, result.output
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert problem.startswith("nodesets.0.instance_types.0: ")
+    assert "'c5.larg'" in problem and "'c5.large'" in problem
+
+
 def test_a_file_that_is_wrong_is_a_usage_error(tmp_path: Path) -> None:
     result = check(tmp_path, nodeset(nodes="hpc-[1-"))
     assert result.exit_code == 2
@@ -146,9 +159,11 @@ def test_a_file_that_is_wrong_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_a_region_typo_is_refused_at_once_with_the_nearest_name(tmp_path: Path) -> None:
-    # No emulator, no endpoint: refused before any call (it used to take 56 s of retries).
+    # No emulator, no endpoint: refused before any call (it used to take 56 s of retries), by
+    # the file's own validation (slurm/config.py, the client's region rule): a usage error,
+    # as every other mistake in the file is, and the same refusal the programs meet.
     result = check(tmp_path, nodeset(), region="us-esat-1")
-    assert result.exit_code == 3, result.output
+    assert result.exit_code == 2, result.output
     assert "us-esat-1" in result.stderr
     assert "us-east-1" in result.stderr
 

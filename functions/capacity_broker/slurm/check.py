@@ -32,12 +32,19 @@ from rich.table import Table
 from ..adapters.aws import AwsError, RetryPolicy
 from ..adapters.ec2 import Ec2
 from ..client.deployed import invoke_function
-from ..client.regions import check as check_regions
-from ..client.results import BrokerError, UnknownRegions
+from ..client.results import BrokerError
 from ..domain.tags import TAG_CLUSTER_ID
 from ..logic.templates import TemplateRefused, Templates
 from ..root import Adapters
-from .config import ENV_LOG, ConfigError, NodeSet, SlurmConfig, config_path, load
+from .config import (
+    ENV_LOG,
+    ConfigError,
+    NodeSet,
+    SlurmConfig,
+    config_path,
+    load,
+    unknown_instance_types,
+)
 from .runtime import aws_session
 
 EXIT_OK = 0
@@ -135,12 +142,6 @@ def check(
     except ConfigError as error:
         sys.stderr.write(f"{error}\n")
         raise typer.Exit(EXIT_USAGE) from None
-    try:
-        # Known without the network: a typo is refused at once, not after a minute.
-        check_regions([config.region])
-    except UnknownRegions as error:
-        sys.stderr.write(f"{path}: region: {error}\n")
-        raise typer.Exit(EXIT_FAILED) from None
     session = QuickSession(aws_session(config))
     adapters = Adapters(session, retry=RetryPolicy(max_attempts=1))
     report = inspect(config, adapters.ec2(config.region), str(path), session)
@@ -165,6 +166,14 @@ def inspect(config: SlurmConfig, ec2: Ec2, source: str = "", session: Any = None
     )
     if config.function_prefix:
         report.problems += _functions(config, session)
+    try:
+        # The rule probe and reserve refuse a type by: a name EC2 does not have in the region
+        # would fail every job of its node set.
+        report.problems += [
+            f"{where}: {what}" for where, what in unknown_instance_types(config, ec2)
+        ]
+    except AwsError as error:
+        report.warnings.append(f"could not read the region's instance types: {error}")
     report.nodesets = [_nodeset(config, nodeset, ec2) for nodeset in config.nodesets]
     if not os.access(config.scontrol, os.X_OK):
         report.warnings.append(f"{config.scontrol} is not an executable here (scontrol:)")
