@@ -34,6 +34,7 @@ CONTEXT_KEYS = (
     "snapStart",
     "probeProvisionedConcurrency",
     "reservedConcurrency",
+    "sharedEc2Budget",
     "onDemandPrices",
 )
 

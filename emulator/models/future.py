@@ -260,9 +260,10 @@ class FutureReservations(CapacityReservations):
     ) -> None:
         now = world.clock.now()
         with world.lock:
-            self.refresh(now)
-            reservation, _ = self.named(reservation_id)
-            if not reservation.is_future_dated:
+            # Peeked, not named: a call names a reservation once (eventual consistency counts
+            # each naming), and the ODCR's own cancel below names it.
+            peeked = self.reservations.get(reservation_id)
+            if peeked is None or not peeked.is_future_dated:
                 if quote_id or charges:
                     raise client_error(
                         "InvalidParameterCombination",
@@ -270,6 +271,8 @@ class FutureReservations(CapacityReservations):
                         "it without a quote.",
                     )
                 return super().cancel_capacity_reservation(reservation_id)
+            self.refresh(now)
+            reservation, _ = self.named(reservation_id)
             if reservation.state in ("assessing", "delayed"):
                 reservation.state = "cancelled"  # free: nothing delivered, nothing held
                 return None
@@ -457,16 +460,19 @@ class FutureReservations(CapacityReservations):
         now = world.clock.now()
         params = _utc_dates(params)
         with world.lock:
-            self.refresh(now)
-            reservation, _ = self.named(params["CapacityReservationId"])
             quote_id = params.get("QuoteId")
-            if not reservation.is_future_dated:
+            # Peeked, not named (see cancel): the ODCR's own modify names it once.
+            peeked = self.reservations.get(params["CapacityReservationId"])
+            if peeked is None or not peeked.is_future_dated:
                 if quote_id or params.get("StartDate"):
                     raise client_error(
                         "InvalidParameterCombination",
-                        f"The Capacity Reservation {reservation.id} is not future-dated.",
+                        f"The Capacity Reservation {params['CapacityReservationId']} is not "
+                        "future-dated.",
                     )
                 return super().modify_capacity_reservation(params)
+            self.refresh(now)
+            reservation, _ = self.named(params["CapacityReservationId"])
             if reservation.state in ("scheduled",):
                 return self._modify_scheduled(reservation, params, now)
             if reservation.state != "active":

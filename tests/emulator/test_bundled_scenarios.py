@@ -79,6 +79,7 @@ def test_the_demo_gives_instances_loopback_addresses_and_other_scenarios_do_not(
     addresses = [i["PrivateIpAddress"] for i in launched]
     assert all(a.startswith("127.10.3.") for a in addresses), addresses
     assert len(set(addresses)) == 2
+    emu.settle()  # new instance ids are unknown to the next calls for a moment (EC2)
     described = ec2.describe_instances(InstanceIds=[i["InstanceId"] for i in launched])
     for reservation in described["Reservations"]:
         for instance in reservation["Instances"]:

@@ -336,7 +336,9 @@ def test_versions_and_fleets_only_in_the_clusters_templates(demo: Any) -> None:
         template_id = template["LaunchTemplate"]["LaunchTemplateId"]
         message = refused(
             lambda t=template_id: reserve.create_launch_template_version(
-                LaunchTemplateId=t, SourceVersion="1", LaunchTemplateData={}
+                LaunchTemplateId=t,
+                SourceVersion="1",
+                LaunchTemplateData={"InstanceType": "c7i.large"},
             )
         )
         assert (
@@ -352,7 +354,9 @@ def test_versions_and_fleets_only_in_the_clusters_templates(demo: Any) -> None:
                 )
             )
     made = reserve.create_launch_template_version(
-        LaunchTemplateId=TEMPLATE, SourceVersion="1", LaunchTemplateData={}
+        LaunchTemplateId=TEMPLATE,
+        SourceVersion="1",
+        LaunchTemplateData={"InstanceType": "c7i.large"},
     )
     number = str(made["LaunchTemplateVersion"]["VersionNumber"])
     deleted = as_role(demo, "release").delete_launch_template_versions(

@@ -125,7 +125,9 @@ def test_reserve_with_a_template_not_tagged_for_the_cluster(template_of: str) ->
         assert not local.server.emulator.calls("CreateLaunchTemplateVersion")
         with pytest.raises(ClientError) as raised:
             client(local, **role(local, "reserve")).create_launch_template_version(
-                LaunchTemplateId=template, SourceVersion="1", LaunchTemplateData={}
+                LaunchTemplateId=template,
+                SourceVersion="1",
+                LaunchTemplateData={"InstanceType": "c7i.large"},
             )
         assert raised.value.response["Error"]["Code"] == "UnauthorizedOperation"
         assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403

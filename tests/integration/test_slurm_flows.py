@@ -136,7 +136,7 @@ class FakeScontrol:
             self.restarts,
             [],
             datetime.now() + timedelta(seconds=121),
-            self.time_limit,
+            time_limit_seconds=self.time_limit,
         )
 
     def jobs(self) -> list[Job]:

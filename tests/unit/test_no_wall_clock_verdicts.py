@@ -36,6 +36,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("integration/test_local.py", "served"): (
         "a 60 s guard while a subprocess starts: it fails only on a hang, never on speed"
     ),
+    ("integration/test_local_iam.py", "test_the_command_says_what_it_runs_as"): (
+        "a 120 s guard while `capacity-broker local` starts: it fails only on a hang"
+    ),
     (
         "integration/test_hostile_state_table.py",
         "test_no_memory_item_fails_or_changes_an_answer",

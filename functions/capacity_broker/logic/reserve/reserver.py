@@ -73,6 +73,10 @@ class Reserver(Launch, Race, BringYourOwn, Replay):
                     place = self._template_platform(place, source, deadline)
                 except AwsError as error:
                     return answer.error(error.code, TEMPLATE_UNREADABLE + error.message)
+                except TemplateRefused as refused:
+                    return answer.unchanged(
+                        ReserveStatus.REJECTED, str(refused), reason=str(refused)
+                    )
             try:
                 outcome = self._bring_your_own(request, place, answer, deadline)
             except AwsError as error:
