@@ -536,9 +536,17 @@ def test_lambda_refusing_the_invoke_exits_3_with_one_line(
     code: str,
     status: int,
     args: tuple[str, ...],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     stub, _ = lam
     stub.add_client_error("invoke", code, "not today", status)
+    if code == "TooManyRequestsException":
+        # A throttled invoke is asked again within the caller's patience (60 s by default);
+        # here the patience is spent at once, so the throttle is the answer.
+        from capacity_broker.client import base
+        from capacity_broker.client.deployed import Patience
+
+        monkeypatch.setattr(base, "Patience", lambda: Patience(seconds=0))
     result = cli("--function-prefix", PREFIX, *args, "-o", "json")
     assert result.exit_code == EXIT_FAILED, (result.exception, result.stderr)
     assert isinstance(result.exception, SystemExit)

@@ -534,6 +534,22 @@ def _placement_unknown(run: Run, answer: dict[str, Any], action: str) -> bool:
     )
 
 
+def _interconnect_unknown(run: Run, answer: dict[str, Any], action: str) -> bool:
+    """The interconnect status is detail too: when EC2 will not give it, Capacity Block rows
+    say ``interconnect_status: null`` (unknown) instead of claiming ok or impaired."""
+    blocks = [r for r in answer["reservations"] if r["reservation_type"] == "capacity-block"]
+    return (
+        action == "DescribeCapacityBlockStatus"
+        and answer["status"] == "ok"
+        and bool(blocks)
+        and all(r.get("interconnect_status") is None for r in blocks)
+    )
+
+
+def _capacity_degrades(run: Run, answer: dict[str, Any], action: str) -> bool:
+    return _placement_unknown(run, answer, action) or _interconnect_unknown(run, answer, action)
+
+
 def caught_up(run: Run) -> None:
     """Time has passed in the job's life (it ran between its reserve and its release): EC2
     has caught up with what was made. On the default timings the few calls in between do
@@ -896,7 +912,7 @@ ENTRIES = {
             lambda: capacity_handler.handler,
             check_capacity,
             _capacity_essence,
-            degrades=_placement_unknown,
+            degrades=_capacity_degrades,
         ),
     )
 }
