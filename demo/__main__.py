@@ -25,10 +25,12 @@ def feature_flags(endpoint: str) -> None:
     the functions read them, as deployed, instead of warning that they are missing."""
     import boto3
     from capacity_broker.domain import flags
+    from capacity_broker.domain.names import default_parameter_prefix
 
     ssm = boto3.client("ssm", region_name="us-east-1", endpoint_url=endpoint)
-    prefix = flags.default_prefix(os.environ["BROKER_CLUSTER_ID"])
-    for name, value in flags.DEFAULTS.items():
+    prefix = default_parameter_prefix(os.environ["BROKER_CLUSTER_ID"])
+    defaults = {flags.FLAG_ENABLE: flags.DEFAULT_ENABLE, flags.FLAG_STRICT: flags.DEFAULT_STRICT}
+    for name, value in defaults.items():
         ssm.put_parameter(
             Name=flags.flag_path(prefix, name),
             Value="true" if value else "false",

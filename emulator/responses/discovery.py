@@ -82,6 +82,12 @@ class Discovery(CapacityResponse):
         for zone, instance_type in capacity.pools:
             if instance_type in INSTANCE_TYPES and zone in zones:
                 pairs.add((instance_type, zone))
+        # A type some reservation or Capacity Block of the world holds in an AZ is offered
+        # there (EC2 makes reservations only for types an AZ offers), even where moto's
+        # catalogue is older than EC2's (p5en, P6e-GB200 UltraServers).
+        for reservation in capacity.reservations.values():
+            if reservation.availability_zone in zones:
+                pairs.add((reservation.instance_type, reservation.availability_zone))
         pairs = {(t, z) for t, z in pairs if (z, t) not in capacity.unsupported}
         if location_type == "availability-zone":
             located = pairs
