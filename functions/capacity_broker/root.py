@@ -239,19 +239,40 @@ class Root:
         return self._once("probe", lambda: Prober(**self._placement(), grouping=self._coalescer()))
 
     def _coalescer(self) -> Coalescer | None:
-        """Grouped probes of this root (None when the settings turn grouping off)."""
+        """Grouped probes of this root (None when the settings turn grouping off): they meet
+        in the state table when there is one (every container's probes), else in this
+        process."""
         from .domain.group import MAX_GROUP_COUNT
-        from .logic.group import Coalescer
+        from .logic.group import Coalescer, LocalMeeting, Meeting, TableMeeting
 
         config = self.settings
         if not config.probe_grouping:
             return None
-        return Coalescer(
-            self.core,
-            window=config.probe_group_window_seconds,
-            max_count=MAX_GROUP_COUNT,
-            monotonic=self.monotonic,
-        )
+        meeting: Meeting
+        if config.state_table:
+            from .adapters.dynamodb_group import GroupTable
+
+            clock = self.clock
+            meeting = TableMeeting(
+                GroupTable(
+                    config.state_table,
+                    config.region,
+                    self.clients,
+                    monotonic=self.monotonic,
+                    retry=self.adapters.retry,
+                ),
+                window=config.probe_group_window_seconds,
+                max_count=MAX_GROUP_COUNT,
+                wall=(lambda: clock().timestamp()) if clock is not None else time.time,
+                monotonic=self.monotonic,
+            )
+        else:
+            meeting = LocalMeeting(
+                window=config.probe_group_window_seconds,
+                max_count=MAX_GROUP_COUNT,
+                monotonic=self.monotonic,
+            )
+        return Coalescer(self.core, meeting, monotonic=self.monotonic)
 
     @property
     def reserve(self) -> Reserver:

@@ -109,10 +109,10 @@ class Class:
         for thread in threads:
             thread.start()
         for _ in range(6000):
-            if self.coalescer.waiting(key) == size:
+            if self.coalescer.meeting.waiting(key) == size:
                 break
             threading.Event().wait(0.01)
-        assert self.coalescer.waiting(key) == size, "the class did not meet"
+        assert self.coalescer.meeting.waiting(key) == size, "the class did not meet"
         self.time.sleep(1.0)  # the window closes (the emulator's clock)
         for thread in threads:
             thread.join(120)

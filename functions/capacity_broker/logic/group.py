@@ -1,19 +1,22 @@
-"""Grouped probes (contract v3), run within one process: the engine of ``domain.group``.
+"""Grouped probes (contract v3): the engine of ``domain.group``.
 
-Why one process, without the state table: the probes that can meet here are the concurrent
-calls of one root (the direct client from threads, the CLI's and Slurm programs' parallel
-probes). A Lambda container serves one invocation at a time, so in it a probe always arrives
-alone and grouping costs it one lock and nothing else (no round trip, no wait). Meeting across
-containers needs the state table (``group#…`` items); that is not built yet (see
-docs/performance.md, "Grouped probes").
+Probes alike (``GroupKey``) that arrive while one alike is in flight are answered together. The
+``Coalescer`` does the answering: the group's leader waits out the window, asks EC2 what the
+plan (``GroupPlan``) asks, one reservation of the summed count per subnet tried, gives every
+hold back and publishes each member's answer. Where probes meet is a ``Meeting``:
 
-``Coalescer.arrive`` is the whole decision (``domain.group.Lobby``) under one lock. A probe
-that arrives while another alike is in flight has seen a burst: it leads a group, waits for
-the window (on the root's monotonic clock) while later probes alike join, then answers every
-member with one reservation of the summed count per subnet tried (``GroupPlan``), gives every
-hold back, and publishes each member's answer. The leader stops asking at the earliest
-member's ``answer_by`` (half that member's budget); a member waits for its answer until its
-deadline, and probes alone if the leader failed (or never published by then). A leader left
+- ``LocalMeeting``: the probes of one process (the direct client's threads, the CLI's and the
+  Slurm programs' parallel probes), in memory under one lock; what a root without a state table
+  uses. A probe with nothing alike in flight takes the lock and nothing else.
+- ``TableMeeting``: the probes of every container, through the state table's ``group#`` items
+  (``adapters.dynamodb_group``). A Lambda container serves one invocation at a time, so the
+  desktops of a class arrive in different containers; this is where they meet. A probe with
+  nothing alike in flight pays one small ``UpdateItem`` as it arrives and one as it leaves.
+
+Either way: a probe that arrives while another alike is in flight has seen a burst: it opens a
+group and *leads* it, or *joins* the one taking members. The leader stops asking at the
+earliest member's ``answer_by`` (half that member's budget); a member waits for its answer
+until it gives up, and probes alone if the leader failed or never published. A leader left
 alone by its window probes alone too: a group of one is a lone probe.
 
 The group's reservations are the broker's like any other: owned and tagged on create (purpose
@@ -27,10 +30,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..adapters.aws import AwsError
+from ..adapters.dynamodb_group import MAX_MEMBERS, GroupTable, encode_answer, key_id
 from ..adapters.ec2 import Subnet
 from ..domain.group import (
     Arrival,
@@ -42,6 +48,7 @@ from ..domain.group import (
     MemberAnswer,
     Role,
     Said,
+    group_id,
     held,
 )
 from ..domain.tags import Purpose
@@ -54,14 +61,26 @@ log = logging.getLogger(__name__)
 _SLICE = 0.02
 
 
-@dataclass
-class Outcome:
-    """A group's published answers (None: the leader gave up; its members probe alone)."""
+@dataclass(frozen=True)
+class Seat:
+    """One probe's place: its role, and its group (leader and members)."""
 
-    group_id: str
-    size: int
-    answers: list[MemberAnswer] | None
-    subnets: list[Subnet] = field(default_factory=list)
+    key: GroupKey
+    arrival: Arrival
+    stamp: str = ""  # the table meeting's mark of this arrival (its ``leave`` removes it)
+
+    @property
+    def role(self) -> Role:
+        return self.arrival.role
+
+
+@dataclass(frozen=True)
+class Closed:
+    """A group that takes no more members: their counts in joining order, and when the
+    earliest of them must have its answer (the root's monotonic clock)."""
+
+    counts: tuple[int, ...]
+    answer_by: float
 
 
 @dataclass(frozen=True)
@@ -79,104 +98,95 @@ class Target:
 class Grouped:
     """One member's answer from its group."""
 
-    outcome: Outcome
+    group_id: str
+    size: int
     answer: MemberAnswer
 
 
-@dataclass
-class _Group:
-    forming: Forming
-    answer_by: list[float] = field(default_factory=list)
-    outcome: Outcome | None = None
-    unread: int = 0  # members still to take their answer (or give up)
+class Meeting(Protocol):
+    """Where probes alike meet (see the module)."""
+
+    def arrive(self, key: GroupKey, count: int, request_id: str, answer_by: float) -> Seat:
+        """This probe's seat. Every ``arrive`` is followed by one ``leave``."""
+        ...
+
+    def leave(self, seat: Seat) -> None: ...
+
+    def close(self, seat: Seat) -> Closed:
+        """The leader: wait out the window, then take no more members."""
+        ...
+
+    def publish(self, seat: Seat, size: int, answers: list[MemberAnswer] | None) -> None:
+        """The leader: every member's answer (None: the members probe alone)."""
+        ...
+
+    def wait(self, seat: Seat, answer_by: float, deadline: float, subnets: int) -> Grouped | None:
+        """A member: its answer, or None (probe alone)."""
+        ...
 
 
 class Coalescer:
-    """Where one root's probes alike meet and are answered together (see the module)."""
+    """Answers groups of probes alike that meet in ``meeting`` (see the module)."""
 
     def __init__(
         self,
         core: ReservationCore,
+        meeting: Meeting,
         *,
-        window: float,
-        max_count: int,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.core = core
+        self.meeting = meeting
         self.monotonic = monotonic
-        self._lobby = Lobby(window=window, max_count=max_count)
-        self._changed = threading.Condition()
-        self._in_flight: dict[GroupKey, int] = {}
-        self._groups: dict[str, _Group] = {}
 
-    # -- arriving and leaving --------------------------------------------------------------
-    def arrive(self, key: GroupKey, count: int, request_id: str, answer_by: float) -> Arrival:
-        """This probe's role. Every ``arrive`` is followed by one ``leave``. ``answer_by``: when
+    def arrive(self, key: GroupKey, count: int, request_id: str, answer_by: float) -> Seat:
+        """This probe's seat; every ``arrive`` is followed by one ``leave``. ``answer_by``: when
         a group must have answered this probe (the leader stops asking then)."""
-        with self._changed:
-            moment = self.monotonic()
-            burst = self._in_flight.get(key, 0) > 0
-            self._in_flight[key] = self._in_flight.get(key, 0) + 1
-            arrival = self._lobby.arrive(key, count, request_id, moment, burst=burst)
-            if arrival.group is not None:
-                group = self._groups.setdefault(arrival.group.group_id, _Group(arrival.group))
-                group.answer_by.append(answer_by)
-                if arrival.role is Role.MEMBER:
-                    group.unread += 1
-                self._changed.notify_all()
-            return arrival
+        return self.meeting.arrive(key, count, request_id, answer_by)
 
-    def leave(self, key: GroupKey) -> None:
-        with self._changed:
-            self._in_flight[key] -= 1
-            if not self._in_flight[key]:
-                del self._in_flight[key]
+    def leave(self, seat: Seat) -> None:
+        self.meeting.leave(seat)
 
-    def waiting(self, key: GroupKey) -> int:
-        """How many probes alike are in a group that is still taking members."""
-        with self._changed:
-            forming = self._lobby.forming.get(key)
-            return len(forming.counts) if forming is not None else 0
+    def wait(self, seat: Seat, answer_by: float, deadline: float, subnets: int) -> Grouped | None:
+        """A member's answer, or None: it probes alone."""
+        return self.meeting.wait(seat, answer_by, deadline, subnets)
 
     # -- the leader ------------------------------------------------------------------------
     def lead(
         self,
-        arrival: Arrival,
+        seat: Seat,
         target: Target,
         deadline: float,
         hard_deadline: float,
     ) -> Grouped | None:
         """Wait out the window, answer the group, publish. None: the leader probes alone
         (nobody joined, or the group could not be answered)."""
-        forming = arrival.group
+        forming = seat.arrival.group
         assert forming is not None
-        assert arrival.role is Role.LEADER
-        group = self._groups[forming.group_id]
-        with self._changed:
-            while self.monotonic() < forming.closes_at and forming.total < self._lobby.max_count:
-                self._changed.wait(min(_SLICE, max(0.0, forming.closes_at - self.monotonic())))
-            counts = self._lobby.close(forming)
-            answer_by = min(group.answer_by)
-        if len(counts) == 1:
-            self._publish(group, Outcome(forming.group_id, 1, None))
-            return None
-        outcome = Outcome(forming.group_id, len(counts), None, list(target.subnets))
+        assert seat.role is Role.LEADER
+        answers: list[MemberAnswer] | None = None
+        size = 1
         try:
-            outcome.answers = self._answer(
-                forming.group_id,
-                counts,
-                target,
-                min(deadline, answer_by),
-                hard_deadline,
-                outcome,
-            )
+            closed = self.meeting.close(seat)
+            size = len(closed.counts)
+            if size > 1:
+                answers = self._answer(
+                    forming.group_id,
+                    closed.counts,
+                    target,
+                    min(deadline, closed.answer_by),
+                    hard_deadline,
+                )
         except Exception:  # the members must not wait for a leader that failed
             log.exception("a probe group failed; its members probe alone")
-            outcome.answers = None
-        self._publish(group, outcome)
-        if outcome.answers is None:
+            answers = None
+        try:
+            self.meeting.publish(seat, size, answers)
+        except Exception:  # its members give up on their own clocks
+            log.exception("a probe group's answers could not be published")
+        if answers is None:
             return None
-        return Grouped(outcome, outcome.answers[0])
+        return Grouped(forming.group_id, size, answers[0])
 
     def _answer(
         self,
@@ -185,7 +195,6 @@ class Coalescer:
         target: Target,
         deadline: float,
         hard_deadline: float,
-        outcome: Outcome,
     ) -> list[MemberAnswer]:
         plan = GroupPlan(counts, len(target.subnets), self.monotonic())
         holds: dict[str, Held] = {}
@@ -260,32 +269,225 @@ class Coalescer:
         holds[hold.reservation.id] = hold
         return held(hold.reservation.id)
 
-    def _publish(self, group: _Group, outcome: Outcome) -> None:
+
+# -- where probes meet ------------------------------------------------------------------------
+
+
+@dataclass
+class _Local:
+    forming: Forming
+    answer_by: list[float] = field(default_factory=list)
+    published: bool = False
+    answers: list[MemberAnswer] | None = None
+    size: int = 1
+    unread: int = 0  # members still to take their answer (or give up)
+
+
+class LocalMeeting:
+    """The probes of one process meet in memory (see the module). ``Lobby.arrive`` is the
+    whole decision, under one lock; a burst is another probe alike in flight now."""
+
+    def __init__(
+        self,
+        *,
+        window: float,
+        max_count: int,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.monotonic = monotonic
+        self._lobby = Lobby(window=window, max_count=max_count)
+        self._changed = threading.Condition()
+        self._in_flight: dict[GroupKey, int] = {}
+        self._groups: dict[str, _Local] = {}
+
+    def arrive(self, key: GroupKey, count: int, request_id: str, answer_by: float) -> Seat:
         with self._changed:
-            group.outcome = outcome
+            moment = self.monotonic()
+            burst = self._in_flight.get(key, 0) > 0
+            self._in_flight[key] = self._in_flight.get(key, 0) + 1
+            arrival = self._lobby.arrive(key, count, request_id, moment, burst=burst)
+            if arrival.group is not None:
+                group = self._groups.setdefault(arrival.group.group_id, _Local(arrival.group))
+                group.answer_by.append(answer_by)
+                if arrival.role is Role.MEMBER:
+                    group.unread += 1
+                self._changed.notify_all()
+            return Seat(key, arrival)
+
+    def leave(self, seat: Seat) -> None:
+        with self._changed:
+            self._in_flight[seat.key] -= 1
+            if not self._in_flight[seat.key]:
+                del self._in_flight[seat.key]
+
+    def waiting(self, key: GroupKey) -> int:
+        """How many probes alike are in a group that is still taking members."""
+        with self._changed:
+            forming = self._lobby.forming.get(key)
+            return len(forming.counts) if forming is not None else 0
+
+    def close(self, seat: Seat) -> Closed:
+        forming = seat.arrival.group
+        assert forming is not None
+        with self._changed:
+            while self.monotonic() < forming.closes_at and forming.total < self._lobby.max_count:
+                self._changed.wait(min(_SLICE, max(0.0, forming.closes_at - self.monotonic())))
+            counts = self._lobby.close(forming)
+            return Closed(counts, min(self._groups[forming.group_id].answer_by))
+
+    def publish(self, seat: Seat, size: int, answers: list[MemberAnswer] | None) -> None:
+        assert seat.arrival.group is not None
+        with self._changed:
+            group = self._groups[seat.arrival.group.group_id]
+            group.published, group.size, group.answers = True, size, answers
             self._forget(group)
             self._changed.notify_all()
 
-    # -- a member --------------------------------------------------------------------------
-    def wait(self, arrival: Arrival, give_up: float) -> Grouped | None:
-        """This member's answer, or None (probe alone): the leader failed, or gave none by
-        ``give_up`` (the root's monotonic clock; the member's deadline: in one process the
-        leader always publishes, by its members' ``answer_by`` and its give-backs)."""
-        assert arrival.group is not None
-        assert arrival.role is Role.MEMBER
-        group_id = arrival.group.group_id
+    def wait(self, seat: Seat, answer_by: float, deadline: float, subnets: int) -> Grouped | None:
+        """In one process the leader always publishes (by its members' ``answer_by`` and its
+        give-backs), so a member waits for it until its own deadline."""
+        assert seat.arrival.group is not None
+        group_id = seat.arrival.group.group_id
         with self._changed:
             group = self._groups[group_id]
-            while group.outcome is None and self.monotonic() < give_up:
+            while not group.published and self.monotonic() < deadline:
                 self._changed.wait(_SLICE)
-            outcome = group.outcome
+            answers, size = group.answers, group.size
             group.unread -= 1
             self._forget(group)
-        if outcome is None or outcome.answers is None:
+        if not answers:
             return None
-        return Grouped(outcome, outcome.answers[arrival.position])
+        return Grouped(group_id, size, answers[seat.arrival.position])
 
-    def _forget(self, group: _Group) -> None:
+    def _forget(self, group: _Local) -> None:
         """Under the lock: a group answered and read by every member is dropped."""
-        if group.outcome is not None and group.unread <= 0:
+        if group.published and group.unread <= 0:
             self._groups.pop(group.forming.group_id, None)
+
+
+class TableMeeting:
+    """The probes of every container meet in the state table (see the module and
+    ``adapters.dynamodb_group``). Times in the table are epoch seconds on each process's wall
+    clock (``wall``); deadlines stay on the root's monotonic clock.
+
+    A burst is the last probe alike that arrived still in flight (its mark not yet removed by
+    its ``leave``): a class's first desktop probes alone, the next opens a group, and the rest
+    join it until its window closes, then open the next. The table failing is advice lost: the
+    probe goes on alone, and it is logged once."""
+
+    def __init__(
+        self,
+        table: GroupTable,
+        *,
+        window: float,
+        max_count: int,
+        max_members: int = MAX_MEMBERS,
+        wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        poll: float = 0.2,
+    ) -> None:
+        self.table = table
+        self.window = window
+        self.max_count = max_count
+        self.max_members = max_members
+        self.wall = wall
+        self.monotonic = monotonic
+        self.poll = poll
+        self._said_down = False
+
+    def _epoch(self, moment: float) -> float:
+        """A moment on the monotonic clock, in the table's epoch seconds."""
+        return self.wall() + (moment - self.monotonic())
+
+    def _moment(self, epoch: float) -> float:
+        return self.monotonic() + (epoch - self.wall())
+
+    def arrive(self, key: GroupKey, count: int, request_id: str, answer_by: float) -> Seat:
+        stamp = uuid.uuid4().hex
+        alone = Seat(key, Arrival(Role.ALONE), stamp)
+        where = key_id(key)
+        by = self._epoch(answer_by)
+        try:
+            now = self.wall()
+            lobby = self.table.arrive(where, stamp, now)
+            burst = lobby.seen is not None
+            for _ in range(3):  # a lost race is read again, and is one of two cases at most
+                if lobby.group_id is not None and lobby.closes > now:
+                    position = self.table.join(
+                        lobby.group_id, count, by, self.max_count, self.max_members
+                    )
+                    if position is not None:
+                        forming = Forming(lobby.group_id, key, self._moment(lobby.closes))
+                        return Seat(key, Arrival(Role.MEMBER, forming, position), stamp)
+                if not burst or count >= self.max_count:
+                    return alone
+                opened = group_id(request_id, key, now)
+                closes = now + self.window
+                if self.table.open(where, opened, count, by, closes, now, lobby.group_id):
+                    forming = Forming(opened, key, self._moment(closes), [count])
+                    return Seat(key, Arrival(Role.LEADER, forming, 0), stamp)
+                lobby, now = self.table.look(where), self.wall()
+        except AwsError as error:
+            self._down(error)
+        return alone
+
+    def leave(self, seat: Seat) -> None:
+        try:
+            self.table.leave(key_id(seat.key), seat.stamp)
+        except AwsError as error:
+            self._down(error)
+
+    def close(self, seat: Seat) -> Closed:
+        forming = seat.arrival.group
+        assert forming is not None
+        # The window on the root's clock, and never longer than it in real time (a clock that
+        # does not move, a test's frozen one, cannot keep a leader waiting).
+        real_end = time.monotonic() + self.window
+        while self.monotonic() < forming.closes_at and time.monotonic() < real_end:
+            time.sleep(_SLICE)
+        members = self.table.close(forming.group_id)
+        return Closed(members.counts, self._moment(min(members.bys)))
+
+    def publish(self, seat: Seat, size: int, answers: list[MemberAnswer] | None) -> None:
+        assert seat.arrival.group is not None
+        if size < 2:
+            return
+        texts: list[str | None] = (
+            [encode_answer(a) for a in answers] if answers is not None else [None] * size
+        )
+        self.table.publish(seat.arrival.group.group_id, texts, self.wall())
+
+    def wait(self, seat: Seat, answer_by: float, deadline: float, subnets: int) -> Grouped | None:
+        """Until the group's answer or half the time left after ``answer_by`` (the leader
+        stops asking then and gives back its holds; a leader that vanished leaves the member
+        the rest of its budget to probe alone)."""
+        forming = seat.arrival.group
+        assert forming is not None
+        give_up = answer_by + max(0.0, deadline - answer_by) / 2
+        real_end = time.monotonic() + max(0.0, give_up - self.monotonic())
+        # Nothing can be published before the window closes.
+        while self.monotonic() < forming.closes_at and time.monotonic() < real_end:
+            time.sleep(_SLICE)
+        while self.monotonic() < give_up and time.monotonic() < real_end:
+            try:
+                found = self.table.answer(forming.group_id, seat.arrival.position, subnets)
+            except AwsError as error:
+                self._down(error)
+                return None
+            if found is not None:
+                if found.answer is None:
+                    return None
+                return Grouped(forming.group_id, found.size, found.answer)
+            time.sleep(self.poll)
+        return None
+
+    def _down(self, error: AwsError) -> None:
+        if self._said_down:
+            log.debug("probe groups: the state table failed again: %s", error)
+            return
+        self._said_down = True
+        log.warning(
+            "probe groups: the state table %s cannot be used (%s); probes go on alone",
+            self.table.table,
+            str(error)[:300],
+        )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..adapters.ec2 import Ec2
+from ..adapters.ec2 import Ec2, Subnet
 from ..adapters.ssm import Flags, FlagValues
 from ..domain.errors import Outcome
 from ..domain.failures import BrokerFailure
@@ -102,26 +102,26 @@ class Prober:
             # The group answers within half of each member's budget; the rest is for probing
             # alone if it cannot.
             answer_by = now + max(0.0, deadline - now) / 2
-            arrival = self.grouping.arrive(key, request.instance_count, request_id, answer_by)
+            seat = self.grouping.arrive(key, request.instance_count, request_id, answer_by)
             try:
                 grouped: Grouped | None = None
-                if arrival.role is Role.LEADER:
+                if seat.role is Role.LEADER:
                     target = Target(
                         place.subnets, request.instance_type, place.platform, place.tenancy
                     )
-                    grouped = self.grouping.lead(arrival, target, deadline, hard_deadline)
-                elif arrival.role is Role.MEMBER:
-                    grouped = self.grouping.wait(arrival, deadline)
+                    grouped = self.grouping.lead(seat, target, deadline, hard_deadline)
+                elif seat.role is Role.MEMBER:
+                    grouped = self.grouping.wait(seat, answer_by, deadline, len(place.subnets))
                 if grouped is not None and grouped.answer.verdict is not Verdict.ALONE:
                     stats.grouped = True
-                    if arrival.role is Role.LEADER:
-                        stats.led_group_of = grouped.outcome.size
-                    return _grouped_answer(base, request, grouped), stats
+                    if seat.role is Role.LEADER:
+                        stats.led_group_of = grouped.size
+                    return _grouped_answer(base, request, grouped, place.subnets), stats
                 return self._alone(
                     request, request_id, place, recall, deadline, hard_deadline, base, stats
                 )
             finally:
-                self.grouping.leave(key)
+                self.grouping.leave(seat)
         return self._alone(request, request_id, place, recall, deadline, hard_deadline, base, stats)
 
     def _alone(
@@ -246,11 +246,12 @@ def _answer(
     return response
 
 
-def _grouped_answer(base: dict[str, str], request: ProbeRequest, grouped: Grouped) -> ProbeResponse:
+def _grouped_answer(
+    base: dict[str, str], request: ProbeRequest, grouped: Grouped, subnets: list[Subnet]
+) -> ProbeResponse:
     """A member's answer from its group (``domain.group``): the same statuses as a lone
     probe's, its attempts as its part of the group saw them, and ``group``."""
-    outcome, answer = grouped.outcome, grouped.answer
-    subnets = outcome.subnets
+    answer = grouped.answer
     seen = {s.subnet: s for s in answer.seen}
     attempts = []
     for index, subnet in enumerate(subnets):
@@ -267,10 +268,10 @@ def _grouped_answer(base: dict[str, str], request: ProbeRequest, grouped: Groupe
                 cancelled=answer.cancelled if won else None,
             )
         )
-    group = ProbeGroup(id=outcome.group_id, size=outcome.size, reservation_id=answer.reservation_id)
+    group = ProbeGroup(id=grouped.group_id, size=grouped.size, reservation_id=answer.reservation_id)
     seconds = round(answer.reservation_seconds, 6)
     common = {"attempts": attempts, "reservation_seconds": seconds, "group": group, **base}
-    together = f" (answered with {outcome.size} probes alike, group {outcome.group_id})"
+    together = f" (answered with {grouped.size} probes alike, group {grouped.group_id})"
     if answer.verdict is Verdict.WON and answer.subnet is not None:
         won_at = subnets[answer.subnet]
         response = ProbeResponse(

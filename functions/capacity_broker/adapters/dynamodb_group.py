@@ -1,0 +1,432 @@
+"""DynamoDB: where probes alike from different containers meet (grouped probes, contract v3).
+
+A Lambda container serves one invocation at a time, so the desktops of a class that start
+together arrive in different containers; they meet here, in the state table, under this
+module's own prefix of the table's ids (``logic.group.TableMeeting`` runs the protocol)::
+
+    group#<region>#<digest of the key>     one per kind of probe (``domain.group.GroupKey``)
+        seen        the last arrival's stamp (a random token), removed when that probe leaves
+        gid         the group taking members now (its id), and
+        closes      when it stops taking them (epoch seconds, the processes' wall clocks)
+    group#<group id>                       one per group
+        counts      the members' instance counts, in the order they joined (the leader first)
+        bys         when each member must have its answer (epoch seconds)
+        closed      set by the leader when it starts asking EC2: nobody joins after
+    group#<group id>#<position>            one per member but the leader: its answer
+        answer      the member's answer (JSON, ``encode_answer``), or
+        alone       true: the group could not answer; the member probes alone
+    expiration  TTL on every item: an hour after it was written
+
+Each step is one call on one small item: an arrival is one ``UpdateItem`` (and one more when
+it leaves); joining, opening and closing a group are conditional ``UpdateItem``/``PutItem``
+calls, so two containers never both lead one group and nobody joins a closed one; answers are
+written in batches of 25 (``BatchWriteItem``) to one item per member, so a class of 200 does
+not read one hot item. Every call is retried by the adapter's ``RetryPolicy`` within a short
+deadline; a table that fails raises ``AwsError`` and the caller probes alone (advice, never a
+failure).
+
+The table is shared, so what is read is checked (``decode_answer``): a member's answer that is
+not sound (an unknown verdict or outcome, a subnet outside the member's list, a reservation id
+that is not one) is dropped and the member probes alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..domain.errors import Outcome
+from ..domain.group import GroupKey, MemberAnswer, Seen, Verdict
+from .aws import AwsError, Clients, RetryPolicy, call
+from .dynamodb_memory import _n
+
+PREFIX = "group#"
+EXPIRATION_SECONDS = 60 * 60
+CALL_SECONDS = 1.0  # how long one step may take, its retries included
+BATCH_WRITE = 25  # BatchWriteItem's limit per call
+MAX_MEMBERS = 200  # probes in one group (its items stay small: a few KB)
+_RESERVATION = re.compile(r"cr-[0-9a-f]{8,32}")
+_CODE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+_MAX_SECONDS = 24 * 60 * 60.0
+
+
+def key_id(key: GroupKey) -> str:
+    """The item of one kind of probe: the region in the clear, the rest as a digest (subnet
+    lists are long, and ids are ids: nothing of the caller's becomes part of a pattern)."""
+    canonical = json.dumps(
+        [key.instance_type, list(key.subnet_ids), key.platform, key.tenancy], ensure_ascii=True
+    )
+    return f"{PREFIX}{key.region}#{hashlib.sha256(canonical.encode()).hexdigest()[:40]}"
+
+
+def group_item(group_id: str) -> str:
+    return f"{PREFIX}{group_id}"
+
+
+def answer_item(group_id: str, position: int) -> str:
+    return f"{PREFIX}{group_id}#{position}"
+
+
+@dataclass(frozen=True)
+class Lobby:
+    """A kind of probe's item as an arrival found it."""
+
+    seen: str | None  # the stamp of the last arrival still in flight (None: none)
+    group_id: str | None  # the group taking members, if ``closes`` is still ahead
+    closes: float
+
+
+@dataclass(frozen=True)
+class Members:
+    """A closed group: its members' counts and answer-by times, in joining order."""
+
+    counts: tuple[int, ...]
+    bys: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Published:
+    """What a member found: its answer (None when the group could not answer it), and how
+    many probes the group answered."""
+
+    answer: MemberAnswer | None
+    size: int
+
+
+class GroupTable:
+    """The meeting items of one state table (``table`` in ``region``); thread-safe."""
+
+    def __init__(
+        self,
+        table: str,
+        region: str,
+        clients: Clients,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.table = table
+        self.region = region
+        self.clients = clients
+        self.retry = retry or RetryPolicy(base=0.05, cap=0.25, max_attempts=3)
+        self._monotonic = monotonic
+        self.counts = {"calls": 0}
+
+    # -- arriving and leaving ---------------------------------------------------------------
+    def arrive(self, key: str, stamp: str, now: float) -> Lobby:
+        """Mark an arrival (``stamp``): what the item held before it."""
+        answer = self._call(
+            "UpdateItem",
+            Key={"id": {"S": key}},
+            UpdateExpression="SET #seen = :stamp, #exp = :exp",
+            ExpressionAttributeNames=_names("seen", "exp"),
+            ExpressionAttributeValues={":stamp": {"S": stamp}, ":exp": _expiration(now)},
+            ReturnValues="ALL_OLD",
+        )
+        return _lobby(answer.get("Attributes"))
+
+    def look(self, key: str) -> Lobby:
+        """The item now (after a lost race: who opened the group)."""
+        answer = self._call("GetItem", Key={"id": {"S": key}}, ConsistentRead=True)
+        return _lobby(answer.get("Item"))
+
+    def leave(self, key: str, stamp: str) -> None:
+        """This probe is answered: the next one alike is alone, unless another arrived since."""
+        try:
+            self._call(
+                "UpdateItem",
+                Key={"id": {"S": key}},
+                UpdateExpression="REMOVE #seen",
+                ConditionExpression="#seen = :stamp",
+                ExpressionAttributeNames=_names("seen"),
+                ExpressionAttributeValues={":stamp": {"S": stamp}},
+            )
+        except AwsError as error:
+            if error.code != "ConditionalCheckFailedException":
+                raise
+
+    # -- groups -----------------------------------------------------------------------------
+    def open(
+        self,
+        key: str,
+        group_id: str,
+        count: int,
+        answer_by: float,
+        closes: float,
+        now: float,
+        replacing: str | None,
+    ) -> bool:
+        """Open a group led by this probe (the first member): its item first, then the kind's
+        pointer to it, unless another container opened one since ``replacing`` was read."""
+        self._call(
+            "PutItem",
+            Item={
+                "id": {"S": group_item(group_id)},
+                "counts": {"L": [_n(count)]},
+                "bys": {"L": [_n(answer_by)]},
+                "total": _n(count),
+                "expiration": _expiration(now),
+            },
+            ConditionExpression="attribute_not_exists(#id)",
+            ExpressionAttributeNames=_names("id"),
+        )
+        values: dict[str, Any] = {
+            ":gid": {"S": group_id},
+            ":closes": _n(closes),
+            ":exp": _expiration(now),
+        }
+        if replacing is None:
+            condition = "attribute_not_exists(#gid)"
+        else:
+            condition = "attribute_not_exists(#gid) OR #gid = :was"
+            values[":was"] = {"S": replacing}
+        try:
+            self._call(
+                "UpdateItem",
+                Key={"id": {"S": key}},
+                UpdateExpression="SET #gid = :gid, #closes = :closes, #exp = :exp",
+                ConditionExpression=condition,
+                ExpressionAttributeNames=_names("gid", "closes", "exp"),
+                ExpressionAttributeValues=values,
+            )
+        except AwsError as error:
+            if error.code != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
+    def join(
+        self, group_id: str, count: int, answer_by: float, max_count: int, max_members: int
+    ) -> int | None:
+        """Join the group: this member's position, or None (closed, or no room left)."""
+        try:
+            answer = self._call(
+                "UpdateItem",
+                Key={"id": {"S": group_item(group_id)}},
+                UpdateExpression=(
+                    "SET #counts = list_append(#counts, :count), #bys = list_append(#bys, :by), "
+                    "#total = #total + :n"
+                ),
+                ConditionExpression=(
+                    "attribute_exists(#counts) AND attribute_not_exists(#closed) "
+                    "AND #total <= :room AND size(#counts) < :members"
+                ),
+                ExpressionAttributeNames=_names("counts", "bys", "total", "closed"),
+                ExpressionAttributeValues={
+                    ":count": {"L": [_n(count)]},
+                    ":by": {"L": [_n(answer_by)]},
+                    ":n": _n(count),
+                    ":room": _n(max_count - count),
+                    ":members": _n(max_members),
+                },
+                ReturnValues="UPDATED_NEW",
+            )
+        except AwsError as error:
+            if error.code != "ConditionalCheckFailedException":
+                raise
+            return None
+        counts = answer.get("Attributes", {}).get("counts", {}).get("L")
+        if not isinstance(counts, list) or not counts:
+            raise AwsError("UpdateItem", "UnsoundItem", "the group's item answered no members")
+        return len(counts) - 1
+
+    def close(self, group_id: str) -> Members:
+        """The leader starts: nobody joins after this. The members, in joining order."""
+        answer = self._call(
+            "UpdateItem",
+            Key={"id": {"S": group_item(group_id)}},
+            UpdateExpression="SET #closed = :yes",
+            ExpressionAttributeNames=_names("closed"),
+            ExpressionAttributeValues={":yes": {"BOOL": True}},
+            ReturnValues="ALL_NEW",
+        )
+        item = answer.get("Attributes") or {}
+        try:
+            counts = tuple(int(_number(v)) for v in item["counts"]["L"])
+            bys = tuple(_number(v) for v in item["bys"]["L"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise AwsError(
+                "UpdateItem", "UnsoundItem", f"the group's item is not sound: {error}"
+            ) from None
+        if len(counts) != len(bys) or not counts or min(counts) < 1:
+            raise AwsError("UpdateItem", "UnsoundItem", "the group's item is not sound")
+        return Members(counts, bys)
+
+    def publish(self, group_id: str, answers: Sequence[str | None], now: float) -> None:
+        """Every member's answer but the leader's (position 0): the encoded answer, or None
+        for "probe alone"."""
+        items = []
+        for position, text in enumerate(answers):
+            if position == 0:
+                continue
+            item: dict[str, Any] = {
+                "id": {"S": answer_item(group_id, position)},
+                "size": _n(len(answers)),
+                "expiration": _expiration(now),
+            }
+            if text is None:
+                item["alone"] = {"BOOL": True}
+            else:
+                item["answer"] = {"S": text}
+            items.append({"PutRequest": {"Item": item}})
+        for start in range(0, len(items), BATCH_WRITE):
+            batch = items[start : start + BATCH_WRITE]
+            for _ in range(8):  # what DynamoDB did not take this time is handed back
+                answer = self._call(
+                    "BatchWriteItem", RequestItems={self.table: batch}, table_in_request=True
+                )
+                batch = (answer.get("UnprocessedItems") or {}).get(self.table) or []
+                if not batch:
+                    break
+            if batch:
+                raise AwsError(
+                    "BatchWriteItem", "UnprocessedItems", "DynamoDB kept back some answers"
+                )
+
+    def answer(self, group_id: str, position: int, subnets: int) -> Published | None:
+        """A member's published answer (None: not yet). ``subnets``: how many the member
+        asked about (an answer naming another is not sound)."""
+        found = self._call(
+            "GetItem", Key={"id": {"S": answer_item(group_id, position)}}, ConsistentRead=True
+        ).get("Item")
+        if not found:
+            return None
+        text = found.get("answer", {}).get("S") if isinstance(found.get("answer"), dict) else None
+        try:
+            size = int(_number(found.get("size")))
+        except ValueError:
+            return Published(None, 0)
+        if not position < size <= MAX_MEMBERS:
+            return Published(None, 0)
+        return Published(decode_answer(text, subnets) if isinstance(text, str) else None, size)
+
+    # -- one call ---------------------------------------------------------------------------
+    def _call(self, operation: str, *, table_in_request: bool = False, **params: Any) -> Any:
+        client = self.clients.client("dynamodb", self.region)
+        method = getattr(client, _SNAKE[operation])
+        if not table_in_request:
+            params["TableName"] = self.table
+        self.counts["calls"] += 1
+        return self.retry.run(
+            operation,
+            lambda: call(operation, method, **params),
+            deadline=self._monotonic() + CALL_SECONDS,
+        )
+
+
+_SNAKE = {
+    "UpdateItem": "update_item",
+    "GetItem": "get_item",
+    "PutItem": "put_item",
+    "BatchWriteItem": "batch_write_item",
+}
+
+
+def _names(*names: str) -> dict[str, str]:
+    """Every attribute by a placeholder (DynamoDB reserves words such as ``total``)."""
+    return {f"#{name}": ("expiration" if name == "exp" else name) for name in names}
+
+
+def _expiration(now: float) -> dict[str, str]:
+    return _n(math.ceil(now) + EXPIRATION_SECONDS)
+
+
+def _number(value: Any) -> float:
+    if not isinstance(value, dict) or not isinstance(value.get("N"), str):
+        raise ValueError("not a number")
+    number = float(value["N"][:64])
+    if not math.isfinite(number):
+        raise ValueError("not a finite number")
+    return number
+
+
+def _lobby(item: dict[str, Any] | None) -> Lobby:
+    item = item or {}
+    seen = item.get("seen", {}).get("S") if isinstance(item.get("seen"), dict) else None
+    gid = item.get("gid", {}).get("S") if isinstance(item.get("gid"), dict) else None
+    try:
+        closes = _number(item["closes"]) if "closes" in item else -math.inf
+    except ValueError:
+        closes = -math.inf  # a broken value: no group is open, the next one replaces it
+    if not isinstance(gid, str) or not gid.startswith("group-") or len(gid) > 64:
+        gid, closes = None, -math.inf
+    return Lobby(seen if isinstance(seen, str) else None, gid, closes)
+
+
+# -- a member's answer, as the leader publishes it -----------------------------------------
+
+
+def encode_answer(answer: MemberAnswer) -> str:
+    return json.dumps(
+        {
+            "v": answer.verdict.value,
+            "s": answer.subnet,
+            "seen": [
+                [s.subnet, s.outcome.value, s.error_code, s.reservation_id] for s in answer.seen
+            ],
+            "e": answer.error_code,
+            "r": answer.reservation_id,
+            "c": answer.cancelled,
+            "rs": answer.reservation_seconds,
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode_answer(text: str, subnets: int) -> MemberAnswer | None:
+    """A published answer, checked; None when any part of it is not sound."""
+    try:
+        data = json.loads(text[:20_000])
+        verdict = Verdict(data["v"])
+        if verdict is Verdict.UNDECIDED:
+            return None
+        seen = tuple(
+            Seen(_index(at, subnets), Outcome(outcome), _code(code), _reservation(rid))
+            for at, outcome, code, rid in data["seen"]
+        )
+        subnet = None if data["s"] is None else _index(data["s"], subnets)
+        if (verdict is Verdict.WON) != (subnet is not None):
+            return None
+        cancelled = data["c"]
+        seconds = float(data["rs"])
+        if cancelled not in (True, False, None) or not 0 <= seconds <= _MAX_SECONDS:
+            return None
+        return MemberAnswer(
+            verdict=verdict,
+            subnet=subnet,
+            seen=seen,
+            error_code=_code(data["e"]),
+            reservation_id=_reservation(data["r"]),
+            cancelled=cancelled,
+            reservation_seconds=seconds,
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _index(value: Any, subnets: int) -> int:
+    if type(value) is not int or not 0 <= value < subnets:
+        raise ValueError("not one of the member's subnets")
+    return value
+
+
+def _code(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _CODE.fullmatch(value):
+        raise ValueError("not an error code")
+    return value
+
+
+def _reservation(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _RESERVATION.fullmatch(value):
+        raise ValueError("not a reservation id")
+    return value

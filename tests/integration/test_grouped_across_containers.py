@@ -1,0 +1,341 @@
+"""Grouped probes across containers (contract v3; ``logic.group.TableMeeting``): each desktop of
+a class probes from its own container (a root with its own session, clients, pacer and
+memory), and they meet in the state table, against the emulator, on the emulator's clock.
+
+A first desktop's probe is in flight (its create held back by the test) when the class
+arrives, so the class has seen a burst: one of them opens a group in the table and the rest
+join it. The group's window closes when the emulator's clock passes it (the test moves it
+once every member has joined, read from the table), so which probes meet never depends on
+how fast the machine is. Counts of calls are asserted, never durations.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+import pytest
+from capacity_broker.adapters.dynamodb_group import PREFIX, group_item
+from capacity_broker.client.in_process import run_function
+from capacity_broker.config import Settings
+from capacity_broker.domain.group import oracle
+from capacity_broker.logic.group import TableMeeting
+from capacity_broker.root import Adapters, Root
+
+pytestmark = pytest.mark.integration
+
+REGION = "us-east-1"
+TABLE = "broker-state"
+AZS = ["us-east-1a", "us-east-1b", "us-east-1c"]
+SUBNETS = ["subnet-0a00000000000d401", "subnet-0b00000000000d402", "subnet-0c00000000000d403"]
+TYPE = "g6.xlarge"
+WINDOW = 60.0  # of the emulator's clock: the test closes it by moving the clock
+
+
+def world(capacity: list[int]) -> dict[str, Any]:
+    return {
+        "regions": {
+            REGION: {
+                "vpcs": [
+                    {
+                        "name": "class",
+                        "cidr": "10.34.0.0/16",
+                        "subnets": [
+                            {
+                                "id": s,
+                                "name": f"c{i}",
+                                "availability_zone": az,
+                                "cidr": f"10.34.{i}.0/24",
+                            }
+                            for i, (s, az) in enumerate(zip(SUBNETS, AZS, strict=True))
+                        ],
+                    }
+                ],
+                "pools": [
+                    {"availability_zone": az, "instance_type": TYPE, "capacity": free}
+                    for az, free in zip(AZS, capacity, strict=True)
+                ],
+            }
+        }
+    }
+
+
+def dynamodb() -> Any:
+    return boto3.client("dynamodb", region_name=REGION)
+
+
+class Classroom:
+    """A first desktop's probe in flight, then ``size`` desktops at once, each in a container
+    of its own; ``answers`` by request id."""
+
+    def __init__(self, time: Any, monkeypatch: pytest.MonkeyPatch, capacity: list[int]) -> None:
+        emu = time.emu
+        emu.reset()
+        emu.load_scenario(world(capacity))
+        emu.freeze()
+        emu.throttle(emulator_clock=True)
+        emu.clear_calls()
+        dynamodb().create_table(
+            TableName=TABLE,
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        monkeypatch.setenv("BROKER_MAX_CONCURRENCY", "1")
+        self.time = time
+        self.emu = emu
+        self.answers: dict[str, dict[str, Any]] = {}
+        self.failures: list[BaseException] = []
+        self.first_in = threading.Event()
+        self.go = threading.Event()
+
+    def container(self, *, hold_first: bool = False) -> Root:
+        """A new container's root on the emulator's clock, its probes meeting in the table."""
+        time = self.time
+        settings = Settings.from_env(
+            {
+                "BROKER_CLUSTER_ID": "demo-cluster",
+                "AWS_REGION": REGION,
+                "BROKER_STATE_TABLE": TABLE,
+            }
+        )
+        root = Root(
+            settings,
+            adapters=Adapters(boto3.session.Session()),
+            clock=time.utcnow,
+            monotonic=time.monotonic,
+            sleep=time.sleep,
+        )
+        meeting = root.probe.grouping.meeting if root.probe.grouping else None
+        assert isinstance(meeting, TableMeeting)
+        meeting.window = WINDOW
+        meeting.poll = 0.01  # real seconds between a member's looks (its verdicts: the clock)
+        if hold_first:
+            real_hold = root.core.hold
+
+            def hold(spec: Any, *args: Any, **kwargs: Any) -> Any:
+                if spec.request_id == "first":
+                    self.first_in.set()
+                    assert self.go.wait(120)
+                return real_hold(spec, *args, **kwargs)
+
+            root.core.hold = hold  # type: ignore[method-assign]
+        return root
+
+    def probe(self, root: Root, request_id: str) -> None:
+        event = {"request_id": request_id, "instance_type": TYPE, "subnet_ids": SUBNETS}
+        try:
+            self.answers[request_id] = run_function("probe", event, root)
+        except BaseException as error:
+            self.failures.append(error)
+
+    def start_first(self) -> threading.Thread:
+        first = threading.Thread(target=self.probe, args=(self.container(hold_first=True), "first"))
+        first.start()
+        assert self.first_in.wait(120)
+        return first
+
+    def members(self) -> int:
+        """How many probes the group taking members holds (the table's own count: the group
+        the kind's item points to; a group opened by a container that lost the race to open
+        one is never pointed to, and its opener joins the winner's)."""
+        items = dynamodb().scan(TableName=TABLE, ConsistentRead=True)["Items"]
+        pointed = {i["gid"]["S"] for i in items if "gid" in i}
+        groups = [
+            i
+            for i in items
+            if i["id"]["S"] in {group_item(g) for g in pointed} and "closed" not in i
+        ]
+        return sum(len(g["counts"]["L"]) for g in groups)
+
+    def run(
+        self,
+        size: int,
+        containers: list[Root] | None = None,
+        after_join: Callable[[], None] | None = None,
+    ) -> list[dict[str, Any]]:
+        first = self.start_first()
+        roots = containers or [self.container() for _ in range(size)]
+        threads = [
+            threading.Thread(target=self.probe, args=(root, f"desk-{i:02d}"))
+            for i, root in enumerate(roots)
+        ]
+        for thread in threads:
+            thread.start()
+        for _ in range(12_000):
+            if self.members() == size or self.failures:
+                break
+            threading.Event().wait(0.01)
+        assert self.members() == size, "the class did not meet in one group"
+        if after_join is not None:
+            after_join()
+        self.time.sleep(WINDOW + 1)  # the window closes (the emulator's clock)
+        for thread in threads:
+            thread.join(180)
+        self.go.set()
+        first.join(180)
+        assert not self.failures, self.failures
+        return [self.answers[f"desk-{i:02d}"] for i in range(size)]
+
+
+@pytest.fixture
+def classroom(emulated_time: Any, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Classroom]:
+    def make(capacity: list[int]) -> Classroom:
+        return Classroom(emulated_time, monkeypatch, capacity)
+
+    return make
+
+
+def held_now(emu: Any) -> list[str]:
+    model = emu.capacity(REGION)
+    model.refresh()
+    return [r.id for r in model.reservations.values() if r.state in ("active", "pending")]
+
+
+def creates(emu: Any) -> list[Any]:
+    return [c for c in emu.calls() if c.action == "CreateCapacityReservation"]
+
+
+def test_a_class_in_separate_containers_fills_a_then_spills_to_c_never_b(
+    classroom: Any,
+) -> None:
+    room = classroom([25, 0, 1000])
+    answers = room.run(40)
+    where = [a.get("subnet_id") for a in answers]
+    assert [a["status"] for a in answers] == ["available"] * 40
+    # What each desktop alone, in the order they joined, would have found: 25 A, then C.
+    expected = oracle([1] * 40, [25, 0, 1000])
+    assert sorted(where) == sorted(SUBNETS[s] for s in expected if s is not None)
+    assert where.count(SUBNETS[0]) == 25 and where.count(SUBNETS[2]) == 15
+    assert SUBNETS[1] not in where
+    groups = {a["group"]["id"] for a in answers}
+    assert len(groups) == 1 and {a["group"]["size"] for a in answers} == {40}
+    # One group of 40 answered with O(log n) creates per subnet, not 40 probes' 70.
+    assert len(creates(room.emu)) < 20
+    assert held_now(room.emu) == []  # the first's was given back too
+
+
+def test_plenty_of_capacity_answers_the_class_with_one_create(classroom: Any) -> None:
+    room = classroom([0, 0, 1000])
+    answers = room.run(12)
+    assert {a["status"] for a in answers} == {"available"}
+    assert {a["subnet_id"] for a in answers} == {SUBNETS[2]}
+    # The group of 12 halves its way down in each empty subnet (12, 6, 3, 2, 1: a part as
+    # large as one refused is not asked again), then holds all 12 in C with one create and
+    # gives it back with one cancel; the first desktop made its three creates and one cancel.
+    made = [
+        (c.action, int(c.params.get("InstanceCount", 0)), c.outcome)
+        for c in room.emu.calls()
+        if c.action in ("CreateCapacityReservation", "CancelCapacityReservation")
+    ]
+    group = [m for m in made if m[0] == "CreateCapacityReservation" and m[1] > 1]
+    assert sorted(m[1] for m in group) == sorted([12, 6, 3, 2] * 2 + [12])
+    assert [m[0] for m in made].count("CreateCapacityReservation") == 11 + 3, made
+    assert [m[0] for m in made].count("CancelCapacityReservation") == 1 + 1, made
+    reservation = {a["group"]["reservation_id"] for a in answers}
+    assert len(reservation) == 1 and None not in reservation
+    assert held_now(room.emu) == []
+
+
+def test_a_member_whose_leader_vanishes_answers_on_its_own(classroom: Any) -> None:
+    """The leader's container stops before publishing (its answers never written): the members
+    give up on their own clocks and probe alone, still the first subnet with capacity."""
+    room = classroom([0, 0, 1000])
+    roots = [room.container() for _ in range(5)]
+    for root in roots:
+        grouping = root.probe.grouping
+        assert grouping is not None
+        meeting = grouping.meeting
+        assert isinstance(meeting, TableMeeting)
+        # A leader that vanished: it closes its group and is never heard of again.
+        meeting.publish = lambda *_: None  # type: ignore[method-assign]
+
+    def after_join() -> None:
+        # Past every member's give-up (its budget's first three quarters).
+        room.time.sleep(30.0)
+
+    answers = room.run(5, roots, after_join=after_join)
+    assert [a["status"] for a in answers] == ["available"] * 5
+    assert {a["subnet_id"] for a in answers} == {SUBNETS[2]}
+    # The leader answered itself from its group; the four members each probed alone.
+    assert sum(1 for a in answers if a.get("group")) <= 1
+    assert held_now(room.emu) == []
+
+
+def test_a_forged_answer_in_the_table_is_not_taken(classroom: Any) -> None:
+    """Whatever the table holds for a member is checked: an answer naming a subnet outside
+    the member's list is dropped, and the member probes alone."""
+    room = classroom([0, 0, 1000])
+    roots = [room.container() for _ in range(3)]
+    table = roots[0].probe.grouping.meeting.table  # type: ignore[union-attr]
+    real_publish = table.publish
+
+    def forged(group_id: str, answers: Any, now: float) -> None:
+        bad = [a.replace('"s":2', '"s":7') if isinstance(a, str) else a for a in answers]
+        real_publish(group_id, bad, now)
+
+    for root in roots:
+        root.probe.grouping.meeting.table.publish = forged  # type: ignore[union-attr]
+    answers = room.run(3, roots)
+    assert [a["status"] for a in answers] == ["available"] * 3
+    assert {a["subnet_id"] for a in answers} == {SUBNETS[2]}
+    assert sum(1 for a in answers if a.get("group")) == 1  # only the leader's own
+
+
+def test_lone_probes_in_turn_are_never_grouped_and_pay_two_table_calls(
+    classroom: Any,
+) -> None:
+    """A probe with nothing alike in flight: one UpdateItem as it arrives, one as it leaves,
+    the same EC2 calls as without grouping, and no wait."""
+    room = classroom([0, 0, 1000])
+    root = room.container()
+    grouping = root.probe.grouping
+    assert grouping is not None
+    table = grouping.meeting.table  # type: ignore[attr-defined]
+    for n in range(4):
+        before_calls, before_table = len(room.emu.calls()), table.counts["calls"]
+        room.probe(root, f"alone-{n}")
+        answer = room.answers[f"alone-{n}"]
+        assert answer["status"] == "available" and "group" not in answer
+        assert table.counts["calls"] - before_table == 2
+        made = [c.action for c in room.emu.calls()[before_calls:]]
+        assert made.count("CreateCapacityReservation") == 3  # A, B: none; C: held
+        assert made.count("CancelCapacityReservation") == 1
+    item = dynamodb().get_item(TableName=TABLE, Key={"id": {"S": _any_key()}}).get("Item")
+    assert item is None or "seen" not in item
+
+
+def _any_key() -> str:
+    items = dynamodb().scan(TableName=TABLE)["Items"]
+    keys = [i["id"]["S"] for i in items if i["id"]["S"].startswith(PREFIX + REGION)]
+    return keys[0] if keys else PREFIX + "none"
+
+
+def test_a_table_that_fails_leaves_every_probe_alone(
+    classroom: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    room = classroom([0, 0, 1000])
+    room.emu.fail("UpdateItem", "InternalServerError", service="dynamodb", times=10_000, status=500)
+    root = room.container()
+    with caplog.at_level("WARNING"):
+        for n in range(3):
+            room.probe(root, f"down-{n}")
+    assert [room.answers[f"down-{n}"]["status"] for n in range(3)] == ["available"] * 3
+    said = {id(r) for r in caplog.records if "probe groups" in r.getMessage()}
+    assert len(said) == 1
+
+
+def test_the_group_item_is_the_broker_s_own(classroom: Any) -> None:
+    """Every item grouping writes is under ``group#`` and expires (TTL)."""
+    room = classroom([0, 0, 1000])
+    room.run(3)
+    items = dynamodb().scan(TableName=TABLE)["Items"]
+    mine = [i for i in items if i["id"]["S"].startswith(PREFIX)]
+    assert mine and all("expiration" in i for i in mine)
+    assert any(i["id"]["S"] == group_item(a) for a in _groups(room) for i in mine)
+
+
+def _groups(room: Classroom) -> set[str]:
+    return {a["group"]["id"] for a in room.answers.values() if a.get("group")}
