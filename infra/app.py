@@ -35,6 +35,7 @@ CONTEXT_KEYS = (
     "probeProvisionedConcurrency",
     "reservedConcurrency",
     "sharedEc2Budget",
+    "probeGrouping",
     "onDemandPrices",
 )
 

@@ -105,6 +105,9 @@ class BrokerConfig:
     # The functions' EC2 pacers draw from one budget in the state table (BROKER_SHARED_EC2_BUDGET,
     # docs/performance.md): for accounts where bursts of many containers meet EC2's buckets.
     shared_ec2_budget: bool = False
+    # Probes alike that arrive together are answered as one group, meeting in the state table
+    # across containers (BROKER_PROBE_GROUPING, docs/performance.md "Grouped probes").
+    probe_grouping: bool = True
     # An existing SNS topic the alarms notify (alarmTopicArn), instead of a new one.
     alarm_topic_arn: str | None = None
 
@@ -293,6 +296,7 @@ class BrokerConfig:
             on_demand_prices=_prices(context, "onDemandPrices"),
             reserved_concurrency=reserved,
             shared_ec2_budget=_bool(context, "sharedEc2Budget", default=False),
+            probe_grouping=_bool(context, "probeGrouping", default=True),
         )
 
 

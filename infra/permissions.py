@@ -184,6 +184,8 @@ class BrokerPermissions(Construct):
         self._create_reservations(draft, purposes=("probe",))
         self._cancel_reservations(draft, purposes=("probe",))
         self._capacity_memory(draft)
+        if self._config.probe_grouping:  # -c probeGrouping=false turns it off
+            self._probe_groups(draft)
 
     def _reserve(self, draft: _PolicyDraft) -> None:
         self._flags(draft)
@@ -285,6 +287,21 @@ class BrokerPermissions(Construct):
             ["dynamodb:UpdateItem"],
             [self._state_table_arn],
             conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["budget#*"]}},
+        )
+
+    def _probe_groups(self, draft: _PolicyDraft) -> None:
+        """probe's containers meet in the state table to answer a class together
+        (adapters.dynamodb_group): the items whose ids start with ``group#``, and no other."""
+        draft.allow(
+            "MeetInProbeGroups",
+            [
+                "dynamodb:BatchWriteItem",
+                "dynamodb:GetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+            ],
+            [self._state_table_arn],
+            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["group#*"]}},
         )
 
     def _capacity_memory(self, draft: _PolicyDraft) -> None:

@@ -272,9 +272,9 @@ def test_a_forged_answer_in_the_table_is_not_taken(classroom: Any) -> None:
     table = roots[0].probe.grouping.meeting.table  # type: ignore[union-attr]
     real_publish = table.publish
 
-    def forged(group_id: str, answers: Any, now: float) -> None:
+    def forged(group_id: str, answers: Any, subnets: Any, now: float) -> None:
         bad = [a.replace('"s":2', '"s":7') if isinstance(a, str) else a for a in answers]
-        real_publish(group_id, bad, now)
+        real_publish(group_id, bad, subnets, now)
 
     for root in roots:
         root.probe.grouping.meeting.table.publish = forged  # type: ignore[union-attr]

@@ -38,13 +38,14 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain.errors import Outcome
 from ..domain.group import GroupKey, MemberAnswer, Seen, Verdict
 from .aws import AwsError, Clients, RetryPolicy, call
 from .dynamodb_memory import _n
+from .ec2 import Subnet
 
 PREFIX = "group#"
 EXPIRATION_SECONDS = 60 * 60
@@ -97,6 +98,7 @@ class Published:
 
     answer: MemberAnswer | None
     size: int
+    subnets: list[Subnet] = field(default_factory=list)
 
 
 class GroupTable:
@@ -258,9 +260,12 @@ class GroupTable:
             raise AwsError("UpdateItem", "UnsoundItem", "the group's item is not sound")
         return Members(counts, bys)
 
-    def publish(self, group_id: str, answers: Sequence[str | None], now: float) -> None:
+    def publish(
+        self, group_id: str, answers: Sequence[str | None], subnets: Sequence[Subnet], now: float
+    ) -> None:
         """Every member's answer but the leader's (position 0): the encoded answer, or None
-        for "probe alone"."""
+        for "probe alone"; with the subnets the answers index (the leader's look-up)."""
+        places = encode_subnets(subnets)
         items = []
         for position, text in enumerate(answers):
             if position == 0:
@@ -274,6 +279,7 @@ class GroupTable:
                 item["alone"] = {"BOOL": True}
             else:
                 item["answer"] = {"S": text}
+                item["subnets"] = {"S": places}
             items.append({"PutRequest": {"Item": item}})
         for start in range(0, len(items), BATCH_WRITE):
             batch = items[start : start + BATCH_WRITE]
@@ -289,22 +295,23 @@ class GroupTable:
                     "BatchWriteItem", "UnprocessedItems", "DynamoDB kept back some answers"
                 )
 
-    def answer(self, group_id: str, position: int, subnets: int) -> Published | None:
-        """A member's published answer (None: not yet). ``subnets``: how many the member
-        asked about (an answer naming another is not sound)."""
+    def answer(self, group_id: str, position: int, subnet_ids: Sequence[str]) -> Published | None:
+        """A member's published answer (None: not yet). ``subnet_ids``: the member's own
+        list (an answer about other subnets is not sound)."""
         found = self._call(
             "GetItem", Key={"id": {"S": answer_item(group_id, position)}}, ConsistentRead=True
         ).get("Item")
         if not found:
             return None
-        text = found.get("answer", {}).get("S") if isinstance(found.get("answer"), dict) else None
+        text, places = _text(found, "answer"), _text(found, "subnets")
         try:
             size = int(_number(found.get("size")))
         except ValueError:
             return Published(None, 0)
-        if not position < size <= MAX_MEMBERS:
+        subnets = decode_subnets(places, subnet_ids) if places is not None else None
+        if not position < size <= MAX_MEMBERS or text is None or subnets is None:
             return Published(None, 0)
-        return Published(decode_answer(text, subnets) if isinstance(text, str) else None, size)
+        return Published(decode_answer(text, len(subnet_ids)), size, subnets)
 
     # -- one call ---------------------------------------------------------------------------
     def _call(self, operation: str, *, table_in_request: bool = False, **params: Any) -> Any:
@@ -337,6 +344,12 @@ def _expiration(now: float) -> dict[str, str]:
     return _n(math.ceil(now) + EXPIRATION_SECONDS)
 
 
+def _text(item: dict[str, Any], name: str) -> str | None:
+    value = item.get(name)
+    text = value.get("S") if isinstance(value, dict) else None
+    return text if isinstance(text, str) else None
+
+
 def _number(value: Any) -> float:
     if not isinstance(value, dict) or not isinstance(value.get("N"), str):
         raise ValueError("not a number")
@@ -360,6 +373,40 @@ def _lobby(item: dict[str, Any] | None) -> Lobby:
 
 
 # -- a member's answer, as the leader publishes it -----------------------------------------
+
+_AZ = re.compile(r"[a-z]{2}(-[a-z0-9]+){2,4}[a-z]")
+_AZ_ID = re.compile(r"[a-z]{3,4}[0-9]?-az[0-9]{1,2}")
+_VPC = re.compile(r"vpc-[0-9a-f]{8,17}")
+
+
+def encode_subnets(subnets: Sequence[Subnet]) -> str:
+    return json.dumps(
+        [[s.subnet_id, s.vpc_id, s.availability_zone, s.availability_zone_id] for s in subnets],
+        separators=(",", ":"),
+    )
+
+
+def decode_subnets(text: str, subnet_ids: Sequence[str]) -> list[Subnet] | None:
+    """The leader's look-up of the member's subnets: exactly the member's ids, in its order,
+    with AZ names and ids that are such; None otherwise."""
+    try:
+        rows = json.loads(text[:20_000])
+        subnets = [Subnet(*row) for row in rows if isinstance(row, list) and len(row) == 4]
+    except (TypeError, ValueError):
+        return None
+    if [s.subnet_id for s in subnets] != list(subnet_ids) or len(subnets) != len(rows):
+        return None
+    for s in subnets:
+        fields = (s.vpc_id, s.availability_zone, s.availability_zone_id)
+        if not all(isinstance(f, str) for f in fields):
+            return None
+        if not (
+            _VPC.fullmatch(s.vpc_id)
+            and _AZ.fullmatch(s.availability_zone)
+            and _AZ_ID.fullmatch(s.availability_zone_id)
+        ):
+            return None
+    return subnets
 
 
 def encode_answer(answer: MemberAnswer) -> str:

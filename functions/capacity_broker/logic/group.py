@@ -96,11 +96,13 @@ class Target:
 
 @dataclass(frozen=True)
 class Grouped:
-    """One member's answer from its group."""
+    """One member's answer from its group, and the subnets it indexes (the leader's look-up
+    of the member's own list)."""
 
     group_id: str
     size: int
     answer: MemberAnswer
+    subnets: list[Subnet]
 
 
 class Meeting(Protocol):
@@ -112,15 +114,19 @@ class Meeting(Protocol):
 
     def leave(self, seat: Seat) -> None: ...
 
-    def close(self, seat: Seat) -> Closed:
-        """The leader: wait out the window, then take no more members."""
+    def close(self, seat: Seat, *, wait: bool = True) -> Closed:
+        """The leader: wait out the window (unless not ``wait``), then take no more members."""
         ...
 
-    def publish(self, seat: Seat, size: int, answers: list[MemberAnswer] | None) -> None:
+    def publish(
+        self, seat: Seat, size: int, answers: list[MemberAnswer] | None, subnets: list[Subnet]
+    ) -> None:
         """The leader: every member's answer (None: the members probe alone)."""
         ...
 
-    def wait(self, seat: Seat, answer_by: float, deadline: float, subnets: int) -> Grouped | None:
+    def wait(
+        self, seat: Seat, answer_by: float, deadline: float, subnet_ids: list[str]
+    ) -> Grouped | None:
         """A member: its answer, or None (probe alone)."""
         ...
 
@@ -147,9 +153,20 @@ class Coalescer:
     def leave(self, seat: Seat) -> None:
         self.meeting.leave(seat)
 
-    def wait(self, seat: Seat, answer_by: float, deadline: float, subnets: int) -> Grouped | None:
+    def wait(
+        self, seat: Seat, answer_by: float, deadline: float, subnet_ids: list[str]
+    ) -> Grouped | None:
         """A member's answer, or None: it probes alone."""
-        return self.meeting.wait(seat, answer_by, deadline, subnets)
+        return self.meeting.wait(seat, answer_by, deadline, subnet_ids)
+
+    def abandon(self, seat: Seat) -> None:
+        """A leader that cannot answer its group (its look-ups failed): it takes no more
+        members, and those it has probe alone at once."""
+        try:
+            closed = self.meeting.close(seat, wait=False)
+            self.meeting.publish(seat, len(closed.counts), None, [])
+        except Exception:  # its members give up on their own clocks
+            log.exception("a probe group could not be given up")
 
     # -- the leader ------------------------------------------------------------------------
     def lead(
@@ -181,12 +198,12 @@ class Coalescer:
             log.exception("a probe group failed; its members probe alone")
             answers = None
         try:
-            self.meeting.publish(seat, size, answers)
+            self.meeting.publish(seat, size, answers, target.subnets)
         except Exception:  # its members give up on their own clocks
             log.exception("a probe group's answers could not be published")
         if answers is None:
             return None
-        return Grouped(forming.group_id, size, answers[0])
+        return Grouped(forming.group_id, size, answers[0], target.subnets)
 
     def _answer(
         self,
@@ -279,6 +296,7 @@ class _Local:
     answer_by: list[float] = field(default_factory=list)
     published: bool = False
     answers: list[MemberAnswer] | None = None
+    subnets: list[Subnet] = field(default_factory=list)
     size: int = 1
     unread: int = 0  # members still to take their answer (or give up)
 
@@ -326,24 +344,33 @@ class LocalMeeting:
             forming = self._lobby.forming.get(key)
             return len(forming.counts) if forming is not None else 0
 
-    def close(self, seat: Seat) -> Closed:
+    def close(self, seat: Seat, *, wait: bool = True) -> Closed:
         forming = seat.arrival.group
         assert forming is not None
         with self._changed:
-            while self.monotonic() < forming.closes_at and forming.total < self._lobby.max_count:
+            while (
+                wait
+                and self.monotonic() < forming.closes_at
+                and forming.total < self._lobby.max_count
+            ):
                 self._changed.wait(min(_SLICE, max(0.0, forming.closes_at - self.monotonic())))
             counts = self._lobby.close(forming)
             return Closed(counts, min(self._groups[forming.group_id].answer_by))
 
-    def publish(self, seat: Seat, size: int, answers: list[MemberAnswer] | None) -> None:
+    def publish(
+        self, seat: Seat, size: int, answers: list[MemberAnswer] | None, subnets: list[Subnet]
+    ) -> None:
         assert seat.arrival.group is not None
         with self._changed:
             group = self._groups[seat.arrival.group.group_id]
             group.published, group.size, group.answers = True, size, answers
+            group.subnets = subnets
             self._forget(group)
             self._changed.notify_all()
 
-    def wait(self, seat: Seat, answer_by: float, deadline: float, subnets: int) -> Grouped | None:
+    def wait(
+        self, seat: Seat, answer_by: float, deadline: float, subnet_ids: list[str]
+    ) -> Grouped | None:
         """In one process the leader always publishes (by its members' ``answer_by`` and its
         give-backs), so a member waits for it until its own deadline."""
         assert seat.arrival.group is not None
@@ -352,12 +379,12 @@ class LocalMeeting:
             group = self._groups[group_id]
             while not group.published and self.monotonic() < deadline:
                 self._changed.wait(_SLICE)
-            answers, size = group.answers, group.size
+            answers, size, subnets = group.answers, group.size, group.subnets
             group.unread -= 1
             self._forget(group)
         if not answers:
             return None
-        return Grouped(group_id, size, answers[seat.arrival.position])
+        return Grouped(group_id, size, answers[seat.arrival.position], subnets)
 
     def _forget(self, group: _Local) -> None:
         """Under the lock: a group answered and read by every member is dropped."""
@@ -437,27 +464,31 @@ class TableMeeting:
         except AwsError as error:
             self._down(error)
 
-    def close(self, seat: Seat) -> Closed:
+    def close(self, seat: Seat, *, wait: bool = True) -> Closed:
         forming = seat.arrival.group
         assert forming is not None
         # The window on the root's clock, and never longer than it in real time (a clock that
         # does not move, a test's frozen one, cannot keep a leader waiting).
         real_end = time.monotonic() + self.window
-        while self.monotonic() < forming.closes_at and time.monotonic() < real_end:
+        while wait and self.monotonic() < forming.closes_at and time.monotonic() < real_end:
             time.sleep(_SLICE)
         members = self.table.close(forming.group_id)
         return Closed(members.counts, self._moment(min(members.bys)))
 
-    def publish(self, seat: Seat, size: int, answers: list[MemberAnswer] | None) -> None:
+    def publish(
+        self, seat: Seat, size: int, answers: list[MemberAnswer] | None, subnets: list[Subnet]
+    ) -> None:
         assert seat.arrival.group is not None
         if size < 2:
             return
         texts: list[str | None] = (
             [encode_answer(a) for a in answers] if answers is not None else [None] * size
         )
-        self.table.publish(seat.arrival.group.group_id, texts, self.wall())
+        self.table.publish(seat.arrival.group.group_id, texts, subnets, self.wall())
 
-    def wait(self, seat: Seat, answer_by: float, deadline: float, subnets: int) -> Grouped | None:
+    def wait(
+        self, seat: Seat, answer_by: float, deadline: float, subnet_ids: list[str]
+    ) -> Grouped | None:
         """Until the group's answer or half the time left after ``answer_by`` (the leader
         stops asking then and gives back its holds; a leader that vanished leaves the member
         the rest of its budget to probe alone)."""
@@ -470,14 +501,14 @@ class TableMeeting:
             time.sleep(_SLICE)
         while self.monotonic() < give_up and time.monotonic() < real_end:
             try:
-                found = self.table.answer(forming.group_id, seat.arrival.position, subnets)
+                found = self.table.answer(forming.group_id, seat.arrival.position, subnet_ids)
             except AwsError as error:
                 self._down(error)
                 return None
             if found is not None:
                 if found.answer is None:
                     return None
-                return Grouped(forming.group_id, found.size, found.answer)
+                return Grouped(forming.group_id, found.size, found.answer, found.subnets)
             time.sleep(self.poll)
         return None
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
-from ..adapters.ec2 import Ec2, Subnet
+from ..adapters.ec2 import Ec2
 from ..adapters.ssm import Flags, FlagValues
 from ..domain.errors import Outcome
 from ..domain.failures import BrokerFailure
@@ -75,53 +76,83 @@ class Prober:
         try:
             with step("Could not read the feature flags", unanswered="ParameterStoreUnavailable"):
                 flags: FlagValues = self.flags.read(deadline)
-            if not flags.enable:
-                return ProbeResponse(
-                    status="skipped",
-                    subnet_id=request.subnet_ids[0],
-                    message="EnableCapacityReservation is false: no probe was made; "
-                    "launch in the first subnet.",
-                    **base,
-                ), stats
-            with step("Could not look up the instance types, subnets, image or VPC"):
-                place = placement.resolve(self.ec2, request, request.subnet_ids, deadline)
-        except InvalidInput:
-            raise  # the handler's answer: invalid_request, each field's error
         except BrokerFailure as failure:
             return ProbeResponse(**failed(failure), **base), stats
-
-        if self.grouping is not None:
-            key = GroupKey(
-                self.ec2.region,
-                request.instance_type,
-                tuple(s.subnet_id for s in place.subnets),
-                place.platform,
-                place.tenancy,
-            )
-            now = self.monotonic()
-            # The group answers within half of each member's budget; the rest is for probing
-            # alone if it cannot.
-            answer_by = now + max(0.0, deadline - now) / 2
-            seat = self.grouping.arrive(key, request.instance_count, request_id, answer_by)
-            try:
-                grouped: Grouped | None = None
+        if not flags.enable:
+            return ProbeResponse(
+                status="skipped",
+                subnet_id=request.subnet_ids[0],
+                message="EnableCapacityReservation is false: no probe was made; "
+                "launch in the first subnet.",
+                **base,
+            ), stats
+        if self.grouping is None:
+            return self._resolved(request, request_id, recall, deadline, hard_deadline, base, stats)
+        # Probes alike meet before anything is looked up: a member asks EC2 nothing (its
+        # leader looks the places up once for the group, while the window is open).
+        key = GroupKey(
+            self.ec2.region,
+            request.instance_type,
+            tuple(request.subnet_ids),
+            request.platform or f"image:{request.image_id}",
+            request.tenancy,
+        )
+        now = self.monotonic()
+        # The group answers within half of each member's budget; the rest is for probing
+        # alone if it cannot.
+        answer_by = now + max(0.0, deadline - now) / 2
+        seat = self.grouping.arrive(key, request.instance_count, request_id, answer_by)
+        try:
+            grouped: Grouped | None = None
+            if seat.role is Role.MEMBER:
+                grouped = self.grouping.wait(seat, answer_by, deadline, request.subnet_ids)
+            elif seat.role is Role.LEADER:
+                try:
+                    place = self._place(request, deadline)
+                except BaseException:
+                    self.grouping.abandon(seat)  # its members probe alone, at once
+                    raise
+                if not isinstance(place, placement.Placement):
+                    self.grouping.abandon(seat)
+                    return ProbeResponse(**place, **base), stats
+                target = Target(place.subnets, request.instance_type, place.platform, place.tenancy)
+                grouped = self.grouping.lead(seat, target, deadline, hard_deadline)
+            if grouped is not None and grouped.answer.verdict is not Verdict.ALONE:
+                stats.grouped = True
                 if seat.role is Role.LEADER:
-                    target = Target(
-                        place.subnets, request.instance_type, place.platform, place.tenancy
-                    )
-                    grouped = self.grouping.lead(seat, target, deadline, hard_deadline)
-                elif seat.role is Role.MEMBER:
-                    grouped = self.grouping.wait(seat, answer_by, deadline, len(place.subnets))
-                if grouped is not None and grouped.answer.verdict is not Verdict.ALONE:
-                    stats.grouped = True
-                    if seat.role is Role.LEADER:
-                        stats.led_group_of = grouped.size
-                    return _grouped_answer(base, request, grouped, place.subnets), stats
-                return self._alone(
-                    request, request_id, place, recall, deadline, hard_deadline, base, stats
-                )
-            finally:
-                self.grouping.leave(seat)
+                    stats.led_group_of = grouped.size
+                return _grouped_answer(base, request, grouped), stats
+            return self._resolved(request, request_id, recall, deadline, hard_deadline, base, stats)
+        finally:
+            self.grouping.leave(seat)
+
+    def _place(
+        self, request: ProbeRequest, deadline: float
+    ) -> placement.Placement | dict[str, Any]:
+        """The request's places, or the failed answer's fields when EC2 could not be asked
+        (``InvalidInput`` is raised: the handler's ``invalid_request``)."""
+        try:
+            with step("Could not look up the instance types, subnets, image or VPC"):
+                return placement.resolve(self.ec2, request, request.subnet_ids, deadline)
+        except InvalidInput:
+            raise
+        except BrokerFailure as failure:
+            return failed(failure)
+
+    def _resolved(
+        self,
+        request: ProbeRequest,
+        request_id: str,
+        recall: Recall | None,
+        deadline: float,
+        hard_deadline: float,
+        base: dict[str, str],
+        stats: ProbeStats,
+    ) -> tuple[ProbeResponse, ProbeStats]:
+        """The probe on its own, from looking its places up."""
+        place = self._place(request, deadline)
+        if not isinstance(place, placement.Placement):
+            return ProbeResponse(**place, **base), stats
         return self._alone(request, request_id, place, recall, deadline, hard_deadline, base, stats)
 
     def _alone(
@@ -246,12 +277,10 @@ def _answer(
     return response
 
 
-def _grouped_answer(
-    base: dict[str, str], request: ProbeRequest, grouped: Grouped, subnets: list[Subnet]
-) -> ProbeResponse:
+def _grouped_answer(base: dict[str, str], request: ProbeRequest, grouped: Grouped) -> ProbeResponse:
     """A member's answer from its group (``domain.group``): the same statuses as a lone
     probe's, its attempts as its part of the group saw them, and ``group``."""
-    answer = grouped.answer
+    answer, subnets = grouped.answer, grouped.subnets
     seen = {s.subnet: s for s in answer.seen}
     attempts = []
     for index, subnet in enumerate(subnets):
