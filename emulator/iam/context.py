@@ -22,7 +22,8 @@ instance"):
 - ``Describe*`` and every action not modelled here: ``Resource: *``.
 
 Other services: SSM parameters (``arn:…:parameter/<name>``, AWS's public ones with no
-account), DynamoDB tables (every table of a batch or transaction), CloudFormation stacks
+account), DynamoDB tables (every table of a batch or transaction; an item-level call with
+``dynamodb:LeadingKeys``, the partition-key values of its items), CloudFormation stacks
 (``stack/<name>/<id>``, ``stack/<name>/*`` for a name not found). Every request carries the
 global keys ``aws:RequestedRegion``, ``aws:PrincipalArn``, ``aws:PrincipalAccount``,
 ``aws:PrincipalType``, ``aws:userid``, ``aws:CurrentTime`` and ``aws:EpochTime``.
@@ -418,7 +419,52 @@ def _dynamodb(action: str, params: Mapping[str, Any], caller: Caller) -> list[Re
     if not tables:
         return None
     arn = f"arn:{caller.partition}:dynamodb:{caller.region}:{caller.account}:table/"
-    return [_request(f"dynamodb:{action}", arn + t, caller) for t in dict.fromkeys(tables)]
+    return [
+        _request(f"dynamodb:{action}", arn + t, caller, _leading_keys(action, params, t, caller))
+        for t in dict.fromkeys(tables)
+    ]
+
+
+def _leading_keys(
+    action: str, params: Mapping[str, Any], table: str, caller: Caller
+) -> dict[str, Any] | None:
+    """``dynamodb:LeadingKeys``: the partition-key values of the items an item-level call uses
+    (DynamoDB Developer Guide, "Using IAM policy conditions for fine-grained access control":
+    "represents the partition key attribute of a table", multivalued: every item of a batch).
+    A table that does not exist is left to DynamoDB's own answer; calls that name no item
+    (Scan, Query) carry no such key."""
+    hash_key = _quiet(lambda: _hash_key(table, caller))
+    if not hash_key:
+        return None
+    keys: list[Any] = []
+    if action in ("GetItem", "DeleteItem", "UpdateItem"):
+        keys = [params.get("Key")]
+    elif action == "PutItem":
+        keys = [params.get("Item")]
+    elif action == "BatchWriteItem":
+        for request in (params.get("RequestItems") or {}).get(table) or []:
+            if isinstance(request, Mapping):
+                put, delete = request.get("PutRequest") or {}, request.get("DeleteRequest") or {}
+                keys.append(put.get("Item") if put else delete.get("Key"))
+    elif action == "BatchGetItem":
+        keys = list(((params.get("RequestItems") or {}).get(table) or {}).get("Keys") or [])
+    else:
+        return None
+    values = []
+    for item in keys:
+        value = item.get(hash_key) if isinstance(item, Mapping) else None
+        scalar = next(iter(value.values()), None) if isinstance(value, Mapping) else None
+        if scalar is not None:
+            values.append(str(scalar))
+    return {"dynamodb:LeadingKeys": values} if values else None
+
+
+def _hash_key(table: str, caller: Caller) -> str | None:
+    from moto.dynamodb.models import dynamodb_backends
+
+    found = dynamodb_backends[caller.account][caller.region].get_table(table)
+    names = found.hash_key_names
+    return str(names[0]) if names else None
 
 
 def _cloudformation(action: str, params: Mapping[str, Any], caller: Caller) -> list[Request] | None:

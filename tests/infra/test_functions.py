@@ -116,6 +116,8 @@ def test_environment_per_contract(broker: Synth, name: str) -> None:
         "BROKER_STATE_TABLE": {"Ref": table_id},
         # Default: each process paces EC2 alone (docs/performance.md).
         "BROKER_SHARED_EC2_BUDGET": "false",
+        # Default: probes alike that arrive together are answered as one group.
+        "BROKER_PROBE_GROUPING": "true",
         "POWERTOOLS_SERVICE_NAME": name,
         "POWERTOOLS_METRICS_NAMESPACE": "CapacityBroker",
         # No pydantic plugin: no scan of every installed distribution at the first model.

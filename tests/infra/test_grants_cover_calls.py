@@ -113,13 +113,73 @@ def _invoke(name: str, event: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-def _probe_paths(emu: Any) -> None:
+def _probe_paths(emu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # A retry that meets an earlier invocation's ClientToken looks for that reservation.
     emu.fail("CreateCapacityReservation", "IdempotentParameterMismatch", times=1)
     _invoke("probe", {**_sample("probe"), "request_id": "grants-probe-retry"})
+    emu.clear_faults()
+    # A group (adapters.dynamodb_group), made deterministic: a probe alike stays in flight
+    # (its leave is lost), so the next one leads a group, which one desktop alike joins the
+    # moment it opens; the leader answers both and publishes the member's answer.
+    from capacity_broker.adapters.dynamodb_group import GroupTable
+
+    real_open = GroupTable.open
+
+    def open_and_join(table: GroupTable, *args: Any) -> bool:
+        opened: bool = real_open(table, *args)
+        if opened:
+            group_id, answer_by = args[1], args[3]
+            table.join(group_id, 1, answer_by, 1000, 200)
+        return opened
+
+    monkeypatch.setattr(GroupTable, "leave", lambda *_: None)
+    monkeypatch.setattr(GroupTable, "open", open_and_join)
+    for n in range(2):
+        _invoke("probe", {**_sample("probe"), "request_id": f"grants-probe-group-{n}"})
+    # A member: it joins a group still taking members and reads its answer (here: "probe
+    # alone", as the leader writes when the group cannot answer).
+    _member_of_an_open_group()
+    _invoke("probe", {**_sample("probe"), "request_id": "grants-probe-member"})
 
 
-def _reserve_paths(emu: Any) -> None:
+def _member_of_an_open_group() -> None:
+    """The probe kind's item points at an open group of one whose member 1 is told to probe
+    alone (what a leader writes for a group it cannot answer)."""
+    import time
+
+    import boto3
+    from capacity_broker.adapters.dynamodb_group import answer_item, group_item
+
+    table = boto3.client("dynamodb", region_name="us-east-1")
+    now = time.time()
+    (kind,) = [
+        i["id"]["S"]
+        for i in table.scan(TableName="broker-state")["Items"]
+        if "seen" in i or "gid" in i
+    ]
+    group = "group-" + "0" * 32
+    table.update_item(
+        TableName="broker-state",
+        Key={"id": {"S": kind}},
+        UpdateExpression="SET gid = :g, closes = :c",
+        ExpressionAttributeValues={":g": {"S": group}, ":c": {"N": str(now + 600)}},
+    )
+    table.put_item(
+        TableName="broker-state",
+        Item={
+            "id": {"S": group_item(group)},
+            "counts": {"L": [{"N": "1"}]},
+            "bys": {"L": [{"N": str(now + 15)}]},
+            "total": {"N": "1"},
+        },
+    )
+    table.put_item(
+        TableName="broker-state",
+        Item={"id": {"S": answer_item(group, 1)}, "alone": {"BOOL": True}, "size": {"N": "2"}},
+    )
+
+
+def _reserve_paths(emu: Any, *_: Any) -> None:
     event = {k: v for k, v in _sample("reserve").items() if k != "stack_name"}
     # The platform from an image, and a numbered template version.
     _invoke(
@@ -150,7 +210,7 @@ def _reserve_paths(emu: Any) -> None:
     emu.clear_faults()
 
 
-def _release_paths(emu: Any) -> None:
+def _release_paths(emu: Any, *_: Any) -> None:
     # Something to release: the job's hold and, with no stack to launch from it, the template
     # version pointed at it, which release deletes (the setup's calls are not release's).
     _invoke("reserve", {k: v for k, v in _sample("reserve").items() if k != "stack_name"})
@@ -159,7 +219,7 @@ def _release_paths(emu: Any) -> None:
         _invoke("release", json.loads(path.read_text()))
 
 
-def _cleaner_paths(emu: Any) -> None:
+def _cleaner_paths(emu: Any, *_: Any) -> None:
     # A job's hold and template version (the setup's calls are not the cleaner's).
     _invoke("reserve", _sample("reserve"))
     emu.clear_calls()
@@ -206,7 +266,7 @@ EXERCISES = {
     "reserve": _reserve_paths,
     "release": _release_paths,
     "cleaner": _cleaner_paths,
-    "capacity": lambda emu: None,
+    "capacity": lambda *_: None,
 }
 
 
@@ -231,7 +291,7 @@ def test_nothing_is_granted_that_is_never_used(
     EC2 Fleet service-linked role; every role could read the state table and use discovery
     calls only the client makes)."""
     calls = called_actions(name, emu, monkeypatch)
-    EXERCISES[name](emu)
+    EXERCISES[name](emu, monkeypatch)
     for service in SERVICES:
         calls |= {f"{service}:{c.action}" for c in emu.calls(service=service)}
     unused = []

@@ -496,9 +496,6 @@ class TableMeeting:
         assert forming is not None
         give_up = answer_by + max(0.0, deadline - answer_by) / 2
         real_end = time.monotonic() + max(0.0, give_up - self.monotonic())
-        # Nothing can be published before the window closes.
-        while self.monotonic() < forming.closes_at and time.monotonic() < real_end:
-            time.sleep(_SLICE)
         while self.monotonic() < give_up and time.monotonic() < real_end:
             try:
                 found = self.table.answer(forming.group_id, seat.arrival.position, subnet_ids)
