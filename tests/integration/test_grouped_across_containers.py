@@ -18,7 +18,7 @@ from typing import Any
 import boto3
 import pytest
 from capacity_broker.adapters.dynamodb_group import PREFIX, group_item
-from capacity_broker.client.in_process import run_function
+from capacity_broker.client.in_process import IN_PROCESS_TIMEOUT_MS, run_function
 from capacity_broker.config import Settings
 from capacity_broker.domain.group import oracle
 from capacity_broker.logic.group import TableMeeting
@@ -171,7 +171,8 @@ class Classroom:
         assert self.members() == size, "the class did not meet in one group"
         if after_join is not None:
             after_join()
-        self.time.sleep(WINDOW + 1)  # the window closes (the emulator's clock)
+        else:
+            self.time.sleep(WINDOW + 1)  # the window closes (the emulator's clock)
         for thread in threads:
             thread.join(180)
         self.go.set()
@@ -253,8 +254,15 @@ def test_a_member_whose_leader_vanishes_answers_on_its_own(classroom: Any) -> No
         meeting.publish = lambda *_: None  # type: ignore[method-assign]
 
     def after_join() -> None:
-        # Past every member's give-up (its budget's first three quarters).
-        room.time.sleep(30.0)
+        # The window closes; the leader answers itself and vanishes. Then the clock passes
+        # every member's give-up: three quarters of its budget (the in-process budget), the
+        # rest is the member's to probe alone.
+        room.time.sleep(WINDOW + 1)
+        for _ in range(12_000):
+            if any(k.startswith("desk-") for k in room.answers):
+                break
+            threading.Event().wait(0.01)
+        room.time.sleep(IN_PROCESS_TIMEOUT_MS / 1000 * 0.75)
 
     answers = room.run(5, roots, after_join=after_join)
     assert [a["status"] for a in answers] == ["available"] * 5
