@@ -217,9 +217,17 @@ def _fresh_world(served: Served, table: bool) -> None:
 
 
 def run_class(
-    served: Served, n: int, types: list[str], table: bool, grouping: bool, processes: int
+    served: Served,
+    n: int,
+    types: list[str],
+    table: bool,
+    grouping: bool,
+    processes: int,
+    budget: bool = True,
 ) -> dict[str, Any]:
-    """One class of ``n`` desktops, all at once; what it measured."""
+    """One class of ``n`` desktops, all at once; what it measured. With ``table``, the state
+    table is the containers' (their capacity memory) and, with ``budget``, their shared EC2
+    budget too."""
     _fresh_world(served, table)
     env = {
         **os.environ,
@@ -231,7 +239,7 @@ def run_class(
     }
     if table:
         env["BROKER_STATE_TABLE"] = TABLE
-        env["BROKER_SHARED_EC2_BUDGET"] = "true"
+        env["BROKER_SHARED_EC2_BUDGET"] = "true" if budget else "false"
     else:
         env.pop("BROKER_STATE_TABLE", None)
     probes = [

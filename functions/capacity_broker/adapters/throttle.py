@@ -32,7 +32,17 @@ tokens from one ledger there (``dynamodb_budget``): a bucket then holds only wha
 a few tokens at a time, instead of starting with EC2's whole burst, and everything above
 (the pace, the cuts, the probes) still adapts to what EC2 answers this process. A probe is
 spent beyond the ledger (``overdraw``): the others wait one token longer. When the table
-cannot be asked the bucket refills on its own, as without a table.
+cannot be asked the bucket refills on its own, as without a table. Where the two meet:
+
+- a busy ledger *books* this bucket's next slot, no later than the call's deadline, and the
+  caller waits for it on its own clock (no other ask, no race with the other waiters);
+- an idle ledger grants a batch; when two tokens are left the next batch is leased ahead, on
+  a daemon thread, so a lone caller's calls do not wait for the table; and a region's first
+  call (a describe, as a rule) starts the leases of the mutating buckets every flow uses next
+  (``WARM``), so they overlap with it;
+- leased tokens kept unspent longer than ``hold`` (10 tokens' time) are dropped: the ledger
+  counted them when it granted them, and spent much later they could meet a bucket the other
+  processes have emptied since.
 
 botocore's adaptive retry mode (``botocore/retries/adaptive.py``, ``throttling.py``,
 ``bucket.py``) was read and not reused: its limiter stays off until the first throttle (a
@@ -126,8 +136,9 @@ class SharedLedger(Protocol):
     """One bucket's tokens shared with every process of the account and region
     (``dynamodb_budget.Ledger``)."""
 
-    def lease(self, burst: float, rate: float) -> Leased | None:
-        """Some tokens, or how long until one; None: pace alone (the ledger is unavailable)."""
+    def lease(self, burst: float, rate: float, horizon: float = 0.0) -> Leased | None:
+        """Some tokens (spendable after ``wait``: a slot booked within ``horizon`` seconds),
+        or how long until one; None: pace alone (the ledger is unavailable)."""
         ...
 
     def overdraw(self, rate: float) -> None: ...
@@ -155,6 +166,18 @@ class Tuning(NamedTuple):
     # probes above the measured share
     floor: float = 0.1  # lowest rate, share of the starting rate
     ceiling: float = 100.0  # highest rate, multiple of the starting rate (a safety bound)
+    hold: float = 10  # how long leased tokens are kept unspent before they are dropped
+    low: float = 2  # tokens left in hand when the next lease goes out ahead, in the background
+
+
+# The buckets a region's first call leases ahead (with a ledger): those of the calls every
+# probe, reserve and sweep makes.
+WARM = ("CreateCapacityReservation", "CancelCapacityReservation")
+
+
+def in_background(run: Callable[[], None]) -> None:
+    """Run a lease ahead on a daemon thread (it never holds a request open)."""
+    threading.Thread(target=run, name="ec2-budget-lease", daemon=True).start()
 
 
 class NoToken(Exception):
@@ -184,6 +207,7 @@ class AdaptiveBucket:
         sleep: Callable[[float], None] = time.sleep,
         tuning: Tuning | None = None,
         ledger: SharedLedger | None = None,
+        ahead: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.tuning = tuning or Tuning()
         self.burst = max(1.0, limits.burst)
@@ -192,6 +216,14 @@ class AdaptiveBucket:
         # Alone, a bucket starts full, as EC2's does; sharing a ledger, with what it leases.
         self.ledger = ledger
         self.tokens = self.burst if ledger is None else 0.0
+        # Sharing a ledger: how a lease ahead is run (a daemon thread), whether one is out,
+        # the tokens of a booked slot and when they may be spent, when tokens were last leased.
+        self._ahead = ahead or in_background
+        self._ahead_out = False
+        self._idle = True  # the last lease got tokens free at once: the next may go ahead
+        self._booked = 0.0
+        self._ready_at = -math.inf
+        self._leased_at = -math.inf
         self.limit: float | None = None  # our share of EC2's bucket, once a throttle showed it
         self._clock = clock
         self._sleep = sleep
@@ -209,6 +241,7 @@ class AdaptiveBucket:
         self._window = self.tuning.window * tick
         self._backoff_min = self.tuning.probe_backoff * tick
         self._backoff_max = self.tuning.probe_backoff_max * tick
+        self._hold = self.tuning.hold * tick
         self._backoff = self._backoff_min
         self._streak = 0  # probes above the measured share answered in a row
         self._lock = threading.Lock()
@@ -221,50 +254,116 @@ class AdaptiveBucket:
                 self.tokens = min(self.burst, self.tokens + (now - self._stamp) * self.rate)
             self._stamp = now
 
-    def _lease(self, now: float) -> float:
-        """Out of tokens with a ledger: lease some (0.0), or the seconds until the ledger has
-        one. A ledger that cannot be asked refills the bucket as if alone since it was last
-        asked."""
+    def _settle(self, now: float) -> None:
+        """Sharing a ledger: a booked slot's tokens are in hand once it has come; tokens kept
+        unspent longer than ``hold`` are dropped (the ledger counted them when it granted
+        them: spent much later they could meet a bucket others have emptied since)."""
+        if self._booked and now >= self._ready_at:
+            self.tokens += self._booked
+            self._booked = 0.0
+            self._leased_at = now
+        elif self.tokens > 0 and now - self._leased_at > self._hold:
+            self.tokens = 0.0
+
+    def _lease(self, now: float, deadline: float | None) -> float:
+        """Out of tokens with a ledger: lease some (0.0), book the next free slot before the
+        deadline (the seconds until it), or the seconds until the ledger may have one. A ledger
+        that cannot be asked refills the bucket as if alone since it was last asked."""
         assert self.ledger is not None
-        grant = self.ledger.lease(self.burst, self.rate)
+        horizon = math.inf if deadline is None else max(0.0, deadline - now - 1e-3)
+        grant = self.ledger.lease(self.burst, self.rate, horizon)
         if grant is None:
             alone = min(self.burst, self.tokens + (now - self._asked) * self.rate)
             self.tokens = max(self.tokens, alone)
+            self._leased_at = now  # (refilled here, not leased: nothing to drop)
             wait = 0.0 if self.tokens >= 1 else (1 - self.tokens) / self.rate
+        elif grant.tokens and grant.wait > 0:
+            self._booked, self._ready_at = float(grant.tokens), now + grant.wait
+            wait = grant.wait
         else:
             self.tokens += grant.tokens
+            self._leased_at = now
             wait = 0.0 if self.tokens >= 1 else grant.wait
+        # A busy ledger books slots in line; only an idle one is leased from ahead of need
+        # (a lease ahead that finds no token free is a round trip for nothing).
+        self._idle = grant is not None and grant.tokens > 0 and grant.wait <= 0
         self._asked = now
         return wait
 
-    def try_take(self, now: float) -> Ticket | float:
-        """A ticket if a call may go now, else the seconds to wait before asking again."""
+    def lease_ahead(self) -> None:
+        """Sharing a ledger: lease tokens now, in the background, unless some are in hand,
+        booked or on their way (a new container's first calls then find them leased)."""
         with self._lock:
-            self._refill(now)
-            shared_wait = None
-            if self.tokens < 1 and self.ledger is not None:
-                shared_wait = self._lease(now)
-            if self.tokens >= 1:
-                self.tokens -= 1
-                self.counts["paced"] += 1
-                return Ticket(now, probe=False)
-            may_probe = not self._probe_out and self._confirmed >= self.tuning.confirm
-            if may_probe and now >= self._next_probe:
-                self._probe_out = True
-                self.counts["probes"] += 1
-                if self.ledger is not None:
-                    self.ledger.overdraw(self.rate)
-                return Ticket(now, probe=True)
-            wait = (1 - self.tokens) / self.rate if shared_wait is None else shared_wait
-            if may_probe:
-                wait = min(wait, self._next_probe - now)
-            return max(wait, 1e-3)
+            now = self._clock()
+            self._settle(now)
+            start = self._start_ahead(now, need=1)
+        if start:
+            self._ahead(self._leased_ahead)
+
+    def _start_ahead(self, now: float, need: float) -> bool:
+        if self.ledger is None or self._ahead_out or self._booked or self.tokens >= need:
+            return False
+        if not self._idle:
+            return False
+        self._ahead_out = True
+        return True
+
+    def _leased_ahead(self) -> None:
+        """A lease ahead (its own thread): only tokens free now, never a slot booked ahead
+        (no caller waits for it)."""
+        assert self.ledger is not None
+        grant = None
+        try:
+            grant = self.ledger.lease(self.burst, self.rate)
+        finally:
+            with self._lock:
+                self._ahead_out = False
+                self._idle = grant is not None and grant.tokens > 0 and grant.wait <= 0
+                if grant is not None and grant.tokens and grant.wait <= 0:
+                    now = self._clock()
+                    self._settle(now)
+                    self.tokens += grant.tokens
+                    self._leased_at = now
+
+    def try_take(self, now: float, deadline: float | None = None) -> Ticket | float:
+        """A ticket if a call may go now, else the seconds to wait before asking again.
+        ``deadline`` (this clock): no slot of a shared ledger is booked beyond it."""
+        with self._lock:
+            got = self._try_take(now, deadline)
+            ahead = isinstance(got, Ticket) and self._start_ahead(now, need=self.tuning.low)
+        if ahead:
+            self._ahead(self._leased_ahead)
+        return got
+
+    def _try_take(self, now: float, deadline: float | None) -> Ticket | float:
+        self._refill(now)
+        shared_wait = None
+        if self.ledger is not None:
+            self._settle(now)
+            if self.tokens < 1:
+                booked = self._ready_at - now if self._booked else None
+                shared_wait = self._lease(now, deadline) if booked is None else booked
+        if self.tokens >= 1:
+            self.tokens -= 1
+            self.counts["paced"] += 1
+            return Ticket(now, probe=False)
+        may_probe = not self._probe_out and self._confirmed >= self.tuning.confirm
+        if may_probe and now >= self._next_probe:
+            self._probe_out = True
+            self.counts["probes"] += 1
+            if self.ledger is not None:
+                self.ledger.overdraw(self.rate)
+            return Ticket(now, probe=True)
+        wait = (1 - self.tokens) / self.rate if shared_wait is None else shared_wait
+        if may_probe:
+            wait = min(wait, self._next_probe - now)
+        return max(wait, 1e-3)
 
     def acquire(self, deadline: float | None = None) -> Ticket:
         """Wait for a ticket; ``NoToken`` if none can come before ``deadline`` (this clock)."""
         while True:
             now = self._clock()
-            got = self.try_take(now)
+            got = self.try_take(now, deadline)
             if isinstance(got, Ticket):
                 return got
             if deadline is not None and now + got >= deadline:
@@ -373,6 +472,8 @@ class Pacer:
         sleep: Callable[[float], None] = time.sleep,
         tuning: Tuning | None = None,
         shared: SharedBudget | None = None,
+        warm: tuple[str, ...] = WARM,
+        ahead: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"the rate scale must be a number greater than 0, not {scale!r}")
@@ -380,6 +481,11 @@ class Pacer:
         self.tuning = tuning
         # The account's ledgers (the state table's), or None: this pacer alone.
         self.shared = shared
+        # With a ledger: the buckets leased ahead when a region's first bucket is made, and
+        # how a lease ahead runs (None: on a daemon thread).
+        self.warm = warm
+        self._ahead = ahead
+        self._warmed: set[str] = set()
         self._clock = clock
         self._sleep = sleep
         self._buckets: dict[tuple[str, str], AdaptiveBucket] = {}
@@ -394,17 +500,32 @@ class Pacer:
     def bucket(
         self, region: str, action: str, params: Mapping[str, Any] | None = None
     ) -> AdaptiveBucket:
+        found = self._buckets.get((region, bucket_of(action, params)[0]))
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._made(region, action, params)
+            cold = self.shared is not None and region not in self._warmed
+            self._warmed.add(region)
+            warm = [self._made(region, a) for a in self.warm] if cold else []
+        # A region's first call (a describe, as a rule) starts the leases of the buckets the
+        # flows' mutating calls draw from, so they overlap with it instead of waiting ahead
+        # of the first create and cancel.
+        for bucket in warm:
+            bucket.lease_ahead()
+        return found
+
+    def _made(
+        self, region: str, action: str, params: Mapping[str, Any] | None = None
+    ) -> AdaptiveBucket:
         name, limits = bucket_of(action, params)
         key = (region, name)
         found = self._buckets.get(key)
         if found is None:
-            with self._lock:
-                found = self._buckets.get(key)
-                if found is None:
-                    ledger = self.shared.ledger(region, name) if self.shared else None
-                    found = self._buckets[key] = AdaptiveBucket(
-                        limits, self.scale, self._clock, self._sleep, self.tuning, ledger
-                    )
+            ledger = self.shared.ledger(region, name) if self.shared else None
+            found = self._buckets[key] = AdaptiveBucket(
+                limits, self.scale, self._clock, self._sleep, self.tuning, ledger, self._ahead
+            )
         return found
 
     def acquire(

@@ -1,0 +1,190 @@
+"""The pacer where it meets the shared EC2 budget (``throttle.AdaptiveBucket`` with a ledger):
+a booked slot is waited for on the caller's own clock, a lone caller's next lease goes out
+ahead of need (off the call's path), a region's first call starts the mutating buckets'
+leases, and tokens kept unspent too long are dropped. A fake ledger on a driven clock: no
+sleeps, no timing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from capacity_broker.adapters.throttle import (
+    WARM,
+    AdaptiveBucket,
+    Limits,
+    NoToken,
+    Pacer,
+    Ticket,
+    Tuning,
+)
+
+MUTATING = Limits(50, 5)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds > 0
+        self.now += seconds
+
+
+class Grant(NamedTuple):
+    tokens: int
+    wait: float
+
+
+class FakeLedger:
+    """A ledger that answers what the test queues (else ``idle``: a batch free now), and
+    records each lease's horizon."""
+
+    def __init__(self, idle: int = 5) -> None:
+        self.idle = idle
+        self.answers: list[Grant | None] = []
+        self.horizons: list[float] = []
+        self.overdrawn = 0
+
+    def lease(self, burst: float, rate: float, horizon: float = 0.0) -> Grant | None:
+        self.horizons.append(horizon)
+        return self.answers.pop(0) if self.answers else Grant(self.idle, 0.0)
+
+    def overdraw(self, rate: float) -> None:
+        self.overdrawn += 1
+
+
+class Later:
+    """An ``ahead`` runner that keeps the leases ahead until the test runs them (what a
+    daemon thread does while the caller's EC2 call is on its way)."""
+
+    def __init__(self) -> None:
+        self.queued: list[Callable[[], None]] = []
+
+    def __call__(self, run: Callable[[], None]) -> None:
+        self.queued.append(run)
+
+    def run_all(self) -> int:
+        ran, self.queued = self.queued, []
+        for run in ran:
+            run()
+        return len(ran)
+
+
+def shared(ledger: FakeLedger, clock: Clock, ahead: Later) -> AdaptiveBucket:
+    return AdaptiveBucket(
+        MUTATING, clock=clock, sleep=clock.sleep, ledger=ledger, ahead=ahead, tuning=Tuning()
+    )
+
+
+def test_a_booked_slot_is_waited_for_once_then_spent() -> None:
+    """The ledger books a slot 1.5 s ahead: the caller is told to wait 1.5 s, asks nothing
+    more while it waits, and its call goes at the slot (one lease for one call)."""
+    clock, ahead, ledger = Clock(), Later(), FakeLedger()
+    ledger.answers = [Grant(1, 1.5)]
+    bucket = shared(ledger, clock, ahead)
+    assert bucket.try_take(clock.now) == 1.5
+    clock.now += 1.0
+    assert abs(bucket.try_take(clock.now) - 0.5) < 1e-9  # (type: float) still booked
+    assert len(ledger.horizons) == 1
+    clock.now += 0.5
+    got = bucket.try_take(clock.now)
+    assert isinstance(got, Ticket) and not got.probe
+    assert len(ledger.horizons) == 1
+
+
+def test_no_slot_is_booked_beyond_the_callers_deadline() -> None:
+    """The lease's horizon is the time left to the call's deadline; a ledger with no slot
+    within it ends the wait at once (the pacer's own RateBudgetExhausted), not after it."""
+    clock, ahead, ledger = Clock(), Later(), FakeLedger()
+    ledger.answers = [Grant(0, 4.0)]
+    bucket = shared(ledger, clock, ahead)
+    try:
+        bucket.acquire(deadline=clock.now + 3.0)
+    except NoToken:
+        pass
+    else:
+        raise AssertionError("a slot past the deadline was waited for")
+    assert 2.9 < ledger.horizons[0] <= 3.0
+    assert clock.now == 100.0  # nothing slept in vain
+
+
+def test_a_lone_callers_next_lease_goes_out_before_it_runs_dry() -> None:
+    """Idle ledger, batches of 5: after the first lease every call finds a token in hand;
+    the next batch is leased ahead (queued to the background) when 2 are left, so no call
+    but the very first waits for the table."""
+    clock, ahead, ledger = Clock(), Later(), FakeLedger(idle=5)
+    bucket = shared(ledger, clock, ahead)
+    in_line = 0
+    for _ in range(20):
+        before = len(ledger.horizons)
+        got = bucket.try_take(clock.now)
+        assert isinstance(got, Ticket) and not got.probe
+        in_line += len(ledger.horizons) - before
+        ahead.run_all()  # the lease ahead comes back while the EC2 call is on its way
+        clock.now += 0.05
+    assert in_line == 1
+    assert len(ledger.horizons) >= 20 // 5
+
+
+def test_a_regions_first_call_leases_the_mutating_buckets_ahead() -> None:
+    """A region's first call (a describe) queues leases for the buckets of the calls every
+    flow makes next (create and cancel); once they are back, those calls lease nothing."""
+    clock, ahead = Clock(), Later()
+    ledgers: dict[str, FakeLedger] = {}
+
+    class Budget:
+        def ledger(self, region: str, bucket: str) -> FakeLedger:
+            return ledgers.setdefault(bucket, FakeLedger())
+
+    pacer = Pacer(clock=clock, sleep=clock.sleep, shared=Budget(), ahead=ahead)
+    pacer.acquire("us-east-1", "DescribeSubnets", {"SubnetIds": ["subnet-1"]})
+    assert set(WARM) <= set(ledgers)
+    assert all(not ledgers[a].horizons for a in WARM)  # queued, not in line
+    assert ahead.run_all() == len(WARM)
+    for action in WARM:
+        leased = len(ledgers[action].horizons)
+        pacer.acquire("us-east-1", action)
+        assert len(ledgers[action].horizons) == leased
+    # The region is warm: its next first-of-a-kind call queues nothing more.
+    pacer.acquire("us-east-1", "DescribeSubnets", {"SubnetIds": ["subnet-1"]})
+    assert not ahead.queued
+
+
+def test_tokens_kept_unspent_too_long_are_dropped() -> None:
+    """The ledger counted leased tokens when it granted them: kept unspent past ``hold``
+    (10 tokens' time: 2 s at 5/s) they are dropped and the next call leases afresh, so a
+    warm container never spends an old batch into a bucket others have emptied since."""
+    clock, ahead, ledger = Clock(), Later(), FakeLedger(idle=5)
+    bucket = shared(ledger, clock, ahead)
+    assert isinstance(bucket.try_take(clock.now), Ticket)
+    assert len(ledger.horizons) == 1
+    clock.now += 1.9
+    assert isinstance(bucket.try_take(clock.now), Ticket)
+    assert len(ledger.horizons) == 1  # still within the hold
+    clock.now += 2.2
+    assert isinstance(bucket.try_take(clock.now), Ticket)
+    assert len(ledger.horizons) == 2
+    assert bucket.tokens == 4
+
+
+def test_a_ledger_that_cannot_be_asked_refills_the_bucket_alone() -> None:
+    """The table is down (None): the bucket refills on its own clock and its tokens are its
+    own (none dropped as if leased), so calls go at the bucket's rate."""
+    clock, ahead, ledger = Clock(), Later(), FakeLedger()
+    ledger.answers = [None] * 1000
+    bucket = shared(ledger, clock, ahead)
+    sent = 0
+    for _ in range(400):
+        got = bucket.try_take(clock.now)
+        if isinstance(got, Ticket):
+            sent += 1
+            bucket.answered(got, clock.now)
+            if got.probe:
+                continue
+        else:
+            clock.now += got
+    assert sent >= 5 * (clock.now - 100.0) - 5
