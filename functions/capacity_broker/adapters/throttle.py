@@ -40,7 +40,7 @@ cannot be asked the bucket refills on its own, as without a table. Where the two
   a daemon thread, so a lone caller's calls do not wait for the table; and a region's first
   call (a describe, as a rule) starts the leases of the mutating buckets every flow uses next
   (``WARM``), so they overlap with it;
-- leased tokens kept unspent longer than ``hold`` (10 tokens' time) are dropped: the ledger
+- leased tokens kept unspent longer than ``hold_s`` (2 s) are dropped: the ledger
   counted them when it granted them, and spent much later they could meet a bucket the other
   processes have emptied since.
 
@@ -166,13 +166,28 @@ class Tuning(NamedTuple):
     # probes above the measured share
     floor: float = 0.1  # lowest rate, share of the starting rate
     ceiling: float = 100.0  # highest rate, multiple of the starting rate (a safety bound)
-    hold: float = 10  # how long leased tokens are kept unspent before they are dropped
+    # Seconds (not tokens) leased tokens are kept unspent before they are dropped: long
+    # enough for a probe's lookups, short enough that a warm container's batch is not spent
+    # into a bucket the others have emptied since.
+    hold_s: float = 2.0
     low: float = 2  # tokens left in hand when the next lease goes out ahead, in the background
 
 
-# The buckets a region's first call leases ahead (with a ledger): those of the calls every
-# probe, reserve and sweep makes.
-WARM = ("CreateCapacityReservation", "CancelCapacityReservation")
+# The buckets a region's first call leases ahead (with a ledger): those of the calls a probe
+# makes after its first (the lookups, the creates, the describes that follow them, the
+# cancels); reserve and the cleaner's sweep use the same ones.
+WARM = (
+    "DescribeVpcs",
+    "DescribeInstanceTypeOfferings",
+    "CreateCapacityReservation",
+    "DescribeCapacityReservations",
+    "CancelCapacityReservation",
+)
+
+
+# How often a caller looks again for the tokens of a lease ahead still on its way (a
+# DynamoDB round trip is a few milliseconds).
+AHEAD_POLL_S = 0.002
 
 
 def in_background(run: Callable[[], None]) -> None:
@@ -241,7 +256,7 @@ class AdaptiveBucket:
         self._window = self.tuning.window * tick
         self._backoff_min = self.tuning.probe_backoff * tick
         self._backoff_max = self.tuning.probe_backoff_max * tick
-        self._hold = self.tuning.hold * tick
+        self._hold = self.tuning.hold_s
         self._backoff = self._backoff_min
         self._streak = 0  # probes above the measured share answered in a row
         self._lock = threading.Lock()
@@ -256,7 +271,7 @@ class AdaptiveBucket:
 
     def _settle(self, now: float) -> None:
         """Sharing a ledger: a booked slot's tokens are in hand once it has come; tokens kept
-        unspent longer than ``hold`` are dropped (the ledger counted them when it granted
+        unspent longer than ``hold_s`` are dropped (the ledger counted them when it granted
         them: spent much later they could meet a bucket others have emptied since)."""
         if self._booked and now >= self._ready_at:
             self.tokens += self._booked
@@ -341,8 +356,12 @@ class AdaptiveBucket:
         if self.ledger is not None:
             self._settle(now)
             if self.tokens < 1:
-                booked = self._ready_at - now if self._booked else None
-                shared_wait = self._lease(now, deadline) if booked is None else booked
+                if self._booked:
+                    shared_wait = self._ready_at - now  # a slot booked: wait for it
+                elif self._ahead_out:
+                    shared_wait = AHEAD_POLL_S  # a lease on its way: no second one beside it
+                else:
+                    shared_wait = self._lease(now, deadline)
         if self.tokens >= 1:
             self.tokens -= 1
             self.counts["paced"] += 1

@@ -131,8 +131,9 @@ def test_a_lone_callers_next_lease_goes_out_before_it_runs_dry() -> None:
 
 
 def test_a_regions_first_call_leases_the_mutating_buckets_ahead() -> None:
-    """A region's first call (a describe) queues leases for the buckets of the calls every
-    flow makes next (create and cancel); once they are back, those calls lease nothing."""
+    """A region's first call (a describe) queues leases for the buckets of the calls a probe
+    makes next (lookups, create, describe, cancel); once they are back, those calls lease
+    nothing."""
     clock, ahead = Clock(), Later()
     ledgers: dict[str, FakeLedger] = {}
 
@@ -155,8 +156,8 @@ def test_a_regions_first_call_leases_the_mutating_buckets_ahead() -> None:
 
 
 def test_tokens_kept_unspent_too_long_are_dropped() -> None:
-    """The ledger counted leased tokens when it granted them: kept unspent past ``hold``
-    (10 tokens' time: 2 s at 5/s) they are dropped and the next call leases afresh, so a
+    """The ledger counted leased tokens when it granted them: kept unspent past ``hold_s``
+    (2 s) they are dropped and the next call leases afresh, so a
     warm container never spends an old batch into a bucket others have emptied since."""
     clock, ahead, ledger = Clock(), Later(), FakeLedger(idle=5)
     bucket = shared(ledger, clock, ahead)
@@ -188,3 +189,26 @@ def test_a_ledger_that_cannot_be_asked_refills_the_bucket_alone() -> None:
         else:
             clock.now += got
     assert sent >= 5 * (clock.now - 100.0) - 5
+
+
+def test_a_caller_waits_for_the_lease_ahead_on_its_way_instead_of_a_second() -> None:
+    """A region's first calls: the create bucket's lease ahead is still on its way when the
+    first create comes; the create waits a moment for it rather than leasing beside it (two
+    leases of one bucket at once would both guess the ledger idle, and one would be a
+    failed condition)."""
+    clock, ahead = Clock(), Later()
+    ledgers: dict[str, FakeLedger] = {}
+
+    class Budget:
+        def ledger(self, region: str, bucket: str) -> FakeLedger:
+            return ledgers.setdefault(bucket, FakeLedger())
+
+    pacer = Pacer(clock=clock, sleep=clock.sleep, shared=Budget(), ahead=ahead)
+    pacer.acquire("us-east-1", "DescribeSubnets", {"SubnetIds": ["subnet-1"]})
+    create = pacer.bucket("us-east-1", "CreateCapacityReservation")
+    wait = create.try_take(clock.now)
+    assert isinstance(wait, float) and 0 < wait < 0.01
+    assert not ledgers["CreateCapacityReservation"].horizons
+    ahead.run_all()
+    assert isinstance(create.try_take(clock.now + wait), Ticket)
+    assert len(ledgers["CreateCapacityReservation"].horizons) == 1
