@@ -22,18 +22,6 @@ from capacity_broker.adapters.throttle import (
 MUTATING = Limits(50, 5)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds > 0
-        self.now += seconds
-
-
 class Grant(NamedTuple):
     tokens: int
     wait: float
@@ -57,41 +45,61 @@ class FakeLedger:
         self.overdrawn += 1
 
 
-class Later:
-    """An ``ahead`` runner that keeps the leases ahead until the test runs them (what a
-    daemon thread does while the caller's EC2 call is on its way)."""
+class Account:
+    """What the pacer meets, driven by the test: the clock (``sleep`` moves it), the leases
+    ahead it was handed, kept until the test runs them (what a daemon thread does while the
+    caller's EC2 call is on its way), and a fake ledger per bucket (the shared budget)."""
 
     def __init__(self) -> None:
+        self.now = 100.0
         self.queued: list[Callable[[], None]] = []
+        self.ledgers: dict[str, FakeLedger] = {}
 
-    def __call__(self, run: Callable[[], None]) -> None:
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds > 0
+        self.now += seconds
+
+    def ahead(self, run: Callable[[], None]) -> None:
         self.queued.append(run)
 
-    def run_all(self) -> int:
+    def run_ahead(self) -> int:
         ran, self.queued = self.queued, []
         for run in ran:
             run()
         return len(ran)
 
+    def ledger(self, region: str, bucket: str) -> FakeLedger:
+        return self.ledgers.setdefault(bucket, FakeLedger())
 
-def shared(ledger: FakeLedger, clock: Clock, ahead: Later) -> AdaptiveBucket:
-    return AdaptiveBucket(
-        MUTATING, clock=clock, sleep=clock.sleep, ledger=ledger, ahead=ahead, tuning=Tuning()
-    )
+    def bucket(self, ledger: FakeLedger) -> AdaptiveBucket:
+        return AdaptiveBucket(
+            MUTATING,
+            clock=self.clock,
+            sleep=self.sleep,
+            ledger=ledger,
+            ahead=self.ahead,
+            tuning=Tuning(),
+        )
+
+    def pacer(self) -> Pacer:
+        return Pacer(clock=self.clock, sleep=self.sleep, shared=self, ahead=self.ahead)
 
 
 def test_a_booked_slot_is_waited_for_once_then_spent() -> None:
     """The ledger books a slot 1.5 s ahead: the caller is told to wait 1.5 s, asks nothing
     more while it waits, and its call goes at the slot (one lease for one call)."""
-    clock, ahead, ledger = Clock(), Later(), FakeLedger()
+    account, ledger = Account(), FakeLedger()
     ledger.answers = [Grant(1, 1.5)]
-    bucket = shared(ledger, clock, ahead)
-    assert bucket.try_take(clock.now) == 1.5
-    clock.now += 1.0
-    assert abs(bucket.try_take(clock.now) - 0.5) < 1e-9  # (type: float) still booked
+    bucket = account.bucket(ledger)
+    assert bucket.try_take(account.now) == 1.5
+    account.now += 1.0
+    assert abs(bucket.try_take(account.now) - 0.5) < 1e-9  # still booked: no second lease
     assert len(ledger.horizons) == 1
-    clock.now += 0.5
-    got = bucket.try_take(clock.now)
+    account.now += 0.5
+    got = bucket.try_take(account.now)
     assert isinstance(got, Ticket) and not got.probe
     assert len(ledger.horizons) == 1
 
@@ -99,33 +107,33 @@ def test_a_booked_slot_is_waited_for_once_then_spent() -> None:
 def test_no_slot_is_booked_beyond_the_callers_deadline() -> None:
     """The lease's horizon is the time left to the call's deadline; a ledger with no slot
     within it ends the wait at once (the pacer's own RateBudgetExhausted), not after it."""
-    clock, ahead, ledger = Clock(), Later(), FakeLedger()
+    account, ledger = Account(), FakeLedger()
     ledger.answers = [Grant(0, 4.0)]
-    bucket = shared(ledger, clock, ahead)
+    bucket = account.bucket(ledger)
     try:
-        bucket.acquire(deadline=clock.now + 3.0)
+        bucket.acquire(deadline=account.now + 3.0)
     except NoToken:
         pass
     else:
         raise AssertionError("a slot past the deadline was waited for")
     assert 2.9 < ledger.horizons[0] <= 3.0
-    assert clock.now == 100.0  # nothing slept in vain
+    assert account.now == 100.0  # nothing slept in vain
 
 
 def test_a_lone_callers_next_lease_goes_out_before_it_runs_dry() -> None:
     """Idle ledger, batches of 5: after the first lease every call finds a token in hand;
     the next batch is leased ahead (queued to the background) when 2 are left, so no call
     but the very first waits for the table."""
-    clock, ahead, ledger = Clock(), Later(), FakeLedger(idle=5)
-    bucket = shared(ledger, clock, ahead)
+    account, ledger = Account(), FakeLedger(idle=5)
+    bucket = account.bucket(ledger)
     in_line = 0
     for _ in range(20):
         before = len(ledger.horizons)
-        got = bucket.try_take(clock.now)
+        got = bucket.try_take(account.now)
         assert isinstance(got, Ticket) and not got.probe
         in_line += len(ledger.horizons) - before
-        ahead.run_all()  # the lease ahead comes back while the EC2 call is on its way
-        clock.now += 0.05
+        account.run_ahead()  # the lease ahead comes back while the EC2 call is on its way
+        account.now += 0.05
     assert in_line == 1
     assert len(ledger.horizons) >= 20 // 5
 
@@ -134,61 +142,55 @@ def test_a_regions_first_call_leases_the_mutating_buckets_ahead() -> None:
     """A region's first call (a describe) queues leases for the buckets of the calls a probe
     makes next (lookups, create, describe, cancel); once they are back, those calls lease
     nothing."""
-    clock, ahead = Clock(), Later()
-    ledgers: dict[str, FakeLedger] = {}
-
-    class Budget:
-        def ledger(self, region: str, bucket: str) -> FakeLedger:
-            return ledgers.setdefault(bucket, FakeLedger())
-
-    pacer = Pacer(clock=clock, sleep=clock.sleep, shared=Budget(), ahead=ahead)
+    account = Account()
+    ledgers, pacer = account.ledgers, account.pacer()
     pacer.acquire("us-east-1", "DescribeSubnets", {"SubnetIds": ["subnet-1"]})
     assert set(WARM) <= set(ledgers)
     assert all(not ledgers[a].horizons for a in WARM)  # queued, not in line
-    assert ahead.run_all() == len(WARM)
+    assert account.run_ahead() == len(WARM)
     for action in WARM:
         leased = len(ledgers[action].horizons)
         pacer.acquire("us-east-1", action)
         assert len(ledgers[action].horizons) == leased
     # The region is warm: its next first-of-a-kind call queues nothing more.
     pacer.acquire("us-east-1", "DescribeSubnets", {"SubnetIds": ["subnet-1"]})
-    assert not ahead.queued
+    assert not account.queued
 
 
 def test_tokens_kept_unspent_too_long_are_dropped() -> None:
     """The ledger counted leased tokens when it granted them: kept unspent past ``hold_s``
     (2 s) they are dropped and the next call leases afresh, so a
     warm container never spends an old batch into a bucket others have emptied since."""
-    clock, ahead, ledger = Clock(), Later(), FakeLedger(idle=5)
-    bucket = shared(ledger, clock, ahead)
-    assert isinstance(bucket.try_take(clock.now), Ticket)
+    account, ledger = Account(), FakeLedger(idle=5)
+    bucket = account.bucket(ledger)
+    assert isinstance(bucket.try_take(account.now), Ticket)
     assert len(ledger.horizons) == 1
-    clock.now += 1.9
-    assert isinstance(bucket.try_take(clock.now), Ticket)
+    account.now += 1.9
+    assert isinstance(bucket.try_take(account.now), Ticket)
     assert len(ledger.horizons) == 1  # still within the hold
-    clock.now += 2.2
-    assert isinstance(bucket.try_take(clock.now), Ticket)
+    account.now += 2.2
+    assert isinstance(bucket.try_take(account.now), Ticket)
     assert len(ledger.horizons) == 2
     assert bucket.tokens == 4
 
 
 def test_a_ledger_that_cannot_be_asked_refills_the_bucket_alone() -> None:
-    """The table is down (None): the bucket refills on its own clock and its tokens are its
+    """The table is down (None): the bucket refills on its own account and its tokens are its
     own (none dropped as if leased), so calls go at the bucket's rate."""
-    clock, ahead, ledger = Clock(), Later(), FakeLedger()
+    account, ledger = Account(), FakeLedger()
     ledger.answers = [None] * 1000
-    bucket = shared(ledger, clock, ahead)
+    bucket = account.bucket(ledger)
     sent = 0
     for _ in range(400):
-        got = bucket.try_take(clock.now)
+        got = bucket.try_take(account.now)
         if isinstance(got, Ticket):
             sent += 1
-            bucket.answered(got, clock.now)
+            bucket.answered(got, account.now)
             if got.probe:
                 continue
         else:
-            clock.now += got
-    assert sent >= 5 * (clock.now - 100.0) - 5
+            account.now += got
+    assert sent >= 5 * (account.now - 100.0) - 5
 
 
 def test_a_caller_waits_for_the_lease_ahead_on_its_way_instead_of_a_second() -> None:
@@ -196,19 +198,13 @@ def test_a_caller_waits_for_the_lease_ahead_on_its_way_instead_of_a_second() -> 
     first create comes; the create waits a moment for it rather than leasing beside it (two
     leases of one bucket at once would both guess the ledger idle, and one would be a
     failed condition)."""
-    clock, ahead = Clock(), Later()
-    ledgers: dict[str, FakeLedger] = {}
-
-    class Budget:
-        def ledger(self, region: str, bucket: str) -> FakeLedger:
-            return ledgers.setdefault(bucket, FakeLedger())
-
-    pacer = Pacer(clock=clock, sleep=clock.sleep, shared=Budget(), ahead=ahead)
+    account = Account()
+    ledgers, pacer = account.ledgers, account.pacer()
     pacer.acquire("us-east-1", "DescribeSubnets", {"SubnetIds": ["subnet-1"]})
     create = pacer.bucket("us-east-1", "CreateCapacityReservation")
-    wait = create.try_take(clock.now)
+    wait = create.try_take(account.now)
     assert isinstance(wait, float) and 0 < wait < 0.01
     assert not ledgers["CreateCapacityReservation"].horizons
-    ahead.run_all()
-    assert isinstance(create.try_take(clock.now + wait), Ticket)
+    account.run_ahead()
+    assert isinstance(create.try_take(account.now + wait), Ticket)
     assert len(ledgers["CreateCapacityReservation"].horizons) == 1
