@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 import pytest
 from capacity_broker.adapters.dynamodb_budget import PREFIX, BudgetTable
-from capacity_broker.adapters.throttle import MUTATING, AdaptiveBucket, Pacer, Ticket
+from capacity_broker.adapters.throttle import MUTATING, AdaptiveBucket, Pacer, Slot, Ticket
 from capacity_broker.client.in_process import run_function
 from capacity_broker.config import Settings
 from capacity_broker.root import Adapters, Root
@@ -286,10 +286,11 @@ def test_booked_slots_never_exceed_the_bucket_and_cost_one_update_each(
 
 def test_waiting_pacers_book_their_slots_instead_of_racing(broker: Any) -> None:
     """Twelve processes' pacers (one bucket each, sharing one ledger) all want 30 calls at
-    once, on one driven clock: what they are admitted stays within EC2's bucket (50 at once,
-    then 5 a second), and they make about one UpdateItem per call admitted (each waiter books
-    its own slot and wakes at it), not one per waiter per token as when they all wake at the
-    next token's time and race for it."""
+    once, each call with a 30 s deadline, on one driven clock: what they are admitted stays
+    within EC2's bucket (50 at once, then 5 a second) and uses it (all it holds by the
+    deadline); each call costs about one UpdateItem (a waiter books its own slot and sends at
+    it; a call whose slot would come after its deadline is refused at once), not one per
+    waiter per token as when they all wake at the next token's time and race for it."""
     _table()
     clock = Driven(1_800_000_000.0)
     tables = [
@@ -307,20 +308,28 @@ def test_waiting_pacers_book_their_slots_instead_of_racing(broker: Any) -> None:
         for t in tables
     ]
     start = clock.now
+    deadline = start + 30.0
     due = [start] * len(buckets)  # when each process asks next
     left = [30] * len(buckets)
     admitted: list[float] = []
+    refused = 0
     while any(left):
         i = min((j for j in range(len(buckets)) if left[j]), key=lambda j: due[j])
         clock.now = max(clock.now, due[i])
-        got = buckets[i].try_take(clock.now)
-        if isinstance(got, Ticket):
-            assert not got.probe  # (no call was answered: no probe is due)
-            admitted.append(clock.now)
+        got = buckets[i].try_take(clock.now, deadline)
+        if isinstance(got, Ticket | Slot):
+            # A ticket goes now; a slot (the caller's own, booked) when it comes.
+            assert not isinstance(got, Ticket) or not got.probe  # (nothing answered: no probe)
+            admitted.append(clock.now + (got if isinstance(got, Slot) else 0.0))
+            left[i] -= 1
+        elif clock.now + got >= deadline:
+            refused += 1  # (acquire's NoToken: the pacer's RateBudgetExhausted)
             left[i] -= 1
         else:
             due[i] = clock.now + got
-    for n, at in enumerate(admitted, start=1):
-        assert n <= 50 + 5 * (at - start) + 1e-6
+    for n, at in enumerate(sorted(admitted), start=1):
+        assert n <= 50 + 5 * (at - start) + 1e-3
+        assert at < deadline
+    assert len(admitted) >= 50 + 5 * 30 - 5
     updates = sum(t.counts["updates"] for t in tables)
-    assert updates <= 1.1 * len(admitted)
+    assert updates <= 1.1 * (len(admitted) + refused)

@@ -71,7 +71,8 @@ def item_id(region: str, bucket: str) -> str:
 
 class Grant(NamedTuple):
     """What a lease got: ``tokens`` (0 or more), spendable ``wait`` seconds from now (0: now;
-    more for a booked slot); with no tokens, the seconds until a lease may get one."""
+    more for a booked slot); with no tokens, the seconds until the next slot's token could be
+    spent."""
 
     tokens: int
     wait: float
@@ -119,7 +120,9 @@ class BudgetTable:
         """The ledger of EC2 ``region``'s ``bucket`` (what a pacer's bucket is handed)."""
         return Ledger(self, item_id(region, bucket))
 
-    def lease(self, key: str, burst: float, rate: float, horizon: float = 0.0) -> Grant | None:
+    def lease(
+        self, key: str, burst: float, rate: float, horizon: float = 0.0, most: int | None = None
+    ) -> Grant | None:
         """Tokens of EC2 ``region``'s ``bucket`` (``burst`` at most, refilled at ``rate``):
         a small batch when the bucket is idle, one when others are drawing from it too;
         None when the table cannot be asked (the caller paces on its own).
@@ -127,27 +130,31 @@ class BudgetTable:
         With a ``horizon`` (seconds), a busy bucket's next free slot is *booked* when it comes
         within that time: the grant's ``wait`` says how long until its token may be spent, and
         the caller waits that long on its own clock (no second ask, no race with the others
-        waiting: each has its own slot). Without one, only tokens free now are granted."""
+        waiting: each has its own slot). Without one, only tokens free now are granted.
+        ``most``: at most that many tokens (default: the batch)."""
         if self._monotonic() < self._down_until:
             return None
         try:
-            return self._lease(key, burst, rate, min(max(horizon, 0.0), HORIZON_SECONDS))
+            horizon = min(max(horizon, 0.0), HORIZON_SECONDS)
+            return self._lease(key, burst, rate, horizon, max(1, most or self.batch))
         except AwsError as error:
             self._down(error)
             return None
 
-    def _lease(self, key: str, burst: float, rate: float, horizon: float) -> Grant:
+    def _lease(self, key: str, burst: float, rate: float, horizon: float, most: int) -> Grant:
         self._count("leases")
         period = 1 / rate
         deadline = self._monotonic() + LEASE_SECONDS
         seen = self._seen.get(key)  # the ledger's tat at this process's last lease
         for _ in range(ATTEMPTS):
             now = self._clock()
-            # Half of what the ledger held last time, up to a batch: a lone caller leases a
-            # few tokens per round trip, callers that share a busy bucket one at a time.
-            room, _ = grantable(seen, now, burst, rate)
-            want = max(1, min(self.batch, room // 2))
+            # Idle: half of what the ledger held last time, up to a batch (a lone caller leases
+            # a few tokens per round trip). Busy: one slot, the next (what the ledger held at
+            # the last look is gone to the others by now: a batch would be booked ahead of
+            # them and most of it left unspent).
             busy = seen is not None and seen > now
+            room, _ = grantable(seen, now, burst, rate)
+            want = 1 if busy else max(1, min(most, room // 2))
             taken, tat = self._update(key, busy, now, want, burst, rate, horizon, deadline)
             self._seen[key] = tat
             if taken:
@@ -158,9 +165,11 @@ class BudgetTable:
                 return Grant(want, max(ready, 0.0))
             seen = tat
             if tat is not None and tat > now:
-                # Busy, and no slot within the horizon: the time until one's is.
-                later = tat + period - burst * period - horizon - now
-                if later > 0:
+                # Busy, and no slot within the horizon: the seconds until the next slot's
+                # token could be spent (beyond the horizon; a caller with a deadline that near
+                # gives up at once: the slot only moves later).
+                later = tat + period - burst * period - now
+                if later > horizon:
                     return Grant(0, max(later, 1e-3))
             # Otherwise the other case holds (the answer said which), or fewer tokens fit.
         return Grant(0, period)  # lost every race: ask again after one token's time
@@ -286,8 +295,10 @@ class Ledger(NamedTuple):
     table: BudgetTable
     key: str
 
-    def lease(self, burst: float, rate: float, horizon: float = 0.0) -> Grant | None:
-        return self.table.lease(self.key, burst, rate, horizon)
+    def lease(
+        self, burst: float, rate: float, horizon: float = 0.0, most: int | None = None
+    ) -> Grant | None:
+        return self.table.lease(self.key, burst, rate, horizon, most)
 
     def overdraw(self, rate: float) -> None:
         self.table.overdraw(self.key, rate)

@@ -34,12 +34,13 @@ a few tokens at a time, instead of starting with EC2's whole burst, and everythi
 spent beyond the ledger (``overdraw``): the others wait one token longer. When the table
 cannot be asked the bucket refills on its own, as without a table. Where the two meet:
 
-- a busy ledger *books* this bucket's next slot, no later than the call's deadline, and the
-  caller waits for it on its own clock (no other ask, no race with the other waiters);
+- a busy ledger *books* the caller's own slot (a ``Slot``), no later than its call's deadline,
+  and the caller waits for it on its own clock and sends (no other ask, no race with the other
+  waiters, each thread in the account's queue on its own);
 - an idle ledger grants a batch; when two tokens are left the next batch is leased ahead, on
   a daemon thread, so a lone caller's calls do not wait for the table; and a region's first
-  call (a describe, as a rule) starts the leases of the mutating buckets every flow uses next
-  (``WARM``), so they overlap with it;
+  call (a describe, as a rule) starts the leases of the buckets a probe uses next, and its
+  first create those of the describes and cancels after it (``WARM``), so they overlap;
 - leased tokens kept unspent longer than ``hold_s`` (2 s) are dropped: the ledger
   counted them when it granted them, and spent much later they could meet a bucket the other
   processes have emptied since.
@@ -136,9 +137,12 @@ class SharedLedger(Protocol):
     """One bucket's tokens shared with every process of the account and region
     (``dynamodb_budget.Ledger``)."""
 
-    def lease(self, burst: float, rate: float, horizon: float = 0.0) -> Leased | None:
-        """Some tokens (spendable after ``wait``: a slot booked within ``horizon`` seconds),
-        or how long until one; None: pace alone (the ledger is unavailable)."""
+    def lease(
+        self, burst: float, rate: float, horizon: float = 0.0, most: int | None = None
+    ) -> Leased | None:
+        """Some tokens, ``most`` at most (spendable after ``wait``: a slot booked within
+        ``horizon`` seconds), or how long until one; None: pace alone (the ledger is
+        unavailable)."""
         ...
 
     def overdraw(self, rate: float) -> None: ...
@@ -173,18 +177,18 @@ class Tuning(NamedTuple):
     low: float = 2  # tokens left in hand when the next lease goes out ahead, in the background
 
 
-# The buckets a region's first call leases ahead (with a ledger): those of the calls a probe
-# makes after its first (the lookups, the creates, the describes that follow them, the
-# cancels); reserve and the cleaner's sweep use the same ones.
-WARM = (
-    "DescribeVpcs",
-    "DescribeInstanceTypeOfferings",
-    "CreateCapacityReservation",
-    "DescribeCapacityReservations",
-    "CancelCapacityReservation",
-)
+# The buckets leased ahead (with a ledger) when a region sees its first call (None) or its
+# first call of an action: what a probe calls next, leased while that call is on its way. In
+# stages, so a burst's containers do not lease what they will only spend after waiting for
+# their creates (leased tokens left unspent are dropped, ``Tuning.hold_s``).
+WARM: Mapping[str | None, tuple[str, ...]] = {
+    None: ("DescribeVpcs", "DescribeInstanceTypeOfferings", "CreateCapacityReservation"),
+    "CreateCapacityReservation": ("DescribeCapacityReservations", "CancelCapacityReservation"),
+}
 
 
+# How far ahead a caller without a nearer deadline books its slot on a busy ledger.
+HORIZON_S = 30.0
 # How often a caller looks again for the tokens of a lease ahead still on its way (a
 # DynamoDB round trip is a few milliseconds).
 AHEAD_POLL_S = 0.002
@@ -193,6 +197,11 @@ AHEAD_POLL_S = 0.002
 def in_background(run: Callable[[], None]) -> None:
     """Run a lease ahead on a daemon thread (it never holds a request open)."""
     threading.Thread(target=run, name="ec2-budget-lease", daemon=True).start()
+
+
+class Slot(float):
+    """Seconds until a slot booked on the shared ledger for this caller: its call goes then,
+    without asking again (``AdaptiveBucket.acquire``)."""
 
 
 class NoToken(Exception):
@@ -232,12 +241,10 @@ class AdaptiveBucket:
         self.ledger = ledger
         self.tokens = self.burst if ledger is None else 0.0
         # Sharing a ledger: how a lease ahead is run (a daemon thread), whether one is out,
-        # the tokens of a booked slot and when they may be spent, when tokens were last leased.
+        # when tokens were last leased.
         self._ahead = ahead or in_background
         self._ahead_out = False
         self._idle = True  # the last lease got tokens free at once: the next may go ahead
-        self._booked = 0.0
-        self._ready_at = -math.inf
         self._leased_at = -math.inf
         self.limit: float | None = None  # our share of EC2's bucket, once a throttle showed it
         self._clock = clock
@@ -270,35 +277,45 @@ class AdaptiveBucket:
             self._stamp = now
 
     def _settle(self, now: float) -> None:
-        """Sharing a ledger: a booked slot's tokens are in hand once it has come; tokens kept
-        unspent longer than ``hold_s`` are dropped (the ledger counted them when it granted
-        them: spent much later they could meet a bucket others have emptied since)."""
-        if self._booked and now >= self._ready_at:
-            self.tokens += self._booked
-            self._booked = 0.0
-            self._leased_at = now
-        elif self.tokens > 0 and now - self._leased_at > self._hold:
+        """Sharing a ledger: tokens kept unspent longer than ``hold_s`` are dropped (the
+        ledger counted them when it granted them: spent much later they could meet a bucket
+        others have emptied since)."""
+        if self.tokens > 0 and now - self._leased_at > self._hold:
             self.tokens = 0.0
 
+    def _terms(self) -> tuple[float, float]:
+        """The (burst, rate) this bucket leases with. Every process must read the ledger with
+        one window (a full bucket's time, ``burst / start``: where a booked slot's token may
+        be spent), so a token costs a process ``1 / rate`` of it at the pace EC2 allows it,
+        never less than at the starting rate: a throttled process leases more slowly, and
+        room above the starting rate is taken by the probes (overdrawn), not by the leases."""
+        rate = min(self.rate, self.start)
+        return self.burst * rate / self.start, rate
+
     def _lease(self, now: float, deadline: float | None) -> float:
-        """Out of tokens with a ledger: lease some (0.0), book the next free slot before the
-        deadline (the seconds until it), or the seconds until the ledger may have one. A ledger
-        that cannot be asked refills the bucket as if alone since it was last asked."""
+        """Out of tokens with a ledger: lease some (0.0), book the caller's own slot before the
+        deadline (a ``Slot``), or the seconds until the ledger may have one. A ledger that
+        cannot be asked refills the bucket as if alone since it was last asked."""
         assert self.ledger is not None
-        horizon = math.inf if deadline is None else max(0.0, deadline - now - 1e-3)
-        grant = self.ledger.lease(self.burst, self.rate, horizon)
+        horizon = HORIZON_S if deadline is None else min(max(0.0, deadline - now - 1e-3), HORIZON_S)
+        grant = self.ledger.lease(*self._terms(), horizon)
         if grant is None:
             alone = min(self.burst, self.tokens + (now - self._asked) * self.rate)
             self.tokens = max(self.tokens, alone)
             self._leased_at = now  # (refilled here, not leased: nothing to drop)
             wait = 0.0 if self.tokens >= 1 else (1 - self.tokens) / self.rate
         elif grant.tokens and grant.wait > 0:
-            self._booked, self._ready_at = float(grant.tokens), now + grant.wait
-            wait = grant.wait
+            # A busy ledger's slot (one token): the caller's own, not the bucket's, so each
+            # waiting thread books its own place in the account's queue.
+            wait = Slot(grant.wait)
         else:
             self.tokens += grant.tokens
             self._leased_at = now
             wait = 0.0 if self.tokens >= 1 else grant.wait
+            if not grant.tokens and (deadline is None or deadline - now > HORIZON_S):
+                # Refused past the horizon, with time to wait: ask again when the queue is
+                # within it (with a deadline inside the horizon, the wait says "never").
+                wait = max(grant.wait - horizon, 1e-3)
         # A busy ledger books slots in line; only an idle one is leased from ahead of need
         # (a lease ahead that finds no token free is a round trip for nothing).
         self._idle = grant is not None and grant.tokens > 0 and grant.wait <= 0
@@ -306,30 +323,31 @@ class AdaptiveBucket:
         return wait
 
     def lease_ahead(self) -> None:
-        """Sharing a ledger: lease tokens now, in the background, unless some are in hand,
-        booked or on their way (a new container's first calls then find them leased)."""
+        """Sharing a ledger: lease one token now, in the background, unless some are in
+        hand, booked or on their way (a new container's first call then finds it leased; one,
+        not a batch: in a burst, a batch leased before its calls are due is left unspent)."""
         with self._lock:
             now = self._clock()
             self._settle(now)
             start = self._start_ahead(now, need=1)
         if start:
-            self._ahead(self._leased_ahead)
+            self._ahead(lambda: self._leased_ahead(most=1))
 
     def _start_ahead(self, now: float, need: float) -> bool:
-        if self.ledger is None or self._ahead_out or self._booked or self.tokens >= need:
+        if self.ledger is None or self._ahead_out or self.tokens >= need:
             return False
         if not self._idle:
             return False
         self._ahead_out = True
         return True
 
-    def _leased_ahead(self) -> None:
+    def _leased_ahead(self, most: int | None = None) -> None:
         """A lease ahead (its own thread): only tokens free now, never a slot booked ahead
         (no caller waits for it)."""
         assert self.ledger is not None
         grant = None
         try:
-            grant = self.ledger.lease(self.burst, self.rate)
+            grant = self.ledger.lease(*self._terms(), most=most)
         finally:
             with self._lock:
                 self._ahead_out = False
@@ -341,8 +359,10 @@ class AdaptiveBucket:
                     self._leased_at = now
 
     def try_take(self, now: float, deadline: float | None = None) -> Ticket | float:
-        """A ticket if a call may go now, else the seconds to wait before asking again.
-        ``deadline`` (this clock): no slot of a shared ledger is booked beyond it."""
+        """A ticket if a call may go now, else the seconds to wait before asking again, or
+        (sharing a busy ledger) a ``Slot``: the seconds until the caller's own booked slot,
+        when its call goes without asking again. ``deadline`` (this clock): no slot is booked
+        beyond it."""
         with self._lock:
             got = self._try_take(now, deadline)
             ahead = isinstance(got, Ticket) and self._start_ahead(now, need=self.tuning.low)
@@ -356,12 +376,13 @@ class AdaptiveBucket:
         if self.ledger is not None:
             self._settle(now)
             if self.tokens < 1:
-                if self._booked:
-                    shared_wait = self._ready_at - now  # a slot booked: wait for it
-                elif self._ahead_out:
+                if self._ahead_out:
                     shared_wait = AHEAD_POLL_S  # a lease on its way: no second one beside it
                 else:
                     shared_wait = self._lease(now, deadline)
+                    if isinstance(shared_wait, Slot):
+                        self.counts["paced"] += 1
+                        return shared_wait
         if self.tokens >= 1:
             self.tokens -= 1
             self.counts["paced"] += 1
@@ -371,7 +392,7 @@ class AdaptiveBucket:
             self._probe_out = True
             self.counts["probes"] += 1
             if self.ledger is not None:
-                self.ledger.overdraw(self.rate)
+                self.ledger.overdraw(self._terms()[1])
             return Ticket(now, probe=True)
         wait = (1 - self.tokens) / self.rate if shared_wait is None else shared_wait
         if may_probe:
@@ -385,6 +406,9 @@ class AdaptiveBucket:
             got = self.try_take(now, deadline)
             if isinstance(got, Ticket):
                 return got
+            if isinstance(got, Slot):
+                self._sleep(got)  # (booked before the deadline: the call goes at its slot)
+                return Ticket(self._clock(), probe=False)
             if deadline is not None and now + got >= deadline:
                 raise NoToken(now + got - deadline)
             self._sleep(got)
@@ -491,7 +515,7 @@ class Pacer:
         sleep: Callable[[float], None] = time.sleep,
         tuning: Tuning | None = None,
         shared: SharedBudget | None = None,
-        warm: tuple[str, ...] = WARM,
+        warm: Mapping[str | None, tuple[str, ...]] = WARM,
         ahead: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         if not (math.isfinite(scale) and scale > 0):
@@ -504,7 +528,7 @@ class Pacer:
         # how a lease ahead runs (None: on a daemon thread).
         self.warm = warm
         self._ahead = ahead
-        self._warmed: set[str] = set()
+        self._warmed: set[tuple[str, str | None]] = set()  # (region, action; None: any)
         self._clock = clock
         self._sleep = sleep
         self._buckets: dict[tuple[str, str], AdaptiveBucket] = {}
@@ -520,16 +544,17 @@ class Pacer:
         self, region: str, action: str, params: Mapping[str, Any] | None = None
     ) -> AdaptiveBucket:
         found = self._buckets.get((region, bucket_of(action, params)[0]))
-        if found is not None:
+        if found is not None and (self.shared is None or (region, action) in self._warmed):
             return found
         with self._lock:
             found = self._made(region, action, params)
-            cold = self.shared is not None and region not in self._warmed
-            self._warmed.add(region)
-            warm = [self._made(region, a) for a in self.warm] if cold else []
+            warm = []
+            for trigger in (None, action):
+                if self.shared is not None and (region, trigger) not in self._warmed:
+                    self._warmed.add((region, trigger))
+                    warm += [self._made(region, a) for a in self.warm.get(trigger, ())]
         # A region's first call (a describe, as a rule) starts the leases of the buckets the
-        # flows' mutating calls draw from, so they overlap with it instead of waiting ahead
-        # of the first create and cancel.
+        # next calls draw from, so they overlap with it instead of waiting ahead of them.
         for bucket in warm:
             bucket.lease_ahead()
         return found

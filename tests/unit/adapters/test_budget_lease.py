@@ -15,6 +15,7 @@ from capacity_broker.adapters.throttle import (
     Limits,
     NoToken,
     Pacer,
+    Slot,
     Ticket,
     Tuning,
 )
@@ -35,11 +36,15 @@ class FakeLedger:
         self.idle = idle
         self.answers: list[Grant | None] = []
         self.horizons: list[float] = []
+        self.most: list[int | None] = []
         self.overdrawn = 0
 
-    def lease(self, burst: float, rate: float, horizon: float = 0.0) -> Grant | None:
+    def lease(
+        self, burst: float, rate: float, horizon: float = 0.0, most: int | None = None
+    ) -> Grant | None:
         self.horizons.append(horizon)
-        return self.answers.pop(0) if self.answers else Grant(self.idle, 0.0)
+        self.most.append(most)
+        return self.answers.pop(0) if self.answers else Grant(min(self.idle, most or 5), 0.0)
 
     def overdraw(self, rate: float) -> None:
         self.overdrawn += 1
@@ -88,20 +93,22 @@ class Account:
         return Pacer(clock=self.clock, sleep=self.sleep, shared=self, ahead=self.ahead)
 
 
-def test_a_booked_slot_is_waited_for_once_then_spent() -> None:
-    """The ledger books a slot 1.5 s ahead: the caller is told to wait 1.5 s, asks nothing
-    more while it waits, and its call goes at the slot (one lease for one call)."""
+def test_a_booked_slot_is_the_callers_own_and_waited_for_once() -> None:
+    """A busy ledger books a slot 1.5 s ahead: the caller sleeps 1.5 s on its own clock and
+    its call goes then, with no second lease; a second caller waiting at the same time books
+    a slot of its own (each thread holds its own place in the account's queue, none waits
+    for another's)."""
     account, ledger = Account(), FakeLedger()
-    ledger.answers = [Grant(1, 1.5)]
+    ledger.answers = [Grant(1, 1.5), Grant(1, 1.7), Grant(1, 1.9)]
     bucket = account.bucket(ledger)
-    assert bucket.try_take(account.now) == 1.5
-    account.now += 1.0
-    assert abs(bucket.try_take(account.now) - 0.5) < 1e-9  # still booked: no second lease
+    ticket = bucket.acquire()
+    assert not ticket.probe and ticket.sent == 101.5 and account.now == 101.5
     assert len(ledger.horizons) == 1
-    account.now += 0.5
-    got = bucket.try_take(account.now)
-    assert isinstance(got, Ticket) and not got.probe
-    assert len(ledger.horizons) == 1
+    first = bucket.try_take(account.now)
+    second = bucket.try_take(account.now)
+    assert isinstance(first, Slot) and isinstance(second, Slot)
+    assert (first, second) == (1.7, 1.9)
+    assert len(ledger.horizons) == 3
 
 
 def test_no_slot_is_booked_beyond_the_callers_deadline() -> None:
@@ -138,23 +145,34 @@ def test_a_lone_callers_next_lease_goes_out_before_it_runs_dry() -> None:
     assert len(ledger.horizons) >= 20 // 5
 
 
-def test_a_regions_first_call_leases_the_mutating_buckets_ahead() -> None:
+def test_a_regions_first_calls_lease_the_next_buckets_ahead() -> None:
     """A region's first call (a describe) queues leases for the buckets of the calls a probe
-    makes next (lookups, create, describe, cancel); once they are back, those calls lease
-    nothing."""
+    makes next (its lookups and creates); its first create, those of the describes and
+    cancels after it. Once back, those calls lease nothing in line; nothing is warmed twice."""
     account = Account()
     ledgers, pacer = account.ledgers, account.pacer()
     pacer.acquire("us-east-1", "DescribeSubnets", {"SubnetIds": ["subnet-1"]})
-    assert set(WARM) <= set(ledgers)
-    assert all(not ledgers[a].horizons for a in WARM)  # queued, not in line
-    assert account.run_ahead() == len(WARM)
-    for action in WARM:
+    first = set(WARM[None])
+    assert first <= set(ledgers)
+    assert not set(WARM["CreateCapacityReservation"]) & set(ledgers)
+    assert all(not ledgers[a].horizons for a in first)  # queued, not in line
+    assert account.run_ahead() == len(first)
+    for action in WARM[None]:
         leased = len(ledgers[action].horizons)
         pacer.acquire("us-east-1", action)
         assert len(ledgers[action].horizons) == leased
-    # The region is warm: its next first-of-a-kind call queues nothing more.
+    # (With them, the first stage's refills: each bucket spent its one token leased ahead.)
+    assert account.run_ahead() == len(WARM[None]) + len(WARM["CreateCapacityReservation"])
+    for action in WARM["CreateCapacityReservation"]:
+        leased = len(ledgers[action].horizons)
+        pacer.acquire("us-east-1", action)
+        assert len(ledgers[action].horizons) == leased
+    # The region is warm: its first call's bucket, asked again, queues nothing more.
+    account.run_ahead()
     pacer.acquire("us-east-1", "DescribeSubnets", {"SubnetIds": ["subnet-1"]})
     assert not account.queued
+    # A lease ahead of a bucket's first call takes one token, not a batch.
+    assert all(ledgers[a].most[0] == 1 for a in (*WARM[None], *WARM["CreateCapacityReservation"]))
 
 
 def test_tokens_kept_unspent_too_long_are_dropped() -> None:
