@@ -103,8 +103,8 @@ class BrokerConfig:
     # programs back off on. The cleaner's is always 1.
     reserved_concurrency: tuple[tuple[str, int], ...] = ()
     # The functions' EC2 pacers draw from one budget in the state table (BROKER_SHARED_EC2_BUDGET,
-    # docs/performance.md): on unless -c sharedEc2Budget=false.
-    shared_ec2_budget: bool = True
+    # docs/performance.md): for accounts where bursts of many containers meet EC2's buckets.
+    shared_ec2_budget: bool = False
     # An existing SNS topic the alarms notify (alarmTopicArn), instead of a new one.
     alarm_topic_arn: str | None = None
 
@@ -292,7 +292,7 @@ class BrokerConfig:
             probe_provisioned_concurrency=provisioned,
             on_demand_prices=_prices(context, "onDemandPrices"),
             reserved_concurrency=reserved,
-            shared_ec2_budget=_bool(context, "sharedEc2Budget", default=True),
+            shared_ec2_budget=_bool(context, "sharedEc2Budget", default=False),
         )
 
 

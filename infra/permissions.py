@@ -171,7 +171,7 @@ class BrokerPermissions(Construct):
         for broker_function in functions:
             draft = _PolicyDraft()
             self._common(draft, broker_function)
-            if self._config.shared_ec2_budget:  # unless -c sharedEc2Budget=false
+            if self._config.shared_ec2_budget:  # -c sharedEc2Budget=true
                 self._rate_budget(draft)
             builders[broker_function.name](draft)
             self._attach(broker_function, draft)

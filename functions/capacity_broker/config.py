@@ -126,10 +126,10 @@ class Settings(BaseModel):
         default=1.0, validation_alias=_alias("ec2_rate_scale")
     )
     # Whether the EC2 pacer draws from the state table's shared budget (adapters/
-    # dynamodb_budget.py) when there is a state table, instead of pacing this process alone.
-    # On by default: a burst of containers stays inside EC2's buckets, and a lone probe's
-    # leases are off its path (docs/performance.md); false turns it off.
-    shared_ec2_budget: bool = Field(default=True, validation_alias=_alias("shared_ec2_budget"))
+    # dynamodb_budget.py) instead of pacing this process alone. Off by default: a lone probe's
+    # leases are now off its path, but a burst of 50 containers on the slot-booking lease
+    # answered fewer probes than on the protocol before it (docs/performance.md).
+    shared_ec2_budget: bool = Field(default=False, validation_alias=_alias("shared_ec2_budget"))
     # Grouped probes (contract v3; logic.group): probes alike that arrive while one is in flight
     # are answered together. Off: every probe alone, as before. The window: how long a group
     # takes members (its leader's added wait; a lone probe never waits).

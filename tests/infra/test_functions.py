@@ -114,9 +114,8 @@ def test_environment_per_contract(broker: Synth, name: str) -> None:
         # Default: the function's own region.
         "BROKER_REGIONS": {"Ref": "AWS::Region"},
         "BROKER_STATE_TABLE": {"Ref": table_id},
-        # Default: every process paces EC2 from the state table's one budget
-        # (docs/performance.md).
-        "BROKER_SHARED_EC2_BUDGET": "true",
+        # Default: each process paces EC2 alone (docs/performance.md).
+        "BROKER_SHARED_EC2_BUDGET": "false",
         "POWERTOOLS_SERVICE_NAME": name,
         "POWERTOOLS_METRICS_NAMESPACE": "CapacityBroker",
         # No pydantic plugin: no scan of every installed distribution at the first model.
@@ -138,7 +137,6 @@ def test_environment_overrides(custom: Synth) -> None:
         assert env["BROKER_CLUSTER_ID"] == "soca-prod"
         assert env["BROKER_PARAMETER_PREFIX"] == "/hpc/broker"
         assert env["BROKER_REGIONS"] == "us-east-1,eu-west-1"
-        assert env["BROKER_SHARED_EC2_BUDGET"] == "false"  # -c sharedEc2Budget=false
     cleaner_env = custom.function("cleaner")[1]["Properties"]["Environment"]["Variables"]
     assert cleaner_env["BROKER_HOLD_LIMIT_SECONDS"] == "2400"
 

@@ -295,13 +295,13 @@ def test_flags_table_and_logs(broker: Synth, name: str) -> None:
         ]
     else:
         assert memory == []
-        # The shared EC2 rate budget is on by default (-c sharedEc2Budget=false turns it off:
-        # the test below): its statement is the only one of the table.
+        # The shared EC2 rate budget is off by default (-c sharedEc2Budget=true turns it on:
+        # the test below): no statement of the table at all.
         assert [
             s.get("Sid")
             for s in broker.statements_of(name)
             if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))
-        ] == ["ShareEc2RateBudget"]
+        ] == []
     assert not any(
         a in ("dynamodb:Scan", "dynamodb:Query", "dynamodb:*")
         for s in broker.statements_of(name)
@@ -323,12 +323,12 @@ def test_every_function_shares_the_rate_budget_and_only_its_items(
     broker: Synth, custom: Synth, name: str
 ) -> None:
     """Issue 23 / contract v3: one EC2 rate budget per account and region, in the state table
-    under ``budget#``: with ``sharedEc2Budget`` on (the default), every function may update
-    those items (one UpdateItem per lease), the condition on the partition key keeping the
-    grant off every other item; off (``-c sharedEc2Budget=false``), no function is granted it."""
-    assert not [s for s in custom.statements_of(name) if s.get("Sid") == "ShareEc2RateBudget"]
-    (statement,) = [s for s in broker.statements_of(name) if s.get("Sid") == "ShareEc2RateBudget"]
-    (table_id,) = broker.resources("AWS::DynamoDB::Table")
+    under ``budget#``: with ``sharedEc2Budget`` on, every function may update those items (one
+    UpdateItem per lease), the condition on the partition key keeping the grant off every
+    other item; off (the default), no function is granted it."""
+    assert not [s for s in broker.statements_of(name) if s.get("Sid") == "ShareEc2RateBudget"]
+    (statement,) = [s for s in custom.statements_of(name) if s.get("Sid") == "ShareEc2RateBudget"]
+    (table_id,) = custom.resources("AWS::DynamoDB::Table")
     assert statement["Resource"] == {"Fn::GetAtt": [table_id, "Arn"]}
     assert as_list(statement["Action"]) == ["dynamodb:UpdateItem"]
     assert statement["Condition"] == {

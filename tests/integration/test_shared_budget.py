@@ -169,15 +169,12 @@ def test_a_failing_table_falls_back_to_pacing_alone(
 
 
 def test_the_root_builds_the_budget_from_its_settings(burst: Any) -> None:
-    """A root whose settings name a state table hands its pacer the table's ledgers (the
-    shared budget is on by default, and when asked); one without a table, or with the budget
-    turned off, keeps its pacer alone; a pacer handed in is left as it is."""
+    """A root whose settings name a state table and turn the shared budget on hands its pacer
+    the table's ledgers; one without (or with the budget off, the default) keeps its pacer
+    alone; a pacer handed in is left as it is."""
     base = {"BROKER_CLUSTER_ID": "demo-cluster", "AWS_REGION": REGION, "BROKER_STATE_TABLE": TABLE}
     with_table = Settings.from_env(base | {"BROKER_SHARED_EC2_BUDGET": "true"})
-    by_default = Root(Settings.from_env(base)).pacer.shared
-    assert isinstance(by_default, BudgetTable) and by_default.table == TABLE
-    off = Settings.from_env(base | {"BROKER_SHARED_EC2_BUDGET": "false"})
-    assert Root(off).pacer.shared is None
+    assert Root(Settings.from_env(base)).pacer.shared is None
     alone = Settings.from_env({"BROKER_CLUSTER_ID": "demo-cluster", "AWS_REGION": REGION})
     shared = Root(with_table)
     assert isinstance(shared.pacer.shared, BudgetTable)
