@@ -189,9 +189,6 @@ WARM: Mapping[str | None, tuple[str, ...]] = {
 
 # How far ahead a caller without a nearer deadline books its slot on a busy ledger.
 HORIZON_S = 30.0
-# How often a caller looks again for the tokens of a lease ahead still on its way (a
-# DynamoDB round trip is a few milliseconds).
-AHEAD_POLL_S = 0.002
 
 
 def in_background(run: Callable[[], None]) -> None:
@@ -376,13 +373,10 @@ class AdaptiveBucket:
         if self.ledger is not None:
             self._settle(now)
             if self.tokens < 1:
-                if self._ahead_out:
-                    shared_wait = AHEAD_POLL_S  # a lease on its way: no second one beside it
-                else:
-                    shared_wait = self._lease(now, deadline)
-                    if isinstance(shared_wait, Slot):
-                        self.counts["paced"] += 1
-                        return shared_wait
+                shared_wait = self._lease(now, deadline)
+                if isinstance(shared_wait, Slot):
+                    self.counts["paced"] += 1
+                    return shared_wait
         if self.tokens >= 1:
             self.tokens -= 1
             self.counts["paced"] += 1

@@ -209,20 +209,3 @@ def test_a_ledger_that_cannot_be_asked_refills_the_bucket_alone() -> None:
         else:
             account.now += got
     assert sent >= 5 * (account.now - 100.0) - 5
-
-
-def test_a_caller_waits_for_the_lease_ahead_on_its_way_instead_of_a_second() -> None:
-    """A region's first calls: the create bucket's lease ahead is still on its way when the
-    first create comes; the create waits a moment for it rather than leasing beside it (two
-    leases of one bucket at once would both guess the ledger idle, and one would be a
-    failed condition)."""
-    account = Account()
-    ledgers, pacer = account.ledgers, account.pacer()
-    pacer.acquire("us-east-1", "DescribeSubnets", {"SubnetIds": ["subnet-1"]})
-    create = pacer.bucket("us-east-1", "CreateCapacityReservation")
-    wait = create.try_take(account.now)
-    assert isinstance(wait, float) and 0 < wait < 0.01
-    assert not ledgers["CreateCapacityReservation"].horizons
-    account.run_ahead()
-    assert isinstance(create.try_take(account.now + wait), Ticket)
-    assert len(ledgers["CreateCapacityReservation"].horizons) == 1
