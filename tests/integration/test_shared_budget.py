@@ -94,7 +94,11 @@ def container(time: Any, table: str | None, budget_clock: Any = None) -> Root:
             clock=budget_clock or time.monotonic,
             monotonic=time.monotonic,
         )
-    adapters.pacer = Pacer(clock=time.monotonic, sleep=time.sleep, shared=adapters.budget)
+    # Leases ahead run in line: on the emulator's clock a daemon thread's lease would race
+    # the probe's own sleeps, and the verdict would depend on the threads' scheduling.
+    adapters.pacer = Pacer(
+        clock=time.monotonic, sleep=time.sleep, shared=adapters.budget, ahead=lambda run: run()
+    )
     return Root(
         settings,
         adapters=adapters,

@@ -191,6 +191,11 @@ WARM: Mapping[str | None, tuple[str, ...]] = {
 HORIZON_S = 30.0
 
 
+# How long, at most, a caller that ran dry waits for a lease ahead still on its way before it
+# leases in line (a lease's own deadline is 1 s; a poll every 2 ms took a burst's CPU).
+AHEAD_WAIT_S = 1.0
+
+
 def in_background(run: Callable[[], None]) -> None:
     """Run a lease ahead on a daemon thread (it never holds a request open)."""
     threading.Thread(target=run, name="ec2-budget-lease", daemon=True).start()
@@ -241,6 +246,8 @@ class AdaptiveBucket:
         # when tokens were last leased.
         self._ahead = ahead or in_background
         self._ahead_out = False
+        self._ahead_done = threading.Event()  # set while no lease ahead is on its way
+        self._ahead_done.set()
         self._idle = True  # the last lease got tokens free at once: the next may go ahead
         self._leased_at = -math.inf
         self.limit: float | None = None  # our share of EC2's bucket, once a throttle showed it
@@ -336,6 +343,7 @@ class AdaptiveBucket:
         if not self._idle:
             return False
         self._ahead_out = True
+        self._ahead_done.clear()
         return True
 
     def _leased_ahead(self, most: int | None = None) -> None:
@@ -348,6 +356,7 @@ class AdaptiveBucket:
         finally:
             with self._lock:
                 self._ahead_out = False
+                self._ahead_done.set()
                 self._idle = grant is not None and grant.tokens > 0 and grant.wait <= 0
                 if grant is not None and grant.tokens and grant.wait <= 0:
                     now = self._clock()
@@ -396,6 +405,11 @@ class AdaptiveBucket:
     def acquire(self, deadline: float | None = None) -> Ticket:
         """Wait for a ticket; ``NoToken`` if none can come before ``deadline`` (this clock)."""
         while True:
+            if self._ahead_out and self.tokens < 1:
+                # A lease ahead is on its way: wait for it (a real wait on its round trip,
+                # not a poll) rather than lease beside it (both would guess the ledger idle,
+                # and one would be a failed condition).
+                self._ahead_done.wait(AHEAD_WAIT_S)
             now = self._clock()
             got = self.try_take(now, deadline)
             if isinstance(got, Ticket):
