@@ -11,8 +11,9 @@ AZs empty, so the right answer is always the third subnet; capacity is plentiful
 Two classes: one instance type for everyone (what grouping can merge, when the code has it:
 ``BROKER_PROBE_GROUPING``), and the same class over several types (no grouping possible). Each
 with the state table (every container's pacer on the shared EC2 budget) and, for comparison,
-without (each pacer alone: what issue 23 measured). Then a lone probe, with and without the
-table, several times: what the shared budget costs one desktop when there is no burst.
+without (each pacer alone: what issue 23 measured). Then a lone probe, with the table and the
+budget, with the table and no budget, and without the table, several times: what the shared
+budget costs one desktop when there is no burst.
 
 What a run reports, from the answers and from the emulator's call log: wrong answers (an
 ``available`` answer that is not the third subnet), answers not ``available``, EC2 calls and
@@ -217,9 +218,17 @@ def _fresh_world(served: Served, table: bool) -> None:
 
 
 def run_class(
-    served: Served, n: int, types: list[str], table: bool, grouping: bool, processes: int
+    served: Served,
+    n: int,
+    types: list[str],
+    table: bool,
+    grouping: bool,
+    processes: int,
+    budget: bool = True,
 ) -> dict[str, Any]:
-    """One class of ``n`` desktops, all at once; what it measured."""
+    """One class of ``n`` desktops, all at once; what it measured. With ``table``, the state
+    table is the containers' (their capacity memory) and, with ``budget``, their shared EC2
+    budget too."""
     _fresh_world(served, table)
     env = {
         **os.environ,
@@ -231,7 +240,7 @@ def run_class(
     }
     if table:
         env["BROKER_STATE_TABLE"] = TABLE
-        env["BROKER_SHARED_EC2_BUDGET"] = "true"
+        env["BROKER_SHARED_EC2_BUDGET"] = "true" if budget else "false"
     else:
         env.pop("BROKER_STATE_TABLE", None)
     probes = [
@@ -386,12 +395,16 @@ def bench_burst(sizes: list[int], processes: int, lone_reps: int) -> dict[str, A
         runs[f"one-type/{largest}/alone"] = run_class(
             served, largest, [ONE_TYPE], False, False, processes
         )
-        lone = {
-            "shared": [
-                run_class(served, 1, [ONE_TYPE], True, grouping, 1) for _ in range(lone_reps)
-            ],
-            "today": [run_class(served, 1, [ONE_TYPE], False, False, 1) for _ in range(lone_reps)],
-        }
+        # A lone probe: with the shared budget (and grouping, when the code has it), with the
+        # state table but the budget off (what the budget alone costs), and today's (no
+        # table). Interleaved, so the machine's load drifts over every variant alike.
+        lone: dict[str, list[dict[str, Any]]] = {"shared": [], "table_no_budget": [], "today": []}
+        for _ in range(lone_reps):
+            lone["shared"].append(run_class(served, 1, [ONE_TYPE], True, grouping, 1))
+            lone["table_no_budget"].append(
+                run_class(served, 1, [ONE_TYPE], True, grouping, 1, budget=False)
+            )
+            lone["today"].append(run_class(served, 1, [ONE_TYPE], False, False, 1))
         return {
             "grouping_available": grouping,
             "runs": runs,
@@ -400,6 +413,7 @@ def bench_burst(sizes: list[int], processes: int, lone_reps: int) -> dict[str, A
                     "median_s": statistics.median(r["p50_s"] for r in v),
                     "seconds": [round(r["p50_s"], 3) for r in v],
                     "ec2_calls": [r["ec2_calls"] for r in v],
+                    "table_updates": [r["budget"].get("updates", 0) for r in v],
                 }
                 for k, v in lone.items()
             },

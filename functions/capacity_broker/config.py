@@ -126,9 +126,9 @@ class Settings(BaseModel):
         default=1.0, validation_alias=_alias("ec2_rate_scale")
     )
     # Whether the EC2 pacer draws from the state table's shared budget (adapters/
-    # dynamodb_budget.py) instead of pacing this process alone. Off by default: measured, a
-    # lone probe pays 3-6 table round trips for it (1.45x its latency, docs/performance.md),
-    # which only a burst of many containers repays.
+    # dynamodb_budget.py) instead of pacing this process alone. Off by default: a lone probe's
+    # leases are now off its path, but a burst of 50 containers on the slot-booking lease
+    # answered fewer probes than on the protocol before it (docs/performance.md).
     shared_ec2_budget: bool = Field(default=False, validation_alias=_alias("shared_ec2_budget"))
     # Grouped probes (contract v3; logic.group): probes alike that arrive while one is in flight
     # are answered together. Off: every probe alone, as before. The window: how long a group

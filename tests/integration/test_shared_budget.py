@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 import pytest
 from capacity_broker.adapters.dynamodb_budget import PREFIX, BudgetTable
-from capacity_broker.adapters.throttle import Pacer
+from capacity_broker.adapters.throttle import MUTATING, AdaptiveBucket, Pacer, Slot, Ticket
 from capacity_broker.client.in_process import run_function
 from capacity_broker.config import Settings
 from capacity_broker.root import Adapters, Root
@@ -94,7 +94,11 @@ def container(time: Any, table: str | None, budget_clock: Any = None) -> Root:
             clock=budget_clock or time.monotonic,
             monotonic=time.monotonic,
         )
-    adapters.pacer = Pacer(clock=time.monotonic, sleep=time.sleep, shared=adapters.budget)
+    # Leases ahead run in line: on the emulator's clock a daemon thread's lease would race
+    # the probe's own sleeps, and the verdict would depend on the threads' scheduling.
+    adapters.pacer = Pacer(
+        clock=time.monotonic, sleep=time.sleep, shared=adapters.budget, ahead=lambda run: run()
+    )
     return Root(
         settings,
         adapters=adapters,
@@ -226,3 +230,107 @@ def test_leases_of_many_processes_never_exceed_the_bucket(
     # The bucket was used, not merely refused: all but a token or two of what refilled.
     assert granted >= burst + rate * (clock.now - start) - 2 * 5
     assert waits > 0
+
+
+def _table() -> None:
+    boto3.client("dynamodb", region_name=REGION).create_table(
+        TableName=TABLE,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+@pytest.mark.parametrize(("burst", "rate"), [(50, 5), (100, 20), (10, 0.15)])
+def test_booked_slots_never_exceed_the_bucket_and_cost_one_update_each(
+    broker: Any, burst: float, rate: float
+) -> None:
+    """Processes booking slots (a horizon of 30 s) from one ledger, in turns, on one clock:
+    every token counted at the moment it may be spent, what was spendable by any moment is at
+    most the burst plus the refill since the first lease; a booking in a busy bucket is one
+    UpdateItem, never a race lost; and no two bookings share a moment."""
+    _table()
+    clock = Driven(1_800_000_000.0)
+    processes = [
+        BudgetTable(TABLE, REGION, Adapters(boto3.session.Session()).clients, clock=clock)
+        for _ in range(6)
+    ]
+    start = clock.now
+    spendable: list[tuple[float, int]] = []
+    for turn in range(120):
+        grant = processes[turn % len(processes)].lease(
+            f"{PREFIX}{REGION}#Create", burst, rate, 30.0
+        )
+        assert grant is not None
+        if grant.tokens:
+            assert grant.wait <= 30.0 + 1e-6
+            spendable.append((clock.now + grant.wait, grant.tokens))
+        else:
+            # Refused only when the next slot is further than the horizon.
+            assert grant.wait > 0
+            assert spendable[-1][0] - clock.now > 30.0 - 1 / rate
+        clock.now += 0.1 / rate  # a tenth of a token's time: the bucket is soon busy
+    assert len(spendable) > burst
+    spendable.sort()
+    total = 0
+    for at, tokens in spendable:
+        total += tokens
+        # (Epoch seconds in a float carry ~2e-7 s: a thousandth of a token is rounding.)
+        assert total <= burst + rate * (at - start) + 1e-3
+    booked = [at for at, _ in spendable if at > start + 1e-9]
+    assert len(set(booked)) == len(booked)
+    updates = sum(p.counts["updates"] for p in processes)
+    leases = sum(p.counts["leases"] for p in processes)
+    # Idle at first (one process may guess the case wrong once per switch): then one each.
+    assert updates <= leases + len(processes)
+
+
+def test_waiting_pacers_book_their_slots_instead_of_racing(broker: Any) -> None:
+    """Twelve processes' pacers (one bucket each, sharing one ledger) all want 30 calls at
+    once, each call with a 30 s deadline, on one driven clock: what they are admitted stays
+    within EC2's bucket (50 at once, then 5 a second) and uses it (all it holds by the
+    deadline); each call costs about one UpdateItem (a waiter books its own slot and sends at
+    it; a call whose slot would come after its deadline is refused at once), not one per
+    waiter per token as when they all wake at the next token's time and race for it."""
+    _table()
+    clock = Driven(1_800_000_000.0)
+    tables = [
+        BudgetTable(TABLE, REGION, Adapters(boto3.session.Session()).clients, clock=clock)
+        for _ in range(12)
+    ]
+    buckets = [
+        AdaptiveBucket(
+            MUTATING,
+            clock=clock,
+            sleep=lambda s: None,
+            ledger=t.ledger(REGION, "CreateCapacityReservation"),
+            ahead=lambda run: run(),
+        )
+        for t in tables
+    ]
+    start = clock.now
+    deadline = start + 30.0
+    due = [start] * len(buckets)  # when each process asks next
+    left = [30] * len(buckets)
+    admitted: list[float] = []
+    refused = 0
+    while any(left):
+        i = min((j for j in range(len(buckets)) if left[j]), key=lambda j: due[j])
+        clock.now = max(clock.now, due[i])
+        got = buckets[i].try_take(clock.now, deadline)
+        if isinstance(got, Ticket | Slot):
+            # A ticket goes now; a slot (the caller's own, booked) when it comes.
+            assert not isinstance(got, Ticket) or not got.probe  # (nothing answered: no probe)
+            admitted.append(clock.now + (got if isinstance(got, Slot) else 0.0))
+            left[i] -= 1
+        elif clock.now + got >= deadline:
+            refused += 1  # (acquire's NoToken: the pacer's RateBudgetExhausted)
+            left[i] -= 1
+        else:
+            due[i] = clock.now + got
+    for n, at in enumerate(sorted(admitted), start=1):
+        assert n <= 50 + 5 * (at - start) + 1e-3
+        assert at < deadline
+    assert len(admitted) >= 50 + 5 * 30 - 5
+    updates = sum(t.counts["updates"] for t in tables)
+    assert updates <= 1.1 * (len(admitted) + refused)

@@ -8,14 +8,21 @@ with EC2's whole burst.
 
 The ledger is GCRA (the "generic cell rate algorithm", a token bucket kept as one number):
 ``tat``, the time at which the bucket would be full again. With ``T`` = 1 / rate and the
-burst ``B``, taking ``k`` tokens at ``now`` is allowed while ``max(tat, now) + k·T − now <=
-B·T`` and moves ``tat`` to ``max(tat, now) + k·T``. DynamoDB has no ``max``, so a lease is a
-conditional ``UpdateItem`` on one of two cases: the bucket is busy (``tat > now``: ``SET tat =
-tat + k·T``, if it stays within the burst) or idle (``tat <= now`` or no item: ``SET tat =
-now + k·T``). A lease tries the case the last answer suggests; a failed condition returns the
-item (``ReturnValuesOnConditionCheckFailure``), which says which case holds, or how long until
-a token. Most calls therefore make one round trip, and a lone caller leases a small batch so
-that most EC2 calls make none.
+burst ``B``, taking ``k`` tokens at ``now`` moves ``tat`` to ``max(tat, now) + k·T``, and the
+tokens may be spent once ``tat − B·T <= now``. DynamoDB has no ``max``, so a lease is an
+``UpdateItem`` on one of two cases: the bucket is busy (``tat > now``: ``SET tat = tat + k·T``)
+or idle (``tat <= now`` or no item: ``SET tat = now + k·T``, spendable at once). The two
+conditions are each other's negation, so an update fails only when the case guessed from the
+last answer was wrong (the failed condition returns the item,
+``ReturnValuesOnConditionCheckFailure``, which says which case holds: the second try is right)
+or when a busy bucket's slot lies beyond the caller's ``horizon``.
+
+A busy bucket's lease *books* the next free slot: ``SET tat = tat + T`` succeeds however far
+``tat`` is ahead (up to the horizon, the caller's deadline), and the caller waits on its own
+clock until its slot (``Grant.wait``). Every waiter holds a slot of its own, so nobody wakes
+with the others to race for the next token: one round trip per token when the bucket is busy.
+An idle bucket grants a small batch at once, so a lone caller makes one round trip per few
+EC2 calls, and its pacer leases the next batch ahead of need (``throttle.AdaptiveBucket``).
 
 One item per (EC2 region, bucket), under this module's own prefix of the table's ids::
 
@@ -53,6 +60,8 @@ DOWN_SECONDS = 60.0  # how long a process paces alone after the table failed it
 BATCH = 5  # tokens leased at once when the bucket is idle (a lone caller's round trips)
 SKEW_SECONDS = 60.0  # the processes' wall clocks may disagree by this much
 ATTEMPTS = 4  # conditional updates per lease (two cases, each may lose a race once)
+# How far ahead a busy bucket's slot may be booked (a caller's deadline is usually nearer).
+HORIZON_SECONDS = 30.0
 log = logging.getLogger(__name__)
 
 
@@ -61,7 +70,9 @@ def item_id(region: str, bucket: str) -> str:
 
 
 class Grant(NamedTuple):
-    """What a lease got: ``tokens`` (0 or more), else the seconds until one is free."""
+    """What a lease got: ``tokens`` (0 or more), spendable ``wait`` seconds from now (0: now;
+    more for a booked slot); with no tokens, the seconds until the next slot's token could be
+    spent."""
 
     tokens: int
     wait: float
@@ -109,40 +120,59 @@ class BudgetTable:
         """The ledger of EC2 ``region``'s ``bucket`` (what a pacer's bucket is handed)."""
         return Ledger(self, item_id(region, bucket))
 
-    def lease(self, key: str, burst: float, rate: float) -> Grant | None:
+    def lease(
+        self, key: str, burst: float, rate: float, horizon: float = 0.0, most: int | None = None
+    ) -> Grant | None:
         """Tokens of EC2 ``region``'s ``bucket`` (``burst`` at most, refilled at ``rate``):
         a small batch when the bucket is idle, one when others are drawing from it too;
-        None when the table cannot be asked (the caller paces on its own)."""
+        None when the table cannot be asked (the caller paces on its own).
+
+        With a ``horizon`` (seconds), a busy bucket's next free slot is *booked* when it comes
+        within that time: the grant's ``wait`` says how long until its token may be spent, and
+        the caller waits that long on its own clock (no second ask, no race with the others
+        waiting: each has its own slot). Without one, only tokens free now are granted.
+        ``most``: at most that many tokens (default: the batch)."""
         if self._monotonic() < self._down_until:
             return None
         try:
-            return self._lease(key, burst, rate)
+            horizon = min(max(horizon, 0.0), HORIZON_SECONDS)
+            return self._lease(key, burst, rate, horizon, max(1, most or self.batch))
         except AwsError as error:
             self._down(error)
             return None
 
-    def _lease(self, key: str, burst: float, rate: float) -> Grant:
-        self.counts["leases"] += 1
+    def _lease(self, key: str, burst: float, rate: float, horizon: float, most: int) -> Grant:
+        self._count("leases")
+        period = 1 / rate
         deadline = self._monotonic() + LEASE_SECONDS
         seen = self._seen.get(key)  # the ledger's tat at this process's last lease
-        now = self._clock()
         for _ in range(ATTEMPTS):
-            # Half of what the ledger held last time, up to a batch: a lone caller leases a
-            # few tokens per round trip, callers that share a busy bucket one at a time.
-            room, _ = grantable(seen, now, burst, rate)
-            want = max(1, min(self.batch, room // 2))
+            now = self._clock()
+            # Idle: half of what the ledger held last time, up to a batch (a lone caller leases
+            # a few tokens per round trip). Busy: one slot, the next (what the ledger held at
+            # the last look is gone to the others by now: a batch would be booked ahead of
+            # them and most of it left unspent).
             busy = seen is not None and seen > now
-            taken, tat = self._update(key, busy, now, want, burst, rate, deadline)
+            room, _ = grantable(seen, now, burst, rate)
+            want = 1 if busy else max(1, min(most, room // 2))
+            taken, tat = self._update(key, busy, now, want, burst, rate, horizon, deadline)
             self._seen[key] = tat
             if taken:
-                self.counts["tokens"] += want
-                return Grant(want, 0.0)
+                self._count("tokens", want)
+                # The booked tokens may be spent once the ledger's bucket holds them: when
+                # ``tat`` is no further ahead than a full bucket.
+                ready = 0.0 if tat is None else tat - burst * period - now
+                return Grant(want, max(ready, 0.0))
             seen = tat
-            tokens, wait = grantable(tat, now, burst, rate)
-            if tokens < 1:
-                return Grant(0, wait)
-            now = self._clock()
-        return Grant(0, 1 / rate)  # lost every race: ask again after one token's time
+            if tat is not None and tat > now:
+                # Busy, and no slot within the horizon: the seconds until the next slot's
+                # token could be spent (beyond the horizon; a caller with a deadline that near
+                # gives up at once: the slot only moves later).
+                later = tat + period - burst * period - now
+                if later > horizon:
+                    return Grant(0, max(later, 1e-3))
+            # Otherwise the other case holds (the answer said which), or fewer tokens fit.
+        return Grant(0, period)  # lost every race: ask again after one token's time
 
     def _update(
         self,
@@ -152,23 +182,28 @@ class BudgetTable:
         want: int,
         burst: float,
         rate: float,
+        horizon: float,
         deadline: float,
     ) -> tuple[bool, float | None]:
         """One conditional update of the ledger: (True, the new tat) when it took ``want``
         tokens, else (False, the tat the item holds; None: no item, or not a sound one)."""
         period = 1 / rate
+        absurd = now + burst * period + HORIZON_SECONDS + SKEW_SECONDS
         values: dict[str, Any] = {
             ":now": _n(now),
             ":exp": _n(math.ceil(now) + EXPIRATION_SECONDS),
         }
         if busy:
+            # Book the next ``want`` slots: unconditional but for the case (tat ahead of now)
+            # and the horizon (the last slot no later than ``horizon`` from now).
             expression = "SET tat = tat + :take, expiration = :exp"
             condition = "tat > :now AND tat <= :last"
             values[":take"] = _n(want * period)
-            values[":last"] = _n(now + (burst - want) * period)
+            values[":last"] = _n(now + horizon + (burst - want) * period)
         else:
             # Idle, or a value no lease could have written (not a number, or further ahead
-            # than a full bucket plus a skew between the processes' clocks): start afresh.
+            # than a full bucket, the horizon and a skew between the processes' clocks): start
+            # afresh.
             expression = "SET tat = :then, expiration = :exp"
             condition = (
                 "attribute_not_exists(tat) OR NOT attribute_type(tat, :number) "
@@ -176,7 +211,7 @@ class BudgetTable:
             )
             values[":then"] = _n(now + want * period)
             values[":number"] = {"S": "N"}
-            values[":absurd"] = _n(now + burst * period + SKEW_SECONDS)
+            values[":absurd"] = _n(absurd)
         params = {
             "TableName": self.table,
             "Key": {"id": {"S": key}},
@@ -187,21 +222,26 @@ class BudgetTable:
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
         client = self.clients.client("dynamodb", self.region)
-        self.counts["updates"] += 1
+        self._count("updates")
         try:
             answer = self.retry.run(
                 "UpdateItem",
                 lambda: call("UpdateItem", client.update_item, **params),
                 deadline=deadline,
+                clock=self._monotonic,
             )
         except AwsError as error:
             if error.code != "ConditionalCheckFailedException":
                 raise
             tat = _tat(_failed_item(error))
-            if tat is not None and tat > now + burst * period + SKEW_SECONDS:
+            if tat is not None and tat > absurd:
                 tat = None  # the idle case's condition takes it over
             return False, tat
         return True, _tat(answer.get("Attributes"))
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:  # leases ahead run on their own threads
+            self.counts[name] += n
 
     def overdraw(self, key: str, rate: float) -> None:
         """Spend one token beyond the ledger (a pacer's probe, ``AdaptiveBucket``): the
@@ -221,12 +261,13 @@ class BudgetTable:
             },
         }
         client = self.clients.client("dynamodb", self.region)
-        self.counts["updates"] += 1
+        self._count("updates")
         try:
             self.retry.run(
                 "UpdateItem",
                 lambda: call("UpdateItem", client.update_item, **params),
                 deadline=self._monotonic() + LEASE_SECONDS,
+                clock=self._monotonic,
             )
         except AwsError as error:
             self._down(error)
@@ -234,7 +275,7 @@ class BudgetTable:
     def _down(self, error: AwsError) -> None:
         """The table failed a lease: pace alone for a while, and say so once."""
         with self._lock:
-            self.counts["down"] += 1
+            self.counts["down"] += 1  # (under the lock already)
             self._down_until = self._monotonic() + DOWN_SECONDS
             if self._said_down:
                 return
@@ -254,8 +295,10 @@ class Ledger(NamedTuple):
     table: BudgetTable
     key: str
 
-    def lease(self, burst: float, rate: float) -> Grant | None:
-        return self.table.lease(self.key, burst, rate)
+    def lease(
+        self, burst: float, rate: float, horizon: float = 0.0, most: int | None = None
+    ) -> Grant | None:
+        return self.table.lease(self.key, burst, rate, horizon, most)
 
     def overdraw(self, rate: float) -> None:
         self.table.overdraw(self.key, rate)

@@ -32,7 +32,18 @@ tokens from one ledger there (``dynamodb_budget``): a bucket then holds only wha
 a few tokens at a time, instead of starting with EC2's whole burst, and everything above
 (the pace, the cuts, the probes) still adapts to what EC2 answers this process. A probe is
 spent beyond the ledger (``overdraw``): the others wait one token longer. When the table
-cannot be asked the bucket refills on its own, as without a table.
+cannot be asked the bucket refills on its own, as without a table. Where the two meet:
+
+- a busy ledger *books* the caller's own slot (a ``Slot``), no later than its call's deadline,
+  and the caller waits for it on its own clock and sends (no other ask, no race with the other
+  waiters, each thread in the account's queue on its own);
+- an idle ledger grants a batch; when two tokens are left the next batch is leased ahead, on
+  a daemon thread, so a lone caller's calls do not wait for the table; and a region's first
+  call (a describe, as a rule) starts the leases of the buckets a probe uses next, and its
+  first create those of the describes and cancels after it (``WARM``), so they overlap;
+- leased tokens kept unspent longer than ``hold_s`` (2 s) are dropped: the ledger
+  counted them when it granted them, and spent much later they could meet a bucket the other
+  processes have emptied since.
 
 botocore's adaptive retry mode (``botocore/retries/adaptive.py``, ``throttling.py``,
 ``bucket.py``) was read and not reused: its limiter stays off until the first throttle (a
@@ -126,8 +137,12 @@ class SharedLedger(Protocol):
     """One bucket's tokens shared with every process of the account and region
     (``dynamodb_budget.Ledger``)."""
 
-    def lease(self, burst: float, rate: float) -> Leased | None:
-        """Some tokens, or how long until one; None: pace alone (the ledger is unavailable)."""
+    def lease(
+        self, burst: float, rate: float, horizon: float = 0.0, most: int | None = None
+    ) -> Leased | None:
+        """Some tokens, ``most`` at most (spendable after ``wait``: a slot booked within
+        ``horizon`` seconds), or how long until one; None: pace alone (the ledger is
+        unavailable)."""
         ...
 
     def overdraw(self, rate: float) -> None: ...
@@ -155,6 +170,40 @@ class Tuning(NamedTuple):
     # probes above the measured share
     floor: float = 0.1  # lowest rate, share of the starting rate
     ceiling: float = 100.0  # highest rate, multiple of the starting rate (a safety bound)
+    # Seconds (not tokens) leased tokens are kept unspent before they are dropped: long
+    # enough for a probe's lookups, short enough that a warm container's batch is not spent
+    # into a bucket the others have emptied since.
+    hold_s: float = 2.0
+    low: float = 2  # tokens left in hand when the next lease goes out ahead, in the background
+
+
+# The buckets leased ahead (with a ledger) when a region sees its first call (None) or its
+# first call of an action: what a probe calls next, leased while that call is on its way. In
+# stages, so a burst's containers do not lease what they will only spend after waiting for
+# their creates (leased tokens left unspent are dropped, ``Tuning.hold_s``).
+WARM: Mapping[str | None, tuple[str, ...]] = {
+    None: ("DescribeVpcs", "DescribeInstanceTypeOfferings", "CreateCapacityReservation"),
+    "CreateCapacityReservation": ("DescribeCapacityReservations", "CancelCapacityReservation"),
+}
+
+
+# How far ahead a caller without a nearer deadline books its slot on a busy ledger.
+HORIZON_S = 30.0
+
+
+# How long, at most, a caller that ran dry waits for a lease ahead still on its way before it
+# leases in line (a lease's own deadline is 1 s; a poll every 2 ms took a burst's CPU).
+AHEAD_WAIT_S = 1.0
+
+
+def in_background(run: Callable[[], None]) -> None:
+    """Run a lease ahead on a daemon thread (it never holds a request open)."""
+    threading.Thread(target=run, name="ec2-budget-lease", daemon=True).start()
+
+
+class Slot(float):
+    """Seconds until a slot booked on the shared ledger for this caller: its call goes then,
+    without asking again (``AdaptiveBucket.acquire``)."""
 
 
 class NoToken(Exception):
@@ -184,6 +233,7 @@ class AdaptiveBucket:
         sleep: Callable[[float], None] = time.sleep,
         tuning: Tuning | None = None,
         ledger: SharedLedger | None = None,
+        ahead: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.tuning = tuning or Tuning()
         self.burst = max(1.0, limits.burst)
@@ -192,6 +242,14 @@ class AdaptiveBucket:
         # Alone, a bucket starts full, as EC2's does; sharing a ledger, with what it leases.
         self.ledger = ledger
         self.tokens = self.burst if ledger is None else 0.0
+        # Sharing a ledger: how a lease ahead is run (a daemon thread), whether one is out,
+        # when tokens were last leased.
+        self._ahead = ahead or in_background
+        self._ahead_out = False
+        self._ahead_done = threading.Event()  # set while no lease ahead is on its way
+        self._ahead_done.set()
+        self._idle = True  # the last lease got tokens free at once: the next may go ahead
+        self._leased_at = -math.inf
         self.limit: float | None = None  # our share of EC2's bucket, once a throttle showed it
         self._clock = clock
         self._sleep = sleep
@@ -209,6 +267,7 @@ class AdaptiveBucket:
         self._window = self.tuning.window * tick
         self._backoff_min = self.tuning.probe_backoff * tick
         self._backoff_max = self.tuning.probe_backoff_max * tick
+        self._hold = self.tuning.hold_s
         self._backoff = self._backoff_min
         self._streak = 0  # probes above the measured share answered in a row
         self._lock = threading.Lock()
@@ -221,52 +280,143 @@ class AdaptiveBucket:
                 self.tokens = min(self.burst, self.tokens + (now - self._stamp) * self.rate)
             self._stamp = now
 
-    def _lease(self, now: float) -> float:
-        """Out of tokens with a ledger: lease some (0.0), or the seconds until the ledger has
-        one. A ledger that cannot be asked refills the bucket as if alone since it was last
-        asked."""
+    def _settle(self, now: float) -> None:
+        """Sharing a ledger: tokens kept unspent longer than ``hold_s`` are dropped (the
+        ledger counted them when it granted them: spent much later they could meet a bucket
+        others have emptied since)."""
+        if self.tokens > 0 and now - self._leased_at > self._hold:
+            self.tokens = 0.0
+
+    def _terms(self) -> tuple[float, float]:
+        """The (burst, rate) this bucket leases with. Every process must read the ledger with
+        one window (a full bucket's time, ``burst / start``: where a booked slot's token may
+        be spent), so a token costs a process ``1 / rate`` of it at the pace EC2 allows it,
+        never less than at the starting rate: a throttled process leases more slowly, and
+        room above the starting rate is taken by the probes (overdrawn), not by the leases."""
+        rate = min(self.rate, self.start)
+        return self.burst * rate / self.start, rate
+
+    def _lease(self, now: float, deadline: float | None) -> float:
+        """Out of tokens with a ledger: lease some (0.0), book the caller's own slot before the
+        deadline (a ``Slot``), or the seconds until the ledger may have one. A ledger that
+        cannot be asked refills the bucket as if alone since it was last asked."""
         assert self.ledger is not None
-        grant = self.ledger.lease(self.burst, self.rate)
+        horizon = HORIZON_S if deadline is None else min(max(0.0, deadline - now - 1e-3), HORIZON_S)
+        grant = self.ledger.lease(*self._terms(), horizon)
         if grant is None:
             alone = min(self.burst, self.tokens + (now - self._asked) * self.rate)
             self.tokens = max(self.tokens, alone)
+            self._leased_at = now  # (refilled here, not leased: nothing to drop)
             wait = 0.0 if self.tokens >= 1 else (1 - self.tokens) / self.rate
+        elif grant.tokens and grant.wait > 0:
+            # A busy ledger's slot (one token): the caller's own, not the bucket's, so each
+            # waiting thread books its own place in the account's queue.
+            wait = Slot(grant.wait)
         else:
             self.tokens += grant.tokens
+            self._leased_at = now
             wait = 0.0 if self.tokens >= 1 else grant.wait
+            if not grant.tokens and (deadline is None or deadline - now > HORIZON_S):
+                # Refused past the horizon, with time to wait: ask again when the queue is
+                # within it (with a deadline inside the horizon, the wait says "never").
+                wait = max(grant.wait - horizon, 1e-3)
+        # A busy ledger books slots in line; only an idle one is leased from ahead of need
+        # (a lease ahead that finds no token free is a round trip for nothing).
+        self._idle = grant is not None and grant.tokens > 0 and grant.wait <= 0
         self._asked = now
         return wait
 
-    def try_take(self, now: float) -> Ticket | float:
-        """A ticket if a call may go now, else the seconds to wait before asking again."""
+    def lease_ahead(self) -> None:
+        """Sharing a ledger: lease one token now, in the background, unless some are in
+        hand, booked or on their way (a new container's first call then finds it leased; one,
+        not a batch: in a burst, a batch leased before its calls are due is left unspent)."""
         with self._lock:
-            self._refill(now)
-            shared_wait = None
-            if self.tokens < 1 and self.ledger is not None:
-                shared_wait = self._lease(now)
-            if self.tokens >= 1:
-                self.tokens -= 1
-                self.counts["paced"] += 1
-                return Ticket(now, probe=False)
-            may_probe = not self._probe_out and self._confirmed >= self.tuning.confirm
-            if may_probe and now >= self._next_probe:
-                self._probe_out = True
-                self.counts["probes"] += 1
-                if self.ledger is not None:
-                    self.ledger.overdraw(self.rate)
-                return Ticket(now, probe=True)
-            wait = (1 - self.tokens) / self.rate if shared_wait is None else shared_wait
-            if may_probe:
-                wait = min(wait, self._next_probe - now)
-            return max(wait, 1e-3)
+            now = self._clock()
+            self._settle(now)
+            start = self._start_ahead(now, need=1)
+        if start:
+            self._ahead(lambda: self._leased_ahead(most=1))
+
+    def _start_ahead(self, now: float, need: float) -> bool:
+        if self.ledger is None or self._ahead_out or self.tokens >= need:
+            return False
+        if not self._idle:
+            return False
+        self._ahead_out = True
+        self._ahead_done.clear()
+        return True
+
+    def _leased_ahead(self, most: int | None = None) -> None:
+        """A lease ahead (its own thread): only tokens free now, never a slot booked ahead
+        (no caller waits for it)."""
+        assert self.ledger is not None
+        grant = None
+        try:
+            grant = self.ledger.lease(*self._terms(), most=most)
+        finally:
+            with self._lock:
+                self._ahead_out = False
+                self._ahead_done.set()
+                self._idle = grant is not None and grant.tokens > 0 and grant.wait <= 0
+                if grant is not None and grant.tokens and grant.wait <= 0:
+                    now = self._clock()
+                    self._settle(now)
+                    self.tokens += grant.tokens
+                    self._leased_at = now
+
+    def try_take(self, now: float, deadline: float | None = None) -> Ticket | float:
+        """A ticket if a call may go now, else the seconds to wait before asking again, or
+        (sharing a busy ledger) a ``Slot``: the seconds until the caller's own booked slot,
+        when its call goes without asking again. ``deadline`` (this clock): no slot is booked
+        beyond it."""
+        with self._lock:
+            got = self._try_take(now, deadline)
+            ahead = isinstance(got, Ticket) and self._start_ahead(now, need=self.tuning.low)
+        if ahead:
+            self._ahead(self._leased_ahead)
+        return got
+
+    def _try_take(self, now: float, deadline: float | None) -> Ticket | float:
+        self._refill(now)
+        shared_wait = None
+        if self.ledger is not None:
+            self._settle(now)
+            if self.tokens < 1:
+                shared_wait = self._lease(now, deadline)
+                if isinstance(shared_wait, Slot):
+                    self.counts["paced"] += 1
+                    return shared_wait
+        if self.tokens >= 1:
+            self.tokens -= 1
+            self.counts["paced"] += 1
+            return Ticket(now, probe=False)
+        may_probe = not self._probe_out and self._confirmed >= self.tuning.confirm
+        if may_probe and now >= self._next_probe:
+            self._probe_out = True
+            self.counts["probes"] += 1
+            if self.ledger is not None:
+                self.ledger.overdraw(self._terms()[1])
+            return Ticket(now, probe=True)
+        wait = (1 - self.tokens) / self.rate if shared_wait is None else shared_wait
+        if may_probe:
+            wait = min(wait, self._next_probe - now)
+        return max(wait, 1e-3)
 
     def acquire(self, deadline: float | None = None) -> Ticket:
         """Wait for a ticket; ``NoToken`` if none can come before ``deadline`` (this clock)."""
         while True:
+            if self._ahead_out and self.tokens < 1:
+                # A lease ahead is on its way: wait for it (a real wait on its round trip,
+                # not a poll) rather than lease beside it (both would guess the ledger idle,
+                # and one would be a failed condition).
+                self._ahead_done.wait(AHEAD_WAIT_S)
             now = self._clock()
-            got = self.try_take(now)
+            got = self.try_take(now, deadline)
             if isinstance(got, Ticket):
                 return got
+            if isinstance(got, Slot):
+                self._sleep(got)  # (booked before the deadline: the call goes at its slot)
+                return Ticket(self._clock(), probe=False)
             if deadline is not None and now + got >= deadline:
                 raise NoToken(now + got - deadline)
             self._sleep(got)
@@ -373,6 +523,8 @@ class Pacer:
         sleep: Callable[[float], None] = time.sleep,
         tuning: Tuning | None = None,
         shared: SharedBudget | None = None,
+        warm: Mapping[str | None, tuple[str, ...]] = WARM,
+        ahead: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         if not (math.isfinite(scale) and scale > 0):
             raise ValueError(f"the rate scale must be a number greater than 0, not {scale!r}")
@@ -380,6 +532,11 @@ class Pacer:
         self.tuning = tuning
         # The account's ledgers (the state table's), or None: this pacer alone.
         self.shared = shared
+        # With a ledger: the buckets leased ahead when a region's first bucket is made, and
+        # how a lease ahead runs (None: on a daemon thread).
+        self.warm = warm
+        self._ahead = ahead
+        self._warmed: set[tuple[str, str | None]] = set()  # (region, action; None: any)
         self._clock = clock
         self._sleep = sleep
         self._buckets: dict[tuple[str, str], AdaptiveBucket] = {}
@@ -394,17 +551,33 @@ class Pacer:
     def bucket(
         self, region: str, action: str, params: Mapping[str, Any] | None = None
     ) -> AdaptiveBucket:
+        found = self._buckets.get((region, bucket_of(action, params)[0]))
+        if found is not None and (self.shared is None or (region, action) in self._warmed):
+            return found
+        with self._lock:
+            found = self._made(region, action, params)
+            warm = []
+            for trigger in (None, action):
+                if self.shared is not None and (region, trigger) not in self._warmed:
+                    self._warmed.add((region, trigger))
+                    warm += [self._made(region, a) for a in self.warm.get(trigger, ())]
+        # A region's first call (a describe, as a rule) starts the leases of the buckets the
+        # next calls draw from, so they overlap with it instead of waiting ahead of them.
+        for bucket in warm:
+            bucket.lease_ahead()
+        return found
+
+    def _made(
+        self, region: str, action: str, params: Mapping[str, Any] | None = None
+    ) -> AdaptiveBucket:
         name, limits = bucket_of(action, params)
         key = (region, name)
         found = self._buckets.get(key)
         if found is None:
-            with self._lock:
-                found = self._buckets.get(key)
-                if found is None:
-                    ledger = self.shared.ledger(region, name) if self.shared else None
-                    found = self._buckets[key] = AdaptiveBucket(
-                        limits, self.scale, self._clock, self._sleep, self.tuning, ledger
-                    )
+            ledger = self.shared.ledger(region, name) if self.shared else None
+            found = self._buckets[key] = AdaptiveBucket(
+                limits, self.scale, self._clock, self._sleep, self.tuning, ledger, self._ahead
+            )
         return found
 
     def acquire(

@@ -1,0 +1,211 @@
+"""The pacer where it meets the shared EC2 budget (``throttle.AdaptiveBucket`` with a ledger):
+a booked slot is waited for on the caller's own clock, a lone caller's next lease goes out
+ahead of need (off the call's path), a region's first call starts the mutating buckets'
+leases, and tokens kept unspent too long are dropped. A fake ledger on a driven clock: no
+sleeps, no timing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from capacity_broker.adapters.throttle import (
+    WARM,
+    AdaptiveBucket,
+    Limits,
+    NoToken,
+    Pacer,
+    Slot,
+    Ticket,
+    Tuning,
+)
+
+MUTATING = Limits(50, 5)
+
+
+class Grant(NamedTuple):
+    tokens: int
+    wait: float
+
+
+class FakeLedger:
+    """A ledger that answers what the test queues (else ``idle``: a batch free now), and
+    records each lease's horizon."""
+
+    def __init__(self, idle: int = 5) -> None:
+        self.idle = idle
+        self.answers: list[Grant | None] = []
+        self.horizons: list[float] = []
+        self.most: list[int | None] = []
+        self.overdrawn = 0
+
+    def lease(
+        self, burst: float, rate: float, horizon: float = 0.0, most: int | None = None
+    ) -> Grant | None:
+        self.horizons.append(horizon)
+        self.most.append(most)
+        return self.answers.pop(0) if self.answers else Grant(min(self.idle, most or 5), 0.0)
+
+    def overdraw(self, rate: float) -> None:
+        self.overdrawn += 1
+
+
+class Account:
+    """What the pacer meets, driven by the test: the clock (``sleep`` moves it), the leases
+    ahead it was handed, kept until the test runs them (what a daemon thread does while the
+    caller's EC2 call is on its way), and a fake ledger per bucket (the shared budget)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.queued: list[Callable[[], None]] = []
+        self.ledgers: dict[str, FakeLedger] = {}
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds > 0
+        self.now += seconds
+
+    def ahead(self, run: Callable[[], None]) -> None:
+        self.queued.append(run)
+
+    def run_ahead(self) -> int:
+        ran, self.queued = self.queued, []
+        for run in ran:
+            run()
+        return len(ran)
+
+    def ledger(self, region: str, bucket: str) -> FakeLedger:
+        return self.ledgers.setdefault(bucket, FakeLedger())
+
+    def bucket(self, ledger: FakeLedger) -> AdaptiveBucket:
+        return AdaptiveBucket(
+            MUTATING,
+            clock=self.clock,
+            sleep=self.sleep,
+            ledger=ledger,
+            ahead=self.ahead,
+            tuning=Tuning(),
+        )
+
+    def pacer(self) -> Pacer:
+        return Pacer(clock=self.clock, sleep=self.sleep, shared=self, ahead=self.ahead)
+
+
+def test_a_booked_slot_is_the_callers_own_and_waited_for_once() -> None:
+    """A busy ledger books a slot 1.5 s ahead: the caller sleeps 1.5 s on its own clock and
+    its call goes then, with no second lease; a second caller waiting at the same time books
+    a slot of its own (each thread holds its own place in the account's queue, none waits
+    for another's)."""
+    account, ledger = Account(), FakeLedger()
+    ledger.answers = [Grant(1, 1.5), Grant(1, 1.7), Grant(1, 1.9)]
+    bucket = account.bucket(ledger)
+    ticket = bucket.acquire()
+    assert not ticket.probe and ticket.sent == 101.5 and account.now == 101.5
+    assert len(ledger.horizons) == 1
+    first = bucket.try_take(account.now)
+    second = bucket.try_take(account.now)
+    assert isinstance(first, Slot) and isinstance(second, Slot)
+    assert (first, second) == (1.7, 1.9)
+    assert len(ledger.horizons) == 3
+
+
+def test_no_slot_is_booked_beyond_the_callers_deadline() -> None:
+    """The lease's horizon is the time left to the call's deadline; a ledger with no slot
+    within it ends the wait at once (the pacer's own RateBudgetExhausted), not after it."""
+    account, ledger = Account(), FakeLedger()
+    ledger.answers = [Grant(0, 4.0)]
+    bucket = account.bucket(ledger)
+    try:
+        bucket.acquire(deadline=account.now + 3.0)
+    except NoToken:
+        pass
+    else:
+        raise AssertionError("a slot past the deadline was waited for")
+    assert 2.9 < ledger.horizons[0] <= 3.0
+    assert account.now == 100.0  # nothing slept in vain
+
+
+def test_a_lone_callers_next_lease_goes_out_before_it_runs_dry() -> None:
+    """Idle ledger, batches of 5: after the first lease every call finds a token in hand;
+    the next batch is leased ahead (queued to the background) when 2 are left, so no call
+    but the very first waits for the table."""
+    account, ledger = Account(), FakeLedger(idle=5)
+    bucket = account.bucket(ledger)
+    in_line = 0
+    for _ in range(20):
+        before = len(ledger.horizons)
+        got = bucket.try_take(account.now)
+        assert isinstance(got, Ticket) and not got.probe
+        in_line += len(ledger.horizons) - before
+        account.run_ahead()  # the lease ahead comes back while the EC2 call is on its way
+        account.now += 0.05
+    assert in_line == 1
+    assert len(ledger.horizons) >= 20 // 5
+
+
+def test_a_regions_first_calls_lease_the_next_buckets_ahead() -> None:
+    """A region's first call (a describe) queues leases for the buckets of the calls a probe
+    makes next (its lookups and creates); its first create, those of the describes and
+    cancels after it. Once back, those calls lease nothing in line; nothing is warmed twice."""
+    account = Account()
+    ledgers, pacer = account.ledgers, account.pacer()
+    pacer.acquire("us-east-1", "DescribeSubnets", {"SubnetIds": ["subnet-1"]})
+    first = set(WARM[None])
+    assert first <= set(ledgers)
+    assert not set(WARM["CreateCapacityReservation"]) & set(ledgers)
+    assert all(not ledgers[a].horizons for a in first)  # queued, not in line
+    assert account.run_ahead() == len(first)
+    for action in WARM[None]:
+        leased = len(ledgers[action].horizons)
+        pacer.acquire("us-east-1", action)
+        assert len(ledgers[action].horizons) == leased
+    # (With them, the first stage's refills: each bucket spent its one token leased ahead.)
+    assert account.run_ahead() == len(WARM[None]) + len(WARM["CreateCapacityReservation"])
+    for action in WARM["CreateCapacityReservation"]:
+        leased = len(ledgers[action].horizons)
+        pacer.acquire("us-east-1", action)
+        assert len(ledgers[action].horizons) == leased
+    # The region is warm: its first call's bucket, asked again, queues nothing more.
+    account.run_ahead()
+    pacer.acquire("us-east-1", "DescribeSubnets", {"SubnetIds": ["subnet-1"]})
+    assert not account.queued
+    # A lease ahead of a bucket's first call takes one token, not a batch.
+    assert all(ledgers[a].most[0] == 1 for a in (*WARM[None], *WARM["CreateCapacityReservation"]))
+
+
+def test_tokens_kept_unspent_too_long_are_dropped() -> None:
+    """The ledger counted leased tokens when it granted them: kept unspent past ``hold_s``
+    (2 s) they are dropped and the next call leases afresh, so a
+    warm container never spends an old batch into a bucket others have emptied since."""
+    account, ledger = Account(), FakeLedger(idle=5)
+    bucket = account.bucket(ledger)
+    assert isinstance(bucket.try_take(account.now), Ticket)
+    assert len(ledger.horizons) == 1
+    account.now += 1.9
+    assert isinstance(bucket.try_take(account.now), Ticket)
+    assert len(ledger.horizons) == 1  # still within the hold
+    account.now += 2.2
+    assert isinstance(bucket.try_take(account.now), Ticket)
+    assert len(ledger.horizons) == 2
+    assert bucket.tokens == 4
+
+
+def test_a_ledger_that_cannot_be_asked_refills_the_bucket_alone() -> None:
+    """The table is down (None): the bucket refills on its own account and its tokens are its
+    own (none dropped as if leased), so calls go at the bucket's rate."""
+    account, ledger = Account(), FakeLedger()
+    ledger.answers = [None] * 1000
+    bucket = account.bucket(ledger)
+    sent = 0
+    for _ in range(400):
+        got = bucket.try_take(account.now)
+        if isinstance(got, Ticket):
+            sent += 1
+            bucket.answered(got, account.now)
+            if got.probe:
+                continue
+        else:
+            account.now += got
+    assert sent >= 5 * (account.now - 100.0) - 5
