@@ -47,6 +47,7 @@ VARIABLES: Mapping[str, tuple[str, ...]] = {
     "shared_ec2_budget": ("BROKER_SHARED_EC2_BUDGET",),
     "probe_grouping": ("BROKER_PROBE_GROUPING",),
     "probe_group_window_seconds": ("BROKER_PROBE_GROUP_WINDOW_SECONDS",),
+    "probe_group_max_window_seconds": ("BROKER_PROBE_GROUP_MAX_WINDOW_SECONDS",),
 }
 _DEFAULT_GRACES = Graces()
 
@@ -131,11 +132,15 @@ class Settings(BaseModel):
     # answered fewer probes than on the protocol before it (docs/performance.md).
     shared_ec2_budget: bool = Field(default=False, validation_alias=_alias("shared_ec2_budget"))
     # Grouped probes (contract v3; logic.group): probes alike that arrive while one is in flight
-    # are answered together. Off: every probe alone, as before. The window: how long a group
-    # takes members (its leader's added wait; a lone probe never waits).
+    # are answered together. Off: every probe alone, as before. The window: a group takes
+    # members until none has joined for this long, for at most the maximum window (its
+    # leader's added wait; a lone probe never waits).
     probe_grouping: bool = Field(default=True, validation_alias=_alias("probe_grouping"))
     probe_group_window_seconds: Annotated[float, Field(ge=0, le=5, allow_inf_nan=False)] = Field(
         default=0.25, validation_alias=_alias("probe_group_window_seconds")
+    )
+    probe_group_max_window_seconds: Annotated[float, Field(ge=0, le=10, allow_inf_nan=False)] = (
+        Field(default=2.0, validation_alias=_alias("probe_group_max_window_seconds"))
     )
 
     @field_validator("cluster_id", "state_table", mode="before")

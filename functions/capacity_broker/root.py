@@ -262,6 +262,7 @@ class Root:
                     retry=self.adapters.retry,
                 ),
                 window=config.probe_group_window_seconds,
+                max_window=config.probe_group_max_window_seconds,
                 max_count=MAX_GROUP_COUNT,
                 wall=(lambda: clock().timestamp()) if clock is not None else time.time,
                 monotonic=self.monotonic,
@@ -269,6 +270,7 @@ class Root:
         else:
             meeting = LocalMeeting(
                 window=config.probe_group_window_seconds,
+                max_window=config.probe_group_max_window_seconds,
                 max_count=MAX_GROUP_COUNT,
                 monotonic=self.monotonic,
             )

@@ -129,7 +129,7 @@ def _probe_paths(emu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         opened: bool = real_open(table, *args)
         if opened:
             group_id, answer_by = args[1], args[3]
-            table.join(group_id, 1, answer_by, 1000, 200)
+            table.join(group_id, 1, answer_by, 1000, 200, args[5])
         return opened
 
     monkeypatch.setattr(GroupTable, "leave", lambda *_: None)

@@ -110,7 +110,7 @@ class Classroom:
         )
         meeting = root.probe.grouping.meeting if root.probe.grouping else None
         assert isinstance(meeting, TableMeeting)
-        meeting.window = WINDOW
+        meeting.window = meeting.max_window = WINDOW
         meeting.poll = 0.01  # real seconds between a member's looks (its verdicts: the clock)
         if hold_first:
             real_hold = root.core.hold

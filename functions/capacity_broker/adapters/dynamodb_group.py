@@ -11,6 +11,7 @@ module's own prefix of the table's ids (``logic.group.TableMeeting`` runs the pr
     group#<group id>                       one per group
         counts      the members' instance counts, in the order they joined (the leader first)
         bys         when each member must have its answer (epoch seconds)
+        last        when the last member joined (the leader closes when nobody has for a while)
         closed      set by the leader when it starts asking EC2: nobody joins after
     group#<group id>#<position>            one per member but the leader: its answer
         answer      the member's answer (JSON, ``encode_answer``), or
@@ -173,6 +174,7 @@ class GroupTable:
                 "counts": {"L": [_n(count)]},
                 "bys": {"L": [_n(answer_by)]},
                 "total": _n(count),
+                "last": _n(now),
                 "expiration": _expiration(now),
             },
             ConditionExpression="attribute_not_exists(#id)",
@@ -204,7 +206,13 @@ class GroupTable:
         return True
 
     def join(
-        self, group_id: str, count: int, answer_by: float, max_count: int, max_members: int
+        self,
+        group_id: str,
+        count: int,
+        answer_by: float,
+        max_count: int,
+        max_members: int,
+        now: float,
     ) -> int | None:
         """Join the group: this member's position, or None (closed, or no room left)."""
         try:
@@ -213,14 +221,15 @@ class GroupTable:
                 Key={"id": {"S": group_item(group_id)}},
                 UpdateExpression=(
                     "SET #counts = list_append(#counts, :count), #bys = list_append(#bys, :by), "
-                    "#total = #total + :n"
+                    "#total = #total + :n, #last = :now"
                 ),
                 ConditionExpression=(
                     "attribute_exists(#counts) AND attribute_not_exists(#closed) "
                     "AND #total <= :room AND size(#counts) < :members"
                 ),
-                ExpressionAttributeNames=_names("counts", "bys", "total", "closed"),
+                ExpressionAttributeNames=_names("counts", "bys", "total", "closed", "last"),
                 ExpressionAttributeValues={
+                    ":now": _n(now),
                     ":count": {"L": [_n(count)]},
                     ":by": {"L": [_n(answer_by)]},
                     ":n": _n(count),
@@ -237,6 +246,20 @@ class GroupTable:
         if not isinstance(counts, list) or not counts:
             raise AwsError("UpdateItem", "UnsoundItem", "the group's item answered no members")
         return len(counts) - 1
+
+    def last_join(self, group_id: str) -> float | None:
+        """When the group's last member joined (None: no such group)."""
+        found = self._call(
+            "GetItem",
+            Key={"id": {"S": group_item(group_id)}},
+            ConsistentRead=True,
+            ProjectionExpression="#last",
+            ExpressionAttributeNames=_names("last"),
+        ).get("Item")
+        try:
+            return _number(found["last"]) if found else None
+        except (KeyError, ValueError):
+            return None
 
     def close(self, group_id: str) -> Members:
         """The leader starts: nobody joins after this. The members, in joining order."""

@@ -6,9 +6,11 @@ order, platform, tenancy) may be answered together. A probe that arrives while n
 alike is in flight is *alone*: it probes at once, exactly as without grouping (a lone desktop
 is never delayed; probes one after another never group). A probe that arrives while one alike
 is in flight has seen a burst: it opens a group and *leads* it; the group takes
-*members* (later arrivals alike) for ``window`` seconds, or until it holds ``max_count``
-instances, then closes and the leader answers it. Arrival order in a group is the order of
-joining; the leader is first.
+*members* (later arrivals alike) until none has joined for ``window`` seconds, for at most
+``max_window`` seconds from its opening (a class arriving over a few seconds keeps one group
+growing, as Karpenter batches pods: an idle period and a maximum), or until it holds
+``max_count`` instances; then it closes and the leader answers it. Arrival order in a group
+is the order of joining; the leader is first.
 
 **Answering** (``GroupPlan``, the same answer as ``oracle``). The sequential oracle: each
 desktop alone, in arrival order, takes the first subnet in the list with capacity left for its
@@ -61,6 +63,7 @@ from .outcomes import Kind, attempt_outcome
 # Defaults (``config.Settings`` may change them): a group takes members for this long after it
 # opens; at most this many instances (the contract's largest probe).
 WINDOW_SECONDS = 0.25
+MAX_WINDOW_SECONDS = 2.0
 MAX_GROUP_COUNT = 1000
 
 
@@ -87,13 +90,19 @@ class Forming:
 
     group_id: str
     key: GroupKey
-    closes_at: float
+    closes_at: float  # the latest it takes members (its opening + the maximum window)
     counts: list[int] = field(default_factory=list)  # per member, in arrival order
     closed: bool = False
+    last_join: float = float("-inf")  # when its last member joined (the leader: opening)
 
     @property
     def total(self) -> int:
         return sum(self.counts)
+
+    def closing_at(self, idle: float) -> float:
+        """When the leader closes it: ``idle`` seconds after the last member joined, never
+        after ``closes_at``."""
+        return min(self.closes_at, self.last_join + idle)
 
 
 @dataclass(frozen=True)
@@ -125,8 +134,15 @@ class Lobby:
     """Where probes alike meet. One per root (in memory); ``arrive`` is the whole decision, the
     caller keeps it consistent (a lock)."""
 
-    def __init__(self, *, window: float = WINDOW_SECONDS, max_count: int = MAX_GROUP_COUNT) -> None:
+    def __init__(
+        self,
+        *,
+        window: float = WINDOW_SECONDS,
+        max_window: float = MAX_WINDOW_SECONDS,
+        max_count: int = MAX_GROUP_COUNT,
+    ) -> None:
         self.window = window
+        self.max_window = max(window, max_window)
         self.max_count = max_count
         self.forming: dict[GroupKey, Forming] = {}
 
@@ -139,14 +155,17 @@ class Lobby:
         if (
             open_ is not None
             and not open_.closed
-            and moment < open_.closes_at
+            and moment < open_.closing_at(self.window)
             and open_.total + count <= self.max_count
         ):
             open_.counts.append(count)
+            open_.last_join = moment
             return Arrival(Role.MEMBER, open_, len(open_.counts) - 1)
         if not burst or count >= self.max_count:
             return Arrival(Role.ALONE)
-        forming = Forming(group_id(request_id, key, moment), key, moment + self.window)
+        forming = Forming(
+            group_id(request_id, key, moment), key, moment + self.max_window, last_join=moment
+        )
         forming.counts.append(count)
         self.forming[key] = forming
         return Arrival(Role.LEADER, forming, 0)

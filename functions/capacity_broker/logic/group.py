@@ -28,6 +28,7 @@ unanswered create finds the same reservation, and two parts never share one).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
@@ -309,11 +310,12 @@ class LocalMeeting:
         self,
         *,
         window: float,
+        max_window: float,
         max_count: int,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.monotonic = monotonic
-        self._lobby = Lobby(window=window, max_count=max_count)
+        self._lobby = Lobby(window=window, max_window=max_window, max_count=max_count)
         self._changed = threading.Condition()
         self._in_flight: dict[GroupKey, int] = {}
         self._groups: dict[str, _Local] = {}
@@ -348,12 +350,14 @@ class LocalMeeting:
         forming = seat.arrival.group
         assert forming is not None
         with self._changed:
+            idle = self._lobby.window
             while (
                 wait
-                and self.monotonic() < forming.closes_at
+                and self.monotonic() < forming.closing_at(idle)
                 and forming.total < self._lobby.max_count
             ):
-                self._changed.wait(min(_SLICE, max(0.0, forming.closes_at - self.monotonic())))
+                left = forming.closing_at(idle) - self.monotonic()
+                self._changed.wait(min(_SLICE, max(0.0, left)))
             counts = self._lobby.close(forming)
             return Closed(counts, min(self._groups[forming.group_id].answer_by))
 
@@ -407,6 +411,7 @@ class TableMeeting:
         table: GroupTable,
         *,
         window: float,
+        max_window: float,
         max_count: int,
         max_members: int = MAX_MEMBERS,
         wall: Callable[[], float] = time.time,
@@ -415,6 +420,7 @@ class TableMeeting:
     ) -> None:
         self.table = table
         self.window = window
+        self.max_window = max(window, max_window)
         self.max_count = max_count
         self.max_members = max_members
         self.wall = wall
@@ -441,7 +447,7 @@ class TableMeeting:
             for _ in range(3):  # a lost race is read again, and is one of two cases at most
                 if lobby.group_id is not None and lobby.closes > now:
                     position = self.table.join(
-                        lobby.group_id, count, by, self.max_count, self.max_members
+                        lobby.group_id, count, by, self.max_count, self.max_members, now
                     )
                     if position is not None:
                         forming = Forming(lobby.group_id, key, self._moment(lobby.closes))
@@ -449,9 +455,9 @@ class TableMeeting:
                 if not burst or count >= self.max_count:
                     return alone
                 opened = group_id(request_id, key, now)
-                closes = now + self.window
+                closes = now + self.max_window
                 if self.table.open(where, opened, count, by, closes, now, lobby.group_id):
-                    forming = Forming(opened, key, self._moment(closes), [count])
+                    forming = Forming(opened, key, self._moment(closes), [count], last_join=now)
                     return Seat(key, Arrival(Role.LEADER, forming, 0), stamp)
                 lobby, now = self.table.look(where), self.wall()
         except AwsError as error:
@@ -467,10 +473,19 @@ class TableMeeting:
     def close(self, seat: Seat, *, wait: bool = True) -> Closed:
         forming = seat.arrival.group
         assert forming is not None
-        # The window on the root's clock, and never longer than it in real time (a clock that
-        # does not move, a test's frozen one, cannot keep a leader waiting).
-        real_end = time.monotonic() + self.window
-        while wait and self.monotonic() < forming.closes_at and time.monotonic() < real_end:
+        # Until nobody has joined for the window, at most the maximum window, on the root's
+        # clock; and never longer than the maximum in real time (a clock that does not move,
+        # a test's frozen one, cannot keep a leader waiting).
+        real_end = time.monotonic() + self.max_window
+        last_join = self._epoch(self.monotonic())  # the leader's own joining, about now
+        looked = -math.inf
+        while wait and time.monotonic() < real_end:
+            moment = self.monotonic()
+            if moment >= forming.closes_at or moment >= self._moment(last_join) + self.window:
+                break
+            if time.monotonic() - looked >= self.poll / 2:
+                looked = time.monotonic()
+                last_join = self.table.last_join(forming.group_id) or last_join
             time.sleep(_SLICE)
         members = self.table.close(forming.group_id)
         return Closed(members.counts, self._moment(min(members.bys)))

@@ -217,3 +217,23 @@ def test_a_group_never_exceeds_its_count() -> None:
     assert lead.role is Role.LEADER
     assert lobby.arrive(KEY, 2, "c", 0.2, burst=True).role is Role.MEMBER
     assert lobby.arrive(KEY, 1, "d", 0.3, burst=True).role is not Role.MEMBER
+
+
+def test_a_class_arriving_over_seconds_keeps_one_group_growing_up_to_the_maximum() -> None:
+    """A group takes members until none has joined for the window, at most the maximum window
+    from its opening (an idle period and a maximum, as Karpenter batches pods)."""
+    lobby = Lobby(window=0.25, max_window=2.0)
+    lead = lobby.arrive(KEY, 1, "lead", 0.0, burst=True)
+    assert lead.role is Role.LEADER and lead.group is not None
+    # One every 0.2 s: each within the window of the last, past the first window (0.25).
+    roles = [lobby.arrive(KEY, 1, f"m{i}", 0.2 * (i + 1), burst=True).role for i in range(9)]
+    assert roles == [Role.MEMBER] * 9
+    assert lead.group.closing_at(0.25) == 2.0  # min(0.0 + 2.0, 1.8 + 0.25)
+    late = lobby.arrive(KEY, 1, "late", 2.0, burst=True)  # the maximum: a new group
+    assert late.role is Role.LEADER and late.group is not lead.group
+    # A pause longer than the window closes a group however young it is.
+    quiet = Lobby(window=0.25, max_window=2.0)
+    first = quiet.arrive(KEY, 1, "q0", 0.0, burst=True)
+    assert quiet.arrive(KEY, 1, "q1", 0.2, burst=True).role is Role.MEMBER
+    after = quiet.arrive(KEY, 1, "q2", 0.5, burst=True)  # 0.3 s after the last join
+    assert after.role is Role.LEADER and after.group is not first.group
