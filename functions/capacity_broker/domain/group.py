@@ -35,7 +35,9 @@ The rest follows the fan-out's rules (``domain.fanout``):
 - **Throttling is not an answer about capacity.** A create left unanswered (throttled, a 5xx, no
   answer) is asked again, with the same ClientToken, after ``retry_pause``; it blocks its part:
   nothing of the part moves on over it. At the deadline its members answer ``error`` with its
-  code (``BLOCKED``), and members never reached answer ``TimeBudgetExceeded``.
+  code (``BLOCKED``). Members never reached by then probe alone (``ALONE``): the group's
+  deadline is the earliest member's answer-by, half that member's budget, so each still has
+  time of its own (its own deadline answers ``TimeBudgetExceeded`` if that runs out too).
 - **Quota.** Unused reservations count toward the account's limits, so a part of several
   members splits on a quota error (its summed count may be what exceeds the limit). A single
   member's quota error while the group holds anything is not an answer: that member probes
@@ -186,7 +188,6 @@ class Verdict(StrEnum):
     NONE = "none"  # every subnet: no capacity (or unsupported)
     STOPPED = "stopped"  # a permission-type error, or the member alone over the quota
     BLOCKED = "blocked"  # its part's create stayed unanswered until the deadline
-    TIMED_OUT = "timed_out"  # the deadline came before its part was asked
     ALONE = "alone"  # the group cannot answer it: it probes alone (quota, see module)
     UNDECIDED = "undecided"
 
@@ -386,7 +387,7 @@ class GroupPlan:
             self.pending.clear()
 
     def expire(self) -> None:
-        """The deadline: the part being asked is blocked (if unanswered), the rest timed out."""
+        """The deadline: the part being asked is blocked (if unanswered); the rest probe alone."""
         if self.decided:
             self.expired = True
             return
@@ -404,7 +405,7 @@ class GroupPlan:
             )
         for member in self.members:
             if member.verdict is Verdict.UNDECIDED:
-                member.verdict, member.error_code = Verdict.TIMED_OUT, "TimeBudgetExceeded"
+                member.verdict = Verdict.ALONE
         self.pending.clear()
 
     def to_give_back(self) -> list[GroupHold]:

@@ -327,8 +327,6 @@ def _grouped_answer(base: dict[str, str], request: ProbeRequest, grouped: Groupe
                 "time budget ran out; a later subnet is never answered over an earlier one. "
                 "Ask again."
             )
-        elif answer.verdict is Verdict.TIMED_OUT:
-            text = "The time budget ran out before every subnet was tried"
         else:
             text = f"Stopped: {code}; other subnets cannot help with that."
         response = ProbeResponse(

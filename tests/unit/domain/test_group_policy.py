@@ -237,3 +237,18 @@ def test_a_class_arriving_over_seconds_keeps_one_group_growing_up_to_the_maximum
     assert quiet.arrive(KEY, 1, "q1", 0.2, burst=True).role is Role.MEMBER
     after = quiet.arrive(KEY, 1, "q2", 0.5, burst=True)  # 0.3 s after the last join
     assert after.role is Role.LEADER and after.group is not first.group
+
+
+def test_members_the_group_never_reached_in_its_time_probe_alone() -> None:
+    """The group's deadline is its earliest member's answer-by (half that member's budget):
+    members whose part was never asked by then probe alone with the time they have left, they
+    are not answered TimeBudgetExceeded. Answered ones keep their answers."""
+    world = World([3, 1000])
+    # Creates take 0.1 s each: in A, 5 (no room), 3 (held), 2 (no room), 1 (no room); the
+    # budget ends before the two left are asked in B.
+    answers = run([1] * 5, world, budget=0.35)
+    verdicts = [a.verdict for a in answers]
+    assert verdicts[:3] == [Verdict.WON] * 3
+    assert set(verdicts[3:]) == {Verdict.ALONE}
+    assert all(a.error_code is None for a in answers[3:])
+    assert world.held == {}
