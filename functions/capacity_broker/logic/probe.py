@@ -87,7 +87,7 @@ class Prober:
                 **base,
             ), stats
         if self.grouping is None:
-            return self._resolved(request, request_id, recall, deadline, hard_deadline, base, stats)
+            return self._alone(request, request_id, recall, deadline, hard_deadline, base, stats)
         # Probes alike meet before anything is looked up: a member asks EC2 nothing (its
         # leader looks the places up once for the group, while the window is open).
         key = GroupKey(
@@ -122,7 +122,7 @@ class Prober:
                 if seat.role is Role.LEADER:
                     stats.led_group_of = grouped.size
                 return _grouped_answer(base, request, grouped), stats
-            return self._resolved(request, request_id, recall, deadline, hard_deadline, base, stats)
+            return self._alone(request, request_id, recall, deadline, hard_deadline, base, stats)
         finally:
             self.grouping.leave(seat)
 
@@ -139,34 +139,20 @@ class Prober:
         except BrokerFailure as failure:
             return failed(failure)
 
-    def _resolved(
-        self,
-        request: ProbeRequest,
-        request_id: str,
-        recall: Recall | None,
-        deadline: float,
-        hard_deadline: float,
-        base: dict[str, str],
-        stats: ProbeStats,
-    ) -> tuple[ProbeResponse, ProbeStats]:
-        """The probe on its own, from looking its places up."""
-        place = self._place(request, deadline)
-        if not isinstance(place, placement.Placement):
-            return ProbeResponse(**place, **base), stats
-        return self._alone(request, request_id, place, recall, deadline, hard_deadline, base, stats)
-
     def _alone(
         self,
         request: ProbeRequest,
         request_id: str,
-        place: placement.Placement,
         recall: Recall | None,
         deadline: float,
         hard_deadline: float,
         base: dict[str, str],
         stats: ProbeStats,
     ) -> tuple[ProbeResponse, ProbeStats]:
-        """The probe on its own: the fan-out over its subnets."""
+        """The probe on its own: its places looked up, then the fan-out over its subnets."""
+        place = self._place(request, deadline)
+        if not isinstance(place, placement.Placement):
+            return ProbeResponse(**place, **base), stats
 
         def spec_of(where: Place) -> HoldSpec:
             return HoldSpec(
