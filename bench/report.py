@@ -255,14 +255,18 @@ def _burst_rows(burst: dict[str, Any]) -> list[Row]:
         )
         if alone or int(n) < 200:
             continue
+        answered = int(n) - run["not_available"]
         if kind == "one-type":
+            # No desktop answered: the class made no calls because it never got that far, which
+            # says nothing about the calls a desktop costs (the row is missed, not met).
             rows.append(
                 Row(
                     f"{title}: mutating EC2 calls per desktop",
-                    run["mutating_per_desktop"],
+                    run["mutating_per_desktop"] if answered else float("inf"),
                     MUTATING_PER_DESKTOP,
                     detail=f"{run['mutating']} mutating calls, {run['grouped']} answers "
-                    f"grouped; {grouping}",
+                    f"grouped; {grouping}"
+                    + ("" if answered else "; no desktop was answered: not measured"),
                 )
             )
         rows.append(
