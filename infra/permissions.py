@@ -306,12 +306,16 @@ class BrokerPermissions(Construct):
 
     def _capacity_memory(self, draft: _PolicyDraft) -> None:
         """probe's and reserve's capacity memory in the same table (adapters.dynamodb_memory):
-        one BatchGetItem to read, UpdateItem (ADD) to write. ``capacity-broker history``
+        one BatchGetItem to read, UpdateItem (ADD) to write, of the items whose ids start with
+        ``capacity-memory#`` and no other. ``capacity-broker history``
         scans it with the caller's own credentials, not through a function."""
         draft.allow(
             "UseCapacityMemory",
             ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"],
             [self._state_table_arn],
+            conditions={
+                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["capacity-memory#*"]}
+            },
         )
 
     def _describe(

@@ -280,6 +280,12 @@ def test_flags_table_and_logs(broker: Synth, name: str) -> None:
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
         ]
+    elif name == "probe":
+        # probe's containers meet in the table (grouped probes): only items under group#.
+        (table,) = tables
+        assert table["Condition"] == {
+            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["group#*"]}
+        }
     else:
         assert tables == []
     # probe and reserve keep the capacity memory in the same table (issue 13): one
@@ -293,6 +299,10 @@ def test_flags_table_and_logs(broker: Synth, name: str) -> None:
             "dynamodb:BatchGetItem",
             "dynamodb:UpdateItem",
         ]
+        # Only the memory's own items (a probe cannot rewrite reserve's request records).
+        assert statement["Condition"] == {
+            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["capacity-memory#*"]}
+        }
     else:
         assert memory == []
         # The shared EC2 rate budget is off by default (-c sharedEc2Budget=true turns it on:

@@ -54,6 +54,7 @@ CALL_SECONDS = 1.0  # how long one step may take, its retries included
 BATCH_WRITE = 25  # BatchWriteItem's limit per call
 MAX_MEMBERS = 200  # probes in one group (its items stay small: a few KB)
 _RESERVATION = re.compile(r"cr-[0-9a-f]{8,32}")
+_GROUP_ID = re.compile(r"group-[0-9a-f]{32}")
 _CODE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _MAX_SECONDS = 24 * 60 * 60.0
 
@@ -164,15 +165,19 @@ class GroupTable:
         closes: float,
         now: float,
         replacing: str | None,
+        stamp: str = "",
     ) -> bool:
         """Open a group led by this probe (the first member): its item first, then the kind's
-        pointer to it, unless another container opened one since ``replacing`` was read."""
+        pointer to it, unless another container opened one since ``replacing`` was read. A
+        pointer write whose answer was lost and whose retry then failed its condition is
+        told apart by the item it returns (this group's id: it was this write)."""
         self._call(
             "PutItem",
             Item={
                 "id": {"S": group_item(group_id)},
                 "counts": {"L": [_n(count)]},
                 "bys": {"L": [_n(answer_by)]},
+                "stamps": {"L": [{"S": stamp}]},
                 "total": _n(count),
                 "last": _n(now),
                 "expiration": _expiration(now),
@@ -198,11 +203,12 @@ class GroupTable:
                 ConditionExpression=condition,
                 ExpressionAttributeNames=_names("gid", "closes", "exp"),
                 ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except AwsError as error:
             if error.code != "ConditionalCheckFailedException":
                 raise
-            return False
+            return _text(_failed_item(error) or {}, "gid") == group_id
         return True
 
     def join(
@@ -213,39 +219,67 @@ class GroupTable:
         max_count: int,
         max_members: int,
         now: float,
+        stamp: str = "",
     ) -> int | None:
-        """Join the group: this member's position, or None (closed, or no room left)."""
+        """Join the group: this member's position, or None (closed, or no room left). The
+        member's ``stamp`` is kept with it, so a retry of a join whose answer was lost finds
+        the first one instead of joining twice."""
         try:
             answer = self._call(
                 "UpdateItem",
                 Key={"id": {"S": group_item(group_id)}},
                 UpdateExpression=(
                     "SET #counts = list_append(#counts, :count), #bys = list_append(#bys, :by), "
-                    "#total = #total + :n, #last = :now"
+                    "#stamps = list_append(#stamps, :stamps), #total = #total + :n, #last = :now"
                 ),
                 ConditionExpression=(
                     "attribute_exists(#counts) AND attribute_not_exists(#closed) "
-                    "AND #total <= :room AND size(#counts) < :members"
+                    "AND #total <= :room AND size(#counts) < :members "
+                    "AND NOT contains(#stamps, :stamp)"
                 ),
-                ExpressionAttributeNames=_names("counts", "bys", "total", "closed", "last"),
+                ExpressionAttributeNames=_names(
+                    "counts", "bys", "stamps", "total", "closed", "last"
+                ),
                 ExpressionAttributeValues={
                     ":now": _n(now),
                     ":count": {"L": [_n(count)]},
                     ":by": {"L": [_n(answer_by)]},
+                    ":stamps": {"L": [{"S": stamp}]},
+                    ":stamp": {"S": stamp},
                     ":n": _n(count),
                     ":room": _n(max_count - count),
                     ":members": _n(max_members),
                 },
                 ReturnValues="UPDATED_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except AwsError as error:
             if error.code != "ConditionalCheckFailedException":
                 raise
-            return None
+            # An earlier try of this very join may have landed (its answer lost).
+            stamps = (_failed_item(error) or {}).get("stamps", {}).get("L")
+            found = [i for i, v in enumerate(stamps or []) if v == {"S": stamp}]
+            return found[0] if stamp and found else None
         counts = answer.get("Attributes", {}).get("counts", {}).get("L")
         if not isinstance(counts, list) or not counts:
             raise AwsError("UpdateItem", "UnsoundItem", "the group's item answered no members")
         return len(counts) - 1
+
+    def unpoint(self, key: str, group_id: str) -> None:
+        """The group is closed: the kind's item stops naming it (a lone probe after it then
+        makes no join that would fail)."""
+        try:
+            self._call(
+                "UpdateItem",
+                Key={"id": {"S": key}},
+                UpdateExpression="REMOVE #gid, #closes",
+                ConditionExpression="#gid = :gid",
+                ExpressionAttributeNames=_names("gid", "closes"),
+                ExpressionAttributeValues={":gid": {"S": group_id}},
+            )
+        except AwsError as error:
+            if error.code != "ConditionalCheckFailedException":
+                raise
 
     def last_join(self, group_id: str) -> float | None:
         """When the group's last member joined (None: no such group)."""
@@ -367,6 +401,13 @@ def _expiration(now: float) -> dict[str, str]:
     return _n(math.ceil(now) + EXPIRATION_SECONDS)
 
 
+def _failed_item(error: AwsError) -> dict[str, Any] | None:
+    """The item a failed condition returned (``ReturnValuesOnConditionCheckFailure``)."""
+    response = getattr(error.__cause__, "response", None)
+    item = response.get("Item") if isinstance(response, dict) else None
+    return item if isinstance(item, dict) else None
+
+
 def _text(item: dict[str, Any], name: str) -> str | None:
     value = item.get(name)
     text = value.get("S") if isinstance(value, dict) else None
@@ -390,7 +431,7 @@ def _lobby(item: dict[str, Any] | None) -> Lobby:
         closes = _number(item["closes"]) if "closes" in item else -math.inf
     except ValueError:
         closes = -math.inf  # a broken value: no group is open, the next one replaces it
-    if not isinstance(gid, str) or not gid.startswith("group-") or len(gid) > 64:
+    if not isinstance(gid, str) or not _GROUP_ID.fullmatch(gid):
         gid, closes = None, -math.inf
     return Lobby(seen if isinstance(seen, str) else None, gid, closes)
 
@@ -415,7 +456,7 @@ def decode_subnets(text: str, subnet_ids: Sequence[str]) -> list[Subnet] | None:
     try:
         rows = json.loads(text[:20_000])
         subnets = [Subnet(*row) for row in rows if isinstance(row, list) and len(row) == 4]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
     if [s.subnet_id for s in subnets] != list(subnet_ids) or len(subnets) != len(rows):
         return None
@@ -465,18 +506,27 @@ def decode_answer(text: str, subnets: int) -> MemberAnswer | None:
             return None
         cancelled = data["c"]
         seconds = float(data["rs"])
-        if cancelled not in (True, False, None) or not 0 <= seconds <= _MAX_SECONDS:
+        if not (cancelled is None or type(cancelled) is bool) or not 0 <= seconds <= _MAX_SECONDS:
             return None
+        reservation = _reservation(data["r"])
+        if verdict is Verdict.WON and not (
+            reservation is not None
+            and any(
+                s.subnet == subnet and s.outcome is Outcome.AVAILABLE and s.reservation_id
+                for s in seen
+            )
+        ):
+            return None  # "won" with no hold that EC2 confirmed there is not an answer
         return MemberAnswer(
             verdict=verdict,
             subnet=subnet,
             seen=seen,
             error_code=_code(data["e"]),
-            reservation_id=_reservation(data["r"]),
+            reservation_id=reservation,
             cancelled=cancelled,
             reservation_seconds=seconds,
         )
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, RecursionError):
         return None
 
 

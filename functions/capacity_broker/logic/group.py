@@ -447,7 +447,7 @@ class TableMeeting:
             for _ in range(3):  # a lost race is read again, and is one of two cases at most
                 if lobby.group_id is not None and lobby.closes > now:
                     position = self.table.join(
-                        lobby.group_id, count, by, self.max_count, self.max_members, now
+                        lobby.group_id, count, by, self.max_count, self.max_members, now, stamp
                     )
                     if position is not None:
                         forming = Forming(lobby.group_id, key, self._moment(lobby.closes))
@@ -456,8 +456,9 @@ class TableMeeting:
                     return alone
                 opened = group_id(request_id, key, now)
                 closes = now + self.max_window
-                if self.table.open(where, opened, count, by, closes, now, lobby.group_id):
-                    forming = Forming(opened, key, self._moment(closes), [count], last_join=now)
+                if self.table.open(where, opened, count, by, closes, now, lobby.group_id, stamp):
+                    moment = self._moment(now)
+                    forming = Forming(opened, key, self._moment(closes), [count], last_join=moment)
                     return Seat(key, Arrival(Role.LEADER, forming, 0), stamp)
                 lobby, now = self.table.look(where), self.wall()
         except AwsError as error:
@@ -485,9 +486,16 @@ class TableMeeting:
                 break
             if time.monotonic() - looked >= self.poll / 2:
                 looked = time.monotonic()
-                last_join = self.table.last_join(forming.group_id) or last_join
+                try:
+                    last_join = self.table.last_join(forming.group_id) or last_join
+                except AwsError:
+                    break  # close now: the members are better answered than kept waiting
             time.sleep(_SLICE)
         members = self.table.close(forming.group_id)
+        try:
+            self.table.unpoint(key_id(seat.key), forming.group_id)
+        except AwsError as error:
+            self._down(error)
         return Closed(members.counts, self._moment(min(members.bys)))
 
     def publish(
@@ -515,8 +523,11 @@ class TableMeeting:
             try:
                 found = self.table.answer(forming.group_id, seat.arrival.position, subnet_ids)
             except AwsError as error:
+                # Keep waiting: the group's holds count this member's share, so probing alone
+                # now could meet the capacity its own group holds for it.
                 self._down(error)
-                return None
+                time.sleep(self.poll)
+                continue
             if found is not None:
                 if found.answer is None:
                     return None

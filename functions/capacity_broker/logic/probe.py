@@ -104,6 +104,7 @@ class Prober:
         seat = self.grouping.arrive(key, request.instance_count, request_id, answer_by)
         try:
             grouped: Grouped | None = None
+            known: placement.Placement | None = None  # a leader's look-up, not made twice
             if seat.role is Role.MEMBER:
                 grouped = self.grouping.wait(seat, answer_by, deadline, request.subnet_ids)
             elif seat.role is Role.LEADER:
@@ -117,12 +118,15 @@ class Prober:
                     return ProbeResponse(**place, **base), stats
                 target = Target(place.subnets, request.instance_type, place.platform, place.tenancy)
                 grouped = self.grouping.lead(seat, target, deadline, hard_deadline)
+                known = place
             if grouped is not None and grouped.answer.verdict is not Verdict.ALONE:
                 stats.grouped = True
                 if seat.role is Role.LEADER:
                     stats.led_group_of = grouped.size
                 return _grouped_answer(base, request, grouped), stats
-            return self._alone(request, request_id, recall, deadline, hard_deadline, base, stats)
+            return self._alone(
+                request, request_id, recall, deadline, hard_deadline, base, stats, known
+            )
         finally:
             self.grouping.leave(seat)
 
@@ -148,9 +152,11 @@ class Prober:
         hard_deadline: float,
         base: dict[str, str],
         stats: ProbeStats,
+        known: placement.Placement | None = None,
     ) -> tuple[ProbeResponse, ProbeStats]:
-        """The probe on its own: its places looked up, then the fan-out over its subnets."""
-        place = self._place(request, deadline)
+        """The probe on its own: its places looked up (unless ``known``: a leader's), then the
+        fan-out over its subnets."""
+        place = known or self._place(request, deadline)
         if not isinstance(place, placement.Placement):
             return ProbeResponse(**place, **base), stats
 

@@ -40,12 +40,19 @@ seen = st.builds(
 @st.composite
 def answers(draw: st.DrawFn) -> MemberAnswer:
     verdict = draw(st.sampled_from([v for v in Verdict if v is not Verdict.UNDECIDED]))
+    attempts = draw(st.lists(seen, max_size=SUBNETS))
+    subnet, reservation = None, draw(reservations)
+    if verdict is Verdict.WON:
+        # A member answered "won" only where its group's hold was confirmed.
+        subnet = draw(st.integers(0, SUBNETS - 1))
+        reservation = draw(st.from_regex(r"cr-[0-9a-f]{17}", fullmatch=True))
+        attempts.append(Seen(subnet, Outcome.AVAILABLE, None, reservation))
     return MemberAnswer(
         verdict=verdict,
-        subnet=draw(st.integers(0, SUBNETS - 1)) if verdict is Verdict.WON else None,
-        seen=tuple(draw(st.lists(seen, max_size=SUBNETS))),
+        subnet=subnet,
+        seen=tuple(attempts),
         error_code=draw(codes),
-        reservation_id=draw(reservations),
+        reservation_id=reservation,
         cancelled=draw(st.sampled_from([True, False, None])),
         reservation_seconds=draw(st.floats(0, 3600, allow_nan=False)),
     )
@@ -131,3 +138,14 @@ def test_the_leaders_look_up_is_taken_only_for_the_members_own_subnets() -> None
     assert decode_subnets(encode_subnets(bad_vpc), IDS[:1]) is None
     for text in ("nope", "{}", "[[1, 2, 3, 4]]", '[["a", "b"]]'):
         assert decode_subnets(text, IDS[:1]) is None
+
+
+def test_answers_that_claim_what_no_hold_confirmed_are_dropped() -> None:
+    deep = "[" * 20_000
+    assert decode_answer(deep, SUBNETS) is None  # no RecursionError escapes
+    assert decode_subnets(deep, IDS) is None
+    assert decode_answer(forged(c=0), SUBNETS) is None  # a number is not a bool
+    assert decode_answer(forged(c=1), SUBNETS) is None
+    assert decode_answer(forged(r=None), SUBNETS) is None  # won with no hold
+    nowhere = [[0, "insufficient_capacity", "InsufficientInstanceCapacity", None]]
+    assert decode_answer(forged(seen=nowhere), SUBNETS) is None  # won, nothing available there

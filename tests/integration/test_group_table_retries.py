@@ -1,0 +1,114 @@
+"""The grouped probes' meeting in the state table when DynamoDB's answers are lost
+(``adapters.dynamodb_group``): a write whose answer is lost is retried by the adapter's
+RetryPolicy, and a retry must neither leave a group without its leader nor add a member twice;
+a group once closed stops being named, so a lone probe after it pays its two calls only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ReadTimeoutError
+from capacity_broker.adapters.aws import RetryPolicy
+from capacity_broker.adapters.dynamodb_group import GroupTable
+from capacity_broker.domain.group import GroupKey, Role
+from capacity_broker.logic.group import TableMeeting
+
+pytestmark = pytest.mark.integration
+
+TABLE = "group-retries"
+KEY = GroupKey("us-east-1", "m7i.large", ("subnet-0a00000000000e501",), "Linux/UNIX", "default")
+FAST = RetryPolicy(base=0.001, cap=0.001, max_attempts=3)
+
+
+class Lossy:
+    """A DynamoDB client whose answer to the first call ``lose`` picks is lost after the call
+    took effect (a timeout on the way back)."""
+
+    def __init__(self, real: Any, lose: Callable[[str, dict[str, Any]], bool]) -> None:
+        self.real, self.lose, self.lost = real, lose, 0
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.real, name)
+
+        def call(**params: Any) -> Any:
+            answer = method(**params)
+            if not self.lost and self.lose(name, params):
+                self.lost += 1
+                raise ReadTimeoutError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com")
+            return answer
+
+        return call
+
+
+class Clients:
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def client(self, service: str, region: str) -> Any:
+        return self._client
+
+
+@pytest.fixture
+def table(broker: Any) -> Any:
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.create_table(
+        TableName=TABLE,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return client
+
+
+def meeting(client: Any) -> TableMeeting:
+    return TableMeeting(
+        GroupTable(TABLE, "us-east-1", Clients(client), retry=FAST),  # type: ignore[arg-type]
+        window=0.25,
+        max_window=2.0,
+        max_count=1000,
+    )
+
+
+def test_a_leader_whose_pointer_answer_was_lost_still_leads(table: Any) -> None:
+    lossy = Lossy(
+        table,
+        lambda name, p: name == "update_item" and ":gid" in p.get("ExpressionAttributeValues", {}),
+    )
+    place = meeting(lossy)
+    assert place.arrive(KEY, 1, "first", 1e12).role is Role.ALONE  # in flight: a burst
+    second = place.arrive(KEY, 1, "second", 1e12)
+    assert lossy.lost == 1
+    assert second.role is Role.LEADER and second.arrival.position == 0
+    third = place.arrive(KEY, 1, "third", 1e12)
+    assert third.role is Role.MEMBER and third.arrival.position == 1
+
+
+def test_a_member_whose_join_answer_was_lost_joins_once(table: Any) -> None:
+    lossy = Lossy(table, lambda name, p: "list_append" in p.get("UpdateExpression", ""))
+    place = meeting(lossy)
+    place.arrive(KEY, 1, "a", 1e12)
+    leader = place.arrive(KEY, 1, "b", 1e12)
+    member = place.arrive(KEY, 3, "c", 1e12)
+    assert lossy.lost == 1
+    assert leader.role is Role.LEADER
+    assert member.role is Role.MEMBER and member.arrival.position == 1
+    assert place.table.close(leader.arrival.group.group_id).counts == (1, 3)  # type: ignore[union-attr]
+
+
+def test_a_lone_probe_after_a_group_pays_two_calls(table: Any) -> None:
+    place = meeting(table)
+    first = place.arrive(KEY, 1, "a", 1e12)
+    leader = place.arrive(KEY, 1, "b", 1e12)
+    member = place.arrive(KEY, 1, "c", 1e12)
+    assert (leader.role, member.role) == (Role.LEADER, Role.MEMBER)
+    place.close(leader, wait=False)
+    for seat in (first, leader, member):
+        place.leave(seat)
+    before = place.table.counts["calls"]
+    lone = place.arrive(KEY, 1, "d", 1e12)
+    place.leave(lone)
+    assert lone.role is Role.ALONE
+    assert place.table.counts["calls"] - before == 2
