@@ -313,9 +313,7 @@ class BrokerPermissions(Construct):
             "UseCapacityMemory",
             ["dynamodb:BatchGetItem", "dynamodb:UpdateItem"],
             [self._state_table_arn],
-            conditions={
-                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["capacity-memory#*"]}
-            },
+            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["capacity-memory#*"]}},
         )
 
     def _describe(
