@@ -188,6 +188,14 @@ class AwsError(BrokerFailure):
         return cls(operation, None, f"{type(error).__name__}: {error}")
 
 
+def failed_item(error: AwsError) -> dict[str, Any] | None:
+    """The item DynamoDB returned with a failed condition
+    (``ReturnValuesOnConditionCheckFailure``), if any."""
+    response = getattr(error.__cause__, "response", None)
+    item = response.get("Item") if isinstance(response, dict) else None
+    return item if isinstance(item, dict) else None
+
+
 def call(operation: str, fn: Callable[..., T], **kwargs: Any) -> T:
     try:
         return fn(**kwargs)

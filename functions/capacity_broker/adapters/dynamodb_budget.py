@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .aws import AwsError, Clients, RetryPolicy, call
+from .aws import AwsError, Clients, RetryPolicy, call, failed_item
 from .dynamodb_memory import _n
 
 PREFIX = "budget#"
@@ -233,7 +233,7 @@ class BudgetTable:
         except AwsError as error:
             if error.code != "ConditionalCheckFailedException":
                 raise
-            tat = _tat(_failed_item(error))
+            tat = _tat(failed_item(error))
             if tat is not None and tat > absurd:
                 tat = None  # the idle case's condition takes it over
             return False, tat
@@ -302,14 +302,6 @@ class Ledger(NamedTuple):
 
     def overdraw(self, rate: float) -> None:
         self.table.overdraw(self.key, rate)
-
-
-def _failed_item(error: AwsError) -> dict[str, Any] | None:
-    """The item a failed condition returned (``ReturnValuesOnConditionCheckFailure``)."""
-    cause = error.__cause__
-    response = getattr(cause, "response", None)
-    item = response.get("Item") if isinstance(response, dict) else None
-    return item if isinstance(item, dict) else None
 
 
 def _tat(item: dict[str, Any] | None) -> float | None:

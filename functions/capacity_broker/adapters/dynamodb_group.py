@@ -44,7 +44,7 @@ from typing import Any
 
 from ..domain.errors import Outcome
 from ..domain.group import GroupKey, MemberAnswer, Seen, Verdict
-from .aws import AwsError, Clients, RetryPolicy, call
+from .aws import AwsError, Clients, RetryPolicy, call, failed_item
 from .dynamodb_memory import _n
 from .ec2 import Subnet
 
@@ -208,7 +208,7 @@ class GroupTable:
         except AwsError as error:
             if error.code != "ConditionalCheckFailedException":
                 raise
-            return _text(_failed_item(error) or {}, "gid") == group_id
+            return _text(failed_item(error) or {}, "gid") == group_id
         return True
 
     def join(
@@ -257,7 +257,7 @@ class GroupTable:
             if error.code != "ConditionalCheckFailedException":
                 raise
             # An earlier try of this very join may have landed (its answer lost).
-            stamps = (_failed_item(error) or {}).get("stamps", {}).get("L")
+            stamps = (failed_item(error) or {}).get("stamps", {}).get("L")
             found = [i for i, v in enumerate(stamps or []) if v == {"S": stamp}]
             return found[0] if stamp and found else None
         counts = answer.get("Attributes", {}).get("counts", {}).get("L")
@@ -399,13 +399,6 @@ def _names(*names: str) -> dict[str, str]:
 
 def _expiration(now: float) -> dict[str, str]:
     return _n(math.ceil(now) + EXPIRATION_SECONDS)
-
-
-def _failed_item(error: AwsError) -> dict[str, Any] | None:
-    """The item a failed condition returned (``ReturnValuesOnConditionCheckFailure``)."""
-    response = getattr(error.__cause__, "response", None)
-    item = response.get("Item") if isinstance(response, dict) else None
-    return item if isinstance(item, dict) else None
 
 
 def _text(item: dict[str, Any], name: str) -> str | None:
