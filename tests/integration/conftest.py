@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import random
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from capacity_broker.adapters.aws import RetryPolicy
 from capacity_broker.config import Settings
 from capacity_broker.handlers._runtime import CONTAINER
 from capacity_broker.root import Root
@@ -214,6 +217,19 @@ def broker(emu: Any, monkeypatch: pytest.MonkeyPatch, container: Container) -> I
     container.close()
 
 
+@dataclass(frozen=True)
+class PausedRetry(RetryPolicy):
+    """The broker's RetryPolicy (its pauses, its tries), pausing on a test's clock instead of
+    the machine's."""
+
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False)
+    rng: random.Random = field(default_factory=random.Random, compare=False)
+
+    def run(self, operation: str, fn: Any, deadline: Any = None, *_: Any, **__: Any) -> Any:
+        return super().run(operation, fn, deadline, self.sleep, self.clock, self.rng)
+
+
 class EmulatedTime:
     """The broker on the emulator's clock: every clock the broker reads (its deadlines, the
     retry policy's and the reservation core's pauses, the pacer, the fan-out's waits) is the
@@ -233,9 +249,7 @@ class EmulatedTime:
     clock, and its pacer a fresh one at EC2's published buckets (``scale`` as
     BROKER_EC2_RATE_SCALE) on that clock."""
 
-    def __init__(self, emu: Any, container: Container, seed: int = 23) -> None:
-        import random
-
+    def __init__(self, emu: Any, container: Container | None, seed: int = 23) -> None:
         self.emu = emu
         self.container = container
         self.rng = random.Random(seed)
@@ -243,6 +257,17 @@ class EmulatedTime:
 
     def monotonic(self) -> float:
         return float(self.emu.now().timestamp())
+
+    def paused(self, policy: RetryPolicy) -> PausedRetry:
+        """``policy`` (its pauses, its tries), pausing on this clock."""
+        return PausedRetry(
+            base=policy.base,
+            cap=policy.cap,
+            max_attempts=policy.max_attempts,
+            sleep=self.sleep,
+            clock=self.monotonic,
+            rng=self.rng,
+        )
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -258,31 +283,32 @@ class EmulatedTime:
         scale: float = 1,
     ) -> Root:
         """A new root for the handlers on the emulator's clock (see the class); the root."""
-        from capacity_broker.adapters.aws import RetryPolicy
         from capacity_broker.adapters.throttle import Pacer
 
-        emulated = self
         self.emu.freeze()  # (again: an emulator reset thaws it)
         self.emu.throttle(emulator_clock=True)
-
-        @dataclass(frozen=True)
-        class Paused(RetryPolicy):
-            """The broker's RetryPolicy, pausing on the emulator's clock."""
-
-            def run(self, operation: str, fn: Any, deadline: Any = None, *_: Any, **__: Any) -> Any:
-                return super().run(
-                    operation, fn, deadline, emulated.sleep, emulated.monotonic, emulated.rng
-                )
-
         if max_concurrency is not None:
             monkeypatch.setenv("BROKER_MAX_CONCURRENCY", str(max_concurrency))
+        if self.container is None:
+            raise ValueError("this clock was made without a container to install a root in")
         return self.container.build(
             clock=self.utcnow,
             monotonic=self.monotonic,
             sleep=self.sleep,
-            retry=Paused(),
+            retry=self.paused(RetryPolicy()),
             pacer=Pacer(scale=scale, clock=self.monotonic, sleep=self.sleep),
         )
+
+
+@pytest.fixture
+def clock_of() -> Callable[[Any], EmulatedTime]:
+    """``clock_of(emu)``: ``EmulatedTime`` over an emulator, for a test that builds its root
+    itself (its ``monotonic``, ``sleep`` and ``paused(policy)``; no ``install``)."""
+
+    def on(emu: Any) -> EmulatedTime:
+        return EmulatedTime(emu, None)
+
+    return on
 
 
 @pytest.fixture

@@ -348,16 +348,34 @@ class Run:
         return {rid: s for rid, s in self.after.items() if rid not in self.before}
 
 
-def flows(retry: RetryPolicy | None) -> Root:
+def flows(retry: RetryPolicy | None, budget_clock: Any = None) -> Root:
     """The handlers' root, every flow built with ``retry`` (None: the handlers' own policies)
     and a patient-but-fast reservation core, the cleaner on the emulator's clock.
+
+    ``budget_clock`` (an ``EmulatedTime``): the invocation's deadlines, every pause (the
+    retries', the reservation core's, the pacer's), the pacer's buckets and EC2's run on the
+    emulator's frozen clock, which only the broker's own pauses move on. How much of a budget
+    is left at a call then depends on what the broker did, not on how fast this machine ran
+    the look-ups before it.
 
     Everything a handler does (parsing, request records, the answer's shape, metrics) is the
     real handler's.
     """
+    from capacity_broker.adapters.throttle import Pacer
+
     import emulator
 
     knobs: dict[str, Any] = {"retry": retry, "patience": PATIENT_FAST} if retry else {}
+    if budget_clock is not None:
+        on = budget_clock
+        on.emu.throttle(emulator_clock=True)  # EC2's buckets refill by the same clock
+        knobs |= {
+            "monotonic": on.monotonic,
+            "sleep": on.sleep,
+            "pacer": Pacer(clock=on.monotonic, sleep=on.sleep),
+        }
+        if retry is not None:
+            knobs["retry"] = on.paused(retry)
     root = Root(
         Settings.from_env(os.environ), cleaner_clock=lambda: emulator.Emulator().now(), **knobs
     )
@@ -395,6 +413,7 @@ def scenario(
     monkeypatch: pytest.MonkeyPatch,
     retry: RetryPolicy | None = FAST,
     emulated: Any = None,
+    budget_clock: Any = None,
 ) -> Iterator[Run]:
     """A fresh emulator (``emulated``, reset; or a new one) with the entry's world, a cold
     broker container, the flows built with ``retry`` (None: the handlers' own), the client
@@ -414,7 +433,7 @@ def scenario(
             emu.reset()
         emu.freeze()
         run = Run(emu, entry)
-        run.root = flows(retry)
+        run.root = flows(retry, budget_clock(emu) if budget_clock else None)
         run.ids = dict(emu.load_scenario(SCENARIOS / entry.scenario).reservations)
         zones = emu.capacity(REGION).zones
         run.ids["az-b"], run.ids["az-c"] = zones["us-east-1b"], zones["us-east-1c"]
@@ -1100,19 +1119,25 @@ def fault_hit(run: Run, site: Site, kind: Kind) -> int:
 
 
 def test_fault(
-    fault_case: tuple[str, str, str, str], monkeypatch: pytest.MonkeyPatch, emulated: Any
+    fault_case: tuple[str, str, str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    emulated: Any,
+    clock_of: Any,
 ) -> None:
     name, label, kind_name, variant = fault_case
     entry, kind, clean = ENTRIES[name], KIND[kind_name], clean_run(name)
     site = clean.site(label)
-    with scenario(entry, monkeypatch, emulated=emulated) as run:
+    retried_to_the_end = (
+        variant == "persistent"
+        and kind.retried
+        and not kind.lag
+        and site.action == "CreateCapacityReservation"
+    )
+    with scenario(
+        entry, monkeypatch, emulated=emulated, budget_clock=clock_of if retried_to_the_end else None
+    ) as run:
         run.lagging = kind.lag
-        if (
-            variant == "persistent"
-            and kind.retried
-            and not kind.lag
-            and site.action == "CreateCapacityReservation"
-        ):
+        if retried_to_the_end:
             run.context = LambdaContext(remaining_ms=PERSISTENT_RETRIED_MS)
         run.emu.fail(
             site.action,
@@ -1506,19 +1531,22 @@ def test_the_default_retry_policy(
 
 
 def test_the_default_retry_policy_stops_within_the_time_budget(
-    monkeypatch: pytest.MonkeyPatch, emulated: Any
+    monkeypatch: pytest.MonkeyPatch, emulated: Any, clock_of: Any
 ) -> None:
     """A throttle that does not pass, with the real backoff and a 5 s Lambda: the broker stops
     retrying at its soft deadline (5 s less the 3 s safety margin) and answers truthfully
-    before the Lambda would be killed."""
+    before the Lambda would be killed. Time is the emulator's, which only the broker's own
+    pauses move on: the verdict counts what the broker waited, not how fast this machine is."""
     entry = ENTRIES["probe"]
-    with scenario(entry, monkeypatch, retry=None, emulated=emulated) as run:
+    with scenario(entry, monkeypatch, retry=None, emulated=emulated, budget_clock=clock_of) as run:
         run.emu.fail("CreateCapacityReservation", "RequestLimitExceeded", times=1000)
         run.context = LambdaContext(remaining_ms=5000)
-        started = time.monotonic()
+        started = run.emu.now()
         answer = run.invoke()
-        elapsed = time.monotonic() - started
+        elapsed = (run.emu.now() - started).total_seconds()
         assert elapsed < 4.5, elapsed
+        # It did retry: more tries than places.
+        assert len(run.emu.calls("CreateCapacityReservation")) > len(PROBE_SUBNETS)
         entry.check(run, answer)
         assert answer["status"] == "error"
         assert answer["error_code"] == "RequestLimitExceeded"

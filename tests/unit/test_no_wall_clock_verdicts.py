@@ -43,14 +43,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "integration/test_hostile_state_table.py",
         "test_no_memory_item_fails_or_changes_an_answer",
     ): "a bound from above on stored times (none in the future): a slower machine only loosens it",
-    (
-        "integration/test_fault_matrix.py",
-        "test_the_default_retry_policy_stops_within_the_time_budget",
-    ): (
-        "a Lambda's limit is wall-clock time: the broker's soft deadline is 2 s of a 5 s "
-        "Lambda, and the test checks it answered before 4.5 s, when the Lambda would soon be "
-        "killed (the one verdict about the machine's clock the product itself makes)"
-    ),
 }
 
 
