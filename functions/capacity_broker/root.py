@@ -259,6 +259,7 @@ class Root:
                     config.region,
                     self.clients,
                     monotonic=self.monotonic,
+                    sleep=self.sleep,
                     retry=self.adapters.retry,
                 ),
                 window=config.probe_group_window_seconds,

@@ -112,3 +112,74 @@ def test_a_lone_probe_after_a_group_pays_two_calls(table: Any) -> None:
     place.leave(lone)
     assert lone.role is Role.ALONE
     assert place.table.counts["calls"] - before == 2
+
+
+class HandsBack:
+    """A DynamoDB client whose BatchWriteItem takes ``take`` items per call and hands the
+    rest back (``UnprocessedItems``), as a throttled table does; ``times`` such answers at
+    most."""
+
+    def __init__(self, real: Any, times: int, take: int = 1) -> None:
+        self.real, self.times, self.take, self.batches = real, times, take, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def batch_write_item(self, RequestItems: dict[str, Any]) -> Any:
+        self.batches += 1
+        ((table, writes),) = RequestItems.items()
+        if self.times <= 0:
+            return self.real.batch_write_item(RequestItems=RequestItems)
+        self.times -= 1
+        if writes[: self.take]:
+            self.real.batch_write_item(RequestItems={table: writes[: self.take]})
+        rest = writes[self.take :]
+        return {"UnprocessedItems": {table: rest} if rest else {}}
+
+
+def _group_of_five(place: TableMeeting) -> Any:
+    seats = [place.arrive(KEY, 1, f"p{i}", 1e12) for i in range(6)]
+    leader = seats[1]
+    assert leader.role is Role.LEADER
+    assert [s.role for s in seats[2:]] == [Role.MEMBER] * 4
+    place.close(leader, wait=False)
+    return leader, seats[2:]
+
+
+def test_answers_dynamodb_hands_back_are_sent_again_after_growing_pauses(table: Any) -> None:
+    slow = HandsBack(table, times=3)
+    pauses: list[float] = []
+    place = TableMeeting(
+        GroupTable(TABLE, "us-east-1", Clients(slow), retry=FAST, sleep=pauses.append),  # type: ignore[arg-type]
+        window=0.25,
+        max_window=2.0,
+        max_count=1000,
+    )
+    leader, members = _group_of_five(place)
+    place.publish(leader, 5, None, [])
+    assert slow.batches == 4  # three answers handed back, the fourth took the rest
+    assert len(pauses) == 3 and all(p >= 0 for p in pauses)
+    # Full jitter under a ceiling that doubles: 0.05, 0.1, 0.2 s.
+    assert all(p <= 0.05 * 2**i for i, p in enumerate(pauses))
+    for member in members:
+        found = place.table.answer(member.arrival.group.group_id, member.arrival.position, [])
+        assert found is not None and found.answer is None  # every member told to go alone
+
+
+def test_a_table_that_keeps_handing_answers_back_is_an_error(table: Any) -> None:
+    from capacity_broker.adapters.aws import AwsError
+    from capacity_broker.adapters.dynamodb_group import UNPROCESSED_TRIES
+
+    slow = HandsBack(table, times=1000, take=0)
+    pauses: list[float] = []
+    place = TableMeeting(
+        GroupTable(TABLE, "us-east-1", Clients(slow), retry=FAST, sleep=pauses.append),  # type: ignore[arg-type]
+        window=0.25,
+        max_window=2.0,
+        max_count=1000,
+    )
+    leader, _ = _group_of_five(place)
+    with pytest.raises(AwsError, match="kept back"):
+        place.publish(leader, 5, None, [])
+    assert slow.batches == UNPROCESSED_TRIES
+    assert len(pauses) == UNPROCESSED_TRIES - 1

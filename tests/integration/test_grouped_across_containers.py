@@ -315,6 +315,40 @@ def test_lone_probes_in_turn_are_never_grouped_and_pay_two_table_calls(
     assert item is None or "seen" not in item
 
 
+def test_a_lone_probe_s_arrival_overlaps_its_flags_read(
+    classroom: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The arrival (a round trip to the table) is not a step before the flags' read but beside
+    it: each waits to see the other under way (a probe that made them one after the other
+    would never see both at once; the 60 s only guards a hang)."""
+    room = classroom([0, 0, 1000])
+    root = room.container()
+    grouping = root.probe.grouping
+    assert grouping is not None
+    table = grouping.meeting.table  # type: ignore[attr-defined]
+    arriving, reading = threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+    real_arrive, real_read = table.arrive, root.flags.read
+
+    def arrive(*args: Any, **kwargs: Any) -> Any:
+        arriving.set()
+        seen["the flags were being read"] = reading.wait(60)
+        return real_arrive(*args, **kwargs)
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        reading.set()
+        seen["the arrival was under way"] = arriving.wait(60)
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(table, "arrive", arrive)
+    monkeypatch.setattr(root.flags, "read", read)
+    room.probe(root, "alone")
+    assert seen == {"the flags were being read": True, "the arrival was under way": True}
+    answer = room.answers["alone"]
+    assert answer["status"] == "available" and answer["subnet_id"] == SUBNETS[2]
+    assert table.counts["calls"] == 2  # its arrival and its leaving
+
+
 def _any_key() -> str:
     items = dynamodb().scan(TableName=TABLE)["Items"]
     keys = [i["id"]["S"] for i in items if i["id"]["S"].startswith(PREFIX + REGION)]

@@ -36,12 +36,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
 import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..domain import backoff
 from ..domain.errors import Outcome
 from ..domain.group import GroupKey, MemberAnswer, Seen, Verdict
 from .aws import AwsError, Clients, RetryPolicy, call, failed_item
@@ -52,6 +54,11 @@ PREFIX = "group#"
 EXPIRATION_SECONDS = 60 * 60
 CALL_SECONDS = 1.0  # how long one step may take, its retries included
 BATCH_WRITE = 25  # BatchWriteItem's limit per call
+# A batch DynamoDB handed back (UnprocessedItems) is sent this many times at most, with
+# jittered pauses from 50 ms doubling to 0.4 s (at most about 1.6 s in all: the members are
+# waiting for these answers).
+UNPROCESSED_TRIES = 6
+UNPROCESSED_PAUSE = (0.05, 0.4)
 MAX_MEMBERS = 200  # probes in one group (its items stay small: a few KB)
 _RESERVATION = re.compile(r"cr-[0-9a-f]{8,32}")
 _GROUP_ID = re.compile(r"group-[0-9a-f]{32}")
@@ -113,6 +120,7 @@ class GroupTable:
         clients: Clients,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
         retry: RetryPolicy | None = None,
     ) -> None:
         self.table = table
@@ -120,6 +128,8 @@ class GroupTable:
         self.clients = clients
         self.retry = retry or RetryPolicy(base=0.05, cap=0.25, max_attempts=3)
         self._monotonic = monotonic
+        self._sleep = sleep
+        self._rng = random.Random()
         self.counts = {"calls": 0}
 
     # -- arriving and leaving ---------------------------------------------------------------
@@ -340,7 +350,12 @@ class GroupTable:
             items.append({"PutRequest": {"Item": item}})
         for start in range(0, len(items), BATCH_WRITE):
             batch = items[start : start + BATCH_WRITE]
-            for _ in range(8):  # what DynamoDB did not take this time is handed back
+            for tried in range(UNPROCESSED_TRIES):
+                if tried:
+                    # What DynamoDB did not take is handed back, most often because the table
+                    # is being throttled: sent again after a pause that doubles (DynamoDB's
+                    # BatchWriteItem reference: "use an exponential backoff algorithm").
+                    self._sleep(backoff.delay(tried - 1, *UNPROCESSED_PAUSE, self._rng))
                 answer = self._call(
                     "BatchWriteItem", RequestItems={self.table: batch}, table_in_request=True
                 )

@@ -33,6 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -145,11 +146,24 @@ class Coalescer:
         self.core = core
         self.meeting = meeting
         self.monotonic = monotonic
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
 
     def arrive(self, key: GroupKey, count: int, request_id: str, answer_by: float) -> Seat:
         """This probe's seat; every ``arrive`` is followed by one ``leave``. ``answer_by``: when
         a group must have answered this probe (the leader stops asking then)."""
         return self.meeting.arrive(key, count, request_id, answer_by)
+
+    def arrive_soon(
+        self, key: GroupKey, count: int, request_id: str, answer_by: float
+    ) -> Future[Seat]:
+        """``arrive`` on a thread of the coalescer's own, so the probe does something else
+        while its arrival (a round trip to the table) is on its way."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="arrive")
+            pool = self._pool
+        return pool.submit(self.meeting.arrive, key, count, request_id, answer_by)
 
     def leave(self, seat: Seat) -> None:
         self.meeting.leave(seat)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from ..adapters.ec2 import Ec2
@@ -30,7 +31,7 @@ from ..models.probe import ProbeGroup
 from . import InvalidInput, placement
 from .attempts import Attempts, Place, Ran, Spending
 from .failures import failed, step
-from .group import Coalescer, Grouped, Target
+from .group import Coalescer, Grouped, Seat, Target
 from .memory import CapacityMemory, Recall
 from .reservations import HoldSpec, ReservationCore
 
@@ -73,6 +74,51 @@ class Prober:
             if self.memory is not None
             else None
         )
+        if self.grouping is None:
+            return self._flagged(request, request_id, recall, deadline, hard_deadline, base, stats)
+        # Probes alike meet before anything is looked up: a member asks EC2 nothing (its
+        # leader looks the places up once for the group, while the window is open). The
+        # arrival (a call to the state table) overlaps the flags' read, so a lone probe does
+        # not wait for it. The group answers within half of each member's budget; the rest is
+        # for probing alone if it cannot.
+        key = GroupKey(
+            self.ec2.region,
+            request.instance_type,
+            tuple(request.subnet_ids),
+            request.platform or f"image:{request.image_id}",
+            request.tenancy,
+        )
+        now = self.monotonic()
+        answer_by = now + max(0.0, deadline - now) / 2
+        arriving = self.grouping.arrive_soon(key, request.instance_count, request_id, answer_by)
+        try:
+            return self._flagged(
+                request,
+                request_id,
+                recall,
+                deadline,
+                hard_deadline,
+                base,
+                stats,
+                (arriving, answer_by),
+            )
+        finally:
+            if arriving.exception() is None:  # (an arrival that raised has no seat to leave)
+                self.grouping.leave(arriving.result())
+
+    def _flagged(
+        self,
+        request: ProbeRequest,
+        request_id: str,
+        recall: Recall | None,
+        deadline: float,
+        hard_deadline: float,
+        base: dict[str, str],
+        stats: ProbeStats,
+        arriving: tuple[Future[Seat], float] | None = None,
+    ) -> tuple[ProbeResponse, ProbeStats]:
+        """After the flags' read: skipped, alone, or (``arriving``: this probe's seat on its
+        way, and when its group must answer it) with the group it met."""
         try:
             with step("Could not read the feature flags", unanswered="ParameterStoreUnavailable"):
                 flags: FlagValues = self.flags.read(deadline)
@@ -86,49 +132,32 @@ class Prober:
                 "launch in the first subnet.",
                 **base,
             ), stats
-        if self.grouping is None:
+        if arriving is None:
             return self._alone(request, request_id, recall, deadline, hard_deadline, base, stats)
-        # Probes alike meet before anything is looked up: a member asks EC2 nothing (its
-        # leader looks the places up once for the group, while the window is open).
-        key = GroupKey(
-            self.ec2.region,
-            request.instance_type,
-            tuple(request.subnet_ids),
-            request.platform or f"image:{request.image_id}",
-            request.tenancy,
-        )
-        now = self.monotonic()
-        # The group answers within half of each member's budget; the rest is for probing
-        # alone if it cannot.
-        answer_by = now + max(0.0, deadline - now) / 2
-        seat = self.grouping.arrive(key, request.instance_count, request_id, answer_by)
-        try:
-            grouped: Grouped | None = None
-            known: placement.Placement | None = None  # a leader's look-up, not made twice
-            if seat.role is Role.MEMBER:
-                grouped = self.grouping.wait(seat, answer_by, deadline, request.subnet_ids)
-            elif seat.role is Role.LEADER:
-                try:
-                    place = self._place(request, deadline)
-                except BaseException:
-                    self.grouping.abandon(seat)  # its members probe alone, at once
-                    raise
-                if not isinstance(place, placement.Placement):
-                    self.grouping.abandon(seat)
-                    return ProbeResponse(**place, **base), stats
-                target = Target(place.subnets, request.instance_type, place.platform, place.tenancy)
-                grouped = self.grouping.lead(seat, target, deadline, hard_deadline)
-                known = place
-            if grouped is not None and grouped.answer.verdict is not Verdict.ALONE:
-                stats.grouped = True
-                if seat.role is Role.LEADER:
-                    stats.led_group_of = grouped.size
-                return _grouped_answer(base, request, grouped), stats
-            return self._alone(
-                request, request_id, recall, deadline, hard_deadline, base, stats, known
-            )
-        finally:
-            self.grouping.leave(seat)
+        assert self.grouping is not None
+        seat, answer_by = arriving[0].result(), arriving[1]
+        grouped: Grouped | None = None
+        known: placement.Placement | None = None  # a leader's look-up, not made twice
+        if seat.role is Role.MEMBER:
+            grouped = self.grouping.wait(seat, answer_by, deadline, request.subnet_ids)
+        elif seat.role is Role.LEADER:
+            try:
+                place = self._place(request, deadline)
+            except BaseException:
+                self.grouping.abandon(seat)  # its members probe alone, at once
+                raise
+            if not isinstance(place, placement.Placement):
+                self.grouping.abandon(seat)
+                return ProbeResponse(**place, **base), stats
+            target = Target(place.subnets, request.instance_type, place.platform, place.tenancy)
+            grouped = self.grouping.lead(seat, target, deadline, hard_deadline)
+            known = place
+        if grouped is not None and grouped.answer.verdict is not Verdict.ALONE:
+            stats.grouped = True
+            if seat.role is Role.LEADER:
+                stats.led_group_of = grouped.size
+            return _grouped_answer(base, request, grouped), stats
+        return self._alone(request, request_id, recall, deadline, hard_deadline, base, stats, known)
 
     def _place(
         self, request: ProbeRequest, deadline: float
