@@ -332,6 +332,9 @@ def _measure(
         "worker_maxrss_mb": max(r["maxrss_mb"] for r in reports),
         "processes": len(reports),
         "budget": _sum_counts(r.get("budget", {}) for r in reports),
+        # The state table's calls by action (the budget's leases, the groups' meetings, the
+        # capacity memory): what a class costs DynamoDB, and the containers' CPU.
+        "table_calls": _tally(c.get("action") for c in served.emu.calls(service="dynamodb")),
     }
 
 

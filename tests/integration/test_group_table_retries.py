@@ -183,3 +183,25 @@ def test_a_table_that_keeps_handing_answers_back_is_an_error(table: Any) -> None
         place.publish(leader, 5, None, [])
     assert slow.batches == UNPROCESSED_TRIES
     assert len(pauses) == UNPROCESSED_TRIES - 1
+
+
+def test_the_window_counts_from_the_group_s_opening(table: Any) -> None:
+    """A leader whose look-ups took longer than the idle window, with nobody joined since
+    it opened the group, closes it at once: no look for late joiners, no wait (the clock is
+    the test's and stands still)."""
+    now = [100.0]
+    place = TableMeeting(
+        GroupTable(TABLE, "us-east-1", Clients(table), retry=FAST),  # type: ignore[arg-type]
+        window=0.25,
+        max_window=5.0,
+        max_count=1000,
+        monotonic=lambda: now[0],
+    )
+    place.arrive(KEY, 1, "first", 1e12)
+    leader = place.arrive(KEY, 1, "leader", 1e12)
+    assert leader.role is Role.LEADER
+    now[0] += 1.0  # its look-ups: past the idle window, inside the maximum
+    before = place.table.counts["calls"]
+    closed = place.close(leader)
+    assert closed.counts == (1,)
+    assert place.table.counts["calls"] - before == 2  # the close and the unpointing only

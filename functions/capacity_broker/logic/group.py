@@ -492,7 +492,10 @@ class TableMeeting:
         # clock; and never longer than the maximum in real time (a clock that does not move,
         # a test's frozen one, cannot keep a leader waiting).
         real_end = time.monotonic() + self.max_window
-        last_join = self._epoch(self.monotonic())  # the leader's own joining, about now
+        # The window counts from the group's opening (the leader's own joining), not from
+        # when the leader is done looking its places up.
+        opened = forming.last_join if math.isfinite(forming.last_join) else self.monotonic()
+        last_join = self._epoch(opened)
         looked = -math.inf
         while wait and time.monotonic() < real_end:
             moment = self.monotonic()
@@ -555,7 +558,8 @@ class TableMeeting:
             return
         self._said_down = True
         log.warning(
-            "probe groups: the state table %s cannot be used (%s); probes go on alone",
+            "probe groups: the state table %s failed (%s): a probe not yet in a group goes on "
+            "alone; a member keeps looking for its group's answer until it must go alone",
             self.table.table,
             str(error)[:300],
         )
