@@ -12,8 +12,9 @@ Two classes: one instance type for everyone (what grouping can merge, when the c
 ``BROKER_PROBE_GROUPING``), and the same class over several types (no grouping possible). Each
 with the state table (every container's pacer on the shared EC2 budget) and, for comparison,
 without (each pacer alone: what issue 23 measured). Then a lone probe, with the table and the
-budget, with the table and no budget, and without the table, several times: what the shared
-budget costs one desktop when there is no burst.
+budget, with the table and no budget, as deployed when issue 23 was filed (the table for the
+capacity memory only) and without the table, several times: what the shared budget and
+grouping cost one desktop when there is no burst.
 
 What a run reports, from the answers and from the emulator's call log: wrong answers (an
 ``available`` answer that is not the third subnet), answers not ``available``, EC2 calls and
@@ -398,16 +399,25 @@ def bench_burst(sizes: list[int], processes: int, lone_reps: int) -> dict[str, A
         runs[f"one-type/{largest}/alone"] = run_class(
             served, largest, [ONE_TYPE], False, False, processes
         )
-        # A lone probe: with the shared budget (and grouping, when the code has it), with the
-        # state table but the budget off (what the budget alone costs), and today's (no
-        # table). Interleaved, so the machine's load drifts over every variant alike.
-        lone: dict[str, list[dict[str, Any]]] = {"shared": [], "table_no_budget": [], "today": []}
+        # A lone probe: with the shared budget and grouping (when the code has it); with the
+        # state table and grouping but the budget off (what the budget alone costs); today's,
+        # as the stack deployed it when issue 23 was filed (main at 367ccc0: the state table
+        # for the capacity memory, no grouping, no shared budget); and with no table at all
+        # (a client or `local` without one). Interleaved, so the machine's load drifts over
+        # every variant alike.
+        lone: dict[str, list[dict[str, Any]]] = {
+            "shared": [],
+            "table_no_budget": [],
+            "today": [],
+            "no_table": [],
+        }
         for _ in range(lone_reps):
             lone["shared"].append(run_class(served, 1, [ONE_TYPE], True, grouping, 1))
             lone["table_no_budget"].append(
                 run_class(served, 1, [ONE_TYPE], True, grouping, 1, budget=False)
             )
-            lone["today"].append(run_class(served, 1, [ONE_TYPE], False, False, 1))
+            lone["today"].append(run_class(served, 1, [ONE_TYPE], True, False, 1, budget=False))
+            lone["no_table"].append(run_class(served, 1, [ONE_TYPE], False, False, 1))
         return {
             "grouping_available": grouping,
             "runs": runs,

@@ -281,12 +281,25 @@ def _burst_rows(burst: dict[str, Any]) -> list[Row]:
     lone = burst["lone"]
     rows.append(
         Row(
-            f"a lone probe, shared budget ({grouping}) / today's lone probe",
+            f"a lone probe, shared budget ({grouping}) / today's lone probe (as deployed at "
+            "367ccc0: the state table for the capacity memory)",
             lone["shared"]["median_s"] / lone["today"]["median_s"],
             LONE_PROBE,
             detail=f"median {_ms(lone['shared']['median_s'])} vs {_ms(lone['today']['median_s'])}",
         )
     )
+    if "no_table" in lone:
+        # The same against a probe with no table at all (no memory either): what every table
+        # call of a lone probe costs, the memory's included.
+        rows.append(
+            Row(
+                f"a lone probe, shared budget ({grouping}) / a lone probe with no state table",
+                lone["shared"]["median_s"] / lone["no_table"]["median_s"],
+                LONE_PROBE,
+                detail=f"median {_ms(lone['shared']['median_s'])} vs "
+                f"{_ms(lone['no_table']['median_s'])}",
+            )
+        )
     return rows
 
 
