@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -115,6 +115,12 @@ class Adapters:
             if self._pricing is None:
                 self._pricing = Pricing(self.clients)
             return self._pricing
+
+
+# The clients an entry point's first invocation needs, in the order it calls them: probe and
+# reserve read the flags (SSM) before they ask EC2; the others start with EC2.
+FIRST_CLIENTS: Mapping[str, tuple[str, ...]] = {"probe": ("ssm", "ec2"), "reserve": ("ssm", "ec2")}
+FIRST_CLIENTS_DEFAULT: tuple[str, ...] = ("ec2",)
 
 
 class Root:
@@ -230,6 +236,16 @@ class Root:
             "monotonic": self.monotonic,
             "memory": self.memory,
         }
+
+    def first_clients(self, entry: str) -> tuple[str, ...]:
+        """The clients ``entry``'s first invocation makes on a thread of their own as it
+        starts (``Clients.warm_first``), in the order it calls them. A probe that can meet
+        others makes its EC2 client itself once it knows it is not a group's member: a member
+        asks EC2 nothing, and EC2's client is the costly one to make (its model's parse)."""
+        services = FIRST_CLIENTS.get(entry, FIRST_CLIENTS_DEFAULT)
+        if entry == "probe" and self.probe.grouping is not None:
+            return tuple(s for s in services if s != "ec2")
+        return services
 
     # -- the flows --------------------------------------------------------------------------
     @property

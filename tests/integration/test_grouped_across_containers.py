@@ -315,6 +315,19 @@ def test_lone_probes_in_turn_are_never_grouped_and_pay_two_table_calls(
     assert item is None or "seen" not in item
 
 
+def test_a_member_s_container_never_makes_an_ec2_client(classroom: Any) -> None:
+    """A cold container makes its EC2 client (the parse of EC2's model: the costly one) only
+    once its probe knows it will ask EC2: the group's leader does, its members never do."""
+    room = classroom([0, 0, 1000])
+    roots = [room.container() for _ in range(6)]
+    answers = room.run(6, containers=roots)
+    assert [a["status"] for a in answers] == ["available"] * 6
+    assert all(a["subnet_id"] == SUBNETS[2] and "group" in a for a in answers)
+    made = [("ec2", REGION) in root.clients.made() for root in roots]
+    assert made.count(True) == 1, made  # the leader's
+    assert all(("ssm", REGION) in root.clients.made() for root in roots)
+
+
 def test_a_lone_probe_s_arrival_overlaps_its_flags_read(
     classroom: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

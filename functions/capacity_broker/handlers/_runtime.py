@@ -190,11 +190,8 @@ class _Text:
 TEXT_EVENT = _Text()
 
 # -- the cold path (docs/performance.md, docs/deploy.md) ---------------------------------------
-# The clients an entry point's first invocation needs, in the order it calls them: probe and
-# reserve read the flags (SSM) before they ask EC2; the others start with EC2.
-FIRST_CLIENTS: Mapping[str, tuple[str, ...]] = {"probe": ("ssm", "ec2"), "reserve": ("ssm", "ec2")}
-FIRST_CLIENTS_DEFAULT: tuple[str, ...] = ("ec2",)
-# The services whose models a snapshot should hold: every entry point's first clients.
+# The services whose models a snapshot should hold: every entry point's first clients
+# (``Root.first_clients``).
 SNAPSHOT_SERVICES = ("ssm", "ec2")
 
 
@@ -398,9 +395,7 @@ def serve(
         # text carried its own (a retried reserve then held twice). The flows' models refuse
         # anything that is not an object: invalid_request.
         event = TEXT_EVENT
-    warming = built.clients.warm_first(
-        FIRST_CLIENTS.get(name, FIRST_CLIENTS_DEFAULT), config.region
-    )
+    warming = built.clients.warm_first(built.first_clients(name), config.region)
     try:
         if out.tracing and sampled():
             with CONTAINER.tracer().provider.in_subsegment(f"## {name}") as subsegment:

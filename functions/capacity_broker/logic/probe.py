@@ -91,6 +91,7 @@ class Prober:
         now = self.monotonic()
         answer_by = now + max(0.0, deadline - now) / 2
         arriving = self.grouping.arrive_soon(key, request.instance_count, request_id, answer_by)
+        arriving.add_done_callback(self._warm_unless_member)
         try:
             return self._flagged(
                 request,
@@ -105,6 +106,14 @@ class Prober:
         finally:
             if arriving.exception() is None:  # (an arrival that raised has no seat to leave)
                 self.grouping.leave(arriving.result())
+
+    def _warm_unless_member(self, arriving: Future[Seat]) -> None:
+        """Once this probe knows it will ask EC2 (it is not a group's member), its EC2 client
+        is made at once, beside the flags' read (``Root.first_clients``: a cold container
+        does not make it for a member, which never asks EC2)."""
+        if arriving.exception() is None and arriving.result().role is Role.MEMBER:
+            return
+        self.ec2.warm()
 
     def _flagged(
         self,

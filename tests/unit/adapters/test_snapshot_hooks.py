@@ -14,6 +14,7 @@ import boto3
 import pytest
 from capacity_broker.handlers import _runtime
 from capacity_broker.handlers._runtime import CONTAINER
+from capacity_broker.root import FIRST_CLIENTS, FIRST_CLIENTS_DEFAULT
 
 
 @pytest.fixture(autouse=True)
@@ -102,18 +103,18 @@ def test_without_lambdas_library_there_is_nothing_to_register(
 
 def test_a_containers_first_invocation_makes_its_clients_once_on_a_thread() -> None:
     clients = CONTAINER.root().clients
-    warming = clients.warm_first(_runtime.FIRST_CLIENTS["probe"], "eu-west-1")
+    warming = clients.warm_first(FIRST_CLIENTS["probe"], "eu-west-1")
     assert warming is not None
     warming.join()
     made = clients.made()
     # The flags' client first (the first call), then EC2's.
     assert made == [("ssm", "eu-west-1"), ("ec2", "eu-west-1")]
     # Later invocations find them made; a new container (root) warms again.
-    assert clients.warm_first(_runtime.FIRST_CLIENTS["probe"], "eu-west-1") is None
+    assert clients.warm_first(FIRST_CLIENTS["probe"], "eu-west-1") is None
     CONTAINER.use(None)
     other = CONTAINER.root().clients
     assert other is not clients
-    warming = other.warm_first(_runtime.FIRST_CLIENTS_DEFAULT, "eu-west-1")
+    warming = other.warm_first(FIRST_CLIENTS_DEFAULT, "eu-west-1")
     assert warming is not None
     warming.join()
     assert other.made() == [("ec2", "eu-west-1")]
