@@ -63,9 +63,10 @@ def table(broker: Any) -> Any:
     return client
 
 
-def meeting(client: Any) -> TableMeeting:
+def meeting(client: Any, **table: Any) -> TableMeeting:
+    """A meeting on ``client``, its table with the adapter's knobs ``table`` (``sleep``)."""
     return TableMeeting(
-        GroupTable(TABLE, "us-east-1", Clients(client), retry=FAST),  # type: ignore[arg-type]
+        GroupTable(TABLE, "us-east-1", Clients(client), retry=FAST, **table),  # type: ignore[arg-type]
         window=0.25,
         max_window=2.0,
         max_count=1000,
@@ -149,12 +150,7 @@ def _group_of_five(place: TableMeeting) -> Any:
 def test_answers_dynamodb_hands_back_are_sent_again_after_growing_pauses(table: Any) -> None:
     slow = HandsBack(table, times=3)
     pauses: list[float] = []
-    place = TableMeeting(
-        GroupTable(TABLE, "us-east-1", Clients(slow), retry=FAST, sleep=pauses.append),  # type: ignore[arg-type]
-        window=0.25,
-        max_window=2.0,
-        max_count=1000,
-    )
+    place = meeting(slow, sleep=pauses.append)
     leader, members = _group_of_five(place)
     place.publish(leader, 5, None, [])
     assert slow.batches == 4  # three answers handed back, the fourth took the rest
@@ -172,12 +168,7 @@ def test_a_table_that_keeps_handing_answers_back_is_an_error(table: Any) -> None
 
     slow = HandsBack(table, times=1000, take=0)
     pauses: list[float] = []
-    place = TableMeeting(
-        GroupTable(TABLE, "us-east-1", Clients(slow), retry=FAST, sleep=pauses.append),  # type: ignore[arg-type]
-        window=0.25,
-        max_window=2.0,
-        max_count=1000,
-    )
+    place = meeting(slow, sleep=pauses.append)
     leader, _ = _group_of_five(place)
     with pytest.raises(AwsError, match="kept back"):
         place.publish(leader, 5, None, [])

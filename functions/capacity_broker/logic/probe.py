@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from ..adapters.ec2 import Ec2
@@ -37,6 +38,20 @@ from .reservations import HoldSpec, ReservationCore
 
 # What the handler's metrics are made of (every create's answer, every give-back's seconds).
 ProbeStats = Spending
+
+
+@dataclass(frozen=True)
+class Asking:
+    """One probe under way: its request, the memory's read started for it, its deadlines,
+    the fields every answer carries, and what it spends."""
+
+    request: ProbeRequest
+    request_id: str
+    recall: Recall | None
+    deadline: float
+    hard_deadline: float
+    base: dict[str, str]
+    stats: ProbeStats
 
 
 class Prober:
@@ -74,8 +89,9 @@ class Prober:
             if self.memory is not None
             else None
         )
+        asked = Asking(request, request_id, recall, deadline, hard_deadline, base, stats)
         if self.grouping is None:
-            return self._flagged(request, request_id, recall, deadline, hard_deadline, base, stats)
+            return self._flagged(asked)
         # Probes alike meet before anything is looked up: a member asks EC2 nothing (its
         # leader looks the places up once for the group, while the window is open). The
         # arrival (a call to the state table) overlaps the flags' read, so a lone probe does
@@ -93,16 +109,7 @@ class Prober:
         arriving = self.grouping.arrive_soon(key, request.instance_count, request_id, answer_by)
         arriving.add_done_callback(self._warm_unless_member)
         try:
-            return self._flagged(
-                request,
-                request_id,
-                recall,
-                deadline,
-                hard_deadline,
-                base,
-                stats,
-                (arriving, answer_by),
-            )
+            return self._flagged(asked, (arriving, answer_by))
         finally:
             if arriving.exception() is None:  # (an arrival that raised has no seat to leave)
                 self.grouping.leave(arriving.result())
@@ -116,18 +123,11 @@ class Prober:
         self.ec2.warm()
 
     def _flagged(
-        self,
-        request: ProbeRequest,
-        request_id: str,
-        recall: Recall | None,
-        deadline: float,
-        hard_deadline: float,
-        base: dict[str, str],
-        stats: ProbeStats,
-        arriving: tuple[Future[Seat], float] | None = None,
+        self, asked: Asking, arriving: tuple[Future[Seat], float] | None = None
     ) -> tuple[ProbeResponse, ProbeStats]:
         """After the flags' read: skipped, alone, or (``arriving``: this probe's seat on its
         way, and when its group must answer it) with the group it met."""
+        request, deadline, base, stats = asked.request, asked.deadline, asked.base, asked.stats
         try:
             with step("Could not read the feature flags", unanswered="ParameterStoreUnavailable"):
                 flags: FlagValues = self.flags.read(deadline)
@@ -142,7 +142,7 @@ class Prober:
                 **base,
             ), stats
         if arriving is None:
-            return self._alone(request, request_id, recall, deadline, hard_deadline, base, stats)
+            return self._alone(asked)
         assert self.grouping is not None
         seat, answer_by = arriving[0].result(), arriving[1]
         grouped: Grouped | None = None
@@ -159,14 +159,14 @@ class Prober:
                 self.grouping.abandon(seat)
                 return ProbeResponse(**place, **base), stats
             target = Target(place.subnets, request.instance_type, place.platform, place.tenancy)
-            grouped = self.grouping.lead(seat, target, deadline, hard_deadline)
+            grouped = self.grouping.lead(seat, target, deadline, asked.hard_deadline)
             known = place
         if grouped is not None and grouped.answer.verdict is not Verdict.ALONE:
             stats.grouped = True
             if seat.role is Role.LEADER:
                 stats.led_group_of = grouped.size
             return _grouped_answer(base, request, grouped), stats
-        return self._alone(request, request_id, recall, deadline, hard_deadline, base, stats, known)
+        return self._alone(asked, known)
 
     def _place(
         self, request: ProbeRequest, deadline: float
@@ -182,18 +182,11 @@ class Prober:
             return failed(failure)
 
     def _alone(
-        self,
-        request: ProbeRequest,
-        request_id: str,
-        recall: Recall | None,
-        deadline: float,
-        hard_deadline: float,
-        base: dict[str, str],
-        stats: ProbeStats,
-        known: placement.Placement | None = None,
+        self, asked: Asking, known: placement.Placement | None = None
     ) -> tuple[ProbeResponse, ProbeStats]:
         """The probe on its own: its places looked up (unless ``known``: a leader's), then the
         fan-out over its subnets."""
+        request, deadline, base, stats = asked.request, asked.deadline, asked.base, asked.stats
         place = known or self._place(request, deadline)
         if not isinstance(place, placement.Placement):
             return ProbeResponse(**place, **base), stats
@@ -201,7 +194,7 @@ class Prober:
         def spec_of(where: Place) -> HoldSpec:
             return HoldSpec(
                 purpose=Purpose.PROBE,
-                request_id=request_id,
+                request_id=asked.request_id,
                 instance_type=where.instance_type,
                 subnet=where.subnet,
                 count=request.instance_count,
@@ -220,9 +213,9 @@ class Prober:
         ran = attempts.run(
             [Place(request.instance_type, subnet) for subnet in place.subnets],
             spec_of,
-            recall,
+            asked.recall,
             deadline,
-            hard_deadline,
+            asked.hard_deadline,
             stats,
         )
         return _answer(base, request, ran, stats), stats
