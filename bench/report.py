@@ -281,8 +281,9 @@ def _burst_rows(burst: dict[str, Any]) -> list[Row]:
     lone = burst["lone"]
     rows.append(
         Row(
-            f"a lone probe, shared budget ({grouping}) / today's lone probe (as deployed at "
-            "367ccc0: the state table for the capacity memory)",
+            f"a lone probe, shared budget ({grouping}) / today's lone probe (configured as "
+            "deployed at 367ccc0: the state table for the capacity memory, no grouping, no "
+            "shared budget)",
             lone["shared"]["median_s"] / lone["today"]["median_s"],
             LONE_PROBE,
             detail=f"median {_ms(lone['shared']['median_s'])} vs {_ms(lone['today']['median_s'])}",

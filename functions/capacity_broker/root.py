@@ -239,11 +239,16 @@ class Root:
 
     def first_clients(self, entry: str) -> tuple[str, ...]:
         """The clients ``entry``'s first invocation makes on a thread of their own as it
-        starts (``Clients.warm_first``), in the order it calls them. A probe that can meet
-        others makes its EC2 client itself once it knows it is not a group's member: a member
-        asks EC2 nothing, and EC2's client is the costly one to make (its model's parse)."""
+        starts (``Clients.warm_first``), in the order it calls them. A probe that meets the
+        probes of other containers (in the state table) makes its EC2 client itself once it
+        knows it is not a group's member: a member asks EC2 nothing, and EC2's client is the
+        costly one to make (its model's parse). (A meeting in memory answers at once: there
+        the client is made beside the flags' read as for any entry.)"""
+        from .logic.group import TableMeeting
+
         services = FIRST_CLIENTS.get(entry, FIRST_CLIENTS_DEFAULT)
-        if entry == "probe" and self.probe.grouping is not None:
+        grouping = self.probe.grouping if entry == "probe" else None
+        if grouping is not None and isinstance(grouping.meeting, TableMeeting):
             return tuple(s for s in services if s != "ec2")
         return services
 

@@ -374,8 +374,9 @@ def flows(retry: RetryPolicy | None, budget_clock: Any = None) -> Root:
             "sleep": on.sleep,
             "pacer": Pacer(clock=on.monotonic, sleep=on.sleep),
         }
-        if retry is not None:
-            knobs["retry"] = on.paused(retry)
+        # The handlers' own policy (``retry`` None) too: on the machine's clock, its budget
+        # check would compare the emulator's deadlines with the machine's time.
+        knobs["retry"] = on.paused(retry or RetryPolicy())
     root = Root(
         Settings.from_env(os.environ), cleaner_clock=lambda: emulator.Emulator().now(), **knobs
     )

@@ -176,18 +176,24 @@ def test_a_table_that_keeps_handing_answers_back_is_an_error(table: Any) -> None
     assert len(pauses) == UNPROCESSED_TRIES - 1
 
 
-def test_the_window_counts_from_the_group_s_opening(table: Any) -> None:
-    """A leader whose look-ups took longer than the idle window, with nobody joined since
-    it opened the group, closes it at once: no look for late joiners, no wait (the clock is
-    the test's and stands still)."""
-    now = [100.0]
-    place = TableMeeting(
-        GroupTable(TABLE, "us-east-1", Clients(table), retry=FAST),  # type: ignore[arg-type]
+def on_a_still_clock(client: Any, now: list[float]) -> TableMeeting:
+    """A meeting whose clocks (wall and monotonic) are ``now[0]``, moved by the test only."""
+    return TableMeeting(
+        GroupTable(TABLE, "us-east-1", Clients(client), retry=FAST),  # type: ignore[arg-type]
         window=0.25,
         max_window=5.0,
         max_count=1000,
         monotonic=lambda: now[0],
+        wall=lambda: now[0],
     )
+
+
+def test_the_window_counts_from_the_group_s_opening(table: Any) -> None:
+    """A leader whose look-ups took longer than the idle window, with nobody joined since
+    it opened the group, closes it at once: one look for late joiners, no wait (the clock is
+    the test's and stands still)."""
+    now = [100.0]
+    place = on_a_still_clock(table, now)
     place.arrive(KEY, 1, "first", 1e12)
     leader = place.arrive(KEY, 1, "leader", 1e12)
     assert leader.role is Role.LEADER
@@ -195,4 +201,31 @@ def test_the_window_counts_from_the_group_s_opening(table: Any) -> None:
     before = place.table.counts["calls"]
     closed = place.close(leader)
     assert closed.counts == (1,)
-    assert place.table.counts["calls"] - before == 2  # the close and the unpointing only
+    # One look at who joined last, the close, the unpointing; nothing else.
+    assert place.table.counts["calls"] - before == 3
+
+
+def test_a_member_who_joined_a_moment_ago_is_waited_for(table: Any) -> None:
+    """Past the idle window counted from the opening, but a member joined a moment ago: the
+    leader reads that before it decides, and keeps the group open for the window after that
+    join (here until the test's clock passes it)."""
+    now = [100.0]
+    place = on_a_still_clock(table, now)
+    place.arrive(KEY, 1, "first", 1e12)
+    leader = place.arrive(KEY, 1, "leader", 1e12)
+    now[0] += 1.0
+    member = place.arrive(KEY, 2, "member", 1e12)  # joins at 101.0
+    assert member.role is Role.MEMBER
+    looks: list[float] = []
+    real_last_join = place.table.last_join
+
+    def last_join(group_id: str) -> Any:
+        looks.append(now[0])
+        if len(looks) == 2:
+            now[0] += 0.3  # the window after the member's join passes
+        return real_last_join(group_id)
+
+    place.table.last_join = last_join  # type: ignore[method-assign]
+    closed = place.close(leader)
+    assert closed.counts == (1, 2)
+    assert len(looks) >= 2  # it waited past its first look: the member's join kept it open

@@ -315,6 +315,35 @@ def test_lone_probes_in_turn_are_never_grouped_and_pay_two_table_calls(
     assert item is None or "seen" not in item
 
 
+def test_a_leader_whose_flags_cannot_be_read_gives_its_group_up(
+    classroom: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader that stops before it answers its group (its flags could not be read) closes
+    the group and stops naming it: nobody joins a group no one will answer, and those who
+    joined are told at once to probe alone (they used to wait most of their budget)."""
+    from capacity_broker.adapters.aws import AwsError
+
+    room = classroom([0, 0, 1000])
+    first = room.start_first()
+    leader = room.container()
+
+    def unreadable(*_: Any, **__: Any) -> Any:
+        raise AwsError("GetParametersByPath", "ThrottlingException", "Rate exceeded")
+
+    monkeypatch.setattr(leader.flags, "read", unreadable)
+    room.probe(leader, "leader")
+    room.go.set()
+    first.join(180)
+    assert not room.failures, room.failures
+    answer = room.answers["leader"]
+    assert answer["status"] == "error" and answer["error_code"] == "ThrottlingException"
+    items = dynamodb().scan(TableName=TABLE, ConsistentRead=True)["Items"]
+    groups = [i for i in items if "counts" in i]
+    assert len(groups) == 1, items  # the leader did open one: it arrived in a burst
+    assert groups[0].get("closed", {}).get("BOOL") is True
+    assert not any("gid" in i for i in items)  # no kind of probe names it any more
+
+
 def test_a_member_s_container_never_makes_an_ec2_client(classroom: Any) -> None:
     """A cold container makes its EC2 client (the parse of EC2's model: the costly one) only
     once its probe knows it will ask EC2: the group's leader does, its members never do."""

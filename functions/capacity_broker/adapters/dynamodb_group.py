@@ -55,8 +55,8 @@ EXPIRATION_SECONDS = 60 * 60
 CALL_SECONDS = 1.0  # how long one step may take, its retries included
 BATCH_WRITE = 25  # BatchWriteItem's limit per call
 # A batch DynamoDB handed back (UnprocessedItems) is sent this many times at most, with
-# jittered pauses from 50 ms doubling to 0.4 s (at most about 1.6 s in all: the members are
-# waiting for these answers).
+# jittered pauses under a ceiling from 50 ms doubling to 0.4 s (at most 1.15 s in all: the
+# members are waiting for these answers).
 UNPROCESSED_TRIES = 6
 UNPROCESSED_PAUSE = (0.05, 0.4)
 MAX_MEMBERS = 200  # probes in one group (its items stay small: a few KB)

@@ -133,6 +133,10 @@ class Meeting(Protocol):
         ...
 
 
+# Arrivals on their way at once in one process (``Coalescer.arrive_soon``).
+ARRIVALS = 64
+
+
 class Coalescer:
     """Answers groups of probes alike that meet in ``meeting`` (see the module)."""
 
@@ -155,15 +159,34 @@ class Coalescer:
         return self.meeting.arrive(key, count, request_id, answer_by)
 
     def arrive_soon(
-        self, key: GroupKey, count: int, request_id: str, answer_by: float
+        self,
+        key: GroupKey,
+        count: int,
+        request_id: str,
+        answer_by: float,
+        then: Callable[[Seat], None] | None = None,
     ) -> Future[Seat]:
         """``arrive`` on a thread of the coalescer's own, so the probe does something else
-        while its arrival (a round trip to the table) is on its way."""
+        while its arrival (a round trip to the table) is on its way; then ``then(seat)`` on
+        that thread, before the seat is handed over (so nothing of it runs after the probe).
+        ``then`` is a preparation: its failure is logged, never the probe's."""
+
+        def arrived() -> Seat:
+            seat = self.meeting.arrive(key, count, request_id, answer_by)
+            if then is not None:
+                try:
+                    then(seat)
+                except Exception:
+                    log.warning("a probe's preparation after its arrival failed", exc_info=True)
+            return seat
+
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="arrive")
+                # Threads are made as arrivals need them, up to as many as a process's probes
+                # can be at once (a client's threads): an arrival never queues behind another.
+                self._pool = ThreadPoolExecutor(max_workers=ARRIVALS, thread_name_prefix="arrive")
             pool = self._pool
-        return pool.submit(self.meeting.arrive, key, count, request_id, answer_by)
+        return pool.submit(arrived)
 
     def leave(self, seat: Seat) -> None:
         self.meeting.leave(seat)
@@ -498,15 +521,16 @@ class TableMeeting:
         last_join = self._epoch(opened)
         looked = -math.inf
         while wait and time.monotonic() < real_end:
-            moment = self.monotonic()
-            if moment >= forming.closes_at or moment >= self._moment(last_join) + self.window:
-                break
+            # Who joined last is read before deciding: a member may have joined a moment ago.
             if time.monotonic() - looked >= self.poll / 2:
                 looked = time.monotonic()
                 try:
                     last_join = self.table.last_join(forming.group_id) or last_join
                 except AwsError:
                     break  # close now: the members are better answered than kept waiting
+            moment = self.monotonic()
+            if moment >= forming.closes_at or moment >= self._moment(last_join) + self.window:
+                break
             time.sleep(_SLICE)
         members = self.table.close(forming.group_id)
         try:

@@ -106,21 +106,50 @@ class Prober:
         )
         now = self.monotonic()
         answer_by = now + max(0.0, deadline - now) / 2
-        arriving = self.grouping.arrive_soon(key, request.instance_count, request_id, answer_by)
-        arriving.add_done_callback(self._warm_unless_member)
+        arriving = self.grouping.arrive_soon(
+            key, request.instance_count, request_id, answer_by, then=self._warm_unless_member
+        )
         try:
             return self._flagged(asked, (arriving, answer_by))
         finally:
             if arriving.exception() is None:  # (an arrival that raised has no seat to leave)
                 self.grouping.leave(arriving.result())
 
-    def _warm_unless_member(self, arriving: Future[Seat]) -> None:
+    def _warm_unless_member(self, seat: Seat) -> None:
         """Once this probe knows it will ask EC2 (it is not a group's member), its EC2 client
         is made at once, beside the flags' read (``Root.first_clients``: a cold container
         does not make it for a member, which never asks EC2)."""
-        if arriving.exception() is None and arriving.result().role is Role.MEMBER:
+        if seat.role is not Role.MEMBER:
+            self.ec2.warm()
+
+    def _give_up_leading(self, arriving: tuple[Future[Seat], float] | None) -> None:
+        """A probe that stops before it answers its group (its flags could not be read, or
+        say that no probe is made): a group it leads takes no more members, and those it has
+        probe alone at once instead of waiting for it."""
+        if arriving is None or self.grouping is None or arriving[0].exception() is not None:
             return
-        self.ec2.warm()
+        seat = arriving[0].result()
+        if seat.role is Role.LEADER:
+            self.grouping.abandon(seat)
+
+    def _unflagged(self, asked: Asking) -> ProbeResponse | None:
+        """The answer when the flags stop the probe (they cannot be read, or say that no
+        probe is made); None: it goes on."""
+        base = asked.base
+        try:
+            with step("Could not read the feature flags", unanswered="ParameterStoreUnavailable"):
+                flags: FlagValues = self.flags.read(asked.deadline)
+        except BrokerFailure as failure:
+            return ProbeResponse(**failed(failure), **base)
+        if not flags.enable:
+            return ProbeResponse(
+                status="skipped",
+                subnet_id=asked.request.subnet_ids[0],
+                message="EnableCapacityReservation is false: no probe was made; "
+                "launch in the first subnet.",
+                **base,
+            )
+        return None
 
     def _flagged(
         self, asked: Asking, arriving: tuple[Future[Seat], float] | None = None
@@ -129,18 +158,13 @@ class Prober:
         way, and when its group must answer it) with the group it met."""
         request, deadline, base, stats = asked.request, asked.deadline, asked.base, asked.stats
         try:
-            with step("Could not read the feature flags", unanswered="ParameterStoreUnavailable"):
-                flags: FlagValues = self.flags.read(deadline)
-        except BrokerFailure as failure:
-            return ProbeResponse(**failed(failure), **base), stats
-        if not flags.enable:
-            return ProbeResponse(
-                status="skipped",
-                subnet_id=request.subnet_ids[0],
-                message="EnableCapacityReservation is false: no probe was made; "
-                "launch in the first subnet.",
-                **base,
-            ), stats
+            stopped = self._unflagged(asked)
+        except BaseException:
+            self._give_up_leading(arriving)
+            raise
+        if stopped is not None:
+            self._give_up_leading(arriving)
+            return stopped, stats
         if arriving is None:
             return self._alone(asked)
         assert self.grouping is not None
