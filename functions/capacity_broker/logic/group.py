@@ -153,11 +153,6 @@ class Coalescer:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
-    def arrive(self, key: GroupKey, count: int, request_id: str, answer_by: float) -> Seat:
-        """This probe's seat; every ``arrive`` is followed by one ``leave``. ``answer_by``: when
-        a group must have answered this probe (the leader stops asking then)."""
-        return self.meeting.arrive(key, count, request_id, answer_by)
-
     def arrive_soon(
         self,
         key: GroupKey,
@@ -166,8 +161,10 @@ class Coalescer:
         answer_by: float,
         then: Callable[[Seat], None] | None = None,
     ) -> Future[Seat]:
-        """``arrive`` on a thread of the coalescer's own, so the probe does something else
-        while its arrival (a round trip to the table) is on its way; then ``then(seat)`` on
+        """This probe's seat, made on a thread of the coalescer's own (the meeting's
+        ``arrive``), so the probe does something else while its arrival (a round trip to the
+        table) is on its way; every arrival is followed by one ``leave``. ``answer_by``: when
+        a group must have answered this probe (the leader stops asking then). Then ``then(seat)`` on
         that thread, before the seat is handed over (so nothing of it runs after the probe).
         ``then`` is a preparation: its failure is logged, never the probe's."""
 
