@@ -471,9 +471,12 @@ def test_a_fleet_that_answers_a_transient_error_is_asked_again(
 
 
 def test_a_fleet_that_keeps_failing_transiently_ends_in_error_and_gives_the_hold_back(
-    hpc: Any, context: Any
+    hpc: Any, context: Any, emulated_time: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """On the emulator's clock: how many fleets fit in the budget is the broker's pauses
+    between them, not how long a loaded machine takes over the look-ups before."""
     hpc.fail("CreateFleet", "RequestLimitExceeded", mode="errors", times=1000)
+    emulated_time.install(monkeypatch)
     context.remaining_ms = 8_000  # a budget of about 5 s
     answer = reserve(provision(request_id="job-throttled"), context)
     assert answer["status"] == "error", answer
