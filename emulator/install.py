@@ -74,7 +74,25 @@ def install() -> None:
             _replace(klass, "expr", _same_type_only(klass.expr))
         _install_filters()
         _register_price_list()
+        _warm_models()
         _installed = True
+
+
+# The services a broker's request reaches: their models parsed here, once, by one thread.
+WARM_MODELS = ("ec2", "ssm", "dynamodb", "sts")
+
+
+def _warm_models() -> None:
+    """Parse moto's service models now. moto parses a model on a service's first request and
+    caches it (``functools.cache``: not one parse for callers that arrive together), so a
+    burst of threads meeting a cold emulator each made a fresh botocore loader, listed every
+    service botocore ships and parsed the model: 50 reserves at once spent their 30 s budget
+    there. The emulator's own model (``documented.service_model``) is parsed once, too."""
+    from moto.core.utils import get_service_model
+
+    for service in WARM_MODELS:
+        get_service_model(service)
+    documented.service_model("ec2")
 
 
 def uninstall() -> None:
