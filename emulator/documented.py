@@ -92,25 +92,11 @@ class Finding:
 # -- the model ------------------------------------------------------------------------------
 
 
-_MODELS: dict[str, ServiceModel] = {}
-# Held while a model is parsed: the threads of a burst that meet a cold emulator wait for the
-# one parse (a fresh Loader lists every service botocore ships, then parses megabytes of JSON)
-# instead of each making its own: 50 at once took 25 s of CPU and failed the burst's budget.
-_MODELS_LOCK = threading.Lock()
-
-
+@functools.cache
 def service_model(service: str = "ec2") -> ServiceModel:
-    """botocore's model of ``service``, as the installed botocore ships it (parsed once)."""
-    found = _MODELS.get(service)
-    if found is None:
-        with _MODELS_LOCK:
-            found = _MODELS.get(service)
-            if found is None:
-                loader = Loader()
-                found = _MODELS[service] = ServiceModel(
-                    loader.load_service_model(service, "service-2"), service_name=service
-                )
-    return found
+    """botocore's model of ``service``, as the installed botocore ships it."""
+    loader = Loader()
+    return ServiceModel(loader.load_service_model(service, "service-2"), service_name=service)
 
 
 def operations(service: str = "ec2") -> frozenset[str]:

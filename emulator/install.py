@@ -87,7 +87,8 @@ def _warm_models() -> None:
     caches it (``functools.cache``: not one parse for callers that arrive together), so a
     burst of threads meeting a cold emulator each made a fresh botocore loader, listed every
     service botocore ships and parsed the model: 50 reserves at once spent their 30 s budget
-    there. The emulator's own model (``documented.service_model``) is parsed once, too."""
+    there. The emulator's own EC2 model (``documented.service_model``, what it checks every
+    EC2 request against) is parsed here too, for the same reason."""
     from moto.core.utils import get_service_model
 
     for service in WARM_MODELS:
