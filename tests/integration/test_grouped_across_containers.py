@@ -272,6 +272,37 @@ def test_a_member_whose_leader_vanishes_answers_on_its_own(classroom: Any) -> No
     assert held_now(room.emu) == []
 
 
+def test_a_leader_slower_than_its_members_answer_by_still_answers_them(classroom: Any) -> None:
+    """A leader whose look-ups end after its members' answer-by (half their budget: a cold
+    container on a busy machine) still answers the members that wait for it (three quarters
+    of their budget), instead of leaving each to probe alone, late, at a lone probe's cost in
+    EC2 calls. Before, its plan expired before its first create and every member probed
+    alone."""
+    room = classroom([0, 0, 1000])
+    roots = [room.container() for _ in range(5)]
+    joined = threading.Event()
+    for root in roots:
+        looked_up = root.probe._place
+
+        def slow(request: Any, deadline: float, looked_up: Any = looked_up) -> Any:
+            assert joined.wait(120)  # every member is in the group first
+            room.time.sleep(IN_PROCESS_TIMEOUT_MS / 1000 * 0.55)  # past every answer-by
+            return looked_up(request, deadline)
+
+        root.probe._place = slow  # type: ignore[method-assign]
+
+    answers = room.run(5, roots, after_join=joined.set)
+    assert [a["status"] for a in answers] == ["available"] * 5
+    assert {a["subnet_id"] for a in answers} == {SUBNETS[2]}
+    assert [a.get("group", {}).get("size") for a in answers] == [5] * 5
+    # The group's creates: 5, 3, 2, 1 in each empty subnet and 5 in C; no member alone.
+    group = [
+        int(c.params["InstanceCount"]) for c in creates(room.emu) if c.params["InstanceCount"] > 1
+    ]
+    assert sorted(group) == sorted([5, 3, 2] * 2 + [5])
+    assert held_now(room.emu) == []
+
+
 def test_a_forged_answer_in_the_table_is_not_taken(classroom: Any) -> None:
     """Whatever the table holds for a member is checked: an answer naming a subnet outside
     the member's list is dropped, and the member probes alone."""

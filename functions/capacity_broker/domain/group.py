@@ -37,7 +37,9 @@ The rest follows the fan-out's rules (``domain.fanout``):
   nothing of the part moves on over it. At the deadline its members answer ``error`` with its
   code (``BLOCKED``). Members never reached by then probe alone (``ALONE``): the group's
   deadline is the earliest member's answer-by, half that member's budget, so each still has
-  time of its own (its own deadline answers ``TimeBudgetExceeded`` if that runs out too).
+  time of its own (its own deadline answers ``TimeBudgetExceeded`` if that runs out too). A
+  leader that only starts asking after that (``asks_until``) still answers the members that
+  wait for it.
 - **Quota.** Unused reservations count toward the account's limits, so a part of several
   members splits on a quota error (its summed count may be what exceeds the limit). A single
   member's quota error while the group holds anything is not an answer: that member probes
@@ -67,6 +69,41 @@ from .outcomes import Kind, attempt_outcome
 WINDOW_SECONDS = 0.25
 MAX_WINDOW_SECONDS = 2.0
 MAX_GROUP_COUNT = 1000
+# What a leader that starts late keeps, before its members stop waiting, to give its holds
+# back and publish their answers (a cancel may wait for a create EC2 has not shown yet).
+GIVE_BACK_SECONDS = 2.0
+
+
+def answer_by(moment: float, deadline: float) -> float:
+    """When a probe that may be grouped wants its group's answer: half the time it has left.
+    The other half is for probing alone if the group cannot answer it."""
+    return moment + max(0.0, deadline - moment) / 2
+
+
+def gives_up_at(answer_by: float, deadline: float) -> float:
+    """When a member stops waiting for its group and probes alone: half the time left after
+    its answer-by (a leader that vanished leaves it that much of its budget)."""
+    return answer_by + max(0.0, deadline - answer_by) / 2
+
+
+def members_wait_until(earliest_by: float, closes_at: float) -> float:
+    """The earliest moment any member of a group may give up on it, from what its leader knows:
+    the members' answer-by times and when the group stopped taking members. A member joined at
+    ``t <= closes_at`` with ``answer_by = t + (deadline - t) / 2``, so its ``deadline -
+    answer_by = answer_by - t >= answer_by - closes_at``, and ``gives_up_at`` grows with
+    ``answer_by``: the earliest answer-by gives the bound."""
+    return gives_up_at(earliest_by, earliest_by + max(0.0, earliest_by - closes_at))
+
+
+def asks_until(moment: float, answer_by: float, wait_until: float) -> float:
+    """Until when a group's leader asks EC2, starting at ``moment``: its members' earliest
+    answer-by. A leader that reaches that before asking anything (its look-ups outlasted it: a
+    cold container on a busy machine) would answer nobody, and every member would then probe
+    alone, late and each at a lone probe's cost in EC2 calls; they still wait for it until
+    ``wait_until`` (``members_wait_until``), so it asks until then, less ``GIVE_BACK_SECONDS``."""
+    if moment < answer_by:
+        return answer_by
+    return max(answer_by, wait_until - GIVE_BACK_SECONDS)
 
 
 @dataclass(frozen=True)

@@ -50,8 +50,11 @@ from ..domain.group import (
     MemberAnswer,
     Role,
     Said,
+    asks_until,
+    gives_up_at,
     group_id,
     held,
+    members_wait_until,
 )
 from ..domain.tags import Purpose
 from .reservations import Held, HoldSpec, NotOwnedError, ReservationCore
@@ -83,6 +86,8 @@ class Closed:
 
     counts: tuple[int, ...]
     answer_by: float
+    # The earliest moment a member may stop waiting for the group (``members_wait_until``).
+    wait_until: float
 
 
 @dataclass(frozen=True)
@@ -226,7 +231,9 @@ class Coalescer:
                     forming.group_id,
                     closed.counts,
                     target,
-                    min(deadline, closed.answer_by),
+                    min(
+                        deadline, asks_until(self.monotonic(), closed.answer_by, closed.wait_until)
+                    ),
                     hard_deadline,
                 )
         except Exception:  # the members must not wait for a leader that failed
@@ -393,7 +400,8 @@ class LocalMeeting:
                 left = forming.closing_at(idle) - self.monotonic()
                 self._changed.wait(min(_SLICE, max(0.0, left)))
             counts = self._lobby.close(forming)
-            return Closed(counts, min(self._groups[forming.group_id].answer_by))
+            earliest = min(self._groups[forming.group_id].answer_by)
+            return Closed(counts, earliest, members_wait_until(earliest, forming.closes_at))
 
     def publish(
         self, seat: Seat, size: int, answers: list[MemberAnswer] | None, subnets: list[Subnet]
@@ -534,7 +542,8 @@ class TableMeeting:
             self.table.unpoint(key_id(seat.key), forming.group_id)
         except AwsError as error:
             self._down(error)
-        return Closed(members.counts, self._moment(min(members.bys)))
+        earliest = self._moment(min(members.bys))
+        return Closed(members.counts, earliest, members_wait_until(earliest, forming.closes_at))
 
     def publish(
         self, seat: Seat, size: int, answers: list[MemberAnswer] | None, subnets: list[Subnet]
@@ -555,7 +564,7 @@ class TableMeeting:
         the rest of its budget to probe alone)."""
         forming = seat.arrival.group
         assert forming is not None
-        give_up = answer_by + max(0.0, deadline - answer_by) / 2
+        give_up = gives_up_at(answer_by, deadline)
         real_end = time.monotonic() + max(0.0, give_up - self.monotonic())
         while self.monotonic() < give_up and time.monotonic() < real_end:
             try:

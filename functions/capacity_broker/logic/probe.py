@@ -25,7 +25,7 @@ from ..adapters.ssm import Flags, FlagValues
 from ..domain.errors import Outcome
 from ..domain.failures import BrokerFailure
 from ..domain.fanout import DecisionKind
-from ..domain.group import GroupKey, Role, Verdict
+from ..domain.group import GroupKey, Role, Verdict, answer_by
 from ..domain.tags import Purpose
 from ..models import Attempt, ProbeRequest, ProbeResponse
 from ..models.probe import ProbeGroup
@@ -105,12 +105,12 @@ class Prober:
             request.tenancy,
         )
         now = self.monotonic()
-        answer_by = now + max(0.0, deadline - now) / 2
+        by = answer_by(now, deadline)
         arriving = self.grouping.arrive_soon(
-            key, request.instance_count, request_id, answer_by, then=self._warm_unless_member
+            key, request.instance_count, request_id, by, then=self._warm_unless_member
         )
         try:
-            return self._flagged(asked, (arriving, answer_by))
+            return self._flagged(asked, (arriving, by))
         finally:
             if arriving.exception() is None:  # (an arrival that raised has no seat to leave)
                 self.grouping.leave(arriving.result())
@@ -168,11 +168,11 @@ class Prober:
         if arriving is None:
             return self._alone(asked)
         assert self.grouping is not None
-        seat, answer_by = arriving[0].result(), arriving[1]
+        seat, by = arriving[0].result(), arriving[1]
         grouped: Grouped | None = None
         known: placement.Placement | None = None  # a leader's look-up, not made twice
         if seat.role is Role.MEMBER:
-            grouped = self.grouping.wait(seat, answer_by, deadline, request.subnet_ids)
+            grouped = self.grouping.wait(seat, by, deadline, request.subnet_ids)
         elif seat.role is Role.LEADER:
             try:
                 place = self._place(request, deadline)
