@@ -255,6 +255,40 @@ def test_a_probe_costs_ec2_one_create_and_one_cancel(
     assert sum(looks.values()) <= (lags["lag_unknown_calls"] + lags["lag_pending_calls"] + 1) * 20
 
 
+def test_a_probe_short_of_the_account_s_creates_makes_none_in_case(
+    broker: Any, context: Any, emulated_time: Any, monkeypatch: Any
+) -> None:
+    """Issue 23: in a class of desktops, a create made only in case the subnets before it fail
+    (and its cancel) is two of the calls the account's mutating bucket has for the next
+    desktop. A container whose bucket has no token to spare goes one subnet at a time; with
+    tokens to spare, the first subnet out of capacity starts all the rest at once."""
+    broker.load_scenario(world([0, 4, 4]))
+
+    def creates(request_id: str, short: bool) -> Counter[tuple[str, str]]:
+        root = emulated_time.install(monkeypatch)  # a fresh container: nothing remembered
+        if short:
+            bucket = root.adapters.pacer.bucket("us-east-1", "CreateCapacityReservation")
+            while not bucket.short:  # spent by this container's earlier probes
+                bucket.acquire()
+        broker.clear_calls()
+        answer = probe(context, request_id=request_id)
+        assert (answer["status"], answer["subnet_id"]) == ("available", SUBNETS[1])
+        mutating = [c for c in broker.calls() if c.action.endswith("CapacityReservation")]
+        return Counter((c.action, c.outcome) for c in mutating)
+
+    assert creates("vdi-spare", short=False) == {
+        ("CreateCapacityReservation", "InsufficientInstanceCapacity"): 1,
+        ("CreateCapacityReservation", "ok"): 2,
+        ("CancelCapacityReservation", "ok"): 2,
+    }
+    assert creates("vdi-short", short=True) == {
+        ("CreateCapacityReservation", "InsufficientInstanceCapacity"): 1,
+        ("CreateCapacityReservation", "ok"): 1,
+        ("CancelCapacityReservation", "ok"): 1,
+    }
+    assert {r["State"] for r in owned("vdi-short") + owned("vdi-spare")} == {"cancelled"}
+
+
 def test_a_failed_cancel_is_retried_then_reported(broker: Any, context: Any) -> None:
     broker.load_scenario(world([0, 0, 4]))
     broker.fail("CancelCapacityReservation", "UnauthorizedOperation", times=5)

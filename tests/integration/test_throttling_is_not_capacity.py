@@ -9,8 +9,11 @@ that AZ's id), every other AZ having room. The broker runs on the emulator's clo
 (``EmulatedTime``): its real RetryPolicy (0.2 s doubling to 5 s, 10 tries per call) and its
 real pacer at EC2's published buckets, which EC2's throttles cut to half a call a second, in a
 one-minute Lambda, all in milliseconds; one create at a time, so that the emulated clock moves
-as one thread's sleeps would, and the later place is tried (the hedge) once the first one's
-call gave up. Counts of calls, never durations, are asserted.
+as one thread's sleeps would. At EC2's published rates the throttles leave the pacer no token to
+spare, so the fan-out is frugal and the later place is never tried; with limits raised
+(``raised_limits``) it still has tokens to spare, and the later place is tried (the hedge) once
+the first one's call gave up, and held, and still not the answer. Counts of calls, never
+durations, are asserted.
 """
 
 from __future__ import annotations
@@ -167,18 +170,36 @@ def test_probe_waits_for_a_first_az_throttled_for_a_while(throttled: Any) -> Non
     assert holding("vdi-throttled-a-while") == []
 
 
+def raised_limits(emulated_time: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handlers' root again, its pacer at 100 times EC2's published refill (an account
+    whose limits were raised, ``BROKER_EC2_RATE_SCALE``): cut by EC2's throttles, it still
+    refills fast enough to have tokens to spare, so its fan-out is not frugal and hedges."""
+    root = emulated_time.install(monkeypatch, max_concurrency=1, scale=100)
+    root.reserve.max_concurrency = 2
+
+
+@pytest.mark.parametrize("limits", ["published", "raised"])
 def test_probe_answers_error_when_the_first_az_stays_throttled_past_the_budget(
-    throttled: Any,
+    throttled: Any, emulated_time: Any, monkeypatch: pytest.MonkeyPatch, limits: str
 ) -> None:
+    if limits == "raised":
+        raised_limits(emulated_time, monkeypatch)
     throttle_creates_in(throttled, "us-east-1a", PAST_THE_BUDGET)
     answer = probe_for("vdi-throttled-past", seconds=60)
     assert (answer["status"], answer.get("error_code")) == ("error", "RequestLimitExceeded"), answer
     assert "subnet_id" not in answer
-    first, second = answer["attempts"][:2]
+    first = answer["attempts"][0]
     assert (first["outcome"], first["error_code"]) == ("throttled", "RequestLimitExceeded")
-    # The next AZ had room and was tried meanwhile (the hedge): its hold was cancelled, and
-    # it is not the answer.
-    assert (second["outcome"], second["cancelled"]) == ("available", True)
+    if limits == "raised":
+        # The next AZ had room and was tried meanwhile (the hedge): its hold was cancelled,
+        # and it is not the answer.
+        second = answer["attempts"][1]
+        assert (second["outcome"], second["cancelled"]) == ("available", True)
+    else:
+        # EC2's throttles cut the pacer, which has no token to spare: the fan-out is frugal
+        # and makes no create in case the first AZ fails (it would be throttled alike).
+        assert [a["outcome"] for a in answer["attempts"][1:]] == ["not_tried"] * 2
+        assert creates_in(throttled, "us-east-1b") == []
     assert holding("vdi-throttled-past") == []
     tried = creates_in(throttled, "us-east-1a")
     assert {c.outcome for c in tried} == {"RequestLimitExceeded"}
@@ -212,18 +233,30 @@ def test_reserve_waits_for_a_first_pair_throttled_for_a_while(throttled: Any) ->
     assert len({c.params["ClientToken"] for c in tried}) == 1
 
 
+@pytest.mark.parametrize("limits", ["published", "raised"])
 def test_reserve_answers_error_when_the_first_pair_stays_throttled_past_the_budget(
-    throttled: Any,
+    throttled: Any, emulated_time: Any, monkeypatch: pytest.MonkeyPatch, limits: str
 ) -> None:
+    if limits == "raised":
+        raised_limits(emulated_time, monkeypatch)
     throttle_creates_in(throttled, "us-east-1a", PAST_THE_BUDGET, HPC_TYPES[0])
     answer = reserve_for("job-throttled-past", seconds=60)
     assert (answer["status"], answer.get("error_code")) == ("error", "RequestLimitExceeded"), answer
     assert answer.get("reservation") is None
-    first, second = answer["attempts"]
+    first = answer["attempts"][0]
     assert (first["outcome"], first["error_code"]) == ("throttled", "RequestLimitExceeded")
-    # The next pair (another type, the same AZ: EC2 let its creates through) held meanwhile:
-    # that hold, the best so far, was not kept over the unanswered better pair, but cancelled.
-    assert (second["outcome"], second["cancelled"]) == ("available", True)
+    if limits == "raised":
+        # The next pair (another type, the same AZ: EC2 let its creates through) held
+        # meanwhile: that hold, the best so far, was not kept over the unanswered better
+        # pair, but cancelled.
+        (second,) = answer["attempts"][1:]
+        assert (second["outcome"], second["cancelled"]) == ("available", True)
+    else:
+        # Frugal (the pacer cut by EC2's throttles): the next pair is never tried.
+        assert [a["outcome"] for a in answer["attempts"][1:]] == ["not_tried"]
+        assert {c.params["InstanceType"] for c in throttled.calls("CreateCapacityReservation")} == {
+            HPC_TYPES[0]
+        }
     assert holding("job-throttled-past") == []
 
 

@@ -402,6 +402,19 @@ class AdaptiveBucket:
             wait = min(wait, self._next_probe - now)
         return max(wait, 1e-3)
 
+    @property
+    def short(self) -> bool:
+        """No token to spare now: fewer than two in hand, and (sharing a ledger) the last
+        lease found the account's bucket busy (a slot booked in line, or nothing free). A
+        bucket that has made no call yet is not short: it knows nothing of the others."""
+        with self._lock:
+            now = self._clock()
+            self._refill(now)
+            if self.ledger is not None:
+                self._settle(now)
+                return not self._idle and self.tokens < 2
+            return self.tokens < 2
+
     def acquire(self, deadline: float | None = None) -> Ticket:
         """Wait for a ticket; ``NoToken`` if none can come before ``deadline`` (this clock)."""
         while True:
@@ -579,6 +592,12 @@ class Pacer:
                 limits, self.scale, self._clock, self._sleep, self.tuning, ledger, self._ahead
             )
         return found
+
+    def short(self, region: str, action: str) -> bool:
+        """Whether ``action``'s bucket in ``region`` has no token to spare (``AdaptiveBucket.
+        short``); a bucket not made yet is not."""
+        found = self._buckets.get((region, bucket_of(action)[0]))
+        return found is not None and found.short
 
     def acquire(
         self,

@@ -38,6 +38,12 @@ below); any other answer moves on. ``Plan`` reaches that answer with concurrency
 - **Width.** ``bound``: only candidates before it may start. It starts from the memory's hints
   (``first_bound``) and widens (``widen``) at the first non-decisive answer or when the hedge
   delay passes without an answer.
+- **Frugal** (``frugal``: the account's budget for creates is short now, as the pacer sees it).
+  A create started only in case the ones before it fail costs two calls of that budget (its
+  create and its give-back), which every container and tool of the account shares: in a class
+  of desktops, the next desktop's. So while it is short, the fan-out widens one candidate at a
+  time and does not hedge; the candidates memory says were out of capacity a moment ago are
+  not speculative (they must be tried now anyway) and still start together.
 
 Concurrency bounds: ``busy`` (creates in flight + holds not yet confirmed given back) stays
 below ``cap`` = min(max concurrency, the quota cap from memory, the cap learned in this
@@ -107,16 +113,16 @@ def retry_pause(unanswered: int, base: float = RETRY_PAUSE, cap: float = RETRY_P
     return min(cap, base * 2.0 ** min(max(unanswered - 1, 0), 16))
 
 
-def first_bound(hints: Sequence[Hint]) -> int:
+def first_bound(hints: Sequence[Hint], frugal: bool = False) -> int:
     """How many candidates may start at first. Up to and including the first promising one
     (not just out of capacity): it alone if memory says it had capacity a moment ago (with the
     ones before it, which must still be tried now); the first alone if nothing is known of it;
     and, when the first ones have just been out of capacity and the next is unknown, as far as
-    ``widen`` goes."""
+    ``widen`` goes (``frugal``: no further than the promising one)."""
     promising = next((i for i, hint in enumerate(hints) if hint is not Hint.OUT), len(hints))
     if promising == len(hints):
         return len(hints)
-    if hints[promising] is Hint.AVAILABLE:
+    if hints[promising] is Hint.AVAILABLE or frugal:
         return promising + 1
     if promising == 0:
         return 1
@@ -255,6 +261,7 @@ class Plan:
         quota_cap: int | None = None,
         held: Sequence[tuple[int, str | None]] = (),
         quota_settle: float = QUOTA_SETTLE_SECONDS,
+        frugal: bool = False,
     ) -> None:
         if not hints:
             raise ValueError("a fan-out has at least one candidate")
@@ -268,7 +275,10 @@ class Plan:
         )
         self.hedge = max(0.0, hedge)
         self.slots = [Slot(i) for i in range(len(hints))]
-        self.bound = first_bound(self.hints)
+        # The account's budget for creates is short (the module's "Frugal"); the engine sets
+        # it again before each step, from its pacer.
+        self.frugal = frugal
+        self.bound = first_bound(self.hints, frugal)
         self.widened_at = moment
         self.expired = False
         # When the request last gave a hold back (EC2 may count it toward the quota a while).
@@ -370,8 +380,14 @@ class Plan:
         else:
             slot.phase = Phase.DONE
         if kind in _MOVE_ON and self.bound < len(self.slots):
-            self.bound = widen(self.hints, self.bound)
+            self.bound = self._wider()
             self.widened_at = moment
+
+    def _wider(self) -> int:
+        """The next width: ``widen``'s, or only the next candidate while frugal."""
+        if self.frugal:
+            return self.bound + 1
+        return widen(self.hints, self.bound)
 
     def returned(self, index: int, cancelled: bool, moment: float) -> None:
         slot = self.slots[index]
@@ -403,9 +419,10 @@ class Plan:
             undecided
             and not self.expired
             and self.bound < n
+            and not self.frugal
             and moment >= self.widened_at + self.hedge
         ):
-            self.bound = widen(self.hints, self.bound)
+            self.bound = self._wider()
             self.widened_at = moment
         cut = self.cut()
         keeping = self.keeping()
@@ -475,7 +492,7 @@ class Plan:
         )
         wakes = []
         if not decided and not self.expired:
-            if self.bound < n:
+            if self.bound < n and not self.frugal:
                 wakes.append(self.widened_at + self.hedge)
             # Unanswered candidates that may be tried again: their next try (one whose time
             # has come but that waits for room starts when a call in flight comes back).

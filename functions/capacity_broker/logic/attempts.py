@@ -192,6 +192,7 @@ class Attempts:
             keep=self.keep,
             max_concurrency=self.max_concurrency,
             runtime=runtime,
+            short=lambda: self.core.ec2.budget_short("CreateCapacityReservation"),
         )
         memory = self.memory
         result = fanout.run(

@@ -167,6 +167,7 @@ class Fanout(Generic[C, H]):
         max_concurrency: int,
         runtime: Callable[[int], Runtime] | None = None,
         wall: Callable[[], float] = time.time,
+        short: Callable[[], bool] | None = None,
     ) -> None:
         self.try_one = try_one
         self.give_back = give_back
@@ -174,6 +175,9 @@ class Fanout(Generic[C, H]):
         self.max_concurrency = max(1, max_concurrency)
         self.runtime = runtime or ThreadRuntime
         self.wall = wall
+        # Whether the account's budget for creates is short now (the pacer's word): the plan
+        # is then frugal (``domain.fanout``). Asked before every step.
+        self.short = short or (lambda: False)
 
     def run(
         self,
@@ -201,6 +205,7 @@ class Fanout(Generic[C, H]):
             moment=rt.now(),
             quota_cap=view.quota_cap(keys),
             held=[(earlier[0], earlier[2])] if earlier else (),
+            frugal=self.short(),
         )
         holds: dict[int, H] = {}
         if earlier is not None:
@@ -214,6 +219,7 @@ class Fanout(Generic[C, H]):
                 moment = rt.now()
                 if moment >= deadline and not plan.expired:
                     plan.expire()
+                plan.frugal = self.short()
                 step = plan.step(moment)
                 for index in step.give_back:
                     rt.submit(Task("give_back", index), self._giving(holds.pop(index)))

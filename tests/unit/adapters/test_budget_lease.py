@@ -208,3 +208,37 @@ def test_a_ledger_that_cannot_be_asked_refills_the_bucket_alone() -> None:
         else:
             account.now += got
     assert sent >= 5 * (account.now - 100.0) - 5
+
+
+def test_a_bucket_is_short_only_once_the_account_s_ledger_was_found_busy() -> None:
+    """``short`` (what makes a fan-out frugal): a bucket that has made no call knows nothing
+    of the others; an idle ledger's batch leaves tokens to spare; a slot booked in line (the
+    ledger busy) leaves none, and so does a ledger with nothing free."""
+    account = Account()
+    pacer = account.pacer()
+    assert not pacer.short("us-east-1", "CreateCapacityReservation")  # not made yet
+    idle = account.ledger("us-east-1", "CreateCapacityReservation")
+    bucket = pacer.bucket("us-east-1", "CreateCapacityReservation")
+    account.run_ahead()
+    bucket.acquire()
+    assert not bucket.short  # an idle ledger's batch: tokens in hand
+    while bucket.tokens >= 1:
+        bucket.acquire()
+    idle.answers = [Grant(1, 0.8)]  # busy: a slot booked in line
+    bucket.acquire()
+    assert bucket.short and pacer.short("us-east-1", "CreateCapacityReservation")
+    idle.answers = [Grant(3, 0.0)]  # free again: a batch now
+    bucket.acquire()
+    assert not bucket.short
+
+
+def test_a_bucket_alone_is_short_when_its_own_burst_is_spent() -> None:
+    account = Account()
+    bucket = AdaptiveBucket(MUTATING, clock=account.clock, sleep=account.sleep)
+    for _ in range(48):
+        bucket.acquire()
+    assert not bucket.short  # two left
+    bucket.acquire()
+    assert bucket.short
+    account.now += 1.0  # 5 a second: refilled
+    assert not bucket.short

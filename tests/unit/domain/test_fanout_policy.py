@@ -198,3 +198,54 @@ def test_a_solo_quota_error_right_after_a_give_back_is_retried_after_a_pause() -
     assert late.step(11.0).start == (0,)  # started past the window
     late.answered(0, QUOTA_ERROR, 11.1)
     assert late.decision().kind is DecisionKind.STOPPED
+
+
+def test_a_frugal_fanout_widens_one_candidate_at_a_time_and_never_hedges() -> None:
+    """While the account's budget for creates is short, a create made only in case the ones
+    before it fail (and its give-back) would take another desktop's calls: the fan-out goes
+    one candidate at a time. Without it, the first insufficient answer starts all the rest."""
+    from capacity_broker.domain.fanout import Plan
+
+    ice = Tried[str](error_class=ErrorClass.CAPACITY, error_code="InsufficientInstanceCapacity")
+
+    spent = Plan([U, U, U, U], keep=False, max_concurrency=8, hedge=0.5, moment=0.0)
+    assert spent.step(0.0).start == (0,)
+    spent.answered(0, ice, 0.1)
+    assert spent.step(0.1).start == (1, 2, 3)
+
+    frugal = Plan([U, U, U, U], keep=False, max_concurrency=8, hedge=0.5, moment=0.0, frugal=True)
+    assert frugal.step(0.0).start == (0,)
+    frugal.answered(0, ice, 0.1)
+    step = frugal.step(0.1)
+    assert step.start == (1,)
+    assert step.wake_at is None  # no hedge to wake for
+    assert frugal.step(5.0).start == ()  # long past the hedge delay: still one at a time
+    frugal.answered(1, ice, 5.1)
+    assert frugal.step(5.1).start == (2,)
+    frugal.answered(2, Tried(hold="c", reservation_id="cr-c"), 5.2)
+    assert frugal.step(5.2).give_back == (2,)  # the probe's answer: 3 never tried
+    assert frugal.decision().kind.value == "won" and frugal.decision().index == 2
+    assert frugal.slots[3].phase.value == "waiting"
+
+    # No longer short: the hedge and the full width come back.
+    frugal2 = Plan([U, U, U, U], keep=False, max_concurrency=8, hedge=0.5, moment=0.0, frugal=True)
+    frugal2.step(0.0)
+    frugal2.answered(0, ice, 0.1)
+    assert frugal2.step(0.1).start == (1,)
+    frugal2.frugal = False
+    assert frugal2.step(0.7).start == (2, 3)  # the hedge delay passed: everything left
+
+
+@pytest.mark.parametrize(
+    ("hints", "bound"),
+    [
+        ([U, U, U], 1),
+        ([X, U, U, U], 2),  # the ones memory says are out must be tried now: not speculative
+        ([X, X, A, U], 3),
+        ([X, X, X], 3),
+    ],
+)
+def test_a_frugal_fanout_starts_no_further_than_the_first_promising_candidate(
+    hints: list[Hint], bound: int
+) -> None:
+    assert first_bound(hints, frugal=True) == bound

@@ -38,6 +38,11 @@ class Ec2Base:
         EC2's model is parsed, tens of milliseconds of CPU)."""
         self.clients.client("ec2", self.region)
 
+    def budget_short(self, action: str) -> bool:
+        """Whether the bucket ``action`` draws from has no token to spare now (the pacer's
+        word): a call made only in case another fails would take the next caller's."""
+        return self.pacer.short(self.region, action)
+
     def _call(self, action: str, deadline: float | None = None, **params: Any) -> Any:
         return self.retry.run(action, self._attempt(action, params, deadline), deadline=deadline)
 
