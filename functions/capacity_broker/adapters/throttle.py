@@ -249,6 +249,7 @@ class AdaptiveBucket:
         self._ahead_done = threading.Event()  # set while no lease ahead is on its way
         self._ahead_done.set()
         self._idle = True  # the last lease got tokens free at once: the next may go ahead
+        self._ledger_down = False  # the last lease could not ask the ledger: alone for now
         self._leased_at = -math.inf
         self.limit: float | None = None  # our share of EC2's bucket, once a throttle showed it
         self._clock = clock
@@ -323,6 +324,7 @@ class AdaptiveBucket:
         # A busy ledger books slots in line; only an idle one is leased from ahead of need
         # (a lease ahead that finds no token free is a round trip for nothing).
         self._idle = grant is not None and grant.tokens > 0 and grant.wait <= 0
+        self._ledger_down = grant is None
         self._asked = now
         return wait
 
@@ -358,6 +360,7 @@ class AdaptiveBucket:
                 self._ahead_out = False
                 self._ahead_done.set()
                 self._idle = grant is not None and grant.tokens > 0 and grant.wait <= 0
+                self._ledger_down = grant is None
                 if grant is not None and grant.tokens and grant.wait <= 0:
                     now = self._clock()
                     self._settle(now)
@@ -406,14 +409,18 @@ class AdaptiveBucket:
     def short(self) -> bool:
         """No token to spare now: fewer than two in hand, and (sharing a ledger) the last
         lease found the account's bucket busy (a slot booked in line, or nothing free). A
-        bucket that has made no call yet is not short: it knows nothing of the others."""
+        bucket that has made no call yet is not short: it knows nothing of the others. A
+        ledger that could not be asked is a bucket alone (what its next call does). Reads
+        only: the bucket's state is what its calls left."""
         with self._lock:
             now = self._clock()
-            self._refill(now)
-            if self.ledger is not None:
-                self._settle(now)
-                return not self._idle and self.tokens < 2
-            return self.tokens < 2
+            alone = min(self.burst, self.tokens + max(0.0, now - self._stamp) * self.rate)
+            if self.ledger is None:
+                return alone < 2
+            if self._ledger_down:
+                return min(self.burst, self.tokens + (now - self._asked) * self.rate) < 2
+            kept = 0.0 if now - self._leased_at > self._hold else self.tokens
+            return not self._idle and kept < 2
 
     def acquire(self, deadline: float | None = None) -> Ticket:
         """Wait for a ticket; ``NoToken`` if none can come before ``deadline`` (this clock)."""

@@ -39,11 +39,12 @@ below); any other answer moves on. ``Plan`` reaches that answer with concurrency
   (``first_bound``) and widens (``widen``) at the first non-decisive answer or when the hedge
   delay passes without an answer.
 - **Frugal** (``frugal``: the account's budget for creates is short now, as the pacer sees it).
-  A create started only in case the ones before it fail costs two calls of that budget (its
-  create and its give-back), which every container and tool of the account shares: in a class
-  of desktops, the next desktop's. So while it is short, the fan-out widens one candidate at a
-  time and does not hedge; the candidates memory says were out of capacity a moment ago are
-  not speculative (they must be tried now anyway) and still start together.
+  A create started only in case the ones before it fail costs a create (and its give-back a
+  cancel) of buckets every container and tool of the account shares: in a class of desktops,
+  the next desktop's. So while it is short, the fan-out widens only through the candidate
+  after the one that answered, and the hedge waits (its time still wakes the engine, which
+  asks the pacer again); the candidates memory says were out of capacity a moment ago are not
+  speculative (they must be tried now anyway) and still start together.
 
 Concurrency bounds: ``busy`` (creates in flight + holds not yet confirmed given back) stays
 below ``cap`` = min(max concurrency, the quota cap from memory, the cap learned in this
@@ -61,7 +62,7 @@ from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 from .errors import ErrorClass, Outcome, keeps_earlier
-from .memory import Hint
+from .memory import HEDGE_FLOOR, Hint
 from .outcomes import Kind, attempt_outcome, kind_of
 
 H = TypeVar("H")
@@ -380,13 +381,17 @@ class Plan:
         else:
             slot.phase = Phase.DONE
         if kind in _MOVE_ON and self.bound < len(self.slots):
-            self.bound = self._wider()
+            self.bound = self._wider(index)
             self.widened_at = moment
 
-    def _wider(self) -> int:
-        """The next width: ``widen``'s, or only the next candidate while frugal."""
+    def _wider(self, answered: int | None = None) -> int:
+        """The next width: ``widen``'s; while frugal, only through the candidate after the one
+        that just ``answered`` (one out of capacity that memory already said was out widens
+        nothing while the promising one after it still runs), never by the hedge."""
         if self.frugal:
-            return self.bound + 1
+            if answered is None:
+                return self.bound
+            return max(self.bound, min(len(self.slots), answered + 2))
         return widen(self.hints, self.bound)
 
     def returned(self, index: int, cancelled: bool, moment: float) -> None:
@@ -492,8 +497,12 @@ class Plan:
         )
         wakes = []
         if not decided and not self.expired:
-            if self.bound < n and not self.frugal:
-                wakes.append(self.widened_at + self.hedge)
+            if self.bound < n:
+                # While frugal the hedge waits, but its time still wakes the engine, which
+                # asks the pacer again then (and again a hedge delay later, until it may).
+                hedge_at = self.widened_at + self.hedge
+                again = moment + max(self.hedge, HEDGE_FLOOR)
+                wakes.append(max(hedge_at, again) if self.frugal else hedge_at)
             # Unanswered candidates that may be tried again: their next try (one whose time
             # has come but that waits for room starts when a call in flight comes back).
             limit = min(self.bound, n if cut is None else cut)

@@ -97,13 +97,15 @@ def members_wait_until(earliest_by: float, closes_at: float) -> float:
 
 def asks_until(moment: float, answer_by: float, wait_until: float) -> float:
     """Until when a group's leader asks EC2, starting at ``moment``: its members' earliest
-    answer-by. A leader that reaches that before asking anything (its look-ups outlasted it: a
-    cold container on a busy machine) would answer nobody, and every member would then probe
-    alone, late and each at a lone probe's cost in EC2 calls; they still wait for it until
-    ``wait_until`` (``members_wait_until``), so it asks until then, less ``GIVE_BACK_SECONDS``."""
-    if moment < answer_by:
-        return answer_by
-    return max(answer_by, wait_until - GIVE_BACK_SECONDS)
+    answer-by. A leader that reaches that (nearly) before asking anything (its look-ups
+    outlasted it: a cold container on a busy machine) would answer nobody, and every member
+    would then probe alone, late and each at a lone probe's cost in EC2 calls; they still wait
+    for it until ``wait_until`` (``members_wait_until``). So it may ask into that time, for
+    half of what is left of it: the other half (``GIVE_BACK_SECONDS`` at least) is for giving
+    its holds back and publishing before the first member gives up. Continuous in ``moment``:
+    a leader a moment early is not worse off than one a moment late."""
+    late = min(wait_until - GIVE_BACK_SECONDS, moment + (wait_until - moment) / 2)
+    return max(answer_by, late)
 
 
 @dataclass(frozen=True)

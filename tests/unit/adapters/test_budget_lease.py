@@ -242,3 +242,19 @@ def test_a_bucket_alone_is_short_when_its_own_burst_is_spent() -> None:
     assert bucket.short
     account.now += 1.0  # 5 a second: refilled
     assert not bucket.short
+
+
+def test_a_bucket_whose_ledger_is_down_is_short_as_a_bucket_alone_would_be() -> None:
+    """The state table down: the bucket paces alone (its next call refills as if alone since
+    the ledger was last asked), so ``short`` says what that refill would: after a while
+    without calls it has its burst back and is not short (a lone desktop stays unfrugal)."""
+    account, ledger = Account(), FakeLedger()
+    bucket = account.bucket(ledger)
+    ledger.answers = [None] * 100  # the ledger cannot be asked
+    bucket.acquire()
+    assert bucket.short  # alone since it was made, a moment ago: nothing to spare yet
+    account.now += 60.0
+    assert not bucket.short
+    before = (bucket.tokens, bucket.counts.copy())
+    assert not bucket.short  # reading it changes nothing
+    assert (bucket.tokens, bucket.counts) == before

@@ -218,8 +218,10 @@ def test_a_frugal_fanout_widens_one_candidate_at_a_time_and_never_hedges() -> No
     frugal.answered(0, ice, 0.1)
     step = frugal.step(0.1)
     assert step.start == (1,)
-    assert step.wake_at is None  # no hedge to wake for
-    assert frugal.step(5.0).start == ()  # long past the hedge delay: still one at a time
+    assert step.wake_at == 0.6  # the hedge's time: the engine asks the pacer again then
+    step = frugal.step(5.0)
+    assert step.start == ()  # long past the hedge delay: still one at a time ...
+    assert step.wake_at == 5.5  # ... and asked again a hedge delay later
     frugal.answered(1, ice, 5.1)
     assert frugal.step(5.1).start == (2,)
     frugal.answered(2, Tried(hold="c", reservation_id="cr-c"), 5.2)
@@ -234,6 +236,21 @@ def test_a_frugal_fanout_widens_one_candidate_at_a_time_and_never_hedges() -> No
     assert frugal2.step(0.1).start == (1,)
     frugal2.frugal = False
     assert frugal2.step(0.7).start == (2, 3)  # the hedge delay passed: everything left
+
+
+def test_a_frugal_fanout_widens_past_the_answer_not_past_the_bound() -> None:
+    """Memory's out places start with the first promising one (0, 1, 2); their answers, out
+    again, start nothing more while 2 runs: only its own answer widens to 3."""
+    from capacity_broker.domain.fanout import Plan
+
+    ice = Tried[str](error_class=ErrorClass.CAPACITY, error_code="InsufficientInstanceCapacity")
+    plan = Plan([X, X, U, U, U], keep=False, max_concurrency=8, hedge=0.5, moment=0.0, frugal=True)
+    assert plan.step(0.0).start == (0, 1, 2)
+    plan.answered(0, ice, 0.1)
+    plan.answered(1, ice, 0.1)
+    assert plan.step(0.1).start == ()
+    plan.answered(2, ice, 0.2)
+    assert plan.step(0.2).start == (3,)
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ number the test moves.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import pytest
@@ -252,3 +253,43 @@ def test_members_the_group_never_reached_in_its_time_probe_alone() -> None:
     assert set(verdicts[3:]) == {Verdict.ALONE}
     assert all(a.error_code is None for a in answers[3:])
     assert world.held == {}
+
+
+@given(
+    opened=st.floats(0, 100),
+    joins=st.lists(st.tuples(st.floats(0, 1), st.floats(1, 900)), min_size=1, max_size=30),
+    window=st.floats(0.01, 5),
+)
+def test_no_member_gives_up_before_members_wait_until(
+    opened: float, joins: list[tuple[float, float]], window: float
+) -> None:
+    """What a leader computes from the members' answer-by times and the group's closing is a
+    bound: no member (joined before the group closed, with any budget) gives up before it."""
+    from capacity_broker.domain.group import answer_by, gives_up_at, members_wait_until
+
+    closes = opened + window
+    members = []
+    for at, budget in joins:
+        moment = opened + at * window  # joined while the group took members
+        deadline = moment + budget
+        members.append(
+            (answer_by(moment, deadline), gives_up_at(answer_by(moment, deadline), deadline))
+        )
+    bound = members_wait_until(min(by for by, _ in members), closes)
+    assert all(give_up >= bound - 1e-9 for _, give_up in members)
+
+
+def test_a_leader_asks_until_its_members_answer_by_or_into_their_patience_when_late() -> None:
+    """On time, until the earliest answer-by; late (its look-ups outlasted it), into the time
+    its members still wait, keeping half of that (2 s at least) to give back and publish; and
+    continuous: a leader a moment early is not worse off than one a moment late."""
+    from capacity_broker.domain.group import GIVE_BACK_SECONDS, asks_until
+
+    by, until = 15.0, 21.5
+    assert asks_until(0.0, by, until) == by
+    assert asks_until(15.0, by, until) == 18.25  # half of the 6.5 s left
+    assert asks_until(19.0, by, until) == until - GIVE_BACK_SECONDS
+    assert asks_until(25.0, by, until) <= 25.0  # past it all: nothing to ask (the plan expires)
+    moments = [i / 100 for i in range(0, 2500)]
+    asked = [asks_until(m, by, until) for m in moments]
+    assert all(abs(b - a) <= 0.01 for a, b in itertools.pairwise(asked))

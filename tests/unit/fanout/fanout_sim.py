@@ -291,7 +291,9 @@ def run(
     deadline: float = 1e9,
     earlier: tuple[int, str, str | None] | None = None,
     n: int | None = None,
+    short: Callable[[float], bool] | None = None,
 ) -> Run:
+    """``short(t)``: whether the pacer has no token to spare at the sim's time ``t``."""
     runtimes: list[SimRuntime] = []
 
     def runtime(workers: int) -> SimRuntime:
@@ -306,6 +308,7 @@ def run(
         max_concurrency=max_concurrency,
         runtime=runtime,
         wall=lambda: 1_000_000.0 + (runtimes[0].clock if runtimes else 0.0),
+        short=(lambda: short(runtimes[0].clock if runtimes else 0.0)) if short else None,
     )
     result = engine.run(
         candidates(len(ec2.specs) if n is None else n), deadline, memory=memory, earlier=earlier

@@ -385,3 +385,40 @@ def test_the_budget_running_out_in_the_broker_never_hides_what_ec2_said() -> Non
         assert done.result.decision.kind is DecisionKind.BLOCKED
         assert (report.outcome, report.error_code) == (outcome, code)
         assert oracle([spec, Spec("available")], 1000, True).code == code
+
+
+def test_while_short_of_creates_it_goes_one_place_at_a_time() -> None:
+    """Issue 23: with no token to spare (the pacer's word, asked before every step), the
+    first subnet out of capacity starts only the next, not all the rest: 2 creates, not 4."""
+    ec2 = SimEc2([Spec("insufficient"), Spec("available"), Spec("available"), Spec("available")])
+    spare = run(ec2)
+    assert [i for i, _ in creates_at(spare)] == [0, 1, 2, 3]
+    ec2 = SimEc2([Spec("insufficient"), Spec("available"), Spec("available"), Spec("available")])
+    frugal = run(ec2, short=lambda t: True)
+    assert [i for i, _ in creates_at(frugal)] == [0, 1]
+    assert frugal.result.decision.index == spare.result.decision.index == 1
+    assert ec2.live == {}
+
+
+def test_while_short_memory_s_out_places_start_together_but_nothing_after_them() -> None:
+    """The places memory says were out a moment ago must be tried now: they start with the
+    first promising one. Their answers (out again) start nothing more while it runs."""
+    ec2 = SimEc2(
+        [Spec("insufficient"), Spec("insufficient"), Spec("available", latency=1.0)]
+        + [Spec("available")] * 2
+    )
+    done = run(
+        ec2, memory=remembered({0: Seen.INSUFFICIENT, 1: Seen.INSUFFICIENT}), short=lambda t: True
+    )
+    assert creates_at(done) == [(0, 0.0), (1, 0.0), (2, 0.0)]
+    assert done.result.decision.index == 2
+
+
+def test_a_hedge_waits_while_short_and_goes_once_tokens_are_spare() -> None:
+    """A slow first create: while short the hedge waits, and the engine asks the pacer again
+    at the hedge's time and every hedge delay after, so it goes soon after tokens are spare
+    again (1.0 s here: the hedge delay is 0.2 s), not when the slow create answers (4 s)."""
+    ec2 = SimEc2([Spec("available", latency=4.0), Spec("available")])
+    done = run(ec2, memory=remembered({}), short=lambda t: t < 1.0)
+    assert creates_at(done) == [(0, 0.0), (1, 1.0)]
+    assert done.result.decision.index == 0
