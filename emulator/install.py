@@ -8,6 +8,7 @@ Everything here is idempotent and reversible (``uninstall``) so tests can rely o
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import sys
@@ -69,6 +70,8 @@ def install() -> None:
         )
         for name in _DYNAMODB_WRITES:
             _replace(DynamoDBBackend, name, _atomic(getattr(DynamoDBBackend, name)))
+        for name in _DYNAMODB_READS:
+            _replace(DynamoDBBackend, name, _isolated(getattr(DynamoDBBackend, name)))
         for name in _DYNAMODB_ORDERINGS:
             klass = getattr(comparisons, name)
             _replace(klass, "expr", _same_type_only(klass.expr))
@@ -191,6 +194,13 @@ _DYNAMODB_WRITES = (
     "transact_write_items",
 )
 _dynamodb_lock = threading.RLock()
+# A read sees each item as one write left it, never in the middle of one (DynamoDB's reads are
+# read-committed at least: "Isolation levels for DynamoDB transactions" in the Developer
+# Guide). moto 5.2.5 copies an item's attributes while a concurrent write changes them
+# ("dictionary changed size during iteration" out of a Scan), and hands GetItem's stored item
+# to the response, which serializes it after the call: the reads run under the writes' lock
+# and answer a copy.
+_DYNAMODB_READS = ("get_item", "query", "scan", "batch_get_item", "transact_get_items")
 
 
 def _atomic(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -199,6 +209,14 @@ def _atomic(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, *args, **kwargs)
 
     return write
+
+
+def _isolated(original: Callable[..., Any]) -> Callable[..., Any]:
+    def read(self: DynamoDBBackend, *args: Any, **kwargs: Any) -> Any:
+        with _dynamodb_lock:
+            return copy.deepcopy(original(self, *args, **kwargs))
+
+    return read
 
 
 # DynamoDB compares values of one type only: "If an item contains an AttributeValue element of

@@ -151,6 +151,50 @@ def test_dynamodb_item_writes_are_atomic(dynamodb):
     assert int(item["n"]["N"]) == threads * adds
 
 
+def test_dynamodb_reads_never_see_an_item_in_the_middle_of_a_write(dynamodb):
+    """A read sees each item as one write left it (DynamoDB's reads are read-committed at
+    least: "Isolation levels for DynamoDB transactions"). moto alone let a Scan copy an item
+    while an UpdateItem changed it (RuntimeError: dictionary changed size during iteration,
+    in a test of stop 30's CI), and GetItem serialize one half updated."""
+    import threading
+
+    writes, failures, seen = 100, [], []
+    done = threading.Event()
+
+    def write(worker: int) -> None:
+        for n in range(writes):
+            # Both halves in one write, and a new attribute each time (the item's size changes).
+            dynamodb.update_item(
+                TableName="state",
+                Key={"id": {"S": "pair"}},
+                UpdateExpression=f"SET x = :n, y = :n, w{worker}_{n} = :n",
+                ExpressionAttributeValues={":n": {"N": str(n)}},
+            )
+
+    def read() -> None:
+        try:
+            while not done.is_set():
+                items = dynamodb.scan(TableName="state", ConsistentRead=True)["Items"]
+                got = dynamodb.get_item(TableName="state", Key={"id": {"S": "pair"}}).get("Item")
+                for item in [*items, *([got] if got else [])]:
+                    if "x" in item:
+                        seen.append((item["x"]["N"], item["y"]["N"]))
+        except Exception as error:
+            failures.append(error)
+
+    writers = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    for thread in readers + writers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    done.set()
+    for thread in readers:
+        thread.join()
+    assert failures == []
+    assert seen and all(x == y for x, y in seen)
+
+
 def test_dynamodb_compares_values_of_one_type_only(dynamodb):
     """A filter comparing a number with an item's string does not match that item (API
     Reference, ExpectedAttributeValue); moto alone raised TypeError out of the Scan."""
