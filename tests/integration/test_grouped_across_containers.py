@@ -295,7 +295,7 @@ def test_a_leader_slower_than_its_members_answer_by_still_answers_them(classroom
     assert [a["status"] for a in answers] == ["available"] * 5
     assert {a["subnet_id"] for a in answers} == {SUBNETS[2]}
     assert [a.get("group", {}).get("size") for a in answers] == [5] * 5
-    # The group's creates: 5, 3, 2, 1 in each empty subnet and 5 in C; no member alone.
+    # The group's creates of more than one: 5, 3, 2 in each empty subnet (then 1) and 5 in C.
     group = [
         int(c.params["InstanceCount"]) for c in creates(room.emu) if c.params["InstanceCount"] > 1
     ]

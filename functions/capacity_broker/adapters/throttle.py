@@ -275,18 +275,25 @@ class AdaptiveBucket:
         self.counts = {"paced": 0, "probes": 0, "answered": 0, "throttled": 0, "cuts": 0}
 
     # -- admission ------------------------------------------------------------------------
+    def _alone(self, now: float, since: float) -> float:
+        """The tokens a bucket alone would have at ``now``, refilled at its rate since ``since``."""
+        return min(self.burst, self.tokens + max(0.0, now - since) * self.rate)
+
+    def _kept(self, now: float) -> float:
+        """Sharing a ledger: the tokens still spendable at ``now``. Those kept unspent longer
+        than ``hold_s`` are not (the ledger counted them when it granted them: spent much
+        later they could meet a bucket others have emptied since)."""
+        return 0.0 if now - self._leased_at > self._hold else self.tokens
+
     def _refill(self, now: float) -> None:
         if now > self._stamp:
             if self.ledger is None:
-                self.tokens = min(self.burst, self.tokens + (now - self._stamp) * self.rate)
+                self.tokens = self._alone(now, self._stamp)
             self._stamp = now
 
     def _settle(self, now: float) -> None:
-        """Sharing a ledger: tokens kept unspent longer than ``hold_s`` are dropped (the
-        ledger counted them when it granted them: spent much later they could meet a bucket
-        others have emptied since)."""
-        if self.tokens > 0 and now - self._leased_at > self._hold:
-            self.tokens = 0.0
+        """Sharing a ledger: drop the tokens no longer kept (``_kept``)."""
+        self.tokens = self._kept(now)
 
     def _terms(self) -> tuple[float, float]:
         """The (burst, rate) this bucket leases with. Every process must read the ledger with
@@ -305,8 +312,7 @@ class AdaptiveBucket:
         horizon = HORIZON_S if deadline is None else min(max(0.0, deadline - now - 1e-3), HORIZON_S)
         grant = self.ledger.lease(*self._terms(), horizon)
         if grant is None:
-            alone = min(self.burst, self.tokens + (now - self._asked) * self.rate)
-            self.tokens = max(self.tokens, alone)
+            self.tokens = max(self.tokens, self._alone(now, self._asked))
             self._leased_at = now  # (refilled here, not leased: nothing to drop)
             wait = 0.0 if self.tokens >= 1 else (1 - self.tokens) / self.rate
         elif grant.tokens and grant.wait > 0:
@@ -414,13 +420,11 @@ class AdaptiveBucket:
         only: the bucket's state is what its calls left."""
         with self._lock:
             now = self._clock()
-            alone = min(self.burst, self.tokens + max(0.0, now - self._stamp) * self.rate)
             if self.ledger is None:
-                return alone < 2
+                return self._alone(now, self._stamp) < 2
             if self._ledger_down:
-                return min(self.burst, self.tokens + (now - self._asked) * self.rate) < 2
-            kept = 0.0 if now - self._leased_at > self._hold else self.tokens
-            return not self._idle and kept < 2
+                return self._alone(now, self._asked) < 2
+            return not self._idle and self._kept(now) < 2
 
     def acquire(self, deadline: float | None = None) -> Ticket:
         """Wait for a ticket; ``NoToken`` if none can come before ``deadline`` (this clock)."""

@@ -384,13 +384,11 @@ class Plan:
             self.bound = self._wider(index)
             self.widened_at = moment
 
-    def _wider(self, answered: int | None = None) -> int:
-        """The next width: ``widen``'s; while frugal, only through the candidate after the one
-        that just ``answered`` (one out of capacity that memory already said was out widens
-        nothing while the promising one after it still runs), never by the hedge."""
+    def _wider(self, answered: int) -> int:
+        """The width after a non-decisive answer: ``widen``'s; while frugal, only through the
+        candidate after the one that ``answered`` (one out of capacity that memory already said
+        was out widens nothing while the promising one after it still runs)."""
         if self.frugal:
-            if answered is None:
-                return self.bound
             return max(self.bound, min(len(self.slots), answered + 2))
         return widen(self.hints, self.bound)
 
@@ -427,7 +425,7 @@ class Plan:
             and not self.frugal
             and moment >= self.widened_at + self.hedge
         ):
-            self.bound = self._wider()
+            self.bound = widen(self.hints, self.bound)
             self.widened_at = moment
         cut = self.cut()
         keeping = self.keeping()

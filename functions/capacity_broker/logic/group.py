@@ -86,8 +86,6 @@ class Closed:
 
     counts: tuple[int, ...]
     answer_by: float
-    # The earliest moment a member may stop waiting for the group (``members_wait_until``).
-    wait_until: float
 
 
 @dataclass(frozen=True)
@@ -231,9 +229,7 @@ class Coalescer:
                     forming.group_id,
                     closed.counts,
                     target,
-                    min(
-                        deadline, asks_until(self.monotonic(), closed.answer_by, closed.wait_until)
-                    ),
+                    min(deadline, self._asks_until(closed, forming)),
                     hard_deadline,
                 )
         except Exception:  # the members must not wait for a leader that failed
@@ -246,6 +242,12 @@ class Coalescer:
         if answers is None:
             return None
         return Grouped(forming.group_id, size, answers[0], target.subnets)
+
+    def _asks_until(self, closed: Closed, forming: Forming) -> float:
+        """Until when this leader asks EC2 for its group, from now (``asks_until``); its
+        members joined before ``forming.closes_at`` (``members_wait_until``)."""
+        wait_until = members_wait_until(closed.answer_by, forming.closes_at)
+        return asks_until(self.monotonic(), closed.answer_by, wait_until)
 
     def _answer(
         self,
@@ -400,8 +402,7 @@ class LocalMeeting:
                 left = forming.closing_at(idle) - self.monotonic()
                 self._changed.wait(min(_SLICE, max(0.0, left)))
             counts = self._lobby.close(forming)
-            earliest = min(self._groups[forming.group_id].answer_by)
-            return Closed(counts, earliest, members_wait_until(earliest, forming.closes_at))
+            return Closed(counts, min(self._groups[forming.group_id].answer_by))
 
     def publish(
         self, seat: Seat, size: int, answers: list[MemberAnswer] | None, subnets: list[Subnet]
@@ -542,8 +543,7 @@ class TableMeeting:
             self.table.unpoint(key_id(seat.key), forming.group_id)
         except AwsError as error:
             self._down(error)
-        earliest = self._moment(min(members.bys))
-        return Closed(members.counts, earliest, members_wait_until(earliest, forming.closes_at))
+        return Closed(members.counts, self._moment(min(members.bys)))
 
     def publish(
         self, seat: Seat, size: int, answers: list[MemberAnswer] | None, subnets: list[Subnet]
