@@ -72,3 +72,5 @@ _.fleet_id
 _.handle_starttag
 _.handle_endtag
 _.handle_data
+# socketserver.TCPServer.server_activate reads it (emulator/server.py's listen queue).
+_.request_queue_size

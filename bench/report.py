@@ -209,7 +209,10 @@ def _burst_rows(burst: dict[str, Any]) -> list[Row]:
     grouping = "grouping on" if burst["grouping_available"] else "no grouping in this code"
     for name, run in burst["runs"].items():
         kind, n, budget = name.split("/")
-        how = "shared budget" if budget == "shared" else "each pacer alone"
+        how = {
+            "shared": "shared budget",
+            "snapstart": "shared budget, SnapStart: models parsed before the start",
+        }.get(budget, "each pacer alone")
         title = f"class of {n} ({kind}, {how})"
         cpu = (
             f"containers' CPU {run['workers_cpu_s']:.1f} s + emulator's "
@@ -217,7 +220,7 @@ def _burst_rows(burst: dict[str, Any]) -> list[Row]:
             f"{run['processes']} processes"
         )
         spread = f"p50 {run['p50_s']:.1f} s, p99 {run['p99_s']:.1f} s; {run['statuses']}"
-        alone = budget != "shared"
+        alone = budget == "alone"
         rows.append(
             Row(
                 f"{title}: wrong answers",

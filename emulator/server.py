@@ -29,7 +29,7 @@ from moto.moto_server.werkzeug_app import (
     MotoRequestHandler,
     create_backend_app,
 )
-from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer
 from werkzeug.wrappers import Request, Response
 
 from . import install as installer
@@ -277,6 +277,18 @@ class QuietHandler(MotoRequestHandler):
         return None
 
 
+class _BurstServer(ThreadedWSGIServer):
+    """werkzeug's threaded server with a listen queue as deep as the kernel allows.
+
+    An AWS endpoint accepts every connection a class of containers opens at once. werkzeug
+    listens with a queue of 128: when 200 containers open their EC2, DynamoDB and SSM
+    connections together, the kernel drops the SYNs beyond it, the clients retry them 1 s,
+    3 s, 7 s later, and their connect timeouts end probes that EC2 would have answered (seen
+    in issue 23's class of 200). ``listen`` caps the queue at ``net.core.somaxconn``."""
+
+    request_queue_size = 4096
+
+
 class Server:
     """A threaded server on a loopback address (127.0.0.1); ``port=0`` picks a free port.
 
@@ -304,12 +316,11 @@ class Server:
         world.mode = "server"
         self.emulator = Emulator()
         application = Application(self.emulator, routes, scenario, after_reset)
-        self._server: BaseWSGIServer = make_server(
+        self._server: BaseWSGIServer = _BurstServer(
             host,
             port,
             application,
-            threaded=True,
-            request_handler=QuietHandler if quiet else MotoRequestHandler,
+            handler=QuietHandler if quiet else MotoRequestHandler,
         )
         application.door.listen(*self._server.server_address[:2])
         self._thread: threading.Thread | None = None

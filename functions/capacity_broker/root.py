@@ -237,6 +237,18 @@ class Root:
             "memory": self.memory,
         }
 
+    def snapshot_services(self) -> tuple[str, ...]:
+        """The services whose API models a SnapStart snapshot should hold: every entry
+        point's first clients (``first_clients``) and, with a state table, DynamoDB's (the
+        shared EC2 budget's leases and the probes' meetings are a cold probe's first calls).
+        Parsing them is most of a cold client's CPU; a snapshot does it once for every
+        environment restored from it."""
+        firsts = {s for services in FIRST_CLIENTS.values() for s in services}
+        firsts.update(FIRST_CLIENTS_DEFAULT)
+        if self.settings.state_table:
+            firsts.add("dynamodb")
+        return tuple(sorted(firsts))
+
     def first_clients(self, entry: str) -> tuple[str, ...]:
         """The clients ``entry``'s first invocation makes on a thread of their own as it
         starts (``Clients.warm_first``), in the order it calls them. A probe that meets the

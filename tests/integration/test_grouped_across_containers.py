@@ -223,17 +223,18 @@ def test_plenty_of_capacity_answers_the_class_with_one_create(classroom: Any) ->
     answers = room.run(12)
     assert {a["status"] for a in answers} == {"available"}
     assert {a["subnet_id"] for a in answers} == {SUBNETS[2]}
-    # The group of 12 halves its way down in each empty subnet (12, 6, 3, 2, 1: a part as
-    # large as one refused is not asked again), then holds all 12 in C with one create and
-    # gives it back with one cancel; the first desktop made its three creates and one cancel.
+    # The group of 12 asks 12, then its first member alone, in each empty subnet (refused:
+    # the other 11 are as large as what was refused, so they are not asked), then holds all
+    # 12 in C with one create and gives it back with one cancel (halving would have asked
+    # 12, 6, 3, 2, 1 in each); the first desktop made its three creates and one cancel.
     made = [
         (c.action, int(c.params.get("InstanceCount", 0)), c.outcome)
         for c in room.emu.calls()
         if c.action in ("CreateCapacityReservation", "CancelCapacityReservation")
     ]
     group = [m for m in made if m[0] == "CreateCapacityReservation" and m[1] > 1]
-    assert sorted(m[1] for m in group) == sorted([12, 6, 3, 2] * 2 + [12])
-    assert [m[0] for m in made].count("CreateCapacityReservation") == 11 + 3, made
+    assert sorted(m[1] for m in group) == [12, 12, 12]
+    assert [m[0] for m in made].count("CreateCapacityReservation") == 5 + 3, made
     assert [m[0] for m in made].count("CancelCapacityReservation") == 1 + 1, made
     reservation = {a["group"]["reservation_id"] for a in answers}
     assert len(reservation) == 1 and None not in reservation
@@ -295,11 +296,12 @@ def test_a_leader_slower_than_its_members_answer_by_still_answers_them(classroom
     assert [a["status"] for a in answers] == ["available"] * 5
     assert {a["subnet_id"] for a in answers} == {SUBNETS[2]}
     assert [a.get("group", {}).get("size") for a in answers] == [5] * 5
-    # The group's creates of more than one: 5, 3, 2 in each empty subnet (then 1) and 5 in C.
+    # The group's creates of more than one: 5 in each empty subnet (then its first member
+    # alone, refused: the rest is inferred) and 5 in C.
     group = [
         int(c.params["InstanceCount"]) for c in creates(room.emu) if c.params["InstanceCount"] > 1
     ]
-    assert sorted(group) == sorted([5, 3, 2] * 2 + [5])
+    assert sorted(group) == [5, 5, 5]
     assert held_now(room.emu) == []
 
 

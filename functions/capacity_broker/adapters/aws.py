@@ -83,12 +83,23 @@ class Clients:
             self._made.clear()
 
     def preload_models(self, services: tuple[str, ...]) -> None:
-        """Parse ``services``' API models into the session's loader, without making a client:
-        no credentials are read and no connection is opened, so this is safe to run before a
-        SnapStart snapshot, and the clients made after a restore skip the parse."""
-        session = self.session
+        """Parse what making a client of ``services`` reads from botocore's data files into
+        the session, without making a client: no credentials are read and no connection is
+        opened, so this is safe to run before a SnapStart snapshot, and the clients made after
+        a restore read no file. That is each service's API model and endpoint rules, the
+        partitions' endpoints (the session's endpoint resolver) and the list of services:
+        about 90% of a cold client's CPU (0.2 s for SSM, EC2 and DynamoDB, 15 ms after)."""
+        session = self.session._session
+        loader = session.get_component("data_loader")
+        # The list of services is read (a directory scan) by every client made.
+        loader.list_available_services("service-2")
         for service in services:
-            session._session.get_service_model(service)
+            model = session.get_service_model(service)
+            loader.load_service_model(service, "endpoint-rule-set-1", model.api_version)
+        loader.load_data("partitions")  # (the endpoint rules' partitions)
+        loader.load_data("sdk-default-configuration")  # (the defaults mode's settings)
+        # (A private component of botocore's session: made on a client's first use otherwise.)
+        session._get_internal_component("endpoint_resolver")
 
     def prewarm(self, services: tuple[str, ...], region: str) -> threading.Thread:
         """Make the clients of ``services`` in ``region``, in that order, on a thread of their

@@ -74,6 +74,22 @@ MAX_GROUP_COUNT = 1000
 GIVE_BACK_SECONDS = 2.0
 
 
+# How often a member in another container looks for its group's answer: first this often,
+# each look a half longer after the last, never less often than ``POLL_MOST``. A leader answers
+# within a second or two of its window; a class of 200 members looking every 0.2 s would be a
+# thousand reads a second of the state table for nothing (and took the emulator's CPU).
+POLL_FIRST_SECONDS = 0.2
+POLL_GROWTH = 1.5
+POLL_MOST_SECONDS = 1.0
+
+
+def poll_pause(looks: int) -> float:
+    """The pause before a member's next look for its group's answer, after ``looks`` looks."""
+    if looks < 0:
+        raise ValueError(f"looks must be >= 0, got {looks}")
+    return min(POLL_MOST_SECONDS, POLL_FIRST_SECONDS * POLL_GROWTH ** min(looks, 64))
+
+
 def answer_by(moment: float, deadline: float) -> float:
     """When a probe that may be grouped wants its group's answer: half the time it has left.
     The other half is for probing alone if the group cannot answer it."""
@@ -307,6 +323,8 @@ class GroupPlan:
         self.unanswered_code: str | None = None
         # Per subnet: the smallest count it had no room for (insufficient capacity).
         self.no_room: dict[int, int] = {}
+        # The subnets whose first "no room" was followed by one member asking alone.
+        self.tried_one: set[int] = set()
         self.no_room_code = "InsufficientInstanceCapacity"
 
     # -- what to do next -------------------------------------------------------------------
@@ -402,6 +420,16 @@ class GroupPlan:
                 member.verdict = Verdict.WON
             return
         splittable = kind in (Kind.INSUFFICIENT, Kind.QUOTA) and len(part) > 1
+        if splittable and kind is Kind.INSUFFICIENT and ask.subnet not in self.tried_one:
+            # The subnet's first "no room": its first member asks alone next. A subnet with
+            # no room at all (the usual case for a scarce type) is then known in two creates,
+            # not one per halving (seven for a class of 81), and the rest of the part is
+            # inferred (``no_room``); a subnet with some room costs one create more than
+            # halving. Once per subnet: halving after that (never one member at a time).
+            self.tried_one.add(ask.subnet)
+            self.pending.append(part[1:])
+            self.pending.append(part[:1])
+            return
         if splittable:
             half = (len(part) + 1) // 2
             # The first half asks first: it is earlier in arrival order.

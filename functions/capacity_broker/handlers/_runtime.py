@@ -190,9 +190,6 @@ class _Text:
 TEXT_EVENT = _Text()
 
 # -- the cold path (docs/performance.md, docs/deploy.md) ---------------------------------------
-# The services whose models a snapshot should hold: every entry point's first clients
-# (``Root.first_clients``).
-SNAPSHOT_SERVICES = ("ssm", "ec2")
 
 
 def before_snapshot() -> None:
@@ -204,7 +201,7 @@ def before_snapshot() -> None:
         root = CONTAINER.root()
     except InvalidConfiguration:
         return
-    root.clients.preload_models(SNAPSHOT_SERVICES)
+    root.clients.preload_models(root.snapshot_services())
 
 
 def after_restore() -> None:

@@ -41,6 +41,7 @@ from ..adapters.aws import AwsError
 from ..adapters.dynamodb_group import MAX_MEMBERS, GroupTable, encode_answer, key_id
 from ..adapters.ec2 import Subnet
 from ..domain.group import (
+    POLL_FIRST_SECONDS,
     Arrival,
     Ask,
     Forming,
@@ -55,6 +56,7 @@ from ..domain.group import (
     group_id,
     held,
     members_wait_until,
+    poll_pause,
 )
 from ..domain.tags import Purpose
 from .reservations import Held, HoldSpec, NotOwnedError, ReservationCore
@@ -459,7 +461,7 @@ class TableMeeting:
         max_members: int = MAX_MEMBERS,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
-        poll: float = 0.2,
+        poll: float = POLL_FIRST_SECONDS,
     ) -> None:
         self.table = table
         self.window = window
@@ -566,6 +568,7 @@ class TableMeeting:
         assert forming is not None
         give_up = gives_up_at(answer_by, deadline)
         real_end = time.monotonic() + max(0.0, give_up - self.monotonic())
+        looks = 0
         while self.monotonic() < give_up and time.monotonic() < real_end:
             try:
                 found = self.table.answer(forming.group_id, seat.arrival.position, subnet_ids)
@@ -573,13 +576,17 @@ class TableMeeting:
                 # Keep waiting: the group's holds count this member's share, so probing alone
                 # now could meet the capacity its own group holds for it.
                 self._down(error)
-                time.sleep(self.poll)
-                continue
+                found = None
             if found is not None:
                 if found.answer is None:
                     return None
                 return Grouped(forming.group_id, found.size, found.answer, found.subnets)
-            time.sleep(self.poll)
+            # Less often as the wait goes on (``poll_pause``), and never past the give-up.
+            pause = min(
+                poll_pause(looks) * self.poll / POLL_FIRST_SECONDS, give_up - self.monotonic()
+            )
+            looks += 1
+            time.sleep(max(0.0, pause))
         return None
 
     def _down(self, error: AwsError) -> None:

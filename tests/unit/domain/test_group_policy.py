@@ -11,6 +11,7 @@ number the test moves.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 import pytest
@@ -26,6 +27,7 @@ from capacity_broker.domain.group import (
     Verdict,
     held,
     oracle,
+    poll_pause,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -143,6 +145,27 @@ def test_plenty_of_capacity_costs_one_create() -> None:
     assert world.creates == 1
     shares = [a.reservation_seconds for a in answers]
     assert sum(shares) == pytest.approx(0.1)  # the one hold's seconds, split 200 ways
+
+
+def test_an_empty_subnet_costs_a_class_two_creates_not_one_per_halving() -> None:
+    # The class of 200 behind two empty AZs: the whole class, then its first member
+    # alone, in each; then the whole class where there is room. Halving would ask 200, 100,
+    # 50, 25, 13, 7, 4, 2, 1 in each empty subnet (19 creates in all).
+    world = World([0, 0, 1000])
+    answers = run([1] * 200, world)
+    assert {a.subnet for a in answers} == {2}
+    assert world.creates == 2 + 2 + 1
+
+
+@pytest.mark.parametrize("room", [1, 2, 7, 40, 80, 99])
+def test_a_subnet_with_some_room_costs_at_most_one_create_more_than_halving(room: int) -> None:
+    # Asking the first member alone is done once per subnet, then the rest halves as before:
+    # a subnet with room for some of the class is never asked one member at a time.
+    world = World([room, 1000])
+    answers = run([1] * 100, world)
+    assert [a.subnet for a in answers] == [0] * room + [1] * (100 - room)
+    halving = 2 * math.ceil(math.log2(100)) + 1  # at most two asks per level, then the next
+    assert world.creates <= halving + 1
 
 
 def test_throttling_blocks_the_part_never_a_later_subnet() -> None:
@@ -293,3 +316,18 @@ def test_a_leader_asks_until_its_members_answer_by_or_into_their_patience_when_l
     moments = [i / 100 for i in range(0, 2500)]
     asked = [asks_until(m, by, until) for m in moments]
     assert all(abs(b - a) <= 0.01 for a, b in itertools.pairwise(asked))
+
+
+def test_a_member_looks_for_its_answer_less_often_as_it_waits() -> None:
+    pauses = [poll_pause(n) for n in range(12)]
+    assert pauses[0] == pytest.approx(0.2)
+    assert pauses == sorted(pauses) and pauses[-1] == pytest.approx(1.0)
+    # 15 s of waiting: 20 looks instead of 75 at a fixed 0.2 s.
+    looks, waited = 0, 0.0
+    while waited < 15:
+        waited += poll_pause(looks)
+        looks += 1
+    assert looks <= 20
+    assert poll_pause(10**6) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="looks must be >= 0"):
+        poll_pause(-1)
