@@ -272,13 +272,20 @@ def _burst_rows(burst: dict[str, Any]) -> list[Row]:
                     + ("" if answered else "; no desktop was answered: not measured"),
                 )
             )
+        # The p99 of a class some of whose desktops were not answered is when they failed,
+        # not how fast the class was answered: the row is missed, whatever that time.
         rows.append(
             Row(
                 f"{title}: p99 / the bucket's bound",
-                run["p99_s"] / run["bound_s"],
+                run["p99_s"] / run["bound_s"] if not run["not_available"] else float("inf"),
                 ONE_TYPE_P99 if kind == "one-type" else MIXED_P99,
                 detail=f"p99 {run['p99_s']:.1f} s vs (N*2-50)/5 = {run['bound_s']:.0f} s; "
-                + (grouping if kind == "one-type" else "no grouping possible"),
+                + (grouping if kind == "one-type" else "no grouping possible")
+                + (
+                    f"; {run['not_available']} of {n} not available: not a latency"
+                    if run["not_available"]
+                    else ""
+                ),
             )
         )
     lone = burst["lone"]

@@ -21,6 +21,7 @@ from capacity_broker.adapters.throttle import (
 )
 
 MUTATING = Limits(50, 5)
+NON_MUTATING = Limits(100, 20)
 
 
 class Grant(NamedTuple):
@@ -78,9 +79,9 @@ class Account:
     def ledger(self, region: str, bucket: str) -> FakeLedger:
         return self.ledgers.setdefault(bucket, FakeLedger())
 
-    def bucket(self, ledger: FakeLedger) -> AdaptiveBucket:
+    def bucket(self, ledger: FakeLedger, limits: Limits = MUTATING) -> AdaptiveBucket:
         return AdaptiveBucket(
-            MUTATING,
+            limits,
             clock=self.clock,
             sleep=self.sleep,
             ledger=ledger,
@@ -127,11 +128,11 @@ def test_no_slot_is_booked_beyond_the_callers_deadline() -> None:
 
 
 def test_a_lone_callers_next_lease_goes_out_before_it_runs_dry() -> None:
-    """Idle ledger, batches of 5: after the first lease every call finds a token in hand;
-    the next batch is leased ahead (queued to the background) when 2 are left, so no call
-    but the very first waits for the table."""
+    """Idle ledger, batches of 5 (a describe's bucket): after the first lease every call
+    finds a token in hand; the next batch is leased ahead (queued to the background) when 2
+    are left, so no call but the very first waits for the table."""
     account, ledger = Account(), FakeLedger(idle=5)
-    bucket = account.bucket(ledger)
+    bucket = account.bucket(ledger, NON_MUTATING)
     in_line = 0
     for _ in range(20):
         before = len(ledger.horizons)
@@ -179,7 +180,7 @@ def test_tokens_kept_unspent_too_long_are_dropped() -> None:
     (2 s) they are dropped and the next call leases afresh, so a
     warm container never spends an old batch into a bucket others have emptied since."""
     account, ledger = Account(), FakeLedger(idle=5)
-    bucket = account.bucket(ledger)
+    bucket = account.bucket(ledger, NON_MUTATING)
     assert isinstance(bucket.try_take(account.now), Ticket)
     assert len(ledger.horizons) == 1
     account.now += 1.9
@@ -189,6 +190,26 @@ def test_tokens_kept_unspent_too_long_are_dropped() -> None:
     assert isinstance(bucket.try_take(account.now), Ticket)
     assert len(ledger.horizons) == 2
     assert bucket.tokens == 4
+
+
+def test_a_scarce_buckets_tokens_are_leased_one_at_a_time() -> None:
+    """A create's or a cancel's bucket (5 a second for the whole account): each lease, in
+    line or ahead, asks for one token, never a batch that a probe needing fewer would leave
+    unspent for the others to wait behind."""
+    account, ledger = Account(), FakeLedger(idle=5)
+    bucket = account.bucket(ledger, MUTATING)
+    for _ in range(4):
+        assert isinstance(bucket.try_take(account.now), Ticket)
+        account.run_ahead()
+        account.now += 0.1
+    assert ledger.most and set(ledger.most) == {1}
+    assert bucket.tokens <= 1
+    # A describe's bucket still leases its batch.
+    ahead = FakeLedger(idle=5)
+    describes = account.bucket(ahead, NON_MUTATING)
+    for _ in range(4):
+        assert isinstance(describes.try_take(account.now), Ticket)
+    assert ahead.most[0] is None and describes.tokens == 1
 
 
 def test_a_ledger_that_cannot_be_asked_refills_the_bucket_alone() -> None:
