@@ -311,9 +311,14 @@ class AdaptiveBucket:
         one window (a full bucket's time, ``burst / start``: where a booked slot's token may
         be spent), so a token costs a process ``1 / rate`` of it at the pace EC2 allows it,
         never less than at the starting rate: a throttled process leases more slowly, and
-        room above the starting rate is taken by the probes (overdrawn), not by the leases."""
+        room above the starting rate is taken by the probes (overdrawn), not by the leases.
+
+        The window is a full bucket's less ``hold_s``: a token leased free now may be spent
+        up to ``hold_s`` later (``_kept``), so the tokens leased over the last ``hold_s`` can
+        reach EC2 together, and a ledger read with EC2's whole burst would let them ask for
+        more than EC2's bucket holds (40 of a create's 50 here)."""
         rate = min(self.rate, self.start)
-        return self.burst * rate / self.start, rate
+        return max(1.0, self.burst - self.start * self._hold) * rate / self.start, rate
 
     def _lease(self, now: float, deadline: float | None) -> float:
         """Out of tokens with a ledger: lease some (0.0), book the caller's own slot before the
@@ -391,7 +396,14 @@ class AdaptiveBucket:
         beyond it."""
         with self._lock:
             got = self._try_take(now, deadline)
-            ahead = isinstance(got, Ticket) and self._start_ahead(now, need=self.tuning.low)
+            # A scarce bucket's next token is leased when a call needs it, not ahead: most
+            # probes make their last create or cancel with the token in hand, and one leased
+            # ahead of them would be dropped unspent.
+            ahead = (
+                isinstance(got, Ticket)
+                and self.most is None
+                and self._start_ahead(now, need=self.tuning.low)
+            )
         if ahead:
             self._ahead(self._leased_ahead)
         return got
