@@ -74,20 +74,22 @@ MAX_GROUP_COUNT = 1000
 GIVE_BACK_SECONDS = 2.0
 
 
-# How often a member in another container looks for its group's answer: first this often,
-# each look a half longer after the last, never less often than ``POLL_MOST``. A leader answers
-# within a second or two of its window; a class of 200 members looking every 0.2 s would be a
-# thousand reads a second of the state table for nothing (and took the emulator's CPU).
+# How often a member in another container looks for its group's answer: first every
+# ``POLL_FIRST_SECONDS``, each look a half longer after the last, at most ``POLL_MOST_TIMES``
+# the first pause. A leader answers within a second or two of its window; a class of 200
+# members looking every 0.2 s would be a thousand reads a second of the state table for
+# nothing (and took the emulator's CPU).
 POLL_FIRST_SECONDS = 0.2
 POLL_GROWTH = 1.5
-POLL_MOST_SECONDS = 1.0
+POLL_MOST_TIMES = 5
 
 
-def poll_pause(looks: int) -> float:
-    """The pause before a member's next look for its group's answer, after ``looks`` looks."""
+def poll_pause(looks: int, first: float = POLL_FIRST_SECONDS) -> float:
+    """The pause before a member's next look for its group's answer, after ``looks`` looks,
+    the first pause being ``first`` seconds."""
     if looks < 0:
         raise ValueError(f"looks must be >= 0, got {looks}")
-    return min(POLL_MOST_SECONDS, POLL_FIRST_SECONDS * POLL_GROWTH ** min(looks, 64))
+    return first * min(POLL_MOST_TIMES, POLL_GROWTH ** min(looks, 64))
 
 
 def answer_by(moment: float, deadline: float) -> float:

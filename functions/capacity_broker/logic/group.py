@@ -582,9 +582,7 @@ class TableMeeting:
                     return None
                 return Grouped(forming.group_id, found.size, found.answer, found.subnets)
             # Less often as the wait goes on (``poll_pause``), and never past the give-up.
-            pause = min(
-                poll_pause(looks) * self.poll / POLL_FIRST_SECONDS, give_up - self.monotonic()
-            )
+            pause = min(poll_pause(looks, self.poll), real_end - time.monotonic())
             looks += 1
             time.sleep(max(0.0, pause))
         return None
