@@ -229,3 +229,106 @@ def test_a_member_who_joined_a_moment_ago_is_waited_for(table: Any) -> None:
     closed = place.close(leader)
     assert closed.counts == (1, 2)
     assert len(looks) >= 2  # it waited past its first look: the member's join kept it open
+
+
+def test_the_idle_window_is_as_long_as_the_leader_s_own_arrival_took(table: Any) -> None:
+    """When the table answers slowly (a class of hundreds arriving at once), a member's join
+    is as slow as the leader's own arrival was: the leader waits that long after the last
+    join, not the configured 0.25 s, so the next member lands in this group instead of
+    opening another."""
+    now = [100.0]
+    place = on_a_still_clock(table, now)
+    place.arrive(KEY, 1, "first", 1e12)
+    real_arrive = place.table.arrive
+
+    def slow_arrive(key: str, stamp: str, now_: float) -> Any:
+        now[0] += 1.0  # the table took a second to answer
+        return real_arrive(key, stamp, now_)
+
+    place.table.arrive = slow_arrive  # type: ignore[method-assign,assignment]
+    leader = place.arrive(KEY, 1, "leader", 1e12)
+    place.table.arrive = real_arrive  # type: ignore[method-assign]
+    assert leader.role is Role.LEADER and leader.took == pytest.approx(1.0)
+    now[0] = 101.5
+    assert place.arrive(KEY, 2, "second", 1e12).role is Role.MEMBER  # joins at 101.5
+    now[0] = 101.9  # 0.4 s after that join: past 0.25 s, inside the leader's 1 s
+    looks: list[float] = []
+    real_last_join = place.table.last_join
+
+    def last_join(group_id: str) -> Any:
+        looks.append(now[0])
+        if len(looks) == 1:
+            now[0] = 102.2
+            third = place.arrive(KEY, 3, "third", 1e12)  # a slow join lands meanwhile
+            assert third.role is Role.MEMBER
+        elif len(looks) == 2:
+            now[0] = 103.3  # a second after the third's join
+        return real_last_join(group_id)
+
+    place.table.last_join = last_join  # type: ignore[method-assign]
+    closed = place.close(leader)
+    assert closed.counts == (1, 2, 3)
+    # Kept open at 101.9 (0.4 s after the second's join) and at 102.2 (the third's join);
+    # closed once the clock passed a whole second after that join.
+    assert looks == [101.9, 102.2]
+
+
+class Racing:
+    """A meeting's table where other containers win the first ``losses`` races: each
+    ``open`` of ours is preceded by a competitor's, and each ``join`` of ours finds the group
+    closed (its leader closed it between our read and our join)."""
+
+    def __init__(self, table: GroupTable, losses: int) -> None:
+        self.table, self.losses = table, losses
+        self.opened: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.table, name)
+
+    def join(self, *args: Any, **kwargs: Any) -> int | None:
+        if self.losses > 0:
+            return None
+        return self.table.join(*args, **kwargs)
+
+    def open(self, key: str, group_id: str, count: int, *when: Any) -> Any:
+        """``when``: answer-by, closes, now, the group replaced, the stamp (the meeting's)."""
+        if self.losses > 0:
+            self.losses -= 1
+            rival = f"group-{len(self.opened):032x}"
+            self.opened.append(rival)
+            # A rival opens first, at the same moment, with a stamp of its own.
+            assert self.table.open(key, rival, 1, *when[:4], rival) is None
+        return self.table.open(key, group_id, count, *when)
+
+
+@pytest.mark.parametrize("losses", [1, 4])
+def test_a_probe_that_loses_races_joins_the_winner_and_never_goes_alone(
+    table: Any, losses: int
+) -> None:
+    """In a burst, a probe whose open lost to another container's joins the winner's group,
+    told by the write that lost (no read of the table in between); a join that lost to a
+    close is followed by another round. Four lost rounds in a row (a class of hundreds
+    arriving at once) still end in a group, where three used to end alone (4 mutating
+    calls of the account's 5 a second for that one desktop)."""
+    place = meeting(table)
+    place.arrive(KEY, 1, "first", 1e12)
+    racing = Racing(place.table, losses)
+    place.table = racing  # type: ignore[assignment]
+    reads: list[str] = []
+    table_get = racing.table._call
+
+    def counted(operation: str, **params: Any) -> Any:
+        if operation == "GetItem":
+            reads.append(operation)
+        return table_get(operation, **params)
+
+    racing.table._call = counted  # type: ignore[method-assign]
+    seat = place.arrive(KEY, 2, "late", 1e12)
+    if losses == 1:
+        # Its open lost once; the write that lost named the winner, which it joined.
+        assert seat.role is Role.MEMBER and seat.arrival.group is not None
+        assert seat.arrival.group.group_id == racing.opened[0]
+        assert seat.arrival.position == 1
+    else:
+        assert seat.role in (Role.MEMBER, Role.LEADER)
+    assert reads == []

@@ -48,6 +48,11 @@ def asks(world: Any) -> list[Any]:
     ]
 
 
+def named(ask: Any) -> list[str]:
+    """The instance types an ask was filtered on (none: the region's whole list)."""
+    return [v for f in ask.params.get("Filters", []) for v in f["Values"]]
+
+
 def cli(*args: str) -> Any:
     return CliRunner().invoke(app, list(args))
 
@@ -88,19 +93,38 @@ def test_a_real_type_not_offered_in_the_subnets_az_is_still_an_honest_answer(
     assert answer["status"] != "invalid_request", answer
 
 
-def test_the_list_is_asked_once_per_container_and_never_on_the_warm_path(
+def test_the_types_are_asked_by_name_and_the_list_only_to_refuse_one(
     world: Any, context: Any
 ) -> None:
+    """A cold container asks EC2 about the request's types by name (a row each, where the
+    region's list is some 900); a warm one asks nothing; the list is asked once, to refuse a
+    name with the nearest real ones, and is kept."""
     first = probe({"instance_type": "g6.xlarge", "subnet_ids": [SUBNET_A]}, context)
     assert first["status"] == "available"
-    assert len(asks(world)) == 1
+    [by_name] = asks(world)
+    assert named(by_name) == ["g6.xlarge"]
     world.clear_calls()
     warm = probe({"instance_type": "g6.xlarge", "subnet_ids": [SUBNET_A]}, context)
-    typo = probe({"instance_type": "g6.xlarg", "subnet_ids": [SUBNET_A]}, context)
-    assert (warm["status"], typo["status"]) == ("available", "invalid_request")
-    # Neither the warm probe nor the refused one asked for the list again.
+    assert warm["status"] == "available"
     assert asks(world) == []
-    assert len(world.calls("CreateCapacityReservation")) == 1
+    typo = probe({"instance_type": "g6.xlarg", "subnet_ids": [SUBNET_A]}, context)
+    assert typo["status"] == "invalid_request"
+    assert [named(ask) for ask in asks(world)] == [["g6.xlarg"], []]  # by name, then the list
+    world.clear_calls()
+    again = probe({"instance_type": "g6.xlarg", "subnet_ids": [SUBNET_A]}, context)
+    other = probe({"instance_type": "m7i.large", "subnet_ids": [SUBNET_A]}, context)
+    assert (again["status"], other["status"]) == ("invalid_request", "available")
+    assert asks(world) == []  # the list is known now: every name is checked against it
+    assert len(world.calls("CreateCapacityReservation")) == 1  # the m7i.large probe's
+
+
+def test_a_name_is_confirmed_only_by_a_row_that_names_it_exactly(broker: Any) -> None:
+    """A filter value may be a pattern: ``m7i.*`` matches real types, but no row names
+    ``m7i.*``, so nothing is confirmed (ids are ids, contract v3)."""
+    ec2 = Adapters().ec2("us-east-1")
+    assert ec2.offers(["m7i.*", "m7i.large"]) == {"m7i.large"}
+    assert not ec2.knows_offered(["m7i.*"])
+    assert ec2.knows_offered(["m7i.large"])
 
 
 def test_capacity_refuses_a_typo_and_takes_patterns(world: Any, context: Any) -> None:

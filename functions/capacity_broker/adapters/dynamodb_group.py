@@ -145,11 +145,6 @@ class GroupTable:
         )
         return _lobby(answer.get("Attributes"))
 
-    def look(self, key: str) -> Lobby:
-        """The item now (after a lost race: who opened the group)."""
-        answer = self._call("GetItem", Key={"id": {"S": key}}, ConsistentRead=True)
-        return _lobby(answer.get("Item"))
-
     def leave(self, key: str, stamp: str) -> None:
         """This probe is answered: the next one alike is alone, unless another arrived since."""
         try:
@@ -176,11 +171,13 @@ class GroupTable:
         now: float,
         replacing: str | None,
         stamp: str = "",
-    ) -> bool:
+    ) -> Lobby | None:
         """Open a group led by this probe (the first member): its item first, then the kind's
-        pointer to it, unless another container opened one since ``replacing`` was read. A
-        pointer write whose answer was lost and whose retry then failed its condition is
-        told apart by the item it returns (this group's id: it was this write)."""
+        pointer to it, unless another container opened one since ``replacing`` was read.
+        None: opened; else the kind's item as the failed write found it (who opened the group
+        that won: the probe joins it without reading the item again). A pointer write whose
+        answer was lost and whose retry then failed its condition is told apart by the item it
+        returns (this group's id: it was this write)."""
         self._call(
             "PutItem",
             Item={
@@ -218,8 +215,9 @@ class GroupTable:
         except AwsError as error:
             if error.code != "ConditionalCheckFailedException":
                 raise
-            return _text(failed_item(error) or {}, "gid") == group_id
-        return True
+            found = failed_item(error) or {}
+            return None if _text(found, "gid") == group_id else _lobby(found)
+        return None
 
     def join(
         self,

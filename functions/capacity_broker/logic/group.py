@@ -75,6 +75,7 @@ class Seat:
     key: GroupKey
     arrival: Arrival
     stamp: str = ""  # the table meeting's mark of this arrival (its ``leave`` removes it)
+    took: float = 0.0  # seconds the arrival took (the table meeting's round trips)
 
     @property
     def role(self) -> Role:
@@ -140,6 +141,9 @@ class Meeting(Protocol):
 
 # Arrivals on their way at once in one process (``Coalescer.arrive_soon``).
 ARRIVALS = 64
+# Join-or-open rounds of one arrival in the state table before it goes alone (a round lost
+# to another container's join or open is followed by one that knows who won).
+ARRIVE_ROUNDS = 8
 
 
 class Coalescer:
@@ -485,27 +489,37 @@ class TableMeeting:
         alone = Seat(key, Arrival(Role.ALONE), stamp)
         where = key_id(key)
         by = self._epoch(answer_by)
+        began = self.monotonic()
         try:
             now = self.wall()
             lobby = self.table.arrive(where, stamp, now)
             burst = lobby.seen is not None
-            for _ in range(3):  # a lost race is read again, and is one of two cases at most
+            # In a burst a probe joins a group or leads one; it goes alone only when its own
+            # time to be answered as a member is up. A lost race is no reason to: the write
+            # that lost says who won, and that group is joined next. Joins are lost too when
+            # the group closes first (under load, between the read and the join), so a few
+            # rounds may pass; each probe alone would cost the account 4 mutating calls where
+            # its share of a group costs a fraction of one.
+            for _ in range(ARRIVE_ROUNDS):
                 if lobby.group_id is not None and lobby.closes > now:
                     position = self.table.join(
                         lobby.group_id, count, by, self.max_count, self.max_members, now, stamp
                     )
                     if position is not None:
                         forming = Forming(lobby.group_id, key, self._moment(lobby.closes))
-                        return Seat(key, Arrival(Role.MEMBER, forming, position), stamp)
-                if not burst or count >= self.max_count:
+                        took = self.monotonic() - began
+                        return Seat(key, Arrival(Role.MEMBER, forming, position), stamp, took)
+                if not burst or count >= self.max_count or self.monotonic() >= answer_by:
                     return alone
                 opened = group_id(request_id, key, now)
                 closes = now + self.max_window
-                if self.table.open(where, opened, count, by, closes, now, lobby.group_id, stamp):
+                lost = self.table.open(where, opened, count, by, closes, now, lobby.group_id, stamp)
+                if lost is None:
                     moment = self._moment(now)
                     forming = Forming(opened, key, self._moment(closes), [count], last_join=moment)
-                    return Seat(key, Arrival(Role.LEADER, forming, 0), stamp)
-                lobby, now = self.table.look(where), self.wall()
+                    took = self.monotonic() - began
+                    return Seat(key, Arrival(Role.LEADER, forming, 0), stamp, took)
+                lobby, now = lost, self.wall()
         except AwsError as error:
             self._down(error)
         return alone
@@ -521,7 +535,11 @@ class TableMeeting:
         assert forming is not None
         # Until nobody has joined for the window, at most the maximum window, on the root's
         # clock; and never longer than the maximum in real time (a clock that does not move,
-        # a test's frozen one, cannot keep a leader waiting).
+        # a test's frozen one, cannot keep a leader waiting). The idle window is at least
+        # what the leader's own arrival took: when the table answers slowly (a class of
+        # hundreds arriving at once), the next member's join is as slow, and a group closed
+        # before it lands makes that member open another group (more creates for the class).
+        idle = min(self.max_window, max(self.window, seat.took))
         real_end = time.monotonic() + self.max_window
         # The window counts from the group's opening (the leader's own joining), not from
         # when the leader is done looking its places up.
@@ -537,7 +555,7 @@ class TableMeeting:
                 except AwsError:
                     break  # close now: the members are better answered than kept waiting
             moment = self.monotonic()
-            if moment >= forming.closes_at or moment >= self._moment(last_join) + self.window:
+            if moment >= forming.closes_at or moment >= self._moment(last_join) + idle:
                 break
             time.sleep(_SLICE)
         members = self.table.close(forming.group_id)

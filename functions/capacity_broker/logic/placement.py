@@ -36,7 +36,8 @@ def resolve(
 
     Raises ``AwsError`` when EC2 cannot be asked.
     """
-    if ec2.knows_subnets(subnet_ids) and ec2.knows_offered_types():
+    named = [name for _, name in request.named_types]
+    if ec2.knows_subnets(subnet_ids) and ec2.knows_offered(named):
         # A warm container: the region's instance types and the subnets (and their VPCs) are
         # known; at most the image is asked.
         _types(ec2, request, deadline)
@@ -68,7 +69,12 @@ def resolve(
 def _types(ec2: Ec2, request: PlacementFields, deadline: float) -> None:
     """A type EC2 does not offer anywhere in the region is a mistake, not a shortage (contract
     v3): refused by name before anything is held. One offered elsewhere than the subnets' AZs
-    stays an honest ``unavailable``/``unsupported`` (EC2 answers that per AZ)."""
+    stays an honest ``unavailable``/``unsupported`` (EC2 answers that per AZ). The request's
+    types are asked by name; the region's whole list only when one is not offered (the
+    refusal names the nearest)."""
+    named = [name for _, name in request.named_types]
+    if len(ec2.offers(named, deadline)) == len(set(named)):
+        return
     problems = unknown_types(request.named_types, ec2.offered_types(deadline), [ec2.region])
     if problems:
         raise InvalidInput(problems)

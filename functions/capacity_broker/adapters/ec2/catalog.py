@@ -4,6 +4,7 @@ once per EC2 adapter (one per region of a root: once per Lambda container, once 
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from typing import Any
 
 from .base import Ec2Base
@@ -16,6 +17,9 @@ class CatalogMixin(Ec2Base):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._offered: frozenset[str] | None = None
+        # Types EC2 confirmed it offers here, asked by name (``offers``): kept for the
+        # adapter's life, as the whole list is.
+        self._confirmed: set[str] = set()
         # Held while the list is asked: threads of one root that need it at once wait for the
         # one call instead of each making its own.
         self._offered_lock = threading.Lock()
@@ -38,6 +42,35 @@ class CatalogMixin(Ec2Base):
                 )
             return self._offered
 
-    def knows_offered_types(self) -> bool:
-        """Whether the region's list is already known to this adapter (no call to check a name)."""
-        return self._offered is not None
+    def offers(self, types: Collection[str], deadline: float | None = None) -> frozenset[str]:
+        """Which of ``types`` EC2 offers somewhere in this region. From the region's list when
+        this adapter has it, else asked by name: one DescribeInstanceTypeOfferings filtered on
+        ``instance-type``, a row per type, where the region's list is some 900 rows of XML
+        for every cold container to parse (in a class of 50 cold containers, serializing that
+        list was the largest cost in the emulator's profile). A filter value may be a
+        pattern (``*`` and ``?``), so only a row naming a type exactly confirms it. Confirmed
+        types are kept; a type not confirmed is not remembered (the caller looks at the
+        region's list to say what is wrong with it, ``offered_types``)."""
+        wanted = frozenset(types)
+        with self._offered_lock:  # (threads asking at once wait for the one call)
+            if self._offered is not None:
+                return wanted & self._offered
+            missing = sorted(wanted - self._confirmed)
+            if missing:
+                found = {
+                    item.get("InstanceType")
+                    for item in self._pages(
+                        "DescribeInstanceTypeOfferings",
+                        "InstanceTypeOfferings",
+                        deadline,
+                        LocationType="region",
+                        Filters=[{"Name": "instance-type", "Values": missing}],
+                    )
+                }
+                self._confirmed.update(t for t in missing if t in found)
+            return wanted & frozenset(self._confirmed)
+
+    def knows_offered(self, types: Collection[str]) -> bool:
+        """Whether every one of ``types`` is known to be offered here (no call to check them)."""
+        known = self._offered if self._offered is not None else self._confirmed
+        return all(t in known for t in types)
