@@ -128,7 +128,10 @@ def worker(spec: dict[str, Any]) -> None:
             "subnet_id": answer.get("subnet_id"),
             "code": answer.get("error_code") or answer.get("code"),
             "group": answer.get("group"),
-            "flags": {k: answer[k] for k in ("leaked", "left_holding") if k in answer},
+            "request_id": answer.get("request_id"),
+            # The contract's flag for a hold the probe could not give back (the cleaner and
+            # its EndDate take it): such a hold is not "left holding that no answer flagged".
+            "cleanup": answer.get("cleanup"),
         }
 
     threads = [
@@ -324,7 +327,7 @@ def _measure(
     mutating = [c for c in ec2 if c.get("action") in MUTATING]
     seconds = sorted(a["ended"] - a["began"] for a in answers)
     available = [a for a in answers if a["status"] == "available"]
-    holding = _left_holding(served)
+    holding, flagged = _left_holding(served, answers)
     return {
         "n": n,
         "statuses": _tally(a["status"] for a in answers),
@@ -341,6 +344,7 @@ def _measure(
         "p99_s": _quantile(seconds, 0.99),
         "bound_s": bound_s(n),
         "left_holding": holding,
+        "left_holding_flagged": flagged,
         "wall_s": wall,
         "workers_cpu_s": sum(r["cpu_s"] for r in reports),
         # Of which after the start instant: the probes themselves, not the cold start.
@@ -355,21 +359,34 @@ def _measure(
     }
 
 
-def _left_holding(served: Served) -> int:
+def _left_holding(served: Served, answers: list[dict[str, Any]]) -> tuple[int, int]:
+    """The owned reservations still active or pending after the class: (those no answer
+    flagged, those whose probe's answer said ``"cleanup": "pending"``). A group's hold is
+    tagged with the group's part (``<group id>:<first>-<last>``): flagged when a member of
+    that group said so."""
     import boto3
 
+    pending = {a["request_id"] for a in answers if a.get("cleanup") == "pending"}
+    pending |= {
+        str(a["group"].get("id"))
+        for a in answers
+        if a.get("cleanup") == "pending" and isinstance(a.get("group"), dict)
+    }
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=served.endpoint)
     found = ec2.describe_capacity_reservations(
         Filters=[{"Name": "state", "Values": ["active", "pending"]}]
     )["CapacityReservations"]
-    return sum(
-        1
-        for r in found
-        if any(
-            t["Key"] == "capacity-broker:cluster-id" and t["Value"] == CLUSTER
-            for t in r.get("Tags", [])
-        )
-    )
+    unflagged = flagged = 0
+    for reservation in found:
+        tags = {t["Key"]: t["Value"] for t in reservation.get("Tags", [])}
+        if tags.get("capacity-broker:cluster-id") != CLUSTER:
+            continue
+        request = tags.get("capacity-broker:request-id", "")
+        if request in pending or request.partition(":")[0] in pending:
+            flagged += 1
+        else:
+            unflagged += 1
+    return unflagged, flagged
 
 
 def _tally(values: Any) -> dict[str, int]:

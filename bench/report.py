@@ -254,6 +254,10 @@ def _burst_rows(burst: dict[str, Any]) -> list[Row]:
                 run["left_holding"],
                 None if alone else NONE,
                 unit="count",
+                detail=(
+                    f"and {run.get('left_holding_flagged', 0)} whose answer said "
+                    '"cleanup": "pending" (the cleaner\'s)'
+                ),
             )
         )
         if alone or int(n) < 200:

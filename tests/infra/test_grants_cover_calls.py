@@ -125,12 +125,12 @@ def _probe_paths(emu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 
     real_open = GroupTable.open
 
-    def open_and_join(table: GroupTable, *args: Any) -> bool:
-        opened: bool = real_open(table, *args)
-        if opened:
+    def open_and_join(table: GroupTable, *args: Any) -> Any:
+        lost = real_open(table, *args)
+        if lost is None:  # opened (else: the group that won)
             group_id, answer_by = args[1], args[3]
             table.join(group_id, 1, answer_by, 1000, 200, args[5])
-        return opened
+        return lost
 
     monkeypatch.setattr(GroupTable, "leave", lambda *_: None)
     monkeypatch.setattr(GroupTable, "open", open_and_join)

@@ -14,7 +14,7 @@ from botocore.exceptions import ReadTimeoutError
 from capacity_broker.adapters.aws import RetryPolicy
 from capacity_broker.adapters.dynamodb_group import GroupTable
 from capacity_broker.domain.group import GroupKey, Role
-from capacity_broker.logic.group import TableMeeting
+from capacity_broker.logic.group import Closed, Coalescer, TableMeeting
 
 pytestmark = pytest.mark.integration
 
@@ -332,3 +332,48 @@ def test_a_probe_that_loses_races_joins_the_winner_and_never_goes_alone(
     else:
         assert seat.role in (Role.MEMBER, Role.LEADER)
     assert reads == []
+
+
+def test_the_leader_knows_when_its_first_member_gives_up(table: Any) -> None:
+    """Each member says, as it joins, the earliest it may give up on the group (bounded from
+    its own arrival, as the group's close bounds them all): the leader asks EC2 until then,
+    not until the looser bound from the close (a class whose arrivals took seconds had its
+    leaders stop before their first create)."""
+    now = [100.0]
+    place = on_a_still_clock(table, now)
+    place.arrive(KEY, 1, "first", 1e12)
+    leader = place.arrive(KEY, 1, "leader", 130.0)
+    now[0] = 101.0
+    # Both started at 100 with 30 s; m1 wants its answer by 115 (half its budget), m2 by 120.
+    assert place.arrive(KEY, 1, "m1", 115.0).role is Role.MEMBER
+    assert place.arrive(KEY, 1, "m2", 120.0).role is Role.MEMBER
+    closed = place.close(leader, wait=False)
+    assert closed.answer_by == pytest.approx(115.0)
+    # m1 arrived at 101: it waits at least half of 115 - 101 after its answer-by (122); m2
+    # later still; the leader's own is not counted (it waits for nobody).
+    assert closed.wait_until == pytest.approx(122.0)
+    forming = leader.arrival.group
+    assert forming is not None and forming.closes_at == pytest.approx(105.0)
+    coalescer = Coalescer(None, place, monotonic=lambda: 116.0)  # type: ignore[arg-type]
+    # Until 119 (half of what is left to 122), where the bound from the close (105) said 120
+    # for the first member and so 118.
+    assert coalescer._asks_until(closed, forming) == pytest.approx(119.0)
+    assert coalescer._asks_until(Closed(closed.counts, 115.0), forming) == pytest.approx(118.0)
+
+
+def test_a_group_opened_by_an_older_version_falls_back_to_the_bound(table: Any) -> None:
+    """A group item without give-ups for every member (its leader's version wrote none) tells
+    nothing: the leader uses the bound from the close."""
+    now = [100.0]
+    place = on_a_still_clock(table, now)
+    place.arrive(KEY, 1, "first", 1e12)
+    leader = place.arrive(KEY, 1, "leader", 130.0)
+    assert leader.arrival.group is not None
+    table.update_item(
+        TableName=TABLE,
+        Key={"id": {"S": f"group#{leader.arrival.group.group_id}"}},
+        UpdateExpression="REMOVE ups",
+    )
+    assert place.arrive(KEY, 1, "m1", 115.0).role is Role.MEMBER  # its join still lands
+    closed = place.close(leader, wait=False)
+    assert closed.counts == (1, 1) and closed.wait_until is None

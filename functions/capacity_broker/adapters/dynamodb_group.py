@@ -11,6 +11,8 @@ module's own prefix of the table's ids (``logic.group.TableMeeting`` runs the pr
     group#<group id>                       one per group
         counts      the members' instance counts, in the order they joined (the leader first)
         bys         when each member must have its answer (epoch seconds)
+        ups         the earliest each member may give up on the group (epoch seconds): how
+                    long its leader may ask EC2 for it (``domain.group.asks_until``)
         last        when the last member joined (the leader closes when nobody has for a while)
         closed      set by the leader when it starts asking EC2: nobody joins after
     group#<group id>#<position>            one per member but the leader: its answer
@@ -94,10 +96,12 @@ class Lobby:
 
 @dataclass(frozen=True)
 class Members:
-    """A closed group: its members' counts and answer-by times, in joining order."""
+    """A closed group: its members' counts, answer-by and give-up times, in joining order
+    (``ups`` is empty for a group whose item has none: one written by an older version)."""
 
     counts: tuple[int, ...]
     bys: tuple[float, ...]
+    ups: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,7 @@ class GroupTable:
         now: float,
         replacing: str | None,
         stamp: str = "",
+        up: float | None = None,
     ) -> Lobby | None:
         """Open a group led by this probe (the first member): its item first, then the kind's
         pointer to it, unless another container opened one since ``replacing`` was read.
@@ -184,6 +189,7 @@ class GroupTable:
                 "id": {"S": group_item(group_id)},
                 "counts": {"L": [_n(count)]},
                 "bys": {"L": [_n(answer_by)]},
+                "ups": {"L": [_n(answer_by if up is None else up)]},
                 "stamps": {"L": [{"S": stamp}]},
                 "total": _n(count),
                 "last": _n(now),
@@ -228,16 +234,19 @@ class GroupTable:
         max_members: int,
         now: float,
         stamp: str = "",
+        up: float | None = None,
     ) -> int | None:
         """Join the group: this member's position, or None (closed, or no room left). The
         member's ``stamp`` is kept with it, so a retry of a join whose answer was lost finds
-        the first one instead of joining twice."""
+        the first one instead of joining twice. ``up``: the earliest it may give up on the
+        group (its answer-by when not said)."""
         try:
             answer = self._call(
                 "UpdateItem",
                 Key={"id": {"S": group_item(group_id)}},
                 UpdateExpression=(
                     "SET #counts = list_append(#counts, :count), #bys = list_append(#bys, :by), "
+                    "#ups = list_append(if_not_exists(#ups, :none), :up), "
                     "#stamps = list_append(#stamps, :stamps), #total = #total + :n, #last = :now"
                 ),
                 ConditionExpression=(
@@ -246,12 +255,14 @@ class GroupTable:
                     "AND NOT contains(#stamps, :stamp)"
                 ),
                 ExpressionAttributeNames=_names(
-                    "counts", "bys", "stamps", "total", "closed", "last"
+                    "counts", "bys", "ups", "stamps", "total", "closed", "last"
                 ),
                 ExpressionAttributeValues={
                     ":now": _n(now),
                     ":count": {"L": [_n(count)]},
                     ":by": {"L": [_n(answer_by)]},
+                    ":up": {"L": [_n(answer_by if up is None else up)]},
+                    ":none": {"L": []},
                     ":stamps": {"L": [{"S": stamp}]},
                     ":stamp": {"S": stamp},
                     ":n": _n(count),
@@ -323,7 +334,13 @@ class GroupTable:
             ) from None
         if len(counts) != len(bys) or not counts or min(counts) < 1:
             raise AwsError("UpdateItem", "UnsoundItem", "the group's item is not sound")
-        return Members(counts, bys)
+        try:
+            ups = tuple(_number(v) for v in item.get("ups", {}).get("L", []))
+        except (AttributeError, TypeError, ValueError):
+            ups = ()
+        # Only a give-up for every member tells when the first one gives up (an item an older
+        # version opened has none for its leader, and then for nobody).
+        return Members(counts, bys, ups if len(ups) == len(counts) else ())
 
     def publish(
         self, group_id: str, answers: Sequence[str | None], subnets: Sequence[Subnet], now: float

@@ -84,11 +84,13 @@ class Seat:
 
 @dataclass(frozen=True)
 class Closed:
-    """A group that takes no more members: their counts in joining order, and when the
-    earliest of them must have its answer (the root's monotonic clock)."""
+    """A group that takes no more members: their counts in joining order, when the earliest
+    of them must have its answer, and (when the meeting knows it) the earliest moment a member
+    may give up on the group (the root's monotonic clock)."""
 
     counts: tuple[int, ...]
     answer_by: float
+    wait_until: float | None = None
 
 
 @dataclass(frozen=True)
@@ -250,9 +252,12 @@ class Coalescer:
         return Grouped(forming.group_id, size, answers[0], target.subnets)
 
     def _asks_until(self, closed: Closed, forming: Forming) -> float:
-        """Until when this leader asks EC2 for its group, from now (``asks_until``); its
-        members joined before ``forming.closes_at`` (``members_wait_until``)."""
-        wait_until = members_wait_until(closed.answer_by, forming.closes_at)
+        """Until when this leader asks EC2 for its group, from now (``asks_until``): until
+        its first member may give up, as the members said when they joined, or else as
+        bounded from the group's close (``members_wait_until``: they joined before it)."""
+        wait_until = closed.wait_until
+        if wait_until is None:
+            wait_until = members_wait_until(closed.answer_by, forming.closes_at)
         return asks_until(self.monotonic(), closed.answer_by, wait_until)
 
     def _answer(
@@ -490,6 +495,10 @@ class TableMeeting:
         where = key_id(key)
         by = self._epoch(answer_by)
         began = self.monotonic()
+        # The earliest this probe, as a member, gives up on its group (``wait``): it computed
+        # its answer-by before this moment, so this moment bounds it as the group's close
+        # bounds every member's (``members_wait_until``). Its leader may ask EC2 until then.
+        up = self._epoch(members_wait_until(answer_by, began))
         try:
             now = self.wall()
             lobby = self.table.arrive(where, stamp, now)
@@ -503,7 +512,7 @@ class TableMeeting:
             for _ in range(ARRIVE_ROUNDS):
                 if lobby.group_id is not None and lobby.closes > now:
                     position = self.table.join(
-                        lobby.group_id, count, by, self.max_count, self.max_members, now, stamp
+                        lobby.group_id, count, by, self.max_count, self.max_members, now, stamp, up
                     )
                     if position is not None:
                         forming = Forming(lobby.group_id, key, self._moment(lobby.closes))
@@ -513,7 +522,9 @@ class TableMeeting:
                     return alone
                 opened = group_id(request_id, key, now)
                 closes = now + self.max_window
-                lost = self.table.open(where, opened, count, by, closes, now, lobby.group_id, stamp)
+                lost = self.table.open(
+                    where, opened, count, by, closes, now, lobby.group_id, stamp, up
+                )
                 if lost is None:
                     moment = self._moment(now)
                     forming = Forming(opened, key, self._moment(closes), [count], last_join=moment)
@@ -563,7 +574,10 @@ class TableMeeting:
             self.table.unpoint(key_id(seat.key), forming.group_id)
         except AwsError as error:
             self._down(error)
-        return Closed(members.counts, self._moment(min(members.bys)))
+        # The members' give-ups, the leader's own (position 0) left out: it waits for nobody.
+        ups = members.ups[1:]
+        wait_until = self._moment(min(ups)) if ups else None
+        return Closed(members.counts, self._moment(min(members.bys)), wait_until)
 
     def publish(
         self, seat: Seat, size: int, answers: list[MemberAnswer] | None, subnets: list[Subnet]
