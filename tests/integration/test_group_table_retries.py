@@ -12,14 +12,15 @@ import boto3
 import pytest
 from botocore.exceptions import ReadTimeoutError
 from capacity_broker.adapters.aws import RetryPolicy
-from capacity_broker.adapters.dynamodb_group import GroupTable
-from capacity_broker.domain.group import GroupKey, Role
+from capacity_broker.adapters.dynamodb_group import GroupTable, Published, key_id
+from capacity_broker.domain.group import GroupKey, MemberAnswer, Role, Verdict
 from capacity_broker.logic.group import Closed, Coalescer, TableMeeting
 
 pytestmark = pytest.mark.integration
 
 TABLE = "group-retries"
-KEY = GroupKey("us-east-1", "m7i.large", ("subnet-0a00000000000e501",), "Linux/UNIX", "default")
+SUBNET = "subnet-0a00000000000e501"
+KEY = GroupKey("us-east-1", "m7i.large", (SUBNET,), "Linux/UNIX", "default")
 FAST = RetryPolicy(base=0.001, cap=0.001, max_attempts=3)
 
 
@@ -377,3 +378,46 @@ def test_a_group_opened_by_an_older_version_falls_back_to_the_bound(table: Any) 
     assert place.arrive(KEY, 1, "m1", 115.0).role is Role.MEMBER  # its join still lands
     closed = place.close(leader, wait=False)
     assert closed.counts == (1, 1) and closed.wait_until is None
+
+
+def test_a_member_looks_once_more_when_it_gives_up(table: Any) -> None:
+    """The leader may publish during a member's last pause (a late leader's give-back ends
+    just before its first member gives up): the member looks once more at its give-up and
+    takes the answer instead of probing alone."""
+    now = [100.0]
+    place = on_a_still_clock(table, now)
+    place.arrive(KEY, 1, "first", 1e12)
+    place.arrive(KEY, 1, "leader", 115.0)
+    member = place.arrive(KEY, 1, "member", 115.0)
+    assert member.role is Role.MEMBER
+    won = MemberAnswer(Verdict.WON, 0, (), None, "cr-0123456789abcdef0", True, 1.0)
+    looks: list[float] = []
+
+    def answer(group_id: str, position: int, subnet_ids: Any) -> Published | None:
+        looks.append(now[0])
+        if len(looks) == 1:
+            now[0] = 123.0  # the last pause ends at the give-up (115 + 15 / 2 = 122.5) ...
+            return None
+        return Published(won, 2, [])  # ... and the leader published meanwhile
+
+    place.table.answer = answer  # type: ignore[method-assign,assignment]
+    grouped = place.wait(member, 115.0, 130.0, [SUBNET])
+    assert grouped is not None and grouped.answer == won
+    assert looks == [100.0, 123.0]
+
+
+def test_a_pointer_to_no_group_sends_a_burst_alone_at_once(table: Any) -> None:
+    """The kind's item names something that is not a group (the table is shared): no open can
+    replace it without reading it, so an arrival in a burst goes alone after one try (it
+    took 8 rounds of two writes each, and left 8 group items behind)."""
+    place = meeting(table)
+    place.arrive(KEY, 1, "first", 1e12)
+    table.update_item(
+        TableName=TABLE,
+        Key={"id": {"S": key_id(KEY)}},
+        UpdateExpression="SET gid = :g, closes = :c",
+        ExpressionAttributeValues={":g": {"S": "not-a-group"}, ":c": {"N": "99999999999"}},
+    )
+    before = place.table.counts["calls"]
+    assert place.arrive(KEY, 1, "second", 1e12).role is Role.ALONE
+    assert place.table.counts["calls"] - before == 3  # the arrival, the group item, the pointer

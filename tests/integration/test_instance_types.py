@@ -115,6 +115,8 @@ def test_the_types_are_asked_by_name_and_the_list_only_to_refuse_one(
     other = probe({"instance_type": "m7i.large", "subnet_ids": [SUBNET_A]}, context)
     assert (again["status"], other["status"]) == ("invalid_request", "available")
     assert asks(world) == []  # the list is known now: every name is checked against it
+    # A warm container refuses a name from the list it has: no look-up of anything else.
+    assert world.calls("DescribeVpcs") == [] and world.calls("DescribeSubnets") == []
     assert len(world.calls("CreateCapacityReservation")) == 1  # the m7i.large probe's
 
 

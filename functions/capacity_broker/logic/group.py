@@ -38,7 +38,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..adapters.aws import AwsError
-from ..adapters.dynamodb_group import MAX_MEMBERS, GroupTable, encode_answer, key_id
+from ..adapters.dynamodb_group import (
+    MAX_MEMBERS,
+    GroupTable,
+    Published,
+    encode_answer,
+    key_id,
+)
 from ..adapters.ec2 import Subnet
 from ..domain.group import (
     POLL_FIRST_SECONDS,
@@ -342,6 +348,13 @@ class Coalescer:
         return held(hold.reservation.id)
 
 
+def _grouped(group_id: str, found: Published) -> Grouped | None:
+    """A member's answer as its leader published it; None: "probe alone"."""
+    if found.answer is None:
+        return None
+    return Grouped(group_id, found.size, found.answer, found.subnets)
+
+
 # -- where probes meet ------------------------------------------------------------------------
 
 
@@ -530,6 +543,10 @@ class TableMeeting:
                     forming = Forming(opened, key, self._moment(closes), [count], last_join=moment)
                     took = self.monotonic() - began
                     return Seat(key, Arrival(Role.LEADER, forming, 0), stamp, took)
+                if lost.group_id is None:
+                    # The item names a group that is not one (the table is shared): no open
+                    # can replace it without reading what it holds, and no join can find it.
+                    break
                 lobby, now = lost, self.wall()
         except AwsError as error:
             self._down(error)
@@ -602,22 +619,28 @@ class TableMeeting:
         real_end = time.monotonic() + max(0.0, give_up - self.monotonic())
         looks = 0
         while self.monotonic() < give_up and time.monotonic() < real_end:
-            try:
-                found = self.table.answer(forming.group_id, seat.arrival.position, subnet_ids)
-            except AwsError as error:
-                # Keep waiting: the group's holds count this member's share, so probing alone
-                # now could meet the capacity its own group holds for it.
-                self._down(error)
-                found = None
+            found = self._look(seat, subnet_ids)
             if found is not None:
-                if found.answer is None:
-                    return None
-                return Grouped(forming.group_id, found.size, found.answer, found.subnets)
+                return _grouped(forming.group_id, found)
             # Less often as the wait goes on (``poll_pause``), and never past the give-up.
             pause = min(poll_pause(looks, self.poll), real_end - time.monotonic())
             looks += 1
             time.sleep(max(0.0, pause))
-        return None
+        # One last look at the give-up: the leader may have published during the last pause
+        # (its give-back ends just before this moment when it started late, ``asks_until``).
+        found = self._look(seat, subnet_ids)
+        return None if found is None else _grouped(forming.group_id, found)
+
+    def _look(self, seat: Seat, subnet_ids: list[str]) -> Published | None:
+        """A member's answer if its leader published it (None: not yet, or not readable)."""
+        assert seat.arrival.group is not None
+        try:
+            return self.table.answer(seat.arrival.group.group_id, seat.arrival.position, subnet_ids)
+        except AwsError as error:
+            # Keep waiting: the group's holds count this member's share, so probing alone
+            # now could meet the capacity its own group holds for it.
+            self._down(error)
+            return None
 
     def _down(self, error: AwsError) -> None:
         if self._said_down:

@@ -71,6 +71,6 @@ class CatalogMixin(Ec2Base):
             return wanted & frozenset(self._confirmed)
 
     def knows_offered(self, types: Collection[str]) -> bool:
-        """Whether every one of ``types`` is known to be offered here (no call to check them)."""
-        known = self._offered if self._offered is not None else self._confirmed
-        return all(t in known for t in types)
+        """Whether ``types`` can be checked without a call: the region's list is known (a name
+        not in it is refused from it), or every one was confirmed by name."""
+        return self._offered is not None or all(t in self._confirmed for t in types)
