@@ -24,6 +24,7 @@ from moto.core.base_backend import BackendDict
 from moto.core.responses import ActionResult, BaseResponse
 from moto.dynamodb import comparisons
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.responses import DynamoHandler
 from moto.ec2.models import EC2Backend
 from moto.ec2.responses import EC2Response
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX, get_prefix
@@ -70,6 +71,11 @@ def install() -> None:
         )
         for name in _DYNAMODB_WRITES:
             _replace(DynamoDBBackend, name, _atomic(getattr(DynamoDBBackend, name)))
+            # moto serializes a write's answer from the stored item after the backend's
+            # write returns (UpdateItem's Attributes): under the same lock, or another write
+            # to the item changes it mid-serialization ("dictionary changed size during
+            # iteration" in a writer thread of stop 32's CI).
+            _replace(DynamoHandler, name, _atomic(getattr(DynamoHandler, name)))
         for name in _DYNAMODB_READS:
             _replace(DynamoDBBackend, name, _isolated(getattr(DynamoDBBackend, name)))
         for name in _DYNAMODB_ORDERINGS:
@@ -204,7 +210,7 @@ _DYNAMODB_READS = ("get_item", "query", "scan", "batch_get_item", "transact_get_
 
 
 def _atomic(original: Callable[..., Any]) -> Callable[..., Any]:
-    def write(self: DynamoDBBackend, *args: Any, **kwargs: Any) -> Any:
+    def write(self: Any, *args: Any, **kwargs: Any) -> Any:
         with _dynamodb_lock:
             return original(self, *args, **kwargs)
 
