@@ -285,6 +285,39 @@ def test_booked_slots_never_exceed_the_bucket_and_cost_one_update_each(
     assert updates <= leases + len(processes)
 
 
+def test_a_process_that_met_a_crowd_guesses_the_next_ledgers_busy(broker: Any) -> None:
+    """A new container's first lease of a bucket guesses the ledger's case; in a burst every
+    ledger is booked ahead by the others, so the idle guess failed once per bucket per
+    container (and again after each pause). Once one failed condition showed a ledger booked
+    ahead by the others, the next leases, of any ledger, guess busy first and cost one update
+    each; a lone process, which never meets that, guesses idle and is right."""
+    _table()
+    clock = Driven(1_800_000_000.0)
+    tables = [
+        BudgetTable(TABLE, REGION, Adapters(boto3.session.Session()).clients, clock=clock)
+        for _ in range(3)
+    ]
+    crowd, newcomer, lone = tables
+    keys = [f"{PREFIX}{REGION}#{action}" for action in ("DescribeVpcs", "DescribeSubnets")]
+    for key in keys:  # the others book both ledgers well ahead
+        for _ in range(40):
+            assert crowd.lease(key, 100, 20, 30.0) is not None
+    before = newcomer.counts["updates"]
+    first = newcomer.lease(keys[0], 100, 20, 30.0)
+    assert first is not None and first.tokens == 1
+    assert newcomer.counts["updates"] - before == 2  # guessed idle, then knew
+    before = newcomer.counts["updates"]
+    second = newcomer.lease(keys[1], 100, 20, 30.0)
+    assert second is not None and second.tokens == 1
+    assert newcomer.counts["updates"] - before == 1  # never asked, guessed busy: right
+    # A lone process on ledgers nobody else uses, a lease now and then: always one update.
+    for turn in range(6):
+        grant = lone.lease(f"{PREFIX}{REGION}#Lone{turn % 2}", 100, 20, 30.0)
+        assert grant is not None and grant.tokens >= 1
+        clock.now += 3.0
+    assert lone.counts["updates"] == lone.counts["leases"] == 6
+
+
 def test_waiting_pacers_book_their_slots_instead_of_racing(broker: Any) -> None:
     """Twelve processes' pacers (one bucket each, sharing one ledger) all want 30 calls at
     once, each call with a 30 s deadline, on one driven clock: what they are admitted stays

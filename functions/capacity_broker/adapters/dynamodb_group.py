@@ -182,22 +182,32 @@ class GroupTable:
         None: opened; else the kind's item as the failed write found it (who opened the group
         that won: the probe joins it without reading the item again). A pointer write whose
         answer was lost and whose retry then failed its condition is told apart by the item it
-        returns (this group's id: it was this write)."""
-        self._call(
-            "PutItem",
-            Item={
-                "id": {"S": group_item(group_id)},
-                "counts": {"L": [_n(count)]},
-                "bys": {"L": [_n(answer_by)]},
-                "ups": {"L": [_n(answer_by if up is None else up)]},
-                "stamps": {"L": [{"S": stamp}]},
-                "total": _n(count),
-                "last": _n(now),
-                "expiration": _expiration(now),
-            },
-            ConditionExpression="attribute_not_exists(#id)",
-            ExpressionAttributeNames=_names("id"),
-        )
+        returns (this group's id: it was this write), and so is the group item's own write
+        (the group's id is this probe's own, so only an earlier try of this write can have
+        made it: the item it returns holds this probe's stamp first)."""
+        try:
+            self._call(
+                "PutItem",
+                Item={
+                    "id": {"S": group_item(group_id)},
+                    "counts": {"L": [_n(count)]},
+                    "bys": {"L": [_n(answer_by)]},
+                    "ups": {"L": [_n(answer_by if up is None else up)]},
+                    "stamps": {"L": [{"S": stamp}]},
+                    "total": _n(count),
+                    "last": _n(now),
+                    "expiration": _expiration(now),
+                },
+                ConditionExpression="attribute_not_exists(#id)",
+                ExpressionAttributeNames=_names("id"),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except AwsError as error:
+            if error.code != "ConditionalCheckFailedException":
+                raise
+            stamps = (failed_item(error) or {}).get("stamps", {}).get("L")
+            if not stamp or not isinstance(stamps, list) or stamps[:1] != [{"S": stamp}]:
+                raise  # not this probe's group: the arrival goes alone (``TableMeeting``)
         values: dict[str, Any] = {
             ":gid": {"S": group_id},
             ":closes": _n(closes),

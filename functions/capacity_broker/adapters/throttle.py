@@ -262,6 +262,7 @@ class AdaptiveBucket:
         self._idle = True  # the last lease got tokens free at once: the next may go ahead
         self._ledger_down = False  # the last lease could not ask the ledger: alone for now
         self._leased_at = -math.inf
+        self._took_at = -math.inf  # when a call last took a token (``try_take``)
         self.limit: float | None = None  # our share of EC2's bucket, once a throttle showed it
         self._clock = clock
         self._sleep = sleep
@@ -398,9 +399,17 @@ class AdaptiveBucket:
             got = self._try_take(now, deadline)
             # A scarce bucket's next token is leased when a call needs it, not ahead: most
             # probes make their last create or cancel with the token in hand, and one leased
-            # ahead of them would be dropped unspent.
+            # ahead of them would be dropped unspent. Nor is a bucket's next batch leased
+            # after a call that is not one of a run (its previous call longer than ``hold_s``
+            # ago): a probe makes each look-up once, and in a class of 100 the batches
+            # leased after them were dropped unspent (a describe's ledger leased three tokens
+            # for each call, and the others waited for them).
+            running = now - self._took_at <= self._hold
+            if isinstance(got, Ticket):
+                self._took_at = now
             ahead = (
                 isinstance(got, Ticket)
+                and running
                 and self.most is None
                 and self._start_ahead(now, need=self.tuning.low)
             )

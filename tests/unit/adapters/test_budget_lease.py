@@ -163,10 +163,10 @@ def test_a_regions_first_calls_lease_the_next_buckets_ahead() -> None:
         leased = len(ledgers[action].horizons)
         pacer.acquire("us-east-1", action)
         assert len(ledgers[action].horizons) == leased
-    # (With them, the first stage's refills: each bucket spent its one token leased ahead;
-    # a create's bucket is scarce and leases its next token when a create needs it.)
-    refilled = [a for a in WARM[None] if a != "CreateCapacityReservation"]
-    assert account.run_ahead() == len(refilled) + len(WARM["CreateCapacityReservation"])
+    # (Only the next stage's: each bucket spent its one token leased ahead on a call that is
+    # not one of a run, so nothing refills it ahead; a create's bucket is scarce and leases
+    # its next token when a create needs it.)
+    assert account.run_ahead() == len(WARM["CreateCapacityReservation"])
     for action in WARM["CreateCapacityReservation"]:
         leased = len(ledgers[action].horizons)
         pacer.acquire("us-east-1", action)
@@ -177,6 +177,24 @@ def test_a_regions_first_calls_lease_the_next_buckets_ahead() -> None:
     assert not account.queued
     # A lease ahead of a bucket's first call takes one token, not a batch.
     assert all(ledgers[a].most[0] == 1 for a in (*WARM[None], *WARM["CreateCapacityReservation"]))
+
+
+def test_a_call_that_is_not_one_of_a_run_leases_nothing_ahead_after_it() -> None:
+    """A probe makes each look-up once: the batch a lone caller's next lease would take
+    after it is left unspent (dropped after ``hold_s``), and in a class of 100 containers
+    those batches kept the others waiting (a describe's ledger leased three tokens per call).
+    So the next batch goes out ahead only once a call follows another within ``hold_s``."""
+    account, ledger = Account(), FakeLedger(idle=2)
+    bucket = account.bucket(ledger, NON_MUTATING)
+    assert isinstance(bucket.try_take(account.now), Ticket)
+    assert not account.queued  # one token left in hand, below ``low``, and nothing leased
+    account.now += 3.0  # the next call comes after the hold: a call alone again
+    assert isinstance(bucket.try_take(account.now), Ticket)
+    assert len(ledger.horizons) == 2 and not account.queued
+    account.now += 0.5  # within the hold of the last: a run, so the next batch goes ahead
+    assert isinstance(bucket.try_take(account.now), Ticket)
+    assert account.run_ahead() == 1
+    assert len(ledger.horizons) == 3
 
 
 def test_tokens_kept_unspent_too_long_are_dropped() -> None:
