@@ -318,6 +318,29 @@ def test_a_process_that_met_a_crowd_guesses_the_next_ledgers_busy(broker: Any) -
     assert lone.counts["updates"] == lone.counts["leases"] == 6
 
 
+def test_a_process_is_not_a_crowd_to_itself(broker: Any) -> None:
+    """A failed condition that finds the tat this process's own last write left (its probe's
+    overdraw, its own threads racing) is not a crowd: the process's next lease of an idle
+    ledger still guesses idle and costs one update, not two."""
+    _table()
+    clock = Driven(1_800_000_000.0)
+    alone = BudgetTable(TABLE, REGION, Adapters(boto3.session.Session()).clients, clock=clock)
+    mine, other = (f"{PREFIX}{REGION}#{action}" for action in ("DescribeVpcs", "DescribeSubnets"))
+    first = alone.lease(mine, 100, 20, 30.0)
+    assert first is not None and first.tokens == 5  # idle: a batch, tat 0.25 s ahead
+    alone.overdraw(mine, 20)  # its probe: tat 0.30 s ahead, unseen by its next lease
+    clock.now += 0.275  # past what its last lease saw, not past its overdraw
+    before = alone.counts["updates"]
+    again = alone.lease(mine, 100, 20, 30.0)
+    assert again is not None and again.tokens == 1
+    assert alone.counts["updates"] - before == 2  # guessed idle, found its own overdraw
+    clock.now += 3.0
+    before = alone.counts["updates"]
+    fresh = alone.lease(other, 100, 20, 30.0)
+    assert fresh is not None and fresh.tokens >= 1
+    assert alone.counts["updates"] - before == 1  # still guesses idle: no crowd was met
+
+
 def test_waiting_pacers_book_their_slots_instead_of_racing(broker: Any) -> None:
     """Twelve processes' pacers (one bucket each, sharing one ledger) all want 30 calls at
     once, each call with a 30 s deadline, on one driven clock: what they are admitted stays

@@ -118,6 +118,9 @@ class BudgetTable:
         # booked ahead by the others (a burst), so a ledger it has not asked for a while, or
         # never, is most likely booked too (``_lease``).
         self._crowded_until = -math.inf
+        # Per item: the tat this process's own last write left (a failed condition that
+        # finds it is this process's own threads, not a crowd).
+        self._wrote: dict[str, float | None] = {}
         self._down_until = -math.inf
         self._said_down = False
         self._lock = threading.Lock()
@@ -171,15 +174,21 @@ class BudgetTable:
             taken, tat = self._update(key, busy, now, want, burst, rate, horizon, deadline)
             self._seen[key] = tat
             if taken:
+                self._wrote[key] = tat
                 self._count("tokens", want)
                 # The booked tokens may be spent once the ledger's bucket holds them: when
                 # ``tat`` is no further ahead than a full bucket.
                 ready = 0.0 if tat is None else tat - burst * period - now
                 return Grant(want, max(ready, 0.0))
             seen = tat
-            if tat is not None and tat > now:
+            if tat is not None and tat > now and not busy and tat != self._wrote.get(key):
+                # An idle guess met a ledger booked ahead, and not by this process's own last
+                # write (its threads racing, its probe's overdraw): others are drawing on it.
+                # (A busy guess refused past the horizon proves nothing: the slots booked
+                # ahead may all be this process's own waiters'.)
                 with self._lock:
                     self._crowded_until = max(self._crowded_until, now + CROWDED_S)
+            if tat is not None and tat > now:
                 # Busy, and no slot within the horizon: the seconds until the next slot's
                 # token could be spent (beyond the horizon; a caller with a deadline that near
                 # gives up at once: the slot only moves later).
@@ -274,11 +283,12 @@ class BudgetTable:
                 ":take": _n(1 / rate),
                 ":exp": _n(math.ceil(now) + EXPIRATION_SECONDS),
             },
+            "ReturnValues": "UPDATED_NEW",
         }
         client = self.clients.client("dynamodb", self.region)
         self._count("updates")
         try:
-            self.retry.run(
+            answer = self.retry.run(
                 "UpdateItem",
                 lambda: call("UpdateItem", client.update_item, **params),
                 deadline=self._monotonic() + LEASE_SECONDS,
@@ -286,6 +296,10 @@ class BudgetTable:
             )
         except AwsError as error:
             self._down(error)
+            return
+        # The ledger is where this write left it (the next lease's failed condition that
+        # finds it is this process's own doing, not a crowd).
+        self._wrote[key] = _tat(answer.get("Attributes"))
 
     def _down(self, error: AwsError) -> None:
         """The table failed a lease: pace alone for a while, and say so once."""

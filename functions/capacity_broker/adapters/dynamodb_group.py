@@ -183,8 +183,9 @@ class GroupTable:
         that won: the probe joins it without reading the item again). A pointer write whose
         answer was lost and whose retry then failed its condition is told apart by the item it
         returns (this group's id: it was this write), and so is the group item's own write
-        (the group's id is this probe's own, so only an earlier try of this write can have
-        made it: the item it returns holds this probe's stamp first)."""
+        (the group's id is this probe's own: an item holding this probe's stamp first was
+        made by an earlier try of this write, or by an earlier round of this arrival that built
+        the same id on a clock that had not moved; either way only this probe is in it)."""
         try:
             self._call(
                 "PutItem",

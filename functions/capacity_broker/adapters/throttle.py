@@ -37,7 +37,8 @@ cannot be asked the bucket refills on its own, as without a table. Where the two
 - a busy ledger *books* the caller's own slot (a ``Slot``), no later than its call's deadline,
   and the caller waits for it on its own clock and sends (no other ask, no race with the other
   waiters, each thread in the account's queue on its own);
-- an idle ledger grants a batch; when two tokens are left the next batch is leased ahead, on
+- an idle ledger grants a batch; when two tokens are left, and the call is one of a run (the
+  bucket's previous call less than ``hold_s`` before it), the next batch is leased ahead, on
   a daemon thread, so a lone caller's calls do not wait for the table; and a region's first
   call (a describe, as a rule) starts the leases of the buckets a probe uses next, and its
   first create those of the describes and cancels after it (``WARM``), so they overlap;
@@ -407,6 +408,8 @@ class AdaptiveBucket:
             running = now - self._took_at <= self._hold
             if isinstance(got, Ticket):
                 self._took_at = now
+            elif isinstance(got, Slot):
+                self._took_at = now + got  # (its call goes at its slot)
             ahead = (
                 isinstance(got, Ticket)
                 and running

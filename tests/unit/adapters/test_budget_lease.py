@@ -197,6 +197,19 @@ def test_a_call_that_is_not_one_of_a_run_leases_nothing_ahead_after_it() -> None
     assert len(ledger.horizons) == 3
 
 
+def test_a_call_after_its_booked_slot_is_one_of_a_run() -> None:
+    """A call that waited for its booked slot on a busy ledger counts as the bucket's call at
+    that slot: the next call right after it is one of a run, and its next batch goes ahead."""
+    account, ledger = Account(), FakeLedger(idle=2)
+    ledger.answers = [Grant(1, 1.5)]
+    bucket = account.bucket(ledger, NON_MUTATING)
+    slot = bucket.try_take(account.now)
+    assert isinstance(slot, Slot) and slot == 1.5
+    account.now += 1.5
+    assert isinstance(bucket.try_take(account.now), Ticket)  # leased in line: 2, one left
+    assert account.run_ahead() == 1
+
+
 def test_tokens_kept_unspent_too_long_are_dropped() -> None:
     """The ledger counted leased tokens when it granted them: kept unspent past ``hold_s``
     (2 s) they are dropped and the next call leases afresh, so a
