@@ -81,4 +81,4 @@ deploy: $(STAMP) node_modules/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk deploy $(CDK_ARGS)
 
 clean:
-	rm -rf cdk.out out .pytest_cache .mypy_cache .ruff_cache bench/results.json
+	rm -rf cdk.out out .pytest_cache .mypy_cache .ruff_cache
