@@ -390,6 +390,28 @@ def test_a_member_s_container_never_makes_an_ec2_client(classroom: Any) -> None:
     assert all(("ssm", REGION) in root.clients.made() for root in roots)
 
 
+def test_a_member_never_reads_the_capacity_memory(classroom: Any) -> None:
+    """A member asks EC2 nothing, so it has no use for the capacity memory: only the probes
+    that ask EC2 (the leader, and a probe alone) read it, once each (in a class of 200, 190
+    reads of the state table saved while the class arrives)."""
+    room = classroom([0, 0, 1000])
+    roots = [room.container() for _ in range(6)]
+    reads: list[int] = [0] * len(roots)
+    for i, root in enumerate(roots):
+        memory = root.probe.memory
+        assert memory is not None
+        real = memory.recall
+
+        def recall(*args: Any, _i: int = i, _real: Any = real, **kwargs: Any) -> Any:
+            reads[_i] += 1
+            return _real(*args, **kwargs)
+
+        memory.recall = recall  # type: ignore[method-assign]
+    answers = room.run(6, containers=roots)
+    assert all(a["status"] == "available" and "group" in a for a in answers)
+    assert sorted(reads) == [0, 0, 0, 0, 0, 1], reads  # the leader's read only
+
+
 def test_a_lone_probe_s_arrival_overlaps_its_flags_read(
     classroom: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
