@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+import functools
+
 from moto.core.responses import ActionResult
-from moto.ec2.models.instance_types import INSTANCE_TYPES
+from moto.ec2.models.instance_types import INSTANCE_TYPE_OFFERINGS, INSTANCE_TYPES
 
 from ..exceptions import client_error
 from ..models.backend import utc
@@ -20,6 +22,17 @@ from ._base import CapacityResponse, wildcard_matcher
 
 # botocore's model (DescribeInstanceTypeOfferings.LocationType); the emulator has no Outposts.
 _LOCATION_TYPES = ("region", "availability-zone", "availability-zone-id", "outpost")
+
+
+@functools.cache
+def _catalogue(region: str) -> frozenset[tuple[str, str]]:
+    """moto's (instance type, AZ) offerings of ``region``: its static catalogue, read once
+    (made into dicts and matched on every call, it was most of the emulator's CPU in a class
+    of 200's look-ups)."""
+    return frozenset(
+        (offer["InstanceType"], offer["Location"])
+        for offer in INSTANCE_TYPE_OFFERINGS["availability-zone"].get(region, [])
+    )
 
 
 class Discovery(CapacityResponse):
@@ -58,27 +71,30 @@ class Discovery(CapacityResponse):
             if name not in ("instance-type", "location"):
                 raise client_error("InvalidParameterValue", f"The filter '{name}' is invalid")
         self.error_on_dryrun()
-        offers = self._offerings(location_type)
+        located = self._offerings(location_type)
         for name, values in filters.items():
             match = wildcard_matcher(values)
-            key = "InstanceType" if name == "instance-type" else "Location"
-            offers = [o for o in offers if match(o[key])]
+            at = 0 if name == "instance-type" else 1
+            located = [pair for pair in located if match(pair[at])]
+        offers = [
+            {"InstanceType": t, "LocationType": location_type, "Location": loc}
+            for t, loc in located
+        ]
         page, next_token = self._page(offers)
         result: dict[str, object] = {"InstanceTypeOfferings": page}
         if next_token:
             result["NextToken"] = next_token
         return ActionResult(result)
 
-    def _offerings(self, location_type: str) -> list[dict[str, str]]:
+    def _offerings(self, location_type: str) -> list[tuple[str, str]]:
+        """The (instance type, location) pairs offered, sorted."""
         if location_type == "outpost":
             return []  # no Outposts here: nothing is offered on one
         capacity = self.capacity
         zones = capacity.zones
         # AZ-level truth: moto's offerings, less what the scenario says is not offered there,
         # plus what the scenario gives capacity for.
-        pairs: set[tuple[str, str]] = set()
-        for offer in self.ec2_backend.describe_instance_type_offerings("availability-zone", {}):
-            pairs.add((offer["InstanceType"], offer["Location"]))
+        pairs = set(_catalogue(self.region))
         for zone, instance_type in capacity.pools:
             if instance_type in INSTANCE_TYPES and zone in zones:
                 pairs.add((instance_type, zone))
@@ -95,10 +111,7 @@ class Discovery(CapacityResponse):
             located = {(t, zones[z]) for t, z in pairs if z in zones}
         else:
             located = {(t, self.region) for t, _ in pairs}
-        return [
-            {"InstanceType": t, "LocationType": location_type, "Location": loc}
-            for t, loc in sorted(located)
-        ]
+        return sorted(located)
 
     def describe_instance_types(self) -> ActionResult:
         names = self._get_param("InstanceTypes", []) or []

@@ -300,6 +300,7 @@ class Root:
                 max_count=MAX_GROUP_COUNT,
                 wall=(lambda: clock().timestamp()) if clock is not None else time.time,
                 monotonic=self.monotonic,
+                on_burst=self.adapters.budget.crowd if self.adapters.budget is not None else None,
             )
         else:
             meeting = LocalMeeting(

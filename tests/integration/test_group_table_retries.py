@@ -248,13 +248,9 @@ def test_a_member_who_joined_a_moment_ago_is_waited_for(table: Any) -> None:
     assert len(looks) >= 2  # it waited past its first look: the member's join kept it open
 
 
-def test_the_idle_window_is_as_long_as_the_leader_s_own_arrival_took(table: Any) -> None:
-    """When the table answers slowly (a class of hundreds arriving at once), a member's join
-    is as slow as the leader's own arrival was: the leader waits that long after the last
-    join, not the configured 0.25 s, so the next member lands in this group instead of
-    opening another."""
-    now = [100.0]
-    place = on_a_still_clock(table, now)
+def _a_slow_leader(place: TableMeeting, now: list[float], answer_by: float) -> Any:
+    """A first probe in flight at 100.0, then a leader whose arrival took the table a
+    second (it leads from 101.0), wanting its answer by ``answer_by``."""
     place.arrive(KEY, 1, "first", 1e12)
     real_arrive = place.table.arrive
 
@@ -263,9 +259,20 @@ def test_the_idle_window_is_as_long_as_the_leader_s_own_arrival_took(table: Any)
         return real_arrive(key, stamp, now_)
 
     place.table.arrive = slow_arrive  # type: ignore[method-assign,assignment]
-    leader = place.arrive(KEY, 1, "leader", 1e12)
+    leader = place.arrive(KEY, 1, "leader", answer_by)
     place.table.arrive = real_arrive  # type: ignore[method-assign]
     assert leader.role is Role.LEADER and leader.took == pytest.approx(1.0)
+    return leader
+
+
+def test_the_idle_window_is_as_long_as_the_leader_s_own_arrival_took(table: Any) -> None:
+    """When the table answers slowly (a class of hundreds arriving at once), a member's join
+    is as slow as the leader's own arrival was: the leader waits that long after the last
+    join, not the configured 0.25 s, so the next member lands in this group instead of
+    opening another."""
+    now = [100.0]
+    place = on_a_still_clock(table, now)
+    leader = _a_slow_leader(place, now, 1e12)
     now[0] = 101.5
     assert place.arrive(KEY, 2, "second", 1e12).role is Role.MEMBER  # joins at 101.5
     now[0] = 101.9  # 0.4 s after that join: past 0.25 s, inside the leader's 1 s
@@ -437,3 +444,33 @@ def test_a_pointer_to_no_group_sends_a_burst_alone_at_once(table: Any) -> None:
     before = place.table.counts["calls"]
     assert place.arrive(KEY, 1, "second", 1e12).role is Role.ALONE
     assert place.table.counts["calls"] - before == 3  # the arrival, the group item, the pointer
+
+
+def test_a_stretched_window_leaves_the_leader_half_its_time_to_ask(table: Any) -> None:
+    """The idle window stretched to the leader's slow arrival never runs past half the time
+    left to the leader's answer-by when it starts to wait: in a class of 200 the groups
+    closed at their answer-by, and the leaders, left no time to ask EC2, answered every
+    member "alone". The configured window after the last join is still kept."""
+    now = [100.0]
+    place = on_a_still_clock(table, now)
+    leader = _a_slow_leader(place, now, 102.3)  # its answer-by: 102.3
+    now[0] = 101.5
+    assert place.arrive(KEY, 2, "second", 1e12).role is Role.MEMBER  # joins at 101.5
+    now[0] = 101.9  # it starts to wait: half of what is left to 102.3 ends at 102.1
+    looks: list[float] = []
+    real_last_join = place.table.last_join
+
+    def last_join(group_id: str) -> Any:
+        looks.append(now[0])
+        if len(looks) == 1:
+            now[0] = 102.2  # past 102.1, inside the stretched window (until 102.5)
+        elif len(looks) == 2:
+            now[0] = 103.0
+        return real_last_join(group_id)
+
+    place.table.last_join = last_join  # type: ignore[method-assign]
+    closed = place.close(leader)
+    assert closed.counts == (1, 2)
+    # Closed at 102.2, right after its first look: not kept open (and looked at again) until
+    # the stretched window's end at 102.5.
+    assert looks == [101.9]

@@ -425,7 +425,9 @@ class AdaptiveBucket:
         shared_wait = None
         if self.ledger is not None:
             self._settle(now)
-            if self.tokens < 1:
+            # (A call whose deadline has passed asks the ledger nothing: no slot can come in
+            # time, and in a collapsed class of 200 such leases were 215 of the table's.)
+            if self.tokens < 1 and (deadline is None or now < deadline):
                 shared_wait = self._lease(now, deadline)
                 if isinstance(shared_wait, Slot):
                     self.counts["paced"] += 1

@@ -82,6 +82,7 @@ class Seat:
     arrival: Arrival
     stamp: str = ""  # the table meeting's mark of this arrival (its ``leave`` removes it)
     took: float = 0.0  # seconds the arrival took (the table meeting's round trips)
+    answer_by: float = math.inf  # when this probe wants its group's answer (root's clock)
 
     @property
     def role(self) -> Role:
@@ -484,8 +485,12 @@ class TableMeeting:
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         poll: float = POLL_FIRST_SECONDS,
+        on_burst: Callable[[], None] | None = None,
     ) -> None:
         self.table = table
+        # Told when an arrival sees a burst (the root's shared EC2 budget: the others are
+        # drawing on the account's buckets too, ``BudgetTable.crowd``).
+        self.on_burst = on_burst
         self.window = window
         self.max_window = max(window, max_window)
         self.max_count = max_count
@@ -516,6 +521,8 @@ class TableMeeting:
             now = self.wall()
             lobby = self.table.arrive(where, stamp, now)
             burst = lobby.seen is not None
+            if burst and self.on_burst is not None:
+                self.on_burst()
             # In a burst a probe joins a group or leads one; it goes alone only when its own
             # time to be answered as a member is up. A lost race is no reason to: the write
             # that lost says who won, and that group is joined next. Joins are lost too when
@@ -530,7 +537,8 @@ class TableMeeting:
                     if position is not None:
                         forming = Forming(lobby.group_id, key, self._moment(lobby.closes))
                         took = self.monotonic() - began
-                        return Seat(key, Arrival(Role.MEMBER, forming, position), stamp, took)
+                        arrival = Arrival(Role.MEMBER, forming, position)
+                        return Seat(key, arrival, stamp, took, answer_by)
                 if not burst or count >= self.max_count or self.monotonic() >= answer_by:
                     return alone
                 opened = group_id(request_id, key, now)
@@ -542,7 +550,7 @@ class TableMeeting:
                     moment = self._moment(now)
                     forming = Forming(opened, key, self._moment(closes), [count], last_join=moment)
                     took = self.monotonic() - began
-                    return Seat(key, Arrival(Role.LEADER, forming, 0), stamp, took)
+                    return Seat(key, Arrival(Role.LEADER, forming, 0), stamp, took, answer_by)
                 if lost.group_id is None:
                     # The item names a group that is not one (the table is shared): no open
                     # can replace it without reading what it holds, and no join can find it.
@@ -569,6 +577,12 @@ class TableMeeting:
         # before it lands makes that member open another group (more creates for the class).
         idle = min(self.max_window, max(self.window, seat.took))
         real_end = time.monotonic() + self.max_window
+        # But never past half the time left to the leader's own answer-by (its members,
+        # starting with it, want theirs about then): a wait stretched by a slow table must
+        # leave the group's asks their time. In a class of 200 the groups closed at their
+        # answer-by, and every member was answered "alone" by a leader left no time to ask.
+        start = self.monotonic()
+        latest = start + max(0.0, seat.answer_by - start) / 2
         # The window counts from the group's opening (the leader's own joining), not from
         # when the leader is done looking its places up.
         opened = forming.last_join if math.isfinite(forming.last_join) else self.monotonic()
@@ -584,6 +598,8 @@ class TableMeeting:
                     break  # close now: the members are better answered than kept waiting
             moment = self.monotonic()
             if moment >= forming.closes_at or moment >= self._moment(last_join) + idle:
+                break
+            if moment >= latest and moment >= self._moment(last_join) + self.window:
                 break
             time.sleep(_SLICE)
         members = self.table.close(forming.group_id)

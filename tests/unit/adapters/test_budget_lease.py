@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+import pytest
 from capacity_broker.adapters.throttle import (
     WARM,
     AdaptiveBucket,
@@ -333,3 +334,16 @@ def test_a_bucket_whose_ledger_is_down_is_short_as_a_bucket_alone_would_be() -> 
     before = (bucket.tokens, bucket.counts.copy())
     assert not bucket.short  # reading it changes nothing
     assert (bucket.tokens, bucket.counts) == before
+
+
+def test_a_call_past_its_deadline_asks_the_ledger_nothing() -> None:
+    """A call whose deadline has passed, with no token in hand, is refused without a lease: no
+    slot can come in time (in a collapsed class of 200, such leases were a tenth of the
+    table's budget updates). A token in hand is still spent: it costs nobody anything."""
+    account, ledger = Account(), FakeLedger(idle=1)
+    bucket = account.bucket(ledger, NON_MUTATING)
+    with pytest.raises(NoToken):
+        bucket.acquire(deadline=account.now - 0.1)
+    assert ledger.horizons == []
+    assert isinstance(bucket.acquire(deadline=account.now + 5.0), Ticket)  # leased in line
+    assert len(ledger.horizons) == 1

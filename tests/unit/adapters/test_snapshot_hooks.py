@@ -60,9 +60,13 @@ def test_before_snapshot_parses_the_models_without_a_client_or_credentials(
         return found
 
     monkeypatch.setattr(files, "load_file", counting)
-    root.clients.client("ec2", "us-east-1")
+    ec2 = root.clients.client("ec2", "us-east-1")
+    ssm = root.clients.client("ssm", "us-east-1")
     # The API model, the endpoint rules and the partitions' endpoints are in the session:
-    # the client made after the restore reads no data file at all.
+    # the client made after the restore reads no data file at all, nor do its paginators
+    # (the flags' read pages with one).
+    ec2.get_paginator("describe_subnets")
+    ssm.get_paginator("get_parameters_by_path")
     assert reads == []
     listed = session._session.get_component("data_loader").list_available_services
     monkeypatch.setattr(files, "exists", lambda path: pytest.fail(f"looked for {path}"))
