@@ -1,5 +1,7 @@
 """A class at 9:00 (issue 23): N cold containers probing at once, against the emulator served
-over HTTP with EC2's published buckets, eventual consistency and 50 ms per call.
+over HTTP with EC2's published buckets, eventual consistency and 50 ms per call. AWS's side
+runs ahead of the containers for the CPU, as on AWS it runs on its own (``Served``: the state
+table's DynamoDB in an emulator process of its own, the containers' workers niced).
 
 Each container is a ``Root`` of its own (its session, clients, EC2 pacer, capacity memory),
 built cold in a worker process before the start; the containers are spread over at most
