@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -12,7 +13,7 @@ from typing import Any, TypeVar
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, DataNotFoundError
 from botocore.utils import parse_timestamp
 
 from ..domain import backoff
@@ -100,7 +101,8 @@ class Clients:
         for service in services:
             model = session.get_service_model(service)
             loader.load_service_model(service, "endpoint-rule-set-1", model.api_version)
-            loader.load_service_model(service, "paginators-1", model.api_version)
+            with contextlib.suppress(DataNotFoundError):  # (a service with no paginators)
+                loader.load_service_model(service, "paginators-1", model.api_version)
         loader.load_data("partitions")  # (the endpoint rules' partitions)
         loader.load_data("sdk-default-configuration")  # (the defaults mode's settings)
         # (A private component of botocore's session: made on a client's first use otherwise.)

@@ -25,7 +25,7 @@ guess was a coin toss, and so was every retry (the answer it followed was as sta
 class of 200, half the leases lost all four tries, and the table served 3,000 updates for
 some 300 EC2 calls. A ledger shifted from behind now forgets up to ``LAG_S`` of refill (a
 full bucket is full however long it has been idle), so the burst leased against is ``LAG_S``
-of tokens smaller.
+of tokens smaller (a bucket of a token or two lags less: never more than its burst at once).
 
 A busy bucket's lease *books* the next free slot: ``SET tat = tat + T`` succeeds however far
 ``tat`` is ahead (up to the horizon, the caller's deadline), and the caller waits on its own
@@ -176,7 +176,9 @@ class BudgetTable:
     def crowd(self) -> None:
         """The others are drawing on the account's buckets (the probes' meeting saw a burst):
         the next leases guess every ledger booked ahead, and no lease ahead of need is made,
-        for ``CROWDED_S``."""
+        for ``CROWDED_S``. A pacer's bucket whose lease ahead is so answered counts as short
+        (``AdaptiveBucket.short``) until a lease in line finds tokens free: in a burst the
+        fan-out spends the account's mutating calls frugally on that evidence."""
         with self._lock:
             until = self._clock() + CROWDED_S
             self._crowded_until = max(self._crowded_until, until)
@@ -185,8 +187,11 @@ class BudgetTable:
     def _lease(self, key: str, burst: float, rate: float, horizon: float, most: int) -> Grant:
         self._count("leases")
         period = 1 / rate
-        # (A shift from behind now forgets up to LAG_S of refill: kept back from the burst.)
-        burst = max(1.0, burst - LAG_S * rate)
+        # (A shift from behind now forgets up to the lag's refill: kept back from the burst.
+        # A bucket too small to keep it back, one or two tokens, lags less: never more than
+        # its burst is granted.)
+        lag = min(LAG_S, max(0.0, (burst - 1) / rate))
+        burst = burst - lag * rate
         deadline = self._monotonic() + LEASE_SECONDS
         seen = self._seen.get(key)  # the ledger's tat at this process's last lease
         for attempt in range(ATTEMPTS):
@@ -201,12 +206,14 @@ class BudgetTable:
             # and failed: 60% of a mixed class's updates). A later try follows what the failed
             # condition returned.
             busy = seen is not None and seen > now
-            in_use = seen is not None and seen >= now - LAG_S
+            in_use = seen is not None and seen >= now - lag
             if attempt == 0 and now < self._crowded_until:
                 busy = in_use = True
             room, _ = grantable(seen, now, burst, rate)
             want = 1 if busy else max(1, min(most, room // 2))
-            taken, tat = self._update(key, in_use, now, want, burst, rate, horizon, deadline)
+            taken, tat = self._update(
+                key, in_use, now - lag, want, burst, rate, horizon, deadline, now
+            )
             self._seen[key] = tat
             if taken:
                 self._wrote[key] = tat
@@ -216,7 +223,7 @@ class BudgetTable:
                 ready = 0.0 if tat is None else tat - burst * period - now
                 return Grant(want, max(ready, 0.0))
             seen = tat
-            met = tat is not None and tat >= now - LAG_S
+            met = tat is not None and tat >= now - lag
             if met and not in_use and tat != self._wrote.get(key):
                 # An idle guess met a ledger in use, and not by this process's own last write
                 # (its threads racing, its probe's overdraw): others are drawing on it. (An
@@ -238,19 +245,21 @@ class BudgetTable:
         self,
         key: str,
         in_use: bool,
-        now: float,
+        recent: float,
         want: int,
         burst: float,
         rate: float,
         horizon: float,
         deadline: float,
+        now: float,
     ) -> tuple[bool, float | None]:
         """One conditional update of the ledger: (True, the new tat) when it took ``want``
-        tokens, else (False, the tat the item holds; None: no item, or not a sound one)."""
+        tokens, else (False, the tat the item holds; None: no item, or not a sound one). The
+        ledger is in use while its tat is at ``recent`` or later."""
         period = 1 / rate
         absurd = now + burst * period + HORIZON_SECONDS + SKEW_SECONDS
         values: dict[str, Any] = {
-            ":recent": _n(now - LAG_S),
+            ":recent": _n(recent),
             ":exp": _n(math.ceil(now) + EXPIRATION_SECONDS),
         }
         if in_use:
