@@ -558,3 +558,53 @@ def test_a_bucket_of_one_token_never_grants_more_at_once(broker: Any) -> None:
         assert grant is not None
         now += grant.tokens if grant.wait <= 0.001 else 0
     assert now == 1
+
+
+class _Stale:
+    """The state table as a crowd makes it: each update takes ``took`` seconds of the
+    process's clock, and by the time it lands the others have moved the ledger to the other
+    case (an idle guess meets a ledger in use, an in-use guess one gone idle)."""
+
+    def __init__(self, client: Any, moment: list[float], took: float) -> None:
+        self.client = client
+        self.moment = moment
+        self.took = took
+        self.updates = 0
+
+    def update_item(self, **params: Any) -> Any:
+        self.updates += 1
+        self.moment[0] += self.took
+        key = params["Key"]
+        if params["UpdateExpression"].startswith("SET tat = :then"):
+            self.client.put_item(
+                TableName=TABLE, Item={**key, "tat": {"N": str(1_800_000_000.0 + 0.5)}}
+            )
+        else:
+            self.client.delete_item(TableName=TABLE, Key=key)
+        return self.client.update_item(**params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_a_lease_stops_trying_when_its_time_is_up(broker: Any) -> None:
+    """A lease's tries, retries included, end at ``LEASE_SECONDS``: against a table that
+    answers in 0.7 s and whose every answer is stale by the next try, a lease makes two
+    updates (at 0 and 0.7 s), not four, and asks again later; it never holds an EC2 call
+    four slow round trips long."""
+    _table()
+    moment = [50.0]
+    clients = Adapters(boto3.session.Session()).clients
+    stale = _Stale(clients.client("dynamodb", REGION), moment, 0.7)
+    clients._made[("dynamodb", REGION)] = stale
+    process = BudgetTable(
+        TABLE,
+        REGION,
+        clients,
+        clock=Driven(1_800_000_000.0),
+        monotonic=lambda: moment[0],
+    )
+    grant = process.lease(f"{PREFIX}{REGION}#DescribeVpcs", 100, 20, 30.0)
+    assert grant is not None and grant.tokens == 0  # lost: the caller asks again later
+    assert stale.updates == 2
+    assert moment[0] - 50.0 <= 1.0 + 0.7  # the lease's time, and the try under way at its end
