@@ -233,6 +233,10 @@ class ControlAPI:
         return _json({"error": f"unknown control call {method} {verb}"}, 404)
 
 
+# The hosts whose service the dispatcher keeps (a service per region: a few in practice).
+_KEPT_HOSTS = 256
+
+
 class _Dispatcher(DomainDispatcherApplication):
     """moto's dispatcher of requests to its services, with each host's service looked up
     once. moto looks it up for every request under one lock, listing its package's folders on
@@ -246,10 +250,15 @@ class _Dispatcher(DomainDispatcherApplication):
         self._backends: dict[str | None, Any] = {}
 
     def get_backend_for_host(self, host: str | None) -> Any:
-        # (Called under the dispatcher's lock.)
-        if host not in self._backends:
-            self._backends[host] = super().get_backend_for_host(host)
-        return self._backends[host]
+        # (Called under the dispatcher's lock.) The host is made from what a request says
+        # (its signature's scope, its path): kept for the first few hundred only, so requests
+        # naming made-up services or regions cannot grow it without end.
+        if host in self._backends:
+            return self._backends[host]
+        found = super().get_backend_for_host(host)
+        if len(self._backends) < _KEPT_HOSTS:
+            self._backends[host] = found
+        return found
 
 
 class Application:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
-from emulator.server import _Dispatcher
+from emulator.server import _KEPT_HOSTS, _Dispatcher
 
 TARGETS = {"dynamodb": "DynamoDB_20120810.UpdateItem", "ssm": "AmazonSSM.GetParametersByPath"}
 
@@ -58,3 +58,14 @@ def test_a_host_s_service_is_looked_up_once_and_is_moto_s(
     for service in services:
         motos.get_application(_environ(service))
     assert len(looked) == 2 * len(services)
+
+
+def test_made_up_hosts_do_not_grow_what_it_keeps() -> None:
+    """A host is made from what a request says (its signature's scope): requests naming
+    made-up regions are answered as moto answers them, and what the dispatcher keeps stays
+    bounded."""
+    ours = _Dispatcher(lambda backend: ("app of", backend))
+    for i in range(_KEPT_HOSTS + 50):
+        assert ours.get_application(_environ("ec2", f"xx-made-up-{i}")) == ("app of", "ec2")
+    assert len(ours._backends) == _KEPT_HOSTS
+    assert ours.get_application(_environ("dynamodb")) == ("app of", "dynamodb")

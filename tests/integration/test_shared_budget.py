@@ -560,26 +560,28 @@ def test_a_bucket_of_one_token_never_grants_more_at_once(broker: Any) -> None:
     assert now == 1
 
 
-class _Stale:
-    """The state table as a crowd makes it: each update takes ``took`` seconds of the
-    process's clock, and by the time it lands the others have moved the ledger to the other
-    case (an idle guess meets a ledger in use, an in-use guess one gone idle)."""
+class _Slow:
+    """The state table answering each update in ``took`` seconds of the process's clock;
+    ``stale``: as a crowd makes it, by the time an update lands the others have moved the
+    ledger to the other case (an idle guess meets a ledger in use, an in-use guess one gone
+    idle)."""
 
-    def __init__(self, client: Any, moment: list[float], took: float) -> None:
+    def __init__(self, client: Any, moment: list[float], took: float, stale: bool) -> None:
         self.client = client
         self.moment = moment
         self.took = took
+        self.stale = stale
         self.updates = 0
 
     def update_item(self, **params: Any) -> Any:
         self.updates += 1
         self.moment[0] += self.took
         key = params["Key"]
-        if params["UpdateExpression"].startswith("SET tat = :then"):
+        if self.stale and params["UpdateExpression"].startswith("SET tat = :then"):
             self.client.put_item(
                 TableName=TABLE, Item={**key, "tat": {"N": str(1_800_000_000.0 + 0.5)}}
             )
-        else:
+        elif self.stale:
             self.client.delete_item(TableName=TABLE, Key=key)
         return self.client.update_item(**params)
 
@@ -595,7 +597,7 @@ def test_a_lease_stops_trying_when_its_time_is_up(broker: Any) -> None:
     _table()
     moment = [50.0]
     clients = Adapters(boto3.session.Session()).clients
-    stale = _Stale(clients.client("dynamodb", REGION), moment, 0.7)
+    stale = _Slow(clients.client("dynamodb", REGION), moment, 0.7, stale=True)
     clients._made[("dynamodb", REGION)] = stale
     process = BudgetTable(
         TABLE,
@@ -608,3 +610,22 @@ def test_a_lease_stops_trying_when_its_time_is_up(broker: Any) -> None:
     assert grant is not None and grant.tokens == 0  # lost: the caller asks again later
     assert stale.updates == 2
     assert moment[0] - 50.0 <= 1.0 + 0.7  # the lease's time, and the try under way at its end
+
+
+def test_a_crowded_lease_against_a_slow_table_still_gets_its_token(broker: Any) -> None:
+    """A process that saw a burst guesses every ledger in use; a ledger with no item yet is
+    not. Against a table that takes a whole lease's time to answer, the try that follows
+    the first answer is still made: the lease is granted, and the ledger written (were it
+    not, every crowded lease would lose, and nobody would ever write it)."""
+    _table()
+    moment = [50.0]
+    clients = Adapters(boto3.session.Session()).clients
+    slow = _Slow(clients.client("dynamodb", REGION), moment, 1.0, stale=False)
+    clients._made[("dynamodb", REGION)] = slow
+    process = BudgetTable(
+        TABLE, REGION, clients, clock=Driven(1_800_000_000.0), monotonic=lambda: moment[0]
+    )
+    process.crowd()
+    grant = process.lease(f"{PREFIX}{REGION}#CreateCapacityReservation", 50, 5, 30.0, most=1)
+    assert grant is not None and grant.tokens == 1
+    assert slow.updates == 2  # the blind guess, then the informed try

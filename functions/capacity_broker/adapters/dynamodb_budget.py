@@ -195,10 +195,13 @@ class BudgetTable:
         deadline = self._monotonic() + LEASE_SECONDS
         seen = self._seen.get(key)  # the ledger's tat at this process's last lease
         for attempt in range(ATTEMPTS):
-            if attempt and self._monotonic() >= deadline:
+            if attempt >= 2 and self._monotonic() >= deadline:
                 # The lease's time is up, retries included: a table answering in seconds
                 # (in a class of 200, each update waited 3 to 20 s) must not hold a call four
-                # round trips long, past its own deadline. Lost, as when every try lost.
+                # round trips long, past its own deadline. Lost, as when every try lost. The
+                # try that follows the first one's answer is always made: a first guess made
+                # blind (a crowded process guesses "in use", and a ledger with no item is
+                # not) would otherwise lose every lease, and nobody would ever write it.
                 break
             now = self._clock()
             # Not booked ahead: half of what the ledger held last time, up to a batch (a lone

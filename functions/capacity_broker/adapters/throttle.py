@@ -341,9 +341,15 @@ class AdaptiveBucket:
             self.tokens += grant.tokens
             self._leased_at = now
             wait = 0.0 if self.tokens >= 1 else grant.wait
-            if not grant.tokens and (deadline is None or deadline - now > HORIZON_S):
+            if (
+                not grant.tokens
+                and grant.wait > horizon
+                and (deadline is None or deadline - now > HORIZON_S)
+            ):
                 # Refused past the horizon, with time to wait: ask again when the queue is
-                # within it (with a deadline inside the horizon, the wait says "never").
+                # within it (with a deadline inside the horizon, the wait says "never"). A
+                # lease that lost its races, or ran out of its time, says a token's time: asked
+                # again at once, each ask would be another round trip to a table that is slow.
                 wait = max(grant.wait - horizon, 1e-3)
         # A busy ledger books slots in line; only an idle one is leased from ahead of need
         # (a lease ahead that finds no token free is a round trip for nothing).

@@ -347,3 +347,18 @@ def test_a_call_past_its_deadline_asks_the_ledger_nothing() -> None:
     assert ledger.horizons == []
     assert isinstance(bucket.acquire(deadline=account.now + 5.0), Ticket)  # leased in line
     assert len(ledger.horizons) == 1
+
+
+def test_a_lease_that_lost_is_asked_again_after_a_token_s_time() -> None:
+    """A lease that lost its races, or ran out of its time against a slow table, answers no
+    token and one token's time: a caller with no deadline (or one far off) waits that long
+    before asking again, not a millisecond (each ask is a round trip to the table). A slot
+    refused past the horizon is still asked for again once the queue comes within it."""
+    account, ledger = Account(), FakeLedger()
+    ledger.answers = [Grant(0, 0.2), Grant(1, 0.0), Grant(0, 31.0), Grant(1, 0.0)]
+    bucket = account.bucket(ledger)
+    bucket.acquire()
+    assert account.now == pytest.approx(100.2)  # one token's time, then granted
+    assert len(ledger.horizons) == 2
+    bucket.acquire()
+    assert account.now == pytest.approx(100.2 + 31.0 - ledger.horizons[2])
