@@ -589,23 +589,26 @@ class _Slow:
         return getattr(self.client, name)
 
 
+def _slow_process(took: float, stale: bool) -> tuple[BudgetTable, _Slow, list[float]]:
+    """A process leasing from a fresh table through ``_Slow``, its monotonic clock at 50 s
+    and moved only by the table's answers: (the process, the table, that clock)."""
+    _table()
+    moment = [50.0]
+    clients = Adapters(boto3.session.Session()).clients
+    slow = _Slow(clients.client("dynamodb", REGION), moment, took, stale)
+    clients._made[("dynamodb", REGION)] = slow
+    process = BudgetTable(
+        TABLE, REGION, clients, clock=Driven(1_800_000_000.0), monotonic=lambda: moment[0]
+    )
+    return process, slow, moment
+
+
 def test_a_lease_stops_trying_when_its_time_is_up(broker: Any) -> None:
     """A lease's tries, retries included, end at ``LEASE_SECONDS``: against a table that
     answers in 0.7 s and whose every answer is stale by the next try, a lease makes two
     updates (at 0 and 0.7 s), not four, and asks again later; it never holds an EC2 call
     four slow round trips long."""
-    _table()
-    moment = [50.0]
-    clients = Adapters(boto3.session.Session()).clients
-    stale = _Slow(clients.client("dynamodb", REGION), moment, 0.7, stale=True)
-    clients._made[("dynamodb", REGION)] = stale
-    process = BudgetTable(
-        TABLE,
-        REGION,
-        clients,
-        clock=Driven(1_800_000_000.0),
-        monotonic=lambda: moment[0],
-    )
+    process, stale, moment = _slow_process(0.7, stale=True)
     grant = process.lease(f"{PREFIX}{REGION}#DescribeVpcs", 100, 20, 30.0)
     assert grant is not None and grant.tokens == 0  # lost: the caller asks again later
     assert stale.updates == 2
@@ -617,14 +620,7 @@ def test_a_crowded_lease_against_a_slow_table_still_gets_its_token(broker: Any) 
     not. Against a table that takes a whole lease's time to answer, the try that follows
     the first answer is still made: the lease is granted, and the ledger written (were it
     not, every crowded lease would lose, and nobody would ever write it)."""
-    _table()
-    moment = [50.0]
-    clients = Adapters(boto3.session.Session()).clients
-    slow = _Slow(clients.client("dynamodb", REGION), moment, 1.0, stale=False)
-    clients._made[("dynamodb", REGION)] = slow
-    process = BudgetTable(
-        TABLE, REGION, clients, clock=Driven(1_800_000_000.0), monotonic=lambda: moment[0]
-    )
+    process, slow, _ = _slow_process(1.0, stale=False)
     process.crowd()
     grant = process.lease(f"{PREFIX}{REGION}#CreateCapacityReservation", 50, 5, 30.0, most=1)
     assert grant is not None and grant.tokens == 1
