@@ -319,6 +319,32 @@ def test_a_process_that_met_a_crowd_guesses_the_next_ledgers_busy(broker: Any) -
     assert lone.counts["updates"] == lone.counts["leases"] == 6
 
 
+def test_a_crowded_process_leases_one_token_at_a_time(broker: Any) -> None:
+    """An idle ledger grants a lone process a small batch (a create's bucket: two, so a
+    lone probe's creates and cancels make one round trip per pair); while the process knows
+    the others are drawing on the account's ledgers (a burst its probes' meeting saw), each
+    lease takes one token, even of a ledger it finds idle: in a burst a batch is taken ahead
+    of the others and, as a rule, left unspent."""
+    _table()
+    clock = Driven(1_800_000_000.0)
+    lone, crowded = (
+        BudgetTable(TABLE, REGION, Adapters(boto3.session.Session()).clients, clock=clock)
+        for _ in range(2)
+    )
+    creates, describes = (f"{PREFIX}{REGION}#{a}" for a in ("Create", "DescribeVpcs"))
+    first = lone.lease(creates + "#lone", 50, 5, 30.0, most=2)
+    batch = lone.lease(describes + "#lone", 100, 20, 30.0)
+    assert first is not None and first.tokens == 2
+    assert batch is not None and batch.tokens == 5
+    crowded.crowd()
+    for key, burst, rate, most in ((creates, 50, 5, 2), (describes, 100, 20, None)):
+        grant = crowded.lease(key, burst, rate, 30.0, most=most)
+        assert grant is not None and (grant.tokens, grant.wait) == (1, 0.0)
+    clock.now += CROWDED_S + 1.0  # the crowd is over: batches again
+    again = crowded.lease(describes, 100, 20, 30.0)
+    assert again is not None and again.tokens == 5
+
+
 def test_a_process_is_not_a_crowd_to_itself(broker: Any) -> None:
     """A failed condition that finds the tat this process's own last write left (its probe's
     overdraw, its own threads racing) is not a crowd: the process's next lease of an idle

@@ -151,7 +151,8 @@ class BudgetTable:
         self, key: str, burst: float, rate: float, horizon: float = 0.0, most: int | None = None
     ) -> Grant | None:
         """Tokens of EC2 ``region``'s ``bucket`` (``burst`` at most, refilled at ``rate``):
-        a small batch when the bucket is idle, one when others are drawing from it too;
+        a small batch when the bucket is idle, one when others are drawing from it or from
+        the account's other buckets (``crowd``, a failed guess that met them);
         None when the table cannot be asked (the caller paces on its own).
 
         With a ``horizon`` (seconds), a busy bucket's next free slot is *booked* when it comes
@@ -215,10 +216,13 @@ class BudgetTable:
             # condition returned.
             busy = seen is not None and seen > now
             in_use = seen is not None and seen >= now - lag
-            if attempt == 0 and now < self._crowded_until:
+            crowded = now < self._crowded_until
+            if attempt == 0 and crowded:
                 busy = in_use = True
             room, _ = grantable(seen, now, burst, rate)
-            want = 1 if busy else max(1, min(most, room // 2))
+            # One token at a time while the others draw on the account's ledgers too: in a
+            # burst a batch is taken ahead of them and, as a rule, left unspent.
+            want = 1 if busy or crowded else max(1, min(most, room // 2))
             taken, tat = self._update(
                 key, in_use, now - lag, want, burst, rate, horizon, deadline, now
             )

@@ -39,9 +39,11 @@ cannot be asked the bucket refills on its own, as without a table. Where the two
   waiters, each thread in the account's queue on its own);
 - an idle ledger grants a batch; when two tokens are left, and the call is one of a run (the
   bucket's previous call less than ``hold_s`` before it), the next batch is leased ahead, on
-  a daemon thread, so a lone caller's calls do not wait for the table; and a region's first
-  call (a describe, as a rule) starts the leases of the buckets a probe uses next, and its
-  first create those of the describes and cancels after it (``WARM``), so they overlap;
+  a daemon thread, so a lone caller's calls do not wait for the table; a region's first
+  call (a describe, as a rule), or a probe about to ask EC2 while its client is made
+  (``Pacer.warm``), starts the leases of the buckets a probe uses first, and its first create
+  those of the describes after it (``WARM``), so they overlap; a scarce bucket's (a create's,
+  a cancel's) are leased two at most, one while the account is crowded, never ahead of need;
 - leased tokens kept unspent longer than ``hold_s`` (2 s) are dropped: the ledger
   counted them when it granted them, and spent much later they could meet a bucket the other
   processes have emptied since.
@@ -110,8 +112,10 @@ OWN_LIMITS: Mapping[str, Limits] = {
     "TerminateInstances": Limits(100, 5),
 }
 _FILTER_OR_PAGE = ("Filters", "MaxResults", "NextToken")
-# A bucket refilled this slowly or slower is scarce: its tokens are leased one at a time.
+# A bucket refilled this slowly or slower is scarce: its tokens are leased two at a time at
+# most, and never ahead of a call that needs them (``AdaptiveBucket``).
 SCARCE_REFILL = MUTATING.refill
+SCARCE_BATCH = 2
 
 
 def bucket_of(action: str, params: Mapping[str, Any] | None = None) -> tuple[str, Limits]:
@@ -185,7 +189,12 @@ class Tuning(NamedTuple):
 # stages, so a burst's containers do not lease what they will only spend after waiting for
 # their creates (leased tokens left unspent are dropped, ``Tuning.hold_s``).
 WARM: Mapping[str | None, tuple[str, ...]] = {
-    None: ("DescribeVpcs", "DescribeInstanceTypeOfferings", "CreateCapacityReservation"),
+    None: (
+        "DescribeVpcs",
+        "DescribeSubnets",
+        "DescribeInstanceTypeOfferings",
+        "CreateCapacityReservation",
+    ),
     # (Not the cancel's: it comes after the fan-out has decided and the hold is active,
     # often later than ``hold_s``, and its token leased at the first create was dropped.)
     "CreateCapacityReservation": ("DescribeCapacityReservations",),
@@ -249,11 +258,16 @@ class AdaptiveBucket:
         self.tokens = self.burst if ledger is None else 0.0
         # Sharing a ledger: at most this many tokens per lease (None: the ledger's batch). A
         # scarce bucket's (a create's or a cancel's, 5 a second for the whole account) are
-        # leased one at a time: a batch leased for a probe that then needs fewer is dropped
-        # unspent after ``hold_s``, and the others wait for it (in a mixed class of 50, 102
-        # cancel tokens were leased for 40 cancels). A describe's bucket is 20 a second: a
-        # batch there saves round trips to the table and costs the others little.
-        self.most: int | None = 1 if limits.refill <= SCARCE_REFILL else None
+        # leased two at a time at most: a batch leased for a probe that then needs fewer is
+        # dropped unspent after ``hold_s``, and the others wait for it (in a mixed class of
+        # 50, 102 cancel tokens were leased for 40 cancels). Two, not one: a lone probe's
+        # creates after its first go out together (the fan-out's next subnets) and its
+        # cancels in a pair, each waiting in line for a round trip to the table of its own.
+        # (While the account is crowded the ledger grants one at a time, ``BudgetTable``.) A
+        # describe's bucket is 20 a second: a batch there saves round trips to the table and
+        # costs the others little.
+        self.scarce = limits.refill <= SCARCE_REFILL
+        self.most: int | None = SCARCE_BATCH if self.scarce else None
         # Sharing a ledger: how a lease ahead is run (a daemon thread), whether one is out,
         # when tokens were last leased.
         self._ahead = ahead or in_background
@@ -419,7 +433,7 @@ class AdaptiveBucket:
             ahead = (
                 isinstance(got, Ticket)
                 and running
-                and self.most is None
+                and not self.scarce
                 and self._start_ahead(now, need=self.tuning.low)
             )
         if ahead:
@@ -597,7 +611,7 @@ class Pacer:
         sleep: Callable[[float], None] = time.sleep,
         tuning: Tuning | None = None,
         shared: SharedBudget | None = None,
-        warm: Mapping[str | None, tuple[str, ...]] = WARM,
+        stages: Mapping[str | None, tuple[str, ...]] = WARM,
         ahead: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         if not (math.isfinite(scale) and scale > 0):
@@ -608,7 +622,7 @@ class Pacer:
         self.shared = shared
         # With a ledger: the buckets leased ahead when a region's first bucket is made, and
         # how a lease ahead runs (None: on a daemon thread).
-        self.warm = warm
+        self.stages = stages
         self._ahead = ahead
         self._warmed: set[tuple[str, str | None]] = set()  # (region, action; None: any)
         self._clock = clock
@@ -630,16 +644,34 @@ class Pacer:
             return found
         with self._lock:
             found = self._made(region, action, params)
-            warm = []
-            for trigger in (None, action):
-                if self.shared is not None and (region, trigger) not in self._warmed:
-                    self._warmed.add((region, trigger))
-                    warm += [self._made(region, a) for a in self.warm.get(trigger, ())]
+            warm = self._to_warm(region, (None, action))
         # A region's first call (a describe, as a rule) starts the leases of the buckets the
-        # next calls draw from, so they overlap with it instead of waiting ahead of them.
+        # next calls draw from, so they overlap with it instead of waiting ahead of them (its
+        # own bucket leases in line: the call is on its way now).
+        for bucket in warm:
+            if bucket is not found:
+                bucket.lease_ahead()
+        return found
+
+    def warm(self, region: str) -> None:
+        """A flow is about to call EC2 in ``region`` (a probe that will ask EC2, while its
+        client is made): the leases of the buckets its first calls draw from go out now, on
+        their own threads, instead of in line ahead of its first call. Once per region, and
+        only with a ledger (nothing to lease without one)."""
+        with self._lock:
+            warm = self._to_warm(region, (None,))
         for bucket in warm:
             bucket.lease_ahead()
-        return found
+
+    def _to_warm(self, region: str, triggers: tuple[str | None, ...]) -> list[AdaptiveBucket]:
+        """The buckets to lease ahead for ``triggers`` not met before in ``region`` (under the
+        lock): a region's first call (None), a first call of an action."""
+        warm: list[AdaptiveBucket] = []
+        for trigger in triggers:
+            if self.shared is not None and (region, trigger) not in self._warmed:
+                self._warmed.add((region, trigger))
+                warm += [self._made(region, a) for a in self.stages.get(trigger, ())]
+        return warm
 
     def _made(
         self, region: str, action: str, params: Mapping[str, Any] | None = None

@@ -151,11 +151,14 @@ def test_a_lone_callers_next_lease_goes_out_before_it_runs_dry() -> None:
 def test_a_regions_first_calls_lease_the_next_buckets_ahead() -> None:
     """A region's first call (a describe) queues leases for the buckets of the calls a probe
     makes next (its lookups and creates); its first create, those of the describes and
-    cancels after it. Once back, those calls lease nothing in line; nothing is warmed twice."""
+    cancels after it. Once back, those calls lease nothing in line; nothing is warmed twice.
+    The first call's own bucket leases in line, once (the call is on its way now)."""
     account = Account()
     ledgers, pacer = account.ledgers, account.pacer()
     pacer.acquire("us-east-1", "DescribeSubnets", {"SubnetIds": ["subnet-1"]})
-    first = set(WARM[None])
+    assert "DescribeSubnets" in WARM[None]
+    assert len(ledgers["DescribeSubnets"].horizons) == 1
+    first = set(WARM[None]) - {"DescribeSubnets"}
     assert first <= set(ledgers)
     assert not set(WARM["CreateCapacityReservation"]) & set(ledgers)
     assert all(not ledgers[a].horizons for a in first)  # queued, not in line
@@ -177,7 +180,32 @@ def test_a_regions_first_calls_lease_the_next_buckets_ahead() -> None:
     pacer.acquire("us-east-1", "DescribeSubnets", {"SubnetIds": ["subnet-1"]})
     assert not account.queued
     # A lease ahead of a bucket's first call takes one token, not a batch.
-    assert all(ledgers[a].most[0] == 1 for a in (*WARM[None], *WARM["CreateCapacityReservation"]))
+    assert all(ledgers[a].most[0] == 1 for a in (*first, *WARM["CreateCapacityReservation"]))
+
+
+def test_a_flow_about_to_call_a_region_leases_its_first_calls_tokens_ahead() -> None:
+    """``Pacer.warm``: a probe that will ask EC2 (while its client is made) queues the
+    leases of its first calls' buckets, so none of its look-ups or its first create waits a
+    round trip to the table in line; once per region, and the region's first call then
+    warms nothing twice. Without a ledger there is nothing to lease."""
+    account = Account()
+    ledgers, pacer = account.ledgers, account.pacer()
+    pacer.warm("us-east-1")
+    assert set(ledgers) == set(WARM[None])
+    assert all(not ledger.horizons for ledger in ledgers.values())  # queued, not in line
+    assert account.run_ahead() == len(WARM[None])
+    pacer.warm("us-east-1")
+    assert not account.queued
+    for action in WARM[None]:
+        pacer.acquire("us-east-1", action)
+        assert len(ledgers[action].horizons) == 1  # the token leased ahead, none in line
+    assert not account.queued or set(ledgers) >= set(WARM["CreateCapacityReservation"])
+    account.run_ahead()
+    pacer.warm("eu-west-1")  # another region: its own first calls
+    assert account.run_ahead() == len(WARM[None])
+    alone = Pacer(clock=account.clock, sleep=account.sleep, ahead=account.ahead)
+    alone.warm("us-east-1")
+    assert not account.queued
 
 
 def test_a_call_that_is_not_one_of_a_run_leases_nothing_ahead_after_it() -> None:
@@ -228,10 +256,12 @@ def test_tokens_kept_unspent_too_long_are_dropped() -> None:
     assert bucket.tokens == 4
 
 
-def test_a_scarce_buckets_tokens_are_leased_one_at_a_time_when_a_call_needs_them() -> None:
+def test_a_scarce_buckets_tokens_are_leased_two_at_most_when_a_call_needs_them() -> None:
     """A create's or a cancel's bucket (5 a second for the whole account): each lease asks
-    for one token, and none is leased ahead after a call, so a probe whose last create or
-    cancel it was leaves nothing unspent for the others to wait behind."""
+    for two tokens at most (a lone probe's creates after the first, and its cancels, come
+    in twos: one round trip to the table per two calls), and none is leased ahead after a
+    call, so a probe whose last create or cancel it was leaves one token at most unspent
+    for the others to wait behind."""
     account, ledger = Account(), FakeLedger(idle=5)
     bucket = account.bucket(ledger, MUTATING)
     for _ in range(4):
@@ -239,7 +269,7 @@ def test_a_scarce_buckets_tokens_are_leased_one_at_a_time_when_a_call_needs_them
         assert isinstance(got, Ticket)
         assert not account.queued  # nothing leased ahead
         account.now += 0.1
-    assert ledger.most == [1, 1, 1, 1]
+    assert ledger.most == [2, 2]
     assert bucket.tokens == 0
     # A describe's bucket still leases its batch, and its next one ahead.
     ahead = FakeLedger(idle=5)

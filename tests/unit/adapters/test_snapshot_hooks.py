@@ -130,6 +130,24 @@ def test_a_containers_first_invocation_makes_its_clients_once_on_a_thread() -> N
     assert other.made() == [("ec2", "eu-west-1")]
 
 
+def test_a_probe_that_meets_in_the_table_makes_dynamodbs_client_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a state table a probe's first call is its arrival at the table: DynamoDB's client
+    is made first (clients are made one at a time, and an arrival behind SSM's client started
+    the lone probe's EC2 client later), then the flags' client; EC2's only once the probe
+    knows it asks EC2 (not a member). Without a table, the flags' client and EC2's."""
+    assert CONTAINER.root().first_clients("probe") == FIRST_CLIENTS["probe"]
+    CONTAINER.use(None)
+    monkeypatch.setenv("BROKER_STATE_TABLE", "broker-state")
+    root = CONTAINER.root()
+    assert root.first_clients("probe") == ("dynamodb", "ssm")
+    assert root.first_clients("reserve") == FIRST_CLIENTS["reserve"]
+    CONTAINER.use(None)
+    monkeypatch.setenv("BROKER_PROBE_GROUPING", "false")
+    assert CONTAINER.root().first_clients("probe") == FIRST_CLIENTS["probe"]
+
+
 def test_with_a_state_table_the_snapshot_holds_dynamodbs_model_too(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
