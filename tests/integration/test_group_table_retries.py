@@ -14,6 +14,7 @@ from botocore.exceptions import ReadTimeoutError
 from capacity_broker.adapters.aws import RetryPolicy
 from capacity_broker.adapters.dynamodb_group import GroupTable, Published, key_id
 from capacity_broker.domain.group import GroupKey, MemberAnswer, Role, Verdict
+from capacity_broker.logic import group as group_logic
 from capacity_broker.logic.group import Closed, Coalescer, TableMeeting
 
 pytestmark = pytest.mark.integration
@@ -427,6 +428,35 @@ def test_a_member_looks_once_more_when_it_gives_up(table: Any) -> None:
     grouped = place.wait(member, 115.0, 130.0, [SUBNET])
     assert grouped is not None and grouped.answer == won
     assert looks == [100.0, 123.0]
+
+
+def test_a_member_first_looks_when_its_leader_could_have_answered(
+    table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader closes the group no sooner than the window after the last join (this
+    member's at the earliest): the member's first look for its answer comes then and a first
+    pause later, not as it joins (each such look was a read of the table for nothing, made
+    when a class's arrivals keep it busiest). The pauses are the test's: they move its clock."""
+    now = [100.0]
+    place = on_a_still_clock(table, now)
+    place.arrive(KEY, 1, "first", 1e12)
+    place.arrive(KEY, 1, "leader", 1e12)
+    now[0] = 100.1
+    member = place.arrive(KEY, 1, "member", 130.0)  # joins at 100.1
+    assert member.role is Role.MEMBER
+    monkeypatch.setattr(group_logic.time, "sleep", lambda pause: now.__setitem__(0, now[0] + pause))
+    won = MemberAnswer(Verdict.WON, 0, (), None, "cr-0123456789abcdef0", True, 1.0)
+    looks: list[float] = []
+
+    def answer(group_id: str, position: int, subnet_ids: Any) -> Published | None:
+        looks.append(now[0])
+        return Published(won, 2, []) if len(looks) == 3 else None
+
+    place.table.answer = answer  # type: ignore[method-assign,assignment]
+    grouped = place.wait(member, 130.0, 160.0, [SUBNET])
+    assert grouped is not None and grouped.answer == won
+    # Join 100.1 + window 0.25 + first pause 0.2; then the pauses grow as before.
+    assert looks == pytest.approx([100.55, 100.75, 101.05])
 
 
 def test_a_pointer_to_no_group_sends_a_burst_alone_at_once(table: Any) -> None:

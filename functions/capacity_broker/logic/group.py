@@ -535,7 +535,13 @@ class TableMeeting:
                         lobby.group_id, count, by, self.max_count, self.max_members, now, stamp, up
                     )
                     if position is not None:
-                        forming = Forming(lobby.group_id, key, self._moment(lobby.closes))
+                        # (Its own join: the group's last, as far as this member knows.)
+                        forming = Forming(
+                            lobby.group_id,
+                            key,
+                            self._moment(lobby.closes),
+                            last_join=self.monotonic(),
+                        )
                         took = self.monotonic() - began
                         arrival = Arrival(Role.MEMBER, forming, position)
                         return Seat(key, arrival, stamp, took, answer_by)
@@ -633,6 +639,19 @@ class TableMeeting:
         assert forming is not None
         give_up = gives_up_at(answer_by, deadline)
         real_end = time.monotonic() + max(0.0, give_up - self.monotonic())
+        # The leader closes the group no sooner than the window after its last join (this
+        # member's, at the earliest), then asks EC2 and publishes: a look before then finds
+        # nothing, and a class's members each made one or two such looks as they joined,
+        # when the table is busiest. (A leader that gives up publishes at once: its members
+        # go alone this much later.)
+        # (Pauses in real time, the moment on the root's clock, as the looks below; and never
+        # longer in real time than on that clock: a clock that does not move, a test's frozen
+        # one, cannot keep a member from looking.)
+        first = min(forming.closing_at(self.window) + self.poll, give_up)
+        real_first = min(real_end, time.monotonic() + max(0.0, first - self.monotonic()))
+        while self.monotonic() < first and time.monotonic() < real_first:
+            pause = min(self.poll, first - self.monotonic(), real_first - time.monotonic())
+            time.sleep(max(0.0, pause))
         looks = 0
         while self.monotonic() < give_up and time.monotonic() < real_end:
             found = self._look(seat, subnet_ids)
