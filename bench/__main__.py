@@ -71,7 +71,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         default=10,
         help="worker processes the burst's containers are spread over (memory: ~100 MB each)",
     )
-    parser.add_argument("--lone-reps", type=int, default=5, help="lone probes each way (burst)")
+    parser.add_argument(
+        "--lone-reps",
+        type=int,
+        default=11,
+        help="lone probes each way (burst; single ones spread +-15%%)",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="a fast smoke run (fewer of everything)"
     )

@@ -42,8 +42,9 @@ cannot be asked the bucket refills on its own, as without a table. Where the two
   a daemon thread, so a lone caller's calls do not wait for the table; a region's first
   call (a describe, as a rule), or a probe about to ask EC2 while its client is made
   (``Pacer.warm``), starts the leases of the buckets a probe uses first, and its first create
-  those of the describes after it (``WARM``), so they overlap; a scarce bucket's (a create's,
-  a cancel's) are leased two at most, one while the account is crowded, never ahead of need;
+  those of the describes after it (``WARM``), so they overlap (one token each); a scarce
+  bucket's (a create's, a cancel's) are otherwise leased only for the calls waiting for them,
+  one while the account is crowded, and never after a call for the next one;
 - leased tokens kept unspent longer than ``hold_s`` (2 s) are dropped: the ledger
   counted them when it granted them, and spent much later they could meet a bucket the other
   processes have emptied since.
@@ -60,10 +61,11 @@ model of the benchmark's three cases (``python -m bench.pacing_model``) with bot
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ..domain.errors import RATE_BUDGET_EXHAUSTED, ErrorClass
@@ -112,10 +114,11 @@ OWN_LIMITS: Mapping[str, Limits] = {
     "TerminateInstances": Limits(100, 5),
 }
 _FILTER_OR_PAGE = ("Filters", "MaxResults", "NextToken")
-# A bucket refilled this slowly or slower is scarce: its tokens are leased two at a time at
-# most, and never ahead of a call that needs them (``AdaptiveBucket``).
+# A bucket refilled this slowly or slower is scarce: a lease takes a token for each call
+# waiting for it, this many at most, and none is leased after a call for the next one
+# (``AdaptiveBucket``).
 SCARCE_REFILL = MUTATING.refill
-SCARCE_BATCH = 2
+SCARCE_MOST = 5
 
 
 def bucket_of(action: str, params: Mapping[str, Any] | None = None) -> tuple[str, Limits]:
@@ -257,17 +260,20 @@ class AdaptiveBucket:
         self.ledger = ledger
         self.tokens = self.burst if ledger is None else 0.0
         # Sharing a ledger: at most this many tokens per lease (None: the ledger's batch). A
-        # scarce bucket's (a create's or a cancel's, 5 a second for the whole account) are
-        # leased two at a time at most: a batch leased for a probe that then needs fewer is
-        # dropped unspent after ``hold_s``, and the others wait for it (in a mixed class of
-        # 50, 102 cancel tokens were leased for 40 cancels). Two, not one: a lone probe's
-        # creates after its first go out together (the fan-out's next subnets) and its
-        # cancels in a pair, each waiting in line for a round trip to the table of its own.
-        # (While the account is crowded the ledger grants one at a time, ``BudgetTable``.) A
+        # scarce bucket's (a create's or a cancel's, 5 a second for the whole account; a
+        # Capacity Block action's, 0.15) are leased for the calls waiting for them, no more
+        # (``_most``): a batch leased for a probe that then needs fewer is dropped unspent
+        # after ``hold_s``, and the others wait for it (in a mixed class of 50, 102 cancel
+        # tokens were leased for 40 cancels). But a lone probe's creates after its first go
+        # out together (the fan-out's next subnets), and its cancels in a pair, and leased
+        # one at a time each waited in line for a round trip to the table of its own. (While
+        # the account is crowded the ledger grants one at a time, ``BudgetTable``.) A
         # describe's bucket is 20 a second: a batch there saves round trips to the table and
         # costs the others little.
         self.scarce = limits.refill <= SCARCE_REFILL
-        self.most: int | None = SCARCE_BATCH if self.scarce else None
+        self.most: int | None = 1 if self.scarce else None
+        self._waiting = 0  # callers in ``acquire`` (``waiting``)
+        self._waiting_lock = threading.Lock()
         # Sharing a ledger: how a lease ahead is run (a daemon thread), whether one is out,
         # when tokens were last leased.
         self._ahead = ahead or in_background
@@ -342,7 +348,7 @@ class AdaptiveBucket:
         cannot be asked refills the bucket as if alone since it was last asked."""
         assert self.ledger is not None
         horizon = HORIZON_S if deadline is None else min(max(0.0, deadline - now - 1e-3), HORIZON_S)
-        grant = self.ledger.lease(*self._terms(), horizon, most=self.most)
+        grant = self.ledger.lease(*self._terms(), horizon, most=self._most())
         if grant is None:
             self.tokens = max(self.tokens, self._alone(now, self._asked))
             self._leased_at = now  # (refilled here, not leased: nothing to drop)
@@ -371,6 +377,25 @@ class AdaptiveBucket:
         self._ledger_down = grant is None
         self._asked = now
         return wait
+
+    def _most(self) -> int | None:
+        """The most tokens a lease in line asks for: a scarce bucket's, one for each caller
+        waiting for it (itself included), ``SCARCE_MOST`` at most."""
+        if not self.scarce:
+            return self.most
+        return max(1, min(self._waiting, SCARCE_MOST))
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """A caller waits for this bucket (``acquire``): while it does, a scarce bucket's
+        lease takes a token for it too."""
+        with self._waiting_lock:
+            self._waiting += 1
+        try:
+            yield
+        finally:
+            with self._waiting_lock:
+                self._waiting -= 1
 
     def lease_ahead(self) -> None:
         """Sharing a ledger: lease one token now, in the background, unless some are in
@@ -418,9 +443,9 @@ class AdaptiveBucket:
         beyond it."""
         with self._lock:
             got = self._try_take(now, deadline)
-            # A scarce bucket's next token is leased when a call needs it, not ahead: most
-            # probes make their last create or cancel with the token in hand, and one leased
-            # ahead of them would be dropped unspent. Nor is a bucket's next batch leased
+            # A scarce bucket's next token is leased when a call needs it, not after a call:
+            # most probes make their last create or cancel with the token in hand, and one
+            # leased after it would be dropped unspent. Nor is a bucket's next batch leased
             # after a call that is not one of a run (its previous call longer than ``hold_s``
             # ago): a probe makes each look-up once, and in a class of 100 the batches
             # leased after them were dropped unspent (a describe's ledger leased three tokens
@@ -492,6 +517,10 @@ class AdaptiveBucket:
 
     def acquire(self, deadline: float | None = None) -> Ticket:
         """Wait for a ticket; ``NoToken`` if none can come before ``deadline`` (this clock)."""
+        with self.waiting():
+            return self._acquire(deadline)
+
+    def _acquire(self, deadline: float | None) -> Ticket:
         while True:
             if self._ahead_out and self.tokens < 1:
                 # A lease ahead is on its way: wait for it (a real wait on its round trip,
@@ -620,8 +649,9 @@ class Pacer:
         self.tuning = tuning
         # The account's ledgers (the state table's), or None: this pacer alone.
         self.shared = shared
-        # With a ledger: the buckets leased ahead when a region's first bucket is made, and
-        # how a lease ahead runs (None: on a daemon thread).
+        # With a ledger: the buckets leased ahead when a flow is about to call a region
+        # (``warm``) or its first call of an action is made, and how a lease ahead runs
+        # (None: on a daemon thread).
         self.stages = stages
         self._ahead = ahead
         self._warmed: set[tuple[str, str | None]] = set()  # (region, action; None: any)
@@ -635,6 +665,7 @@ class Pacer:
         benchmarks' fresh start before each timed run, on a container that is warm otherwise."""
         with self._lock:
             self._buckets.clear()
+            self._warmed.clear()
 
     def bucket(
         self, region: str, action: str, params: Mapping[str, Any] | None = None

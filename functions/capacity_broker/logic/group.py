@@ -642,8 +642,8 @@ class TableMeeting:
         # The leader closes the group no sooner than the window after its last join (this
         # member's, at the earliest), then asks EC2 and publishes: a look before then finds
         # nothing, and a class's members each made one or two such looks as they joined,
-        # when the table is busiest. (A leader that gives up publishes at once: its members
-        # go alone this much later.)
+        # when the table is busiest. (A leader that gives up, or whose read of the last join
+        # failed, publishes sooner: its members then look at most this much later.)
         # (Pauses in real time, the moment on the root's clock, as the looks below; and never
         # longer in real time than on that clock: a clock that does not move, a test's frozen
         # one, cannot keep a member from looking.)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import pytest
+from capacity_broker.adapters.ec2.base import Ec2Base
 from capacity_broker.adapters.throttle import (
     WARM,
     AdaptiveBucket,
@@ -206,6 +207,25 @@ def test_a_flow_about_to_call_a_region_leases_its_first_calls_tokens_ahead() -> 
     alone = Pacer(clock=account.clock, sleep=account.sleep, ahead=account.ahead)
     alone.warm("us-east-1")
     assert not account.queued
+    pacer.forget()  # a fresh start (the benchmarks'): a new container's first calls again
+    pacer.warm("us-east-1")
+    assert account.run_ahead() == len(WARM[None])
+
+
+def test_a_probe_s_ec2_warm_up_leases_its_first_tokens_before_its_client_is_made() -> None:
+    """``Ec2Base.warm`` (a probe that will ask EC2, on its arrival's thread): the leases of its
+    first calls go out first, then its EC2 client is made (tens of milliseconds of CPU in a
+    cold container), so the leases come back while it is made."""
+    account = Account()
+    made: list[tuple[str, str, int]] = []
+
+    class Clients:
+        def client(self, service: str, region: str) -> object:
+            made.append((service, region, len(account.queued)))
+            return object()
+
+    Ec2Base("us-east-1", Clients(), account.pacer()).warm()  # type: ignore[arg-type]
+    assert made == [("ec2", "us-east-1", len(WARM[None]))]
 
 
 def test_a_call_that_is_not_one_of_a_run_leases_nothing_ahead_after_it() -> None:
@@ -256,21 +276,25 @@ def test_tokens_kept_unspent_too_long_are_dropped() -> None:
     assert bucket.tokens == 4
 
 
-def test_a_scarce_buckets_tokens_are_leased_two_at_most_when_a_call_needs_them() -> None:
-    """A create's or a cancel's bucket (5 a second for the whole account): each lease asks
-    for two tokens at most (a lone probe's creates after the first, and its cancels, come
-    in twos: one round trip to the table per two calls), and none is leased ahead after a
-    call, so a probe whose last create or cancel it was leaves one token at most unspent
-    for the others to wait behind."""
+def test_a_scarce_buckets_tokens_are_leased_for_the_calls_waiting_for_them() -> None:
+    """A create's or a cancel's bucket (5 a second for the whole account): a lease asks for
+    one token for each call waiting for the bucket (a lone probe's next creates go out
+    together, its cancels in a pair: one round trip to the table for them, not one each),
+    and none is leased ahead after a call, so a probe whose last create or cancel it was
+    leaves nothing unspent for the others to wait behind."""
     account, ledger = Account(), FakeLedger(idle=5)
     bucket = account.bucket(ledger, MUTATING)
-    for _ in range(4):
-        got = bucket.try_take(account.now)
-        assert isinstance(got, Ticket)
+    for _ in range(2):  # one call at a time (a probe's single cancel): one token each
+        with bucket.waiting():
+            assert isinstance(bucket.try_take(account.now), Ticket)
         assert not account.queued  # nothing leased ahead
         account.now += 0.1
-    assert ledger.most == [2, 2]
-    assert bucket.tokens == 0
+    assert ledger.most == [1, 1] and bucket.tokens == 0
+    with bucket.waiting(), bucket.waiting(), bucket.waiting():  # three creates at once
+        for _ in range(3):
+            assert isinstance(bucket.try_take(account.now), Ticket)
+    assert ledger.most == [1, 1, 3] and bucket.tokens == 0
+    assert not account.queued
     # A describe's bucket still leases its batch, and its next one ahead.
     ahead = FakeLedger(idle=5)
     describes = account.bucket(ahead, NON_MUTATING)
