@@ -43,8 +43,8 @@ cannot be asked the bucket refills on its own, as without a table. Where the two
   call (a describe, as a rule), or a probe about to ask EC2 while its client is made
   (``Pacer.warm``), starts the leases of the buckets a probe uses first, and its first create
   those of the describes after it (``WARM``), so they overlap (one token each); a scarce
-  bucket's (a create's, a cancel's) are otherwise leased only for the calls waiting for them,
-  one while the account is crowded, and never after a call for the next one;
+  bucket's (a create's, a cancel's) are otherwise leased two at a time, or one for each call
+  waiting, one while the account is crowded, and never after a call for the next one;
 - leased tokens kept unspent longer than ``hold_s`` (2 s) are dropped: the ledger
   counted them when it granted them, and spent much later they could meet a bucket the other
   processes have emptied since.
@@ -114,10 +114,11 @@ OWN_LIMITS: Mapping[str, Limits] = {
     "TerminateInstances": Limits(100, 5),
 }
 _FILTER_OR_PAGE = ("Filters", "MaxResults", "NextToken")
-# A bucket refilled this slowly or slower is scarce: a lease takes a token for each call
-# waiting for it, this many at most, and none is leased after a call for the next one
-# (``AdaptiveBucket``).
+# A bucket refilled this slowly or slower is scarce: a lease takes two tokens (one, for a
+# bucket refilled slower than a token a second), or one for each call waiting for it, this
+# many at most, and none is leased after a call for the next one (``AdaptiveBucket``).
 SCARCE_REFILL = MUTATING.refill
+SCARCE_BATCH = 2
 SCARCE_MOST = 5
 
 
@@ -260,18 +261,21 @@ class AdaptiveBucket:
         self.ledger = ledger
         self.tokens = self.burst if ledger is None else 0.0
         # Sharing a ledger: at most this many tokens per lease (None: the ledger's batch). A
-        # scarce bucket's (a create's or a cancel's, 5 a second for the whole account; a
-        # Capacity Block action's, 0.15) are leased for the calls waiting for them, no more
-        # (``_most``): a batch leased for a probe that then needs fewer is dropped unspent
-        # after ``hold_s``, and the others wait for it (in a mixed class of 50, 102 cancel
-        # tokens were leased for 40 cancels). But a lone probe's creates after its first go
-        # out together (the fan-out's next subnets), and its cancels in a pair, and leased
-        # one at a time each waited in line for a round trip to the table of its own. (While
-        # the account is crowded the ledger grants one at a time, ``BudgetTable``.) A
-        # describe's bucket is 20 a second: a batch there saves round trips to the table and
-        # costs the others little.
+        # scarce bucket's (a create's or a cancel's, 5 a second for the whole account) are
+        # leased two at a time, or one for each call waiting for the bucket (``_most``): a
+        # batch leased for a probe that then needs fewer is dropped unspent after
+        # ``hold_s``, and the others wait for it (in a mixed class of 50, 102 cancel tokens
+        # were leased for 40 cancels, 5 at a time). But a lone probe's creates after its first
+        # and its cancels come in turns a few milliseconds apart (the fan-out's next subnets,
+        # its two holds), not waiting together, and leased one at a time each waited for a
+        # round trip to the table of its own (12 updates for 15 calls, 10 with two). A token
+        # of two left unspent is one of the 40 an idle ledger holds; a busier one grants
+        # fewer (half of what it held, ``BudgetTable``), and one at a time while the account
+        # is crowded. A Capacity Block action's bucket refills 0.15 a second: a token left
+        # unspent there is 7 s of the account's, so one at a time. A describe's bucket is 20
+        # a second: a batch there saves round trips to the table and costs the others little.
         self.scarce = limits.refill <= SCARCE_REFILL
-        self.most: int | None = 1 if self.scarce else None
+        self.most: int | None = (SCARCE_BATCH if limits.refill >= 1 else 1) if self.scarce else None
         self._waiting = 0  # callers in ``acquire`` (``waiting``)
         self._waiting_lock = threading.Lock()
         # Sharing a ledger: how a lease ahead is run (a daemon thread), whether one is out,
@@ -379,11 +383,11 @@ class AdaptiveBucket:
         return wait
 
     def _most(self) -> int | None:
-        """The most tokens a lease in line asks for: a scarce bucket's, one for each caller
-        waiting for it (itself included), ``SCARCE_MOST`` at most."""
-        if not self.scarce:
+        """The most tokens a lease in line asks for: a scarce bucket's batch, or one for each
+        caller waiting for it (itself included), ``SCARCE_MOST`` at most."""
+        if not self.scarce or self.most is None:
             return self.most
-        return max(1, min(self._waiting, SCARCE_MOST))
+        return max(self.most, min(self._waiting, SCARCE_MOST))
 
     @contextlib.contextmanager
     def waiting(self) -> Iterator[None]:

@@ -276,25 +276,34 @@ def test_tokens_kept_unspent_too_long_are_dropped() -> None:
     assert bucket.tokens == 4
 
 
-def test_a_scarce_buckets_tokens_are_leased_for_the_calls_waiting_for_them() -> None:
+def test_a_scarce_buckets_tokens_are_leased_two_or_for_the_calls_waiting_for_them() -> None:
     """A create's or a cancel's bucket (5 a second for the whole account): a lease asks for
-    one token for each call waiting for the bucket (a lone probe's next creates go out
-    together, its cancels in a pair: one round trip to the table for them, not one each),
-    and none is leased ahead after a call, so a probe whose last create or cancel it was
-    leaves nothing unspent for the others to wait behind."""
+    two tokens (a lone probe's next creates and its cancels come a few milliseconds apart:
+    one round trip to the table for two of them, not one each), or one for each call waiting
+    for the bucket when more wait; none is leased ahead after a call, so a probe whose last
+    create or cancel it was leaves one token at most unspent for the others to wait behind.
+    A Capacity Block action's bucket (0.15 a second: a token unspent is 7 s of the
+    account's) leases one at a time."""
     account, ledger = Account(), FakeLedger(idle=5)
     bucket = account.bucket(ledger, MUTATING)
-    for _ in range(2):  # one call at a time (a probe's single cancel): one token each
+    for _ in range(4):  # calls one after another: one lease for two
         with bucket.waiting():
             assert isinstance(bucket.try_take(account.now), Ticket)
         assert not account.queued  # nothing leased ahead
         account.now += 0.1
-    assert ledger.most == [1, 1] and bucket.tokens == 0
-    with bucket.waiting(), bucket.waiting(), bucket.waiting():  # three creates at once
+    assert ledger.most == [2, 2] and bucket.tokens == 0
+    with bucket.waiting(), bucket.waiting(), bucket.waiting():  # three creates waiting at once
         for _ in range(3):
             assert isinstance(bucket.try_take(account.now), Ticket)
-    assert ledger.most == [1, 1, 3] and bucket.tokens == 0
+    assert ledger.most == [2, 2, 3] and bucket.tokens == 0
     assert not account.queued
+    blocks = FakeLedger(idle=5)
+    offerings = account.bucket(blocks, Limits(10, 0.15))
+    for _ in range(2):
+        with offerings.waiting():
+            assert isinstance(offerings.try_take(account.now), Ticket)
+        account.now += 10.0
+    assert blocks.most == [1, 1] and offerings.tokens == 0
     # A describe's bucket still leases its batch, and its next one ahead.
     ahead = FakeLedger(idle=5)
     describes = account.bucket(ahead, NON_MUTATING)
