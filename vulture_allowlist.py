@@ -74,3 +74,10 @@ _.handle_endtag
 _.handle_data
 # socketserver.TCPServer.server_activate reads it (emulator/server.py's listen queue).
 _.request_queue_size
+# http.server.BaseHTTPRequestHandler reads and calls these for each request it serves (a
+# test's endpoint: keep-alive HTTP/1.1, a POST, no log line).
+_.protocol_version
+_.do_POST
+_.log_message
+# botocore's CredentialResolver reads a provider's canonical name (adapters/aws.py).
+_.CANONICAL_NAME

@@ -105,10 +105,12 @@ def worker(spec: dict[str, Any]) -> None:
     module = handler_module("probe")
     roots = [Root(Settings.from_env(os.environ)) for _ in spec["probes"]]
     if spec.get("snapshot"):
-        # Restored from a SnapStart snapshot: each container's own session holds the parsed
-        # API models (what ``before_snapshot`` leaves in it), and nothing else.
+        # Restored from a SnapStart snapshot: each container's own root holds what
+        # ``before_snapshot`` leaves in it (``Root.prime``: the parsed API models and the first
+        # clients, no connection), and nothing else.
         for root in roots:
-            root.clients.preload_models(root.snapshot_services())
+            root.prime()
+            root.clients.drop_connections()  # (``after_restore``'s)
     print(json.dumps({"ready": True}), flush=True)
     go_at = float(sys.stdin.readline())
     ready_cpu = time.process_time()  # the containers' cold start ends here: imports, roots

@@ -106,7 +106,8 @@ def _cold_container(emu: Any, places: list[Place], *, snapshot: bool) -> None:
     pays them first, for every action the probe calls. The broker then starts with nothing
     made: a new boto3 session (its API models parsed again), no clients, no caches. With
     ``snapshot``, as restored from a SnapStart snapshot: the broker's before-snapshot hook has
-    parsed the models, nothing else.
+    run (``Root.prime``: the models parsed, the flows' modules imported, the first clients
+    made), nothing else.
     """
     import boto3
     from capacity_broker.handlers import _runtime

@@ -122,6 +122,22 @@ class Adapters:
 FIRST_CLIENTS: Mapping[str, tuple[str, ...]] = {"probe": ("ssm", "ec2"), "reserve": ("ssm", "ec2")}
 FIRST_CLIENTS_DEFAULT: tuple[str, ...] = ("ec2",)
 
+# The modules of the flows and adapters a root imports on first use (below, and their own
+# imports): ``Root.prime`` imports them before a SnapStart snapshot.
+FLOW_MODULES: tuple[str, ...] = (
+    ".adapters.cloudformation",
+    ".adapters.dynamodb",
+    ".adapters.ssm",
+    ".logic.capacity",
+    ".logic.cleaner",
+    ".logic.discovery",
+    ".logic.group",
+    ".logic.probe",
+    ".logic.release",
+    ".logic.reservations",
+    ".logic.reserve",
+)
+
 
 class Root:
     """Every flow of one broker, built once from validated settings (see the module)."""
@@ -248,6 +264,22 @@ class Root:
         if self.settings.state_table:
             firsts.add("dynamodb")
         return tuple(sorted(firsts))
+
+    def prime(self) -> None:
+        """Before a SnapStart snapshot: what every environment restored from it would
+        otherwise do first, the same in each, done once. The API models are parsed, the
+        flows' modules imported (the root imports them on a flow's first use), and the first
+        clients made in the settings' region (``Clients.make_ahead``: no call, no connection,
+        credentials read on first use; ``Clients.drop_connections`` after the restore). No
+        flow is built: a flow's objects hold what must differ between environments (jitter
+        generators, pacer buckets)."""
+        import importlib
+
+        services = self.snapshot_services()
+        self.clients.preload_models(services)
+        for module in FLOW_MODULES:
+            importlib.import_module(module, __package__)
+        self.clients.make_ahead(services, self.settings.region)
 
     def first_clients(self, entry: str) -> tuple[str, ...]:
         """The clients ``entry``'s first invocation makes on a thread of their own as it

@@ -510,3 +510,35 @@ def test_a_stretched_window_leaves_the_leader_half_its_time_to_ask(table: Any) -
     # Closed at 102.2, right after its first look: not kept open (and looked at again) until
     # the stretched window's end at 102.5.
     assert looks == [101.9]
+
+
+def test_the_budget_is_told_of_a_burst_for_as_long_as_its_probes_may_ask_ec2(
+    table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An arrival that sees a burst tells the shared budget for as long as its probe may still
+    ask EC2 (its deadline, twice its answer-by's distance), not for a fixed few seconds: under
+    load a probe's first EC2 calls came seconds after its arrival, and a notice lapsed by then
+    left its leases guessing the account's ledgers idle, and losing. A member whose group
+    cannot answer it tells it again as it goes alone, for the rest of its deadline."""
+    now = [100.0]
+    place = on_a_still_clock(table, now)
+    told: list[float] = []
+    place.on_burst = told.append
+    place.arrive(KEY, 1, "first", 115.0)
+    assert told == []  # alone: nothing else alike in flight
+    place.arrive(KEY, 1, "leader", 115.0)
+    member = place.arrive(KEY, 1, "member", 115.0)
+    assert member.role is Role.MEMBER
+    assert told == [30.0, 30.0]  # (answer-by 15 s away: a deadline 30 s away)
+    still = types.SimpleNamespace(
+        monotonic=lambda: now[0], sleep=lambda pause: now.__setitem__(0, now[0] + pause)
+    )
+    monkeypatch.setattr(group_logic, "time", still)
+    place.table.answer = lambda group_id, position, subnet_ids: None  # type: ignore[method-assign,assignment]
+    assert place.wait(member, 115.0, 130.0, [SUBNET]) is None  # gives up at 122.5
+    assert len(told) == 3 and told[2] == pytest.approx(130.0 - now[0]) and told[2] > 0
+    # A member answered by its group tells nothing more.
+    won = MemberAnswer(Verdict.WON, 0, (), None, "cr-0123456789abcdef0", True, 1.0)
+    place.table.answer = lambda group_id, position, subnet_ids: Published(won, 2, [])  # type: ignore[method-assign,assignment]
+    assert place.wait(member, 140.0, 160.0, [SUBNET]) is not None
+    assert len(told) == 3

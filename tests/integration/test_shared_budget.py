@@ -16,7 +16,13 @@ from typing import Any
 
 import boto3
 import pytest
-from capacity_broker.adapters.dynamodb_budget import CROWDED_S, LAG_S, PREFIX, BudgetTable
+from capacity_broker.adapters.dynamodb_budget import (
+    CROWDED_S,
+    HORIZON_SECONDS,
+    LAG_S,
+    PREFIX,
+    BudgetTable,
+)
 from capacity_broker.adapters.throttle import MUTATING, AdaptiveBucket, Pacer, Slot, Ticket
 from capacity_broker.client.in_process import run_function
 from capacity_broker.config import Settings
@@ -445,6 +451,32 @@ def test_a_process_in_a_burst_leases_nothing_ahead_of_need(broker: Any) -> None:
     later = table.lease(key, 100, 20)
     assert later is not None and later.tokens >= 1
     assert table.counts["updates"] - before == 1
+
+
+def test_a_burst_notice_lasts_as_long_as_its_probe_may_ask_ec2(broker: Any) -> None:
+    """``crowd(seconds)``: the meeting says how long its probe may still ask EC2; the notice
+    lasts that long (at least ``CROWDED_S``, at most the booking horizon), so the probe's
+    leases seconds after its arrival still guess the ledgers in use."""
+    _table()
+    clock = Driven(1_800_000_000.0)
+    table = BudgetTable(TABLE, REGION, Adapters(boto3.session.Session()).clients, clock=clock)
+    key = f"{PREFIX}{REGION}#DescribeVpcs"
+    table.crowd(20.0)
+    clock.now += 19.0
+    ahead = table.lease(key, 100, 20)
+    assert ahead is not None and ahead.tokens == 0 and table.counts["updates"] == 0
+    clock.now += 1.5
+    ahead = table.lease(key, 100, 20)
+    assert ahead is not None and ahead.tokens >= 1 and table.counts["updates"] == 1
+    table.crowd(0.5)  # (never shorter than the fixed notice)
+    clock.now += CROWDED_S - 0.1
+    none = table.lease(key, 100, 20)
+    assert none is not None and none.tokens == 0 and table.counts["updates"] == 1
+    table.crowd(1e6)  # (never longer than the horizon)
+    clock.now += HORIZON_SECONDS + 0.1
+    before = table.counts["updates"]
+    later = table.lease(key, 100, 20)
+    assert later is not None and later.tokens >= 1 and table.counts["updates"] == before + 1
 
 
 def test_an_arrival_that_sees_a_burst_tells_the_budget(broker: Any) -> None:

@@ -8,12 +8,17 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, DataNotFoundError
+from botocore.credentials import (
+    CredentialProvider,
+    CredentialResolver,
+    DeferredRefreshableCredentials,
+)
+from botocore.exceptions import BotoCoreError, ClientError, DataNotFoundError, NoCredentialsError
 from botocore.utils import parse_timestamp
 
 from ..domain import backoff
@@ -21,6 +26,10 @@ from ..domain.errors import ErrorClass, classify, is_retryable, keeps_earlier
 from ..domain.failures import BrokerFailure
 
 T = TypeVar("T")
+
+# How long static credentials read after a SnapStart restore are kept before they are read
+# again (``_AfterRestore``).
+STATIC_RENEWAL = timedelta(hours=1)
 
 # We own retries (so a ClientToken is reused and InsufficientInstanceCapacity, an HTTP 500,
 # is not retried blindly): botocore makes one attempt per call.
@@ -77,11 +86,35 @@ class Clients:
         with self._lock:
             return list(self._made)
 
-    def forget(self) -> None:
-        """Drop every client (after a SnapStart restore: no connection may be shared by the
-        environments restored from one snapshot). The session and its parsed models stay."""
+    def make_ahead(self, services: tuple[str, ...], region: str) -> None:
+        """Make the clients of ``services`` in ``region`` now, before a SnapStart snapshot.
+        Making a client calls nothing and opens no connection; it is most of what a restored
+        environment's first invocation spent on the CPU after the models' parse (botocore
+        builds a class with a method per operation: EC2 has hundreds), and in a class of
+        desktops restored at once that CPU is what every arrival waits for.
+
+        A client keeps the credentials it is made with, and credentials must not be read
+        before the snapshot: every environment restored from it would share them, and they
+        expire (AWS: "Handling uniqueness with Lambda SnapStart"). So the session's
+        credentials are first made deferred (``_AfterRestore``): the clients hold an object
+        that reads the session's usual credential chain on its first use, after the
+        restore, and again when what it read expires."""
         with self._lock:
-            self._made.clear()
+            resolver = self._session_locked()._session.get_component("credential_provider")
+            if not any(isinstance(p, _AfterRestore) for p in resolver.providers):
+                resolver.providers.insert(0, _AfterRestore(list(resolver.providers)))
+        for service in services:
+            self.client(service, region)
+
+    def drop_connections(self) -> None:
+        """Close every client's connections (after a SnapStart restore: no connection may be
+        shared by the environments restored from one snapshot, and one opened before it is not
+        guaranteed to work after it). The clients stay: each opens new connections on its
+        next call (botocore's ``close`` empties the pools, which refill on demand)."""
+        with self._lock:
+            made = list(self._made.values())
+        for client in made:
+            client.close()
 
     def preload_models(self, services: tuple[str, ...]) -> None:
         """Parse what making a client of ``services`` reads from botocore's data files into
@@ -138,6 +171,39 @@ class Clients:
                 return None
             self._warmed = True
         return self.prewarm(services, region)
+
+
+class _AfterRestore(CredentialProvider):
+    """The first of a session's credential providers once its clients are made before a
+    SnapStart snapshot (``Clients.make_ahead``): credentials read from the rest of the chain
+    (the environment's keys, Lambda's container credentials, ...) on first use, not when the
+    clients are made, and read again when they expire (static keys: every
+    ``STATIC_RENEWAL``)."""
+
+    METHOD = "capacity-broker-after-restore"
+    CANONICAL_NAME = "custom-capacity-broker-after-restore"
+
+    def __init__(self, rest: list[Any]) -> None:
+        super().__init__()
+        self._rest = CredentialResolver(providers=rest)
+
+    def load(self) -> DeferredRefreshableCredentials:
+        return DeferredRefreshableCredentials(self._fetch, self.METHOD)
+
+    def _fetch(self) -> dict[str, Any]:
+        found = self._rest.load_credentials()
+        if found is None:
+            raise NoCredentialsError()
+        frozen = found.get_frozen_credentials()
+        # Refreshable credentials (the container's) expire when they say; static ones are
+        # read again after a while (a rotated key is then picked up too).
+        expiry = getattr(found, "_expiry_time", None) or (datetime.now(UTC) + STATIC_RENEWAL)
+        return {
+            "access_key": frozen.access_key,
+            "secret_key": frozen.secret_key,
+            "token": frozen.token,
+            "expiry_time": expiry.isoformat(),
+        }
 
 
 def _make(session: Any, service: str, region: str) -> Any:

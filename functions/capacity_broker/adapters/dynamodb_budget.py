@@ -174,14 +174,15 @@ class BudgetTable:
             self._down(error)
             return None
 
-    def crowd(self) -> None:
+    def crowd(self, seconds: float = CROWDED_S) -> None:
         """The others are drawing on the account's buckets (the probes' meeting saw a burst):
         the next leases guess every ledger booked ahead, and no lease ahead of need is made,
-        for ``CROWDED_S``. A pacer's bucket whose lease ahead is so answered counts as short
-        (``AdaptiveBucket.short``) until a lease in line finds tokens free: in a burst the
-        fan-out spends the account's mutating calls frugally on that evidence."""
+        for ``seconds`` (at least ``CROWDED_S``: the meeting says how long its probe may
+        still ask EC2, its whole burst). A pacer's bucket whose lease ahead is so answered
+        counts as short (``AdaptiveBucket.short``) until a lease in line finds tokens free: in
+        a burst the fan-out spends the account's mutating calls frugally on that evidence."""
         with self._lock:
-            until = self._clock() + CROWDED_S
+            until = self._clock() + max(CROWDED_S, min(seconds, HORIZON_SECONDS))
             self._crowded_until = max(self._crowded_until, until)
             self._burst_until = max(self._burst_until, until)
 

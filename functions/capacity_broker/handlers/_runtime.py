@@ -194,26 +194,27 @@ TEXT_EVENT = _Text()
 
 def before_snapshot() -> None:
     """Before Lambda snapshots a published version: work that is the same for every restored
-    environment and touches no network (the API models, in the container root's session),
-    done once instead of per cold start. Settings that cannot make a root: nothing to do (the
-    first invocation answers the error)."""
+    environment and calls nothing (``Root.prime``: the API models, the flows' modules and the
+    first clients, in the container root), done once instead of per cold start. Settings that
+    cannot make a root: nothing to do (the first invocation answers the error)."""
     try:
         root = CONTAINER.root()
     except InvalidConfiguration:
         return
-    root.clients.preload_models(root.snapshot_services())
+    root.prime()
 
 
 def after_restore() -> None:
     """After a restore: nothing unique may be shared by the environments restored from one
-    snapshot (AWS: "Handling uniqueness with Lambda SnapStart"). The root makes its clients,
-    connections, pacer buckets and retry jitter generators on first use, after the restore;
-    this re-seeds the module-level ``random`` and drops any client made before the snapshot
-    anyway, so a later change that makes one earlier cannot carry a stale connection."""
+    snapshot (AWS: "Handling uniqueness with Lambda SnapStart"). The root makes its flows,
+    pacer buckets and retry jitter generators on first use, after the restore; this re-seeds
+    the module-level ``random`` and closes any connection the clients made before the
+    snapshot hold (``before_snapshot`` opens none; a later change that did could not carry a
+    stale one)."""
     random.seed()
     root = CONTAINER.built
     if root is not None:
-        root.clients.forget()
+        root.clients.drop_connections()
 
 
 def register_snapshot_hooks() -> bool:

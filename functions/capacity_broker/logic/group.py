@@ -485,11 +485,12 @@ class TableMeeting:
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         poll: float = POLL_FIRST_SECONDS,
-        on_burst: Callable[[], None] | None = None,
+        on_burst: Callable[[float], None] | None = None,
     ) -> None:
         self.table = table
-        # Told when an arrival sees a burst (the root's shared EC2 budget: the others are
-        # drawing on the account's buckets too, ``BudgetTable.crowd``).
+        # Told when an arrival sees a burst, and for how many seconds its probe may still ask
+        # EC2 (the root's shared EC2 budget: the others are drawing on the account's buckets
+        # too, ``BudgetTable.crowd``).
         self.on_burst = on_burst
         self.window = window
         self.max_window = max(window, max_window)
@@ -522,7 +523,11 @@ class TableMeeting:
             lobby = self.table.arrive(where, stamp, now)
             burst = lobby.seen is not None
             if burst and self.on_burst is not None:
-                self.on_burst()
+                # For as long as this probe may ask EC2 (its deadline: twice its answer-by's
+                # distance), as a member gone alone or on its own: under load a probe's first
+                # EC2 calls came seconds after its arrival, and a notice that had lapsed by
+                # then left its leases guessing the account's ledgers idle, and losing.
+                self.on_burst(2 * max(0.0, answer_by - self.monotonic()))
             # In a burst a probe joins a group or leads one; it goes alone only when its own
             # time to be answered as a member is up. A lost race is no reason to: the write
             # that lost says who won, and that group is joined next. Joins are lost too when
@@ -653,18 +658,28 @@ class TableMeeting:
             pause = min(self.poll, first - self.monotonic(), real_first - time.monotonic())
             time.sleep(max(0.0, pause))
         looks = 0
+        found = None
         while self.monotonic() < give_up and time.monotonic() < real_end:
             found = self._look(seat, subnet_ids)
             if found is not None:
-                return _grouped(forming.group_id, found)
+                break
             # Less often as the wait goes on (``poll_pause``), and never past the give-up.
             pause = min(poll_pause(looks, self.poll), real_end - time.monotonic())
             looks += 1
             time.sleep(max(0.0, pause))
-        # One last look at the give-up: the leader may have published during the last pause
-        # (its give-back ends just before this moment when it started late, ``asks_until``).
-        found = self._look(seat, subnet_ids)
-        return None if found is None else _grouped(forming.group_id, found)
+        else:
+            # One last look at the give-up: the leader may have published during the last
+            # pause (its give-back ends just before this moment when it started late,
+            # ``asks_until``).
+            found = self._look(seat, subnet_ids)
+        grouped = None if found is None else _grouped(forming.group_id, found)
+        if grouped is None and self.on_burst is not None:
+            # This member probes alone, and so, as a rule, do the others of its group (their
+            # group could not answer them in time): the account is crowded again, whatever
+            # the arrival's notice said seconds ago. (Told late, the alone probes' first
+            # leases guessed the ledgers idle and lost: 1,500 of a class of 200's updates.)
+            self.on_burst(max(0.0, deadline - self.monotonic()))
+        return grouped
 
     def _look(self, seat: Seat, subnet_ids: list[str]) -> Published | None:
         """A member's answer if its leader published it (None: not yet, or not readable)."""

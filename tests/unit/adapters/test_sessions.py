@@ -59,10 +59,10 @@ def test_threads_get_the_same_client() -> None:
     assert len(seen) == 8 and all(c is seen[0] for c in seen)
 
 
-def test_forget_drops_every_client_but_keeps_the_session() -> None:
+def test_dropping_connections_keeps_every_client_and_the_session() -> None:
     clients = Clients(session("alpha"))
     before = clients.client("ec2", "us-east-1")
     kept = clients.session
-    clients.forget()
-    assert clients.client("ec2", "us-east-1") is not before
+    clients.drop_connections()
+    assert clients.client("ec2", "us-east-1") is before
     assert clients.session is kept

@@ -4,17 +4,20 @@ restored environment renews."""
 
 from __future__ import annotations
 
+import http.server
 import random
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import NoCredentialsError
 from capacity_broker.handlers import _runtime
 from capacity_broker.handlers._runtime import CONTAINER
-from capacity_broker.root import FIRST_CLIENTS, FIRST_CLIENTS_DEFAULT
+from capacity_broker.root import FIRST_CLIENTS, FIRST_CLIENTS_DEFAULT, FLOW_MODULES
 
 
 @pytest.fixture(autouse=True)
@@ -37,18 +40,85 @@ def parsed_models(session: boto3.session.Session) -> set[str]:
     }
 
 
-def test_before_snapshot_parses_the_models_without_a_client_or_credentials(
+def open_connections(client: Any) -> int:
+    """How many open connections a client's pools keep (botocore's urllib3 pool managers)."""
+    http = client._endpoint.http_session
+    managers = [http._manager, *http._proxy_managers.values()]
+    return sum(
+        1
+        for manager in managers
+        for key in manager.pools.keys()  # noqa: SIM118 - urllib3's container refuses iteration
+        for connection in list(manager.pools[key].pool.queue)
+        if connection is not None and connection.sock is not None
+    )
+
+
+@pytest.fixture
+def ec2_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """A loopback HTTP endpoint that answers every call with an EC2 answer of no zones, kept
+    alive: real connections, which the in-process emulator does not open. It yields the
+    ``Authorization`` headers of the calls it answered."""
+    signed: list[str] = []
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            signed.append(self.headers.get("Authorization", ""))
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            body = (
+                b'<DescribeAvailabilityZonesResponse xmlns="http://ec2.amazonaws.com/doc/'
+                b'2016-11-15/"><requestId>r</requestId><availabilityZoneInfo/>'
+                b"</DescribeAvailabilityZonesResponse>"
+            )
+            self.send_response(200)
+            self.send_header("Content-Type", "text/xml")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    yield signed
+    server.shutdown()
+    server.server_close()
+
+
+def test_before_snapshot_parses_the_models_and_makes_the_first_clients_calling_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("BROKER_STATE_TABLE", "broker-state")
+    sent: list[str] = []
+    monkeypatch.setattr(
+        "botocore.endpoint.Endpoint._send",
+        lambda self, request: sent.append(request.url) or pytest.fail("a call before the snapshot"),
+    )
     _runtime.before_snapshot()
     root = CONTAINER.built
     assert root is not None  # the hook built the container's root (no AWS call)
     session = root.clients.session
-    assert parsed_models(session) >= {"ec2", "ssm"}
-    assert root.clients.made() == []  # no client, so no connection in the snapshot
-    # The client made after the restore reuses the parsed model: no file read for it.
+    assert parsed_models(session) >= {"ec2", "ssm", "dynamodb"}
+    region = root.settings.region
+    # Every first client of every entry, in the settings' region: a restored environment's
+    # first invocation makes none of them (``warm_first`` finds them made).
+    assert set(root.clients.made()) == {(s, region) for s in root.snapshot_services()}
+    # ... and no connection is in the snapshot: nothing was called, no pool was opened.
+    assert sent == []
+    for service in root.snapshot_services():
+        assert open_connections(root.clients.client(service, region)) == 0
+    # The flows' modules are imported (the root imports them on first use otherwise).
+    for module in FLOW_MODULES:
+        assert f"capacity_broker{module}" in sys.modules
+    # No flow is built: a flow's objects hold what must differ between restored environments.
+    assert root._built == {}
+    # The clients read no data file after the restore, nor do their paginators (the flags'
+    # read pages with one).
     files = session._session.get_component("data_loader").file_loader
     reads: list[str] = []
     original = files.load_file
@@ -60,17 +130,49 @@ def test_before_snapshot_parses_the_models_without_a_client_or_credentials(
         return found
 
     monkeypatch.setattr(files, "load_file", counting)
-    ec2 = root.clients.client("ec2", "us-east-1")
-    ssm = root.clients.client("ssm", "us-east-1")
-    # The API model, the endpoint rules and the partitions' endpoints are in the session:
-    # the client made after the restore reads no data file at all, nor do its paginators
-    # (the flags' read pages with one).
-    ec2.get_paginator("describe_subnets")
-    ssm.get_paginator("get_parameters_by_path")
+    root.clients.client("ec2", region).get_paginator("describe_subnets")
+    root.clients.client("ssm", region).get_paginator("get_parameters_by_path")
+    root.clients.client("ec2", "eu-west-1")  # (another region's client: the models are kept)
     assert reads == []
     listed = session._session.get_component("data_loader").list_available_services
     monkeypatch.setattr(files, "exists", lambda path: pytest.fail(f"looked for {path}"))
     assert "ec2" in listed("service-2")  # (the services' list is kept too: no directory scan)
+
+
+def test_the_clients_made_before_the_snapshot_read_credentials_after_the_restore(
+    monkeypatch: pytest.MonkeyPatch, ec2_endpoint: list[str]
+) -> None:
+    """Credentials read before the snapshot would be shared by every environment restored
+    from it, and would expire: the clients made before it read none, and sign their first
+    call after the restore with the credentials found then."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIASNAPSHOTTIME000")  # (the init phase's)
+    _runtime.before_snapshot()
+    root = CONTAINER.built
+    assert root is not None
+    region = root.settings.region
+    ec2 = root.clients.client("ec2", region)
+    assert ("ec2", region) in root.clients.made()
+    # The restored environment's credentials (Lambda's, read on the first call).
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIARESTOREDAFTER01")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "restored-secret")
+    _runtime.after_restore()
+    assert ec2.describe_availability_zones()["AvailabilityZones"] == []
+    assert len(ec2_endpoint) == 1 and "Credential=AKIARESTOREDAFTER01/" in ec2_endpoint[0]
+
+
+def test_the_clients_made_before_the_snapshot_fail_as_any_client_without_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    _runtime.before_snapshot()
+    root = CONTAINER.built
+    assert root is not None
+    with pytest.raises(NoCredentialsError):
+        root.clients.client("ec2", root.settings.region).describe_availability_zones()
 
 
 def test_before_snapshot_with_settings_that_cannot_run_does_nothing(
@@ -81,15 +183,23 @@ def test_before_snapshot_with_settings_that_cannot_run_does_nothing(
     assert CONTAINER.built is None
 
 
-def test_after_restore_reseeds_random_and_drops_clients_made_before() -> None:
+@pytest.mark.usefixtures("ec2_endpoint")
+def test_after_restore_reseeds_random_and_closes_the_connections_made_before() -> None:
     root = CONTAINER.root()
     before = root.clients.client("ec2", "us-east-1")
+    before.describe_availability_zones()
+    assert open_connections(before) > 0  # a connection the snapshot would hold
     random.seed(42)
     snapshotted = random.getstate()
     _runtime.after_restore()
     # Two environments restored from one snapshot must not draw the same numbers.
     assert random.getstate() != snapshotted
-    assert root.clients.client("ec2", "us-east-1") is not before
+    # ... nor share a connection: the client stays, its pools are emptied, and its next call
+    # opens a connection of its own.
+    assert root.clients.client("ec2", "us-east-1") is before
+    assert open_connections(before) == 0
+    assert before.describe_availability_zones()["AvailabilityZones"] == []
+    assert open_connections(before) > 0
 
 
 def test_hooks_register_with_lambdas_library_when_present(
@@ -159,7 +269,6 @@ def test_with_a_state_table_the_snapshot_holds_dynamodbs_model_too(
     assert root is not None
     assert set(root.snapshot_services()) == {"ssm", "ec2", "dynamodb"}
     assert parsed_models(root.clients.session) >= {"ssm", "ec2", "dynamodb"}
-    assert root.clients.made() == []
 
 
 def test_without_a_state_table_the_snapshot_holds_the_first_clients_models() -> None:
