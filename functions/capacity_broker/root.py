@@ -336,6 +336,7 @@ class Root:
                 wall=(lambda: clock().timestamp()) if clock is not None else time.time,
                 monotonic=self.monotonic,
                 on_burst=self.adapters.budget.crowd if self.adapters.budget is not None else None,
+                on_calm=self.adapters.budget.calm if self.adapters.budget is not None else None,
             )
         else:
             meeting = LocalMeeting(

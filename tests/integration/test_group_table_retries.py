@@ -542,3 +542,8 @@ def test_the_budget_is_told_of_a_burst_for_as_long_as_its_probes_may_ask_ec2(
     place.table.answer = lambda group_id, position, subnet_ids: Published(won, 2, [])  # type: ignore[method-assign,assignment]
     assert place.wait(member, 140.0, 160.0, [SUBNET]) is not None
     assert len(told) == 3
+    # Each probe's leave ends its notice (``BudgetTable.calm``).
+    calmed: list[str] = []
+    place.on_calm = lambda: calmed.append("calm")
+    place.leave(member)
+    assert calmed == ["calm"]

@@ -453,14 +453,19 @@ def test_a_process_in_a_burst_leases_nothing_ahead_of_need(broker: Any) -> None:
     assert table.counts["updates"] - before == 1
 
 
+def a_ledger_on_a_driven_clock() -> tuple[Driven, BudgetTable, str]:
+    """The state table, a process's budget on a clock the test moves, and one ledger's key."""
+    _table()
+    clock = Driven(1_800_000_000.0)
+    table = BudgetTable(TABLE, REGION, Adapters(boto3.session.Session()).clients, clock=clock)
+    return clock, table, f"{PREFIX}{REGION}#DescribeVpcs"
+
+
 def test_a_burst_notice_lasts_as_long_as_its_probe_may_ask_ec2(broker: Any) -> None:
     """``crowd(seconds)``: the meeting says how long its probe may still ask EC2; the notice
     lasts that long (at least ``CROWDED_S``, at most the booking horizon), so the probe's
     leases seconds after its arrival still guess the ledgers in use."""
-    _table()
-    clock = Driven(1_800_000_000.0)
-    table = BudgetTable(TABLE, REGION, Adapters(boto3.session.Session()).clients, clock=clock)
-    key = f"{PREFIX}{REGION}#DescribeVpcs"
+    clock, table, key = a_ledger_on_a_driven_clock()
     table.crowd(20.0)
     clock.now += 19.0
     ahead = table.lease(key, 100, 20)
@@ -477,6 +482,21 @@ def test_a_burst_notice_lasts_as_long_as_its_probe_may_ask_ec2(broker: Any) -> N
     before = table.counts["updates"]
     later = table.lease(key, 100, 20)
     assert later is not None and later.tokens >= 1 and table.counts["updates"] == before + 1
+
+
+def test_a_burst_notice_ends_soon_after_its_probe_answers(broker: Any) -> None:
+    """``calm``: the probe told of a burst has answered (its meeting's ``leave``); its notice
+    ends ``CROWDED_S`` later at the latest, so the container's next request (a lone one, as a
+    rule: Lambda reuses the container) is not paced as in a burst for the rest of 30 s."""
+    clock, table, key = a_ledger_on_a_driven_clock()
+    table.crowd(30.0)
+    clock.now += 2.0
+    table.calm()
+    clock.now += CROWDED_S + 0.1
+    ahead = table.lease(key, 100, 20)
+    assert ahead is not None and ahead.tokens >= 1 and table.counts["updates"] == 1
+    table.calm()  # (no notice: nothing to end, and nothing started)
+    assert table.lease(key, 100, 20) is not None and table.counts["updates"] == 2
 
 
 def test_an_arrival_that_sees_a_burst_tells_the_budget(broker: Any) -> None:

@@ -18,7 +18,14 @@ from botocore.credentials import (
     CredentialResolver,
     DeferredRefreshableCredentials,
 )
-from botocore.exceptions import BotoCoreError, ClientError, DataNotFoundError, NoCredentialsError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    CredentialRetrievalError,
+    DataNotFoundError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
 from botocore.utils import parse_timestamp
 
 from ..domain import backoff
@@ -27,6 +34,9 @@ from ..domain.failures import BrokerFailure
 
 T = TypeVar("T")
 
+# The broker's code for a call that could not be signed (no credentials found, or their
+# source failed): nothing was sent.
+CREDENTIALS_UNAVAILABLE = "CredentialsUnavailable"
 # How long static credentials read after a SnapStart restore are kept before they are read
 # again (``_AfterRestore``).
 STATIC_RENEWAL = timedelta(hours=1)
@@ -100,7 +110,12 @@ class Clients:
         that reads the session's usual credential chain on its first use, after the
         restore, and again when what it read expires."""
         with self._lock:
-            resolver = self._session_locked()._session.get_component("credential_provider")
+            session = self._session_locked()._session
+            if getattr(session, "_credentials", None) is not None:
+                # The session has read its credentials already (botocore keeps them, and a
+                # client made now would hold them): no client is made ahead.
+                return
+            resolver = session.get_component("credential_provider")
             if not any(isinstance(p, _AfterRestore) for p in resolver.providers):
                 resolver.providers.insert(0, _AfterRestore(list(resolver.providers)))
         for service in services:
@@ -202,6 +217,7 @@ class _AfterRestore(CredentialProvider):
             "access_key": frozen.access_key,
             "secret_key": frozen.secret_key,
             "token": frozen.token,
+            "account_id": frozen.account_id,  # (DynamoDB's account-based endpoints)
             "expiry_time": expiry.isoformat(),
         }
 
@@ -268,6 +284,12 @@ class AwsError(BrokerFailure):
                 details.get("Message", str(error)),
                 meta.get("HTTPStatusCode"),
             )
+        if isinstance(
+            error, (NoCredentialsError, PartialCredentialsError, CredentialRetrievalError)
+        ):
+            # Nothing was sent: the session found no credentials to sign with, or their source
+            # failed. Not a timeout (no "may have taken effect", no retry), and not AWS's word.
+            return cls(operation, CREDENTIALS_UNAVAILABLE, f"{type(error).__name__}: {error}")
         # Timeouts and dropped connections: the request may have taken effect.
         return cls(operation, None, f"{type(error).__name__}: {error}")
 

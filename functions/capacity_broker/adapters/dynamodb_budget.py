@@ -186,6 +186,15 @@ class BudgetTable:
             self._crowded_until = max(self._crowded_until, until)
             self._burst_until = max(self._burst_until, until)
 
+    def calm(self) -> None:
+        """A probe that was told of a burst has answered: its notice ends ``CROWDED_S`` from
+        now at the latest (``crowd`` made it last the probe's whole time), so the container's
+        next request, a lone one as a rule, is not paced as in a burst for the rest of it."""
+        with self._lock:
+            until = self._clock() + CROWDED_S
+            self._crowded_until = min(self._crowded_until, until)
+            self._burst_until = min(self._burst_until, until)
+
     def _lease(self, key: str, burst: float, rate: float, horizon: float, most: int) -> Grant:
         self._count("leases")
         period = 1 / rate

@@ -486,12 +486,15 @@ class TableMeeting:
         monotonic: Callable[[], float] = time.monotonic,
         poll: float = POLL_FIRST_SECONDS,
         on_burst: Callable[[float], None] | None = None,
+        on_calm: Callable[[], None] | None = None,
     ) -> None:
         self.table = table
         # Told when an arrival sees a burst, and for how many seconds its probe may still ask
         # EC2 (the root's shared EC2 budget: the others are drawing on the account's buckets
         # too, ``BudgetTable.crowd``).
         self.on_burst = on_burst
+        # Told when a probe leaves: the notice its arrival gave ends (``BudgetTable.calm``).
+        self.on_calm = on_calm
         self.window = window
         self.max_window = max(window, max_window)
         self.max_count = max_count
@@ -572,6 +575,8 @@ class TableMeeting:
         return alone
 
     def leave(self, seat: Seat) -> None:
+        if self.on_calm is not None:
+            self.on_calm()  # (this probe's burst notice ends with it)
         try:
             self.table.leave(key_id(seat.key), seat.stamp)
         except AwsError as error:

@@ -15,6 +15,8 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import NoCredentialsError
+from capacity_broker.adapters import aws as aws_adapter
+from capacity_broker.domain.errors import is_retryable
 from capacity_broker.handlers import _runtime
 from capacity_broker.handlers._runtime import CONTAINER
 from capacity_broker.root import FIRST_CLIENTS, FIRST_CLIENTS_DEFAULT, FLOW_MODULES
@@ -171,8 +173,52 @@ def test_the_clients_made_before_the_snapshot_fail_as_any_client_without_credent
     _runtime.before_snapshot()
     root = CONTAINER.built
     assert root is not None
-    with pytest.raises(NoCredentialsError):
+    with pytest.raises(NoCredentialsError) as raised:
         root.clients.client("ec2", root.settings.region).describe_availability_zones()
+    # In the broker's words: nothing was sent, so neither a timeout nor retried.
+    error = aws_adapter.AwsError.wrap("DescribeAvailabilityZones", raised.value)
+    assert error.error_code == aws_adapter.CREDENTIALS_UNAVAILABLE
+    assert not is_retryable(error.error_class)
+
+
+def test_a_session_that_read_its_credentials_already_makes_no_client_ahead() -> None:
+    """botocore keeps the credentials a session read, and a client made then would hold them:
+    none is made ahead (the clients are made after the restore, as without the hook)."""
+    root = CONTAINER.root()
+    assert root.clients.session.get_credentials() is not None  # (read before the hook)
+    root.prime()
+    assert root.clients.made() == []
+
+
+def test_credentials_read_after_the_restore_expire_when_theirs_do_or_within_the_hour() -> None:
+    """What the clients made ahead read on first use is renewed: refreshable credentials (the
+    container's) when they expire, static ones an hour later; the account id is kept."""
+    from datetime import UTC, datetime, timedelta
+
+    from botocore.credentials import Credentials, RefreshableCredentials
+
+    class Found:
+        METHOD = "found"
+
+        def __init__(self, credentials: Any) -> None:
+            self.credentials = credentials
+
+        def load(self) -> Any:
+            return self.credentials
+
+    ends = datetime.now(UTC) + timedelta(hours=6)
+    refreshable = RefreshableCredentials(
+        "AKIACONTAINER000001", "s", "t", ends, lambda: {}, "container-role", account_id="1234"
+    )
+    metadata = aws_adapter._AfterRestore([Found(refreshable)])._fetch()
+    assert metadata["access_key"] == "AKIACONTAINER000001" and metadata["account_id"] == "1234"
+    assert datetime.fromisoformat(metadata["expiry_time"]) == ends
+    static = Credentials("AKIASTATIC000000001", "s", "t")
+    metadata = aws_adapter._AfterRestore([Found(static)])._fetch()
+    expiry = datetime.fromisoformat(metadata["expiry_time"]) - datetime.now(UTC)
+    assert aws_adapter.STATIC_RENEWAL - timedelta(minutes=1) < expiry <= aws_adapter.STATIC_RENEWAL
+    with pytest.raises(NoCredentialsError):
+        aws_adapter._AfterRestore([Found(None)])._fetch()
 
 
 def test_before_snapshot_with_settings_that_cannot_run_does_nothing(
