@@ -322,3 +322,38 @@ def test_without_a_state_table_the_snapshot_holds_the_first_clients_models() -> 
     firsts = {s for services in FIRST_CLIENTS.values() for s in services}
     assert set(root.snapshot_services()) == firsts | set(FIRST_CLIENTS_DEFAULT)
     assert "dynamodb" not in root.snapshot_services()
+
+
+def test_prime_imports_every_module_the_root_imports_on_first_use() -> None:
+    """``FLOW_MODULES`` is the list ``Root.prime`` imports before a snapshot; every module the
+    root imports on a flow's first use (inside its methods) must be loaded once they are, or a
+    restored environment imports it on its first invocation again. (In a process of its own:
+    this one has imported everything already.)"""
+    import ast
+    import subprocess
+    from pathlib import Path
+
+    from capacity_broker import root as root_module
+
+    tree = ast.parse(Path(root_module.__file__).read_text())
+    lazy = sorted(
+        {
+            f"capacity_broker.{node.module}"
+            for function in ast.walk(tree)
+            if isinstance(function, ast.FunctionDef)
+            for node in ast.walk(function)
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+        }
+    )
+    assert lazy, "the root imports nothing lazily: the test reads the wrong file"
+    script = (
+        "import importlib, sys\n"
+        "from capacity_broker import root\n"
+        "for module in root.FLOW_MODULES:\n"
+        "    importlib.import_module(module, 'capacity_broker')\n"
+        f"print(sorted(set({lazy!r}) - set(sys.modules)))\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert found.stdout.strip() == "[]"
