@@ -129,7 +129,7 @@ def _probe_paths(emu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         lost = real_open(table, *args)
         if lost is None:  # opened (else: the group that won)
             group_id, answer_by = args[1], args[3]
-            table.join(group_id, 1, answer_by, 1000, 200, args[5])
+            table.join(group_id, 1, answer_by, 1000, 200, args[5], "e" * 32)
         return lost
 
     monkeypatch.setattr(GroupTable, "leave", lambda *_: None)
@@ -137,14 +137,16 @@ def _probe_paths(emu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     for n in range(2):
         _invoke("probe", {**_sample("probe"), "request_id": f"grants-probe-group-{n}"})
     # A member: it joins a group still taking members and reads its answer (here: "probe
-    # alone", as the leader writes when the group cannot answer).
-    _member_of_an_open_group()
+    # alone", as the leader writes when the group cannot answer), found by its stamp.
+    member = "d" * 32
+    _member_of_an_open_group(member)
+    monkeypatch.setattr("capacity_broker.logic.group.new_stamp", lambda: member)
     _invoke("probe", {**_sample("probe"), "request_id": "grants-probe-member"})
 
 
-def _member_of_an_open_group() -> None:
-    """The probe kind's item points at an open group of one whose member 1 is told to probe
-    alone (what a leader writes for a group it cannot answer)."""
+def _member_of_an_open_group(member: str) -> None:
+    """The probe kind's item points at an open group of one whose member ``member`` (its
+    stamp) is told to probe alone (what a leader writes for a group it cannot answer)."""
     import time
 
     import boto3
@@ -168,14 +170,14 @@ def _member_of_an_open_group() -> None:
         TableName="broker-state",
         Item={
             "id": {"S": group_item(group)},
-            "counts": {"L": [{"N": "1"}]},
-            "bys": {"L": [{"N": str(now + 15)}]},
+            "n": {"N": "1"},
             "total": {"N": "1"},
+            "m" + "c" * 32: {"L": [{"N": "1"}, {"N": str(now + 15)}] * 2},
         },
     )
     table.put_item(
         TableName="broker-state",
-        Item={"id": {"S": answer_item(group, 1)}, "alone": {"BOOL": True}, "size": {"N": "2"}},
+        Item={"id": {"S": answer_item(group, member)}, "alone": {"BOOL": True}, "size": {"N": "2"}},
     )
 
 

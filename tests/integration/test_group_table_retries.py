@@ -81,7 +81,7 @@ def _pointer_write(name: str, p: dict[str, Any]) -> bool:
 
 
 def _group_item_write(name: str, p: dict[str, Any]) -> bool:
-    return name == "put_item" and "counts" in p.get("Item", {})
+    return name == "update_item" and "#member" in p.get("UpdateExpression", "")
 
 
 @pytest.mark.parametrize("lose", [_pointer_write, _group_item_write], ids=["pointer", "item"])
@@ -90,32 +90,34 @@ def test_a_leader_whose_write_answer_was_lost_still_leads(
 ) -> None:
     """A leader's write took effect and its answer was lost: the adapter's retry fails its
     condition, and what the failed write hands back says it was this probe's own (the pointer
-    names its group; the group item holds its stamp first), so it still leads, and the next
-    arrival joins it. (Before stop 33 a lost group item's answer sent the leader alone: 4
-    mutating calls where its share of a group costs a fraction of one.)"""
+    names its group; the group item holds its place, named by its stamp), so it still leads,
+    and the next arrival joins it. (Before stop 33 a lost group item's answer sent the leader
+    alone: 4 mutating calls where its share of a group costs a fraction of one.)"""
     lossy = Lossy(table, lose)
     place = meeting(lossy)
     assert place.arrive(KEY, 1, "first", 1e12).role is Role.ALONE  # in flight: a burst
     second = place.arrive(KEY, 1, "second", 1e12)
     assert lossy.lost == 1
     assert second.role is Role.LEADER and second.arrival.position == 0
-    third = place.arrive(KEY, 1, "third", 1e12)
-    assert third.role is Role.MEMBER and third.arrival.position == 1
+    third = place.arrive(KEY, 2, "third", 1e12)
+    assert third.role is Role.MEMBER
     assert second.arrival.group is not None and third.arrival.group is not None
     assert third.arrival.group.group_id == second.arrival.group.group_id
-    assert place.table.close(second.arrival.group.group_id).counts == (1, 1)
+    members = place.table.close(second.arrival.group.group_id, second.stamp)
+    assert members.counts == (1, 2) and members.stamps == (second.stamp, third.stamp)
 
 
 def test_a_member_whose_join_answer_was_lost_joins_once(table: Any) -> None:
-    lossy = Lossy(table, lambda name, p: "list_append" in p.get("UpdateExpression", ""))
+    lossy = Lossy(table, lambda name, p: "#member" in p.get("UpdateExpression", ""))
     place = meeting(lossy)
     place.arrive(KEY, 1, "a", 1e12)
     leader = place.arrive(KEY, 1, "b", 1e12)
     member = place.arrive(KEY, 3, "c", 1e12)
     assert lossy.lost == 1
     assert leader.role is Role.LEADER
-    assert member.role is Role.MEMBER and member.arrival.position == 1
-    assert place.table.close(leader.arrival.group.group_id).counts == (1, 3)  # type: ignore[union-attr]
+    assert member.role is Role.MEMBER
+    members = place.table.close(leader.arrival.group.group_id, leader.stamp)  # type: ignore[union-attr]
+    assert members.counts == (1, 3) and members.stamps == (leader.stamp, member.stamp)
 
 
 def test_a_lone_probe_after_a_group_pays_two_calls(table: Any) -> None:
@@ -177,7 +179,7 @@ def test_answers_dynamodb_hands_back_are_sent_again_after_growing_pauses(table: 
     # Full jitter under a ceiling that doubles: 0.05, 0.1, 0.2 s.
     assert all(p <= 0.05 * 2**i for i, p in enumerate(pauses))
     for member in members:
-        found = place.table.answer(member.arrival.group.group_id, member.arrival.position, [])
+        found = place.table.answer(member.arrival.group.group_id, member.stamp, [])
         assert found is not None and found.answer is None  # every member told to go alone
 
 
@@ -311,9 +313,9 @@ class Racing:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.table, name)
 
-    def join(self, *args: Any, **kwargs: Any) -> int | None:
+    def join(self, *args: Any, **kwargs: Any) -> bool:
         if self.losses > 0:
-            return None
+            return False
         return self.table.join(*args, **kwargs)
 
     def open(self, key: str, group_id: str, count: int, *when: Any) -> Any:
@@ -323,7 +325,7 @@ class Racing:
             rival = f"group-{len(self.opened):032x}"
             self.opened.append(rival)
             # A rival opens first, at the same moment, with a stamp of its own.
-            assert self.table.open(key, rival, 1, *when[:4], rival) is None
+            assert self.table.open(key, rival, 1, *when[:4], f"{len(self.opened):032x}") is None
         return self.table.open(key, group_id, count, *when)
 
 
@@ -354,7 +356,8 @@ def test_a_probe_that_loses_races_joins_the_winner_and_never_goes_alone(
         # Its open lost once; the write that lost named the winner, which it joined.
         assert seat.role is Role.MEMBER and seat.arrival.group is not None
         assert seat.arrival.group.group_id == racing.opened[0]
-        assert seat.arrival.position == 1
+        members = racing.table.close(racing.opened[0], f"{1:032x}")
+        assert members.counts == (1, 2) and members.stamps[1] == seat.stamp
     else:
         assert seat.role in (Role.MEMBER, Role.LEADER)
     assert reads == []
@@ -387,22 +390,36 @@ def test_the_leader_knows_when_its_first_member_gives_up(table: Any) -> None:
     assert coalescer._asks_until(Closed(closed.counts, 115.0), forming) == pytest.approx(118.0)
 
 
-def test_a_group_opened_by_an_older_version_falls_back_to_the_bound(table: Any) -> None:
-    """A group item without give-ups for every member (its leader's version wrote none) tells
-    nothing: the leader uses the bound from the close."""
+def test_a_group_opened_by_an_older_version_is_not_joined(table: Any) -> None:
+    """A group whose item an older version wrote (its members in lists) cannot be joined by
+    this one, nor this one's by it: an arrival that finds one opens a group of its own in its
+    place, and no member of either waits for a leader that cannot see it."""
     now = [100.0]
     place = on_a_still_clock(table, now)
     place.arrive(KEY, 1, "first", 1e12)
-    leader = place.arrive(KEY, 1, "leader", 130.0)
-    assert leader.arrival.group is not None
+    old = "group-" + "0" * 32
+    table.put_item(
+        TableName=TABLE,
+        Item={
+            "id": {"S": f"group#{old}"},
+            "counts": {"L": [{"N": "1"}]},
+            "bys": {"L": [{"N": "130"}]},
+            "stamps": {"L": [{"S": "a" * 32}]},
+            "total": {"N": "1"},
+            "last": {"N": "100"},
+        },
+    )
     table.update_item(
         TableName=TABLE,
-        Key={"id": {"S": f"group#{leader.arrival.group.group_id}"}},
-        UpdateExpression="REMOVE ups",
+        Key={"id": {"S": key_id(KEY)}},
+        UpdateExpression="SET gid = :g, closes = :c",
+        ExpressionAttributeValues={":g": {"S": old}, ":c": {"N": "105"}},
     )
-    assert place.arrive(KEY, 1, "m1", 115.0).role is Role.MEMBER  # its join still lands
-    closed = place.close(leader, wait=False)
-    assert closed.counts == (1, 1) and closed.wait_until is None
+    seat = place.arrive(KEY, 1, "new", 130.0)
+    assert seat.role is Role.LEADER
+    assert seat.arrival.group is not None and seat.arrival.group.group_id != old
+    item = table.get_item(TableName=TABLE, Key={"id": {"S": f"group#{old}"}})["Item"]
+    assert item["counts"] == {"L": [{"N": "1"}]}  # nothing of the new one was written in it
 
 
 def test_a_member_looks_once_more_when_it_gives_up(table: Any) -> None:
@@ -418,7 +435,7 @@ def test_a_member_looks_once_more_when_it_gives_up(table: Any) -> None:
     won = MemberAnswer(Verdict.WON, 0, (), None, "cr-0123456789abcdef0", True, 1.0)
     looks: list[float] = []
 
-    def answer(group_id: str, position: int, subnet_ids: Any) -> Published | None:
+    def answer(group_id: str, stamp: str, subnet_ids: Any) -> Published | None:
         looks.append(now[0])
         if len(looks) == 1:
             now[0] = 123.0  # the last pause ends at the give-up (115 + 15 / 2 = 122.5) ...
@@ -454,7 +471,7 @@ def test_a_member_first_looks_when_its_leader_could_have_answered(
     won = MemberAnswer(Verdict.WON, 0, (), None, "cr-0123456789abcdef0", True, 1.0)
     looks: list[float] = []
 
-    def answer(group_id: str, position: int, subnet_ids: Any) -> Published | None:
+    def answer(group_id: str, stamp: str, subnet_ids: Any) -> Published | None:
         looks.append(now[0])
         return Published(won, 2, []) if len(looks) == 3 else None
 
@@ -468,7 +485,7 @@ def test_a_member_first_looks_when_its_leader_could_have_answered(
 def test_a_pointer_to_no_group_sends_a_burst_alone_at_once(table: Any) -> None:
     """The kind's item names something that is not a group (the table is shared): no open can
     replace it without reading it, so an arrival in a burst goes alone after one try (it
-    took 8 rounds of two writes each, and left 8 group items behind)."""
+    took 8 rounds of two writes each, and left 8 group items behind); it writes no group."""
     place = meeting(table)
     place.arrive(KEY, 1, "first", 1e12)
     table.update_item(
@@ -479,7 +496,7 @@ def test_a_pointer_to_no_group_sends_a_burst_alone_at_once(table: Any) -> None:
     )
     before = place.table.counts["calls"]
     assert place.arrive(KEY, 1, "second", 1e12).role is Role.ALONE
-    assert place.table.counts["calls"] - before == 3  # the arrival, the group item, the pointer
+    assert place.table.counts["calls"] - before == 2  # the arrival, the pointer
 
 
 def test_a_stretched_window_leaves_the_leader_half_its_time_to_ask(table: Any) -> None:
@@ -534,12 +551,12 @@ def test_the_budget_is_told_of_a_burst_for_as_long_as_its_probes_may_ask_ec2(
         monotonic=lambda: now[0], sleep=lambda pause: now.__setitem__(0, now[0] + pause)
     )
     monkeypatch.setattr(group_logic, "time", still)
-    place.table.answer = lambda group_id, position, subnet_ids: None  # type: ignore[method-assign,assignment]
+    place.table.answer = lambda group_id, stamp, subnet_ids: None  # type: ignore[method-assign,assignment]
     assert place.wait(member, 115.0, 130.0, [SUBNET]) is None  # gives up at 122.5
     assert len(told) == 3 and told[2] == pytest.approx(130.0 - now[0]) and told[2] > 0
     # A member answered by its group tells nothing more.
     won = MemberAnswer(Verdict.WON, 0, (), None, "cr-0123456789abcdef0", True, 1.0)
-    place.table.answer = lambda group_id, position, subnet_ids: Published(won, 2, [])  # type: ignore[method-assign,assignment]
+    place.table.answer = lambda group_id, stamp, subnet_ids: Published(won, 2, [])  # type: ignore[method-assign,assignment]
     assert place.wait(member, 140.0, 160.0, [SUBNET]) is not None
     assert len(told) == 3
     # Each probe's leave ends its notice (``BudgetTable.calm``).
@@ -547,3 +564,85 @@ def test_the_budget_is_told_of_a_burst_for_as_long_as_its_probes_may_ask_ec2(
     place.on_calm = lambda: calmed.append("calm")
     place.leave(member)
     assert calmed == ["calm"]
+
+
+class Recording:
+    """A DynamoDB client that keeps every ``update_item`` it was asked and what it answered."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.updates: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def update_item(self, **params: Any) -> Any:
+        answer = self.real.update_item(**params)
+        self.updates.append((params, answer))
+        return answer
+
+
+def test_a_join_answers_nothing_back_however_big_the_group(table: Any) -> None:
+    """A join adds the member's own attribute and reads nothing back: a join that answered
+    the group's member lists (to learn its place) cost as much as the group was big, and a
+    class of 200's joins took seconds each. The leader learns the order as it closes: itself,
+    then the members as they joined."""
+    recording = Recording(table)
+    now = [100.0]
+    place = on_a_still_clock(recording, now)
+    place.arrive(KEY, 1, "first", 1e12)
+    leader = place.arrive(KEY, 1, "leader", 1e12)
+    members = []
+    for n in range(30):
+        now[0] += 0.01
+        members.append(place.arrive(KEY, 1 + n % 3, f"m{n}", 1e12))
+    assert [m.role for m in members] == [Role.MEMBER] * 30
+    joins = [(p, a) for p, a in recording.updates if "#member" in p["UpdateExpression"]]
+    assert len(joins) == 31  # the leader's own place, then its 30 members'
+    assert all(p.get("ReturnValues", "NONE") == "NONE" and "Attributes" not in a for p, a in joins)
+    closed = place.table.close(leader.arrival.group.group_id, leader.stamp)  # type: ignore[union-attr]
+    assert closed.stamps == (leader.stamp, *(m.stamp for m in members))
+    assert closed.counts == (1, *(1 + n % 3 for n in range(30)))
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        "SET n = :two",  # a member counted that has no attribute
+        "SET m00000000000000000000000000000000 = :bad",  # a member of no sound count
+        "REMOVE n",
+    ],
+)
+def test_a_group_item_that_is_not_sound_fails_its_close(table: Any, spoil: str) -> None:
+    """The table is shared: a group item whose members do not add up is an error for its
+    leader (its members then probe alone), never a group answered with made-up members."""
+    from capacity_broker.adapters.aws import AwsError
+
+    place = meeting(table)
+    place.arrive(KEY, 1, "first", 1e12)
+    leader = place.arrive(KEY, 1, "leader", 1e12)
+    assert leader.arrival.group is not None
+    values = {":two": {"N": "2"}, ":bad": {"L": [{"N": "0.5"}] * 4}}
+    table.update_item(
+        TableName=TABLE,
+        Key={"id": {"S": f"group#{leader.arrival.group.group_id}"}},
+        UpdateExpression=spoil,
+        **(
+            {"ExpressionAttributeValues": {k: v for k, v in values.items() if k in spoil}}
+            if ":" in spoil
+            else {}
+        ),
+    )
+    with pytest.raises(AwsError, match="not sound"):
+        place.table.close(leader.arrival.group.group_id, leader.stamp)
+
+
+@pytest.mark.parametrize("stamp", ["", "*", "A" * 32, "0" * 31, "0" * 32 + "#1"])
+def test_a_stamp_that_is_not_one_is_refused(table: Any, stamp: str) -> None:
+    """A member's stamp names its attribute and its answer's item: only an arrival's own
+    stamp (32 hex digits) is taken, never a caller's value or a pattern."""
+    group = GroupTable(TABLE, "us-east-1", Clients(table), retry=FAST)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="stamp"):
+        group.join("group-" + "0" * 32, 1, 1e12, 1000, 200, 100.0, stamp)
+    with pytest.raises(ValueError, match="stamp"):
+        group.answer("group-" + "0" * 32, stamp, [])

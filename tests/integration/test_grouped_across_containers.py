@@ -148,7 +148,7 @@ class Classroom:
             for i in items
             if i["id"]["S"] in {group_item(g) for g in pointed} and "closed" not in i
         ]
-        return sum(len(g["counts"]["L"]) for g in groups)
+        return sum(int(g["n"]["N"]) for g in groups)
 
     def run(
         self,
@@ -313,9 +313,9 @@ def test_a_forged_answer_in_the_table_is_not_taken(classroom: Any) -> None:
     table = roots[0].probe.grouping.meeting.table  # type: ignore[union-attr]
     real_publish = table.publish
 
-    def forged(group_id: str, answers: Any, subnets: Any, now: float) -> None:
+    def forged(group_id: str, answers: Any, stamps: Any, subnets: Any, now: float) -> None:
         bad = [a.replace('"s":2', '"s":7') if isinstance(a, str) else a for a in answers]
-        real_publish(group_id, bad, subnets, now)
+        real_publish(group_id, bad, stamps, subnets, now)
 
     for root in roots:
         root.probe.grouping.meeting.table.publish = forged  # type: ignore[union-attr]
@@ -371,7 +371,7 @@ def test_a_leader_whose_flags_cannot_be_read_gives_its_group_up(
     answer = room.answers["leader"]
     assert answer["status"] == "error" and answer["error_code"] == "ThrottlingException"
     items = dynamodb().scan(TableName=TABLE, ConsistentRead=True)["Items"]
-    groups = [i for i in items if "counts" in i]
+    groups = [i for i in items if "total" in i]
     assert len(groups) == 1, items  # the leader did open one: it arrived in a burst
     assert groups[0].get("closed", {}).get("BOOL") is True
     assert not any("gid" in i for i in items)  # no kind of probe names it any more

@@ -9,24 +9,33 @@ module's own prefix of the table's ids (``logic.group.TableMeeting`` runs the pr
         gid         the group taking members now (its id), and
         closes      when it stops taking them (epoch seconds, the processes' wall clocks)
     group#<group id>                       one per group
-        counts      the members' instance counts, in the order they joined (the leader first)
-        bys         when each member must have its answer (epoch seconds)
-        ups         the earliest each member may give up on the group (epoch seconds): how
-                    long its leader may ask EC2 for it (``domain.group.asks_until``)
+        n           how many members it has (the leader included)
+        total       their instance counts summed
+        m<stamp>    one per member, named by its arrival's stamp: [its instance count, when it
+                    must have its answer, the earliest it may give up on the group (how long
+                    its leader may ask EC2 for it, ``domain.group.asks_until``), when it
+                    joined] (numbers; times in epoch seconds)
         last        when the last member joined (the leader closes when nobody has for a while)
         closed      set by the leader when it starts asking EC2: nobody joins after
-    group#<group id>#<position>            one per member but the leader: its answer
+    group#<group id>#<stamp>               one per member but the leader: its answer
         answer      the member's answer (JSON, ``encode_answer``), or
         alone       true: the group could not answer; the member probes alone
     expiration  TTL on every item: an hour after it was written
 
 Each step is one call on one small item: an arrival is one ``UpdateItem`` (and one more when
-it leaves); joining, opening and closing a group are conditional ``UpdateItem``/``PutItem``
-calls, so two containers never both lead one group and nobody joins a closed one; answers are
-written in batches of 25 (``BatchWriteItem``) to one item per member, so a class of 200 does
-not read one hot item. Every call is retried by the adapter's ``RetryPolicy`` within a short
-deadline; a table that fails raises ``AwsError`` and the caller probes alone (advice, never a
-failure).
+it leaves); joining, opening and closing a group are conditional ``UpdateItem`` calls, so two
+containers never both lead one group and nobody joins a closed one; answers are written in
+batches of 25 (``BatchWriteItem``) to one item per member, so a class of 200 does
+not read one hot item. A join adds one attribute of its own to the group's item and answers
+nothing back: the group's item grows with its members, and a join that answered the members'
+lists (to learn its place) made each join cost as much as the group was big (a class of 200's
+joins took seconds each). So the leader orders its members only when it closes the group,
+and each member finds its answer under its own stamp. A group is opened by pointing its kind's
+item at it first: of the arrivals that race to open one, the losers write nothing else (each
+used to write a group item first, for nothing: 180 of them in a class of 200), and the group's
+item is made by whichever of its leader and its members writes first. Every call
+is retried by the adapter's ``RetryPolicy`` within a short deadline; a table that fails raises
+``AwsError`` and the caller probes alone (advice, never a failure).
 
 The table is shared, so what is read is checked (``decode_answer``): a member's answer that is
 not sound (an unknown verdict or outcome, a subnet outside the member's list, a reservation id
@@ -35,12 +44,14 @@ that is not one) is dropped and the member probes alone.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import random
 import re
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +75,8 @@ UNPROCESSED_PAUSE = (0.05, 0.4)
 MAX_MEMBERS = 200  # probes in one group (its items stay small: a few KB)
 _RESERVATION = re.compile(r"cr-[0-9a-f]{8,32}")
 _GROUP_ID = re.compile(r"group-[0-9a-f]{32}")
+_STAMP = re.compile(r"[0-9a-f]{32}")  # an arrival's stamp (``uuid4().hex``)
+_MEMBER = "m"  # a member's attribute in its group's item: ``m<its stamp>``
 _CODE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _MAX_SECONDS = 24 * 60 * 60.0
 
@@ -81,8 +94,19 @@ def group_item(group_id: str) -> str:
     return f"{PREFIX}{group_id}"
 
 
-def answer_item(group_id: str, position: int) -> str:
-    return f"{PREFIX}{group_id}#{position}"
+def answer_item(group_id: str, stamp: str) -> str:
+    return f"{PREFIX}{group_id}#{stamp}"
+
+
+def new_stamp() -> str:
+    """An arrival's stamp: its mark on its kind's item, its name in its group."""
+    return uuid.uuid4().hex
+
+
+def _stamp(stamp: str) -> str:
+    if not _STAMP.fullmatch(stamp):
+        raise ValueError(f"not an arrival's stamp: {stamp!r:.60}")
+    return stamp
 
 
 @dataclass(frozen=True)
@@ -96,12 +120,13 @@ class Lobby:
 
 @dataclass(frozen=True)
 class Members:
-    """A closed group: its members' counts, answer-by and give-up times, in joining order
-    (``ups`` is empty for a group whose item has none: one written by an older version)."""
+    """A closed group: its members' counts, answer-by and give-up times and stamps, the leader
+    first, then the others in the order they joined."""
 
     counts: tuple[int, ...]
     bys: tuple[float, ...]
-    ups: tuple[float, ...] = ()
+    ups: tuple[float, ...]
+    stamps: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -174,41 +199,15 @@ class GroupTable:
         closes: float,
         now: float,
         replacing: str | None,
-        stamp: str = "",
+        stamp: str,
         up: float | None = None,
     ) -> Lobby | None:
-        """Open a group led by this probe (the first member): its item first, then the kind's
-        pointer to it, unless another container opened one since ``replacing`` was read.
-        None: opened; else the kind's item as the failed write found it (who opened the group
-        that won: the probe joins it without reading the item again). A pointer write whose
-        answer was lost and whose retry then failed its condition is told apart by the item it
-        returns (this group's id: it was this write), and so is the group item's own write
-        (the group's id is this probe's own: an item holding this probe's stamp first was
-        made by an earlier try of this write, or by an earlier round of this arrival that built
-        the same id on a clock that had not moved; either way only this probe is in it)."""
-        try:
-            self._call(
-                "PutItem",
-                Item={
-                    "id": {"S": group_item(group_id)},
-                    "counts": {"L": [_n(count)]},
-                    "bys": {"L": [_n(answer_by)]},
-                    "ups": {"L": [_n(answer_by if up is None else up)]},
-                    "stamps": {"L": [{"S": stamp}]},
-                    "total": _n(count),
-                    "last": _n(now),
-                    "expiration": _expiration(now),
-                },
-                ConditionExpression="attribute_not_exists(#id)",
-                ExpressionAttributeNames=_names("id"),
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except AwsError as error:
-            if error.code != "ConditionalCheckFailedException":
-                raise
-            stamps = (failed_item(error) or {}).get("stamps", {}).get("L")
-            if not stamp or not isinstance(stamps, list) or stamps[:1] != [{"S": stamp}]:
-                raise  # not this probe's group: the arrival goes alone (``TableMeeting``)
+        """Open a group led by this probe (``stamp``): point the kind's item at it, unless
+        another container opened one since ``replacing`` was read, then join it first. None:
+        opened; else the kind's item as the failed write found it (who opened the group that
+        won: the probe joins it without reading the item again). A pointer write whose answer
+        was lost and whose retry then failed its condition is told apart by the item it
+        returns (this group's id: it was this write)."""
         values: dict[str, Any] = {
             ":gid": {"S": group_id},
             ":closes": _n(closes),
@@ -233,7 +232,17 @@ class GroupTable:
             if error.code != "ConditionalCheckFailedException":
                 raise
             found = failed_item(error) or {}
-            return None if _text(found, "gid") == group_id else _lobby(found)
+            if _text(found, "gid") != group_id:
+                return _lobby(found)
+        try:
+            # The leader's own place: no room to check (a group is opened for its leader).
+            if not self._join(group_id, count, answer_by, up, now, stamp, room=None):
+                raise AwsError("UpdateItem", "GroupClosed", "the new group was closed at once")
+        except AwsError:
+            # Nobody may join a group whose leader is not in it: it would never be answered.
+            with contextlib.suppress(AwsError):  # (its members give up on their own clocks)
+                self.unpoint(key, group_id)
+            raise
         return None
 
     def join(
@@ -244,56 +253,69 @@ class GroupTable:
         max_count: int,
         max_members: int,
         now: float,
-        stamp: str = "",
+        stamp: str,
         up: float | None = None,
-    ) -> int | None:
-        """Join the group: this member's position, or None (closed, or no room left). The
-        member's ``stamp`` is kept with it, so a retry of a join whose answer was lost finds
-        the first one instead of joining twice. ``up``: the earliest it may give up on the
-        group (its answer-by when not said)."""
+    ) -> bool:
+        """Join the group as ``stamp``: False when it is closed or has no room left. ``up``:
+        the earliest it may give up on the group (its answer-by when not said)."""
+        return self._join(group_id, count, answer_by, up, now, stamp, (max_count, max_members))
+
+    def _join(
+        self,
+        group_id: str,
+        count: int,
+        answer_by: float,
+        up: float | None,
+        now: float,
+        stamp: str,
+        room: tuple[int, int] | None,
+    ) -> bool:
+        """Add this member's attribute (named by its stamp, so a retry of a join whose answer
+        was lost finds the first one instead of joining twice), making the group's item if
+        its leader has not yet; within ``room`` (the most instances and members), if any. An
+        item an older version made (its members in lists) is not joined."""
+        names = {
+            **_names("n", "total", "closed", "last", "exp"),
+            "#member": _MEMBER + _stamp(stamp),
+        }
+        values = {
+            ":zero": _n(0),
+            ":one": _n(1),
+            ":count": _n(count),
+            ":entry": _entry(count, answer_by, up, now),
+            ":now": _n(now),
+            ":exp": _expiration(now),
+        }
+        condition = "attribute_not_exists(#closed) AND attribute_not_exists(#member)"
+        condition += " AND attribute_not_exists(#counts)"
+        names["#counts"] = "counts"
+        # The leader's place may land after a member's: the last join stays the member's.
+        last = "if_not_exists(#last, :now)" if room is None else ":now"
+        if room is not None:
+            most_count, most_members = room
+            condition += " AND (attribute_not_exists(#n) OR (#total <= :room AND #n < :members))"
+            values[":room"] = _n(most_count - count)
+            values[":members"] = _n(most_members)
         try:
-            answer = self._call(
+            self._call(
                 "UpdateItem",
                 Key={"id": {"S": group_item(group_id)}},
                 UpdateExpression=(
-                    "SET #counts = list_append(#counts, :count), #bys = list_append(#bys, :by), "
-                    "#ups = list_append(if_not_exists(#ups, :none), :up), "
-                    "#stamps = list_append(#stamps, :stamps), #total = #total + :n, #last = :now"
+                    "SET #n = if_not_exists(#n, :zero) + :one, "
+                    "#total = if_not_exists(#total, :zero) + :count, #member = :entry, "
+                    f"#last = {last}, #exp = :exp"
                 ),
-                ConditionExpression=(
-                    "attribute_exists(#counts) AND attribute_not_exists(#closed) "
-                    "AND #total <= :room AND size(#counts) < :members "
-                    "AND NOT contains(#stamps, :stamp)"
-                ),
-                ExpressionAttributeNames=_names(
-                    "counts", "bys", "ups", "stamps", "total", "closed", "last"
-                ),
-                ExpressionAttributeValues={
-                    ":now": _n(now),
-                    ":count": {"L": [_n(count)]},
-                    ":by": {"L": [_n(answer_by)]},
-                    ":up": {"L": [_n(answer_by if up is None else up)]},
-                    ":none": {"L": []},
-                    ":stamps": {"L": [{"S": stamp}]},
-                    ":stamp": {"S": stamp},
-                    ":n": _n(count),
-                    ":room": _n(max_count - count),
-                    ":members": _n(max_members),
-                },
-                ReturnValues="UPDATED_NEW",
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except AwsError as error:
             if error.code != "ConditionalCheckFailedException":
                 raise
             # An earlier try of this very join may have landed (its answer lost).
-            stamps = (failed_item(error) or {}).get("stamps", {}).get("L")
-            found = [i for i, v in enumerate(stamps or []) if v == {"S": stamp}]
-            return found[0] if stamp and found else None
-        counts = answer.get("Attributes", {}).get("counts", {}).get("L")
-        if not isinstance(counts, list) or not counts:
-            raise AwsError("UpdateItem", "UnsoundItem", "the group's item answered no members")
-        return len(counts) - 1
+            return _MEMBER + stamp in (failed_item(error) or {})
+        return True
 
     def unpoint(self, key: str, group_id: str) -> None:
         """The group is closed: the kind's item stops naming it (a lone probe after it then
@@ -325,8 +347,9 @@ class GroupTable:
         except (KeyError, ValueError):
             return None
 
-    def close(self, group_id: str) -> Members:
-        """The leader starts: nobody joins after this. The members, in joining order."""
+    def close(self, group_id: str, leader: str) -> Members:
+        """The leader (its stamp) starts: nobody joins after this. The members, the leader
+        first, then in the order they joined (by their clocks; the stamp breaks ties)."""
         answer = self._call(
             "UpdateItem",
             Key={"id": {"S": group_item(group_id)}},
@@ -336,35 +359,50 @@ class GroupTable:
             ReturnValues="ALL_NEW",
         )
         item = answer.get("Attributes") or {}
+        entries: dict[str, tuple[int, float, float, float]] = {}
         try:
-            counts = tuple(int(_number(v)) for v in item["counts"]["L"])
-            bys = tuple(_number(v) for v in item["bys"]["L"])
-        except (KeyError, TypeError, ValueError) as error:
+            for name, value in item.items():
+                if name.startswith(_MEMBER) and _STAMP.fullmatch(name[len(_MEMBER) :]):
+                    count, by, up, joined = (_number(v) for v in value["L"])
+                    if count != int(count) or count < 1:
+                        raise ValueError(f"a member's count is {count}")
+                    entries[name[len(_MEMBER) :]] = (int(count), by, up, joined)
+            members = int(_number(item.get("n")))
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise AwsError(
                 "UpdateItem", "UnsoundItem", f"the group's item is not sound: {error}"
             ) from None
-        if len(counts) != len(bys) or not counts or min(counts) < 1:
+        if leader not in entries or members != len(entries):
             raise AwsError("UpdateItem", "UnsoundItem", "the group's item is not sound")
-        try:
-            ups = tuple(_number(v) for v in item.get("ups", {}).get("L", []))
-        except (AttributeError, TypeError, ValueError):
-            ups = ()
-        # Only a give-up for every member tells when the first one gives up (an item an older
-        # version opened has none for its leader, and then for nobody).
-        return Members(counts, bys, ups if len(ups) == len(counts) else ())
+        others = sorted((s for s in entries if s != leader), key=lambda s: (entries[s][3], s))
+        stamps = (leader, *others)
+        return Members(
+            tuple(entries[s][0] for s in stamps),
+            tuple(entries[s][1] for s in stamps),
+            tuple(entries[s][2] for s in stamps),
+            stamps,
+        )
 
     def publish(
-        self, group_id: str, answers: Sequence[str | None], subnets: Sequence[Subnet], now: float
+        self,
+        group_id: str,
+        answers: Sequence[str | None],
+        stamps: Sequence[str],
+        subnets: Sequence[Subnet],
+        now: float,
     ) -> None:
-        """Every member's answer but the leader's (position 0): the encoded answer, or None
-        for "probe alone"; with the subnets the answers index (the leader's look-up)."""
+        """Every member's answer but the leader's (the first): the encoded answer, or None
+        for "probe alone", under the member's stamp (``stamps``, in the answers' order); with
+        the subnets the answers index (the leader's look-up)."""
+        if len(stamps) != len(answers):
+            raise ValueError(f"{len(answers)} answers for {len(stamps)} members")
         places = encode_subnets(subnets)
         items = []
-        for position, text in enumerate(answers):
+        for position, (text, stamp) in enumerate(zip(answers, stamps, strict=True)):
             if position == 0:
                 continue
             item: dict[str, Any] = {
-                "id": {"S": answer_item(group_id, position)},
+                "id": {"S": answer_item(group_id, _stamp(stamp))},
                 "size": _n(len(answers)),
                 "expiration": _expiration(now),
             }
@@ -393,11 +431,11 @@ class GroupTable:
                     "BatchWriteItem", "UnprocessedItems", "DynamoDB kept back some answers"
                 )
 
-    def answer(self, group_id: str, position: int, subnet_ids: Sequence[str]) -> Published | None:
-        """A member's published answer (None: not yet). ``subnet_ids``: the member's own
-        list (an answer about other subnets is not sound)."""
+    def answer(self, group_id: str, stamp: str, subnet_ids: Sequence[str]) -> Published | None:
+        """A member's (``stamp``) published answer (None: not yet). ``subnet_ids``: the
+        member's own list (an answer about other subnets is not sound)."""
         found = self._call(
-            "GetItem", Key={"id": {"S": answer_item(group_id, position)}}, ConsistentRead=True
+            "GetItem", Key={"id": {"S": answer_item(group_id, _stamp(stamp))}}, ConsistentRead=True
         ).get("Item")
         if not found:
             return None
@@ -407,7 +445,7 @@ class GroupTable:
         except ValueError:
             return Published(None, 0)
         subnets = decode_subnets(places, subnet_ids) if places is not None else None
-        if not position < size <= MAX_MEMBERS or text is None or subnets is None:
+        if not 2 <= size <= MAX_MEMBERS or text is None or subnets is None:
             return Published(None, 0)
         return Published(decode_answer(text, len(subnet_ids)), size, subnets)
 
@@ -436,6 +474,11 @@ _SNAKE = {
 def _names(*names: str) -> dict[str, str]:
     """Every attribute by a placeholder (DynamoDB reserves words such as ``total``)."""
     return {f"#{name}": ("expiration" if name == "exp" else name) for name in names}
+
+
+def _entry(count: int, answer_by: float, up: float | None, now: float) -> dict[str, Any]:
+    """A member's attribute in its group's item (see the module)."""
+    return {"L": [_n(count), _n(answer_by), _n(answer_by if up is None else up), _n(now)]}
 
 
 def _expiration(now: float) -> dict[str, str]:

@@ -168,7 +168,9 @@ class Forming:
 class Arrival:
     role: Role
     group: Forming | None = None
-    position: int = 0  # in the group's arrival order (leader: 0)
+    # In the group's arrival order (leader: 0); None: not known to this member (in the state
+    # table a member finds its answer by its arrival's stamp, and the leader orders them).
+    position: int | None = 0
 
 
 def group_id(leader_request_id: str, key: GroupKey, moment: float) -> str:

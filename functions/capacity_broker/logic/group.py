@@ -31,7 +31,6 @@ import logging
 import math
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from ..adapters.dynamodb_group import (
     Published,
     encode_answer,
     key_id,
+    new_stamp,
 )
 from ..adapters.ec2 import Subnet
 from ..domain.group import (
@@ -456,7 +456,9 @@ class LocalMeeting:
             self._forget(group)
         if not answers:
             return None
-        return Grouped(group_id, size, answers[seat.arrival.position], subnets)
+        position = seat.arrival.position
+        assert position is not None  # (one process: the lobby placed it)
+        return Grouped(group_id, size, answers[position], subnets)
 
     def _forget(self, group: _Local) -> None:
         """Under the lock: a group answered and read by every member is dropped."""
@@ -503,6 +505,10 @@ class TableMeeting:
         self.monotonic = monotonic
         self.poll = poll
         self._said_down = False
+        # The members' stamps of each group this process's leaders closed, in the order the
+        # close put them (the leader's answers come in that order), until it publishes.
+        self._closed: dict[str, tuple[str, ...]] = {}
+        self._lock = threading.Lock()
 
     def _epoch(self, moment: float) -> float:
         """A moment on the monotonic clock, in the table's epoch seconds."""
@@ -512,7 +518,7 @@ class TableMeeting:
         return self.monotonic() + (epoch - self.wall())
 
     def arrive(self, key: GroupKey, count: int, request_id: str, answer_by: float) -> Seat:
-        stamp = uuid.uuid4().hex
+        stamp = new_stamp()
         alone = Seat(key, Arrival(Role.ALONE), stamp)
         where = key_id(key)
         by = self._epoch(answer_by)
@@ -539,10 +545,10 @@ class TableMeeting:
             # its share of a group costs a fraction of one.
             for _ in range(ARRIVE_ROUNDS):
                 if lobby.group_id is not None and lobby.closes > now:
-                    position = self.table.join(
+                    joined = self.table.join(
                         lobby.group_id, count, by, self.max_count, self.max_members, now, stamp, up
                     )
-                    if position is not None:
+                    if joined:
                         # (Its own join: the group's last, as far as this member knows.)
                         forming = Forming(
                             lobby.group_id,
@@ -551,7 +557,9 @@ class TableMeeting:
                             last_join=self.monotonic(),
                         )
                         took = self.monotonic() - began
-                        arrival = Arrival(Role.MEMBER, forming, position)
+                        # (Its place in the group is the leader's to say: it finds its
+                        # answer by its stamp.)
+                        arrival = Arrival(Role.MEMBER, forming, None)
                         return Seat(key, arrival, stamp, took, answer_by)
                 if not burst or count >= self.max_count or self.monotonic() >= answer_by:
                     return alone
@@ -618,7 +626,9 @@ class TableMeeting:
             if moment >= latest and moment >= self._moment(last_join) + self.window:
                 break
             time.sleep(_SLICE)
-        members = self.table.close(forming.group_id)
+        members = self.table.close(forming.group_id, seat.stamp)
+        with self._lock:
+            self._closed[forming.group_id] = members.stamps
         try:
             self.table.unpoint(key_id(seat.key), forming.group_id)
         except AwsError as error:
@@ -632,12 +642,15 @@ class TableMeeting:
         self, seat: Seat, size: int, answers: list[MemberAnswer] | None, subnets: list[Subnet]
     ) -> None:
         assert seat.arrival.group is not None
+        group_id = seat.arrival.group.group_id
+        with self._lock:
+            stamps = self._closed.pop(group_id, ())  # (what its close found)
         if size < 2:
             return
         texts: list[str | None] = (
             [encode_answer(a) for a in answers] if answers is not None else [None] * size
         )
-        self.table.publish(seat.arrival.group.group_id, texts, subnets, self.wall())
+        self.table.publish(group_id, texts, stamps, subnets, self.wall())
 
     def wait(
         self, seat: Seat, answer_by: float, deadline: float, subnet_ids: list[str]
@@ -690,7 +703,7 @@ class TableMeeting:
         """A member's answer if its leader published it (None: not yet, or not readable)."""
         assert seat.arrival.group is not None
         try:
-            return self.table.answer(seat.arrival.group.group_id, seat.arrival.position, subnet_ids)
+            return self.table.answer(seat.arrival.group.group_id, seat.stamp, subnet_ids)
         except AwsError as error:
             # Keep waiting: the group's holds count this member's share, so probing alone
             # now could meet the capacity its own group holds for it.

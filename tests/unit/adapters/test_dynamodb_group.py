@@ -109,7 +109,7 @@ def test_what_is_not_a_sound_answer_is_dropped() -> None:
 
 def test_every_item_is_under_the_groups_own_prefix() -> None:
     key = GroupKey("us-east-1", "g6.xlarge", ("subnet-*", "subnet-?"), "Linux/UNIX", "default")
-    for item in (key_id(key), group_item("group-abc"), answer_item("group-abc", 3)):
+    for item in (key_id(key), group_item("group-abc"), answer_item("group-abc", "0" * 32)):
         assert item.startswith(PREFIX)
     # The caller's values are digested: no subnet id (nor a pattern in one) is in the id.
     assert "subnet" not in key_id(key) and "*" not in key_id(key)
