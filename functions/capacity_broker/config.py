@@ -25,6 +25,7 @@ from pydantic import (
 
 from .domain.cleaner import Graces
 from .domain.failures import BrokerFailure
+from .domain.group import MAX_WINDOW_SECONDS, WINDOW_SECONDS
 from .domain.names import default_parameter_prefix
 from .models.common import REGION_PATTERN
 
@@ -137,10 +138,10 @@ class Settings(BaseModel):
     # leader's added wait; a lone probe never waits).
     probe_grouping: bool = Field(default=True, validation_alias=_alias("probe_grouping"))
     probe_group_window_seconds: Annotated[float, Field(ge=0, le=5, allow_inf_nan=False)] = Field(
-        default=0.25, validation_alias=_alias("probe_group_window_seconds")
+        default=WINDOW_SECONDS, validation_alias=_alias("probe_group_window_seconds")
     )
     probe_group_max_window_seconds: Annotated[float, Field(ge=0, le=10, allow_inf_nan=False)] = (
-        Field(default=2.0, validation_alias=_alias("probe_group_max_window_seconds"))
+        Field(default=MAX_WINDOW_SECONDS, validation_alias=_alias("probe_group_max_window_seconds"))
     )
 
     @field_validator("cluster_id", "state_table", mode="before")
