@@ -294,12 +294,7 @@ class BrokerPermissions(Construct):
         (adapters.dynamodb_group): the items whose ids start with ``group#``, and no other."""
         draft.allow(
             "MeetInProbeGroups",
-            [
-                "dynamodb:BatchWriteItem",
-                "dynamodb:GetItem",
-                "dynamodb:PutItem",
-                "dynamodb:UpdateItem",
-            ],
+            ["dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:UpdateItem"],
             [self._state_table_arn],
             conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["group#*"]}},
         )

@@ -280,14 +280,24 @@ def test_flags_table_and_logs(broker: Synth, name: str) -> None:
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
         ]
-    elif name == "probe":
-        # probe's containers meet in the table (grouped probes): only items under group#.
-        (table,) = tables
+    else:
+        assert tables == []
+    # probe's containers meet in the table (grouped probes): only items under group#, and no
+    # PutItem (a group and each member's place in it are UpdateItems, the answers one
+    # BatchWriteItem per 25).
+    groups = broker.allowed(name, "dynamodb:BatchWriteItem")
+    if name == "probe":
+        (table,) = groups
         assert table["Condition"] == {
             "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["group#*"]}
         }
+        assert sorted(as_list(table["Action"])) == [
+            "dynamodb:BatchWriteItem",
+            "dynamodb:GetItem",
+            "dynamodb:UpdateItem",
+        ]
     else:
-        assert tables == []
+        assert groups == []
     # probe and reserve keep the capacity memory in the same table (issue 13): one
     # BatchGetItem to read it, UpdateItem (ADD) to write; nothing else touches the table.
     memory = broker.allowed(name, "dynamodb:BatchGetItem")

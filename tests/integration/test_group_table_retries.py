@@ -646,3 +646,71 @@ def test_a_stamp_that_is_not_one_is_refused(table: Any, stamp: str) -> None:
         group.join("group-" + "0" * 32, 1, 1e12, 1000, 200, 100.0, stamp)
     with pytest.raises(ValueError, match="stamp"):
         group.answer("group-" + "0" * 32, stamp, [])
+
+
+def test_members_that_join_before_their_leader_leave_it_its_place(table: Any) -> None:
+    """The group's item is made by whichever of the leader and a member writes first, with the
+    leader's place and instance count already counted: members who land before the leader's
+    own place never take the room it needs, so the group holds at most its most members and
+    instances (a member's answer from a group of more than the most is not believed, and every
+    member would then probe alone)."""
+    group = GroupTable(TABLE, "us-east-1", Clients(table), retry=FAST)  # type: ignore[arg-type]
+    gid, leader = "group-" + "1" * 32, "a" * 32
+    joins = {
+        stamp: group.join(gid, count, 1e12, 5, 3, 100.0 + i, stamp, leader_count=3)
+        for i, (stamp, count) in enumerate(
+            [("b" * 32, 1), ("c" * 32, 1), ("d" * 32, 1), ("e" * 32, 3)]
+        )
+    }
+    # 3 + 1 + 1 = 5 instances in 3 places: the fourth member finds no place, the fifth no room.
+    assert joins == {"b" * 32: True, "c" * 32: True, "d" * 32: False, "e" * 32: False}
+    assert group.open(key_id(KEY), gid, 3, 1e12, 1e12, 100.0, None, leader) is None
+    members = group.close(gid, leader)
+    assert members.stamps == (leader, "b" * 32, "c" * 32)
+    assert members.counts == (3, 1, 1)
+    group.unpoint(key_id(KEY), gid)
+    kind = table.get_item(TableName=TABLE, Key={"id": {"S": key_id(KEY)}}).get("Item", {})
+    assert not {"gid", "closes", "lead"} & set(kind)  # nothing names the closed group
+
+
+class RefusesLeadersPlace:
+    """A DynamoDB client that refuses, as throttled, every write of a leader's own place in
+    its group (the join that keeps the place counted for it: ``if_not_exists`` and no ``+``)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def update_item(self, **params: Any) -> Any:
+        expression = params.get("UpdateExpression", "")
+        if "#member" in expression and "+ :one" not in expression:
+            from botocore.exceptions import ClientError
+
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "UpdateItem"
+            )
+        return self.real.update_item(**params)
+
+
+def test_members_of_a_group_whose_leader_cannot_take_its_place_go_alone_at_once(
+    table: Any,
+) -> None:
+    """The pointer is written before the leader's own place, so a member may join in between.
+    When the leader's place cannot be written, the group is given up: closed (nobody joins
+    it), each member that joined told to probe alone at once (it would otherwise wait for a
+    leader that is not there, until three quarters of its budget are gone), and no longer
+    named."""
+    from capacity_broker.adapters.aws import AwsError
+
+    group = GroupTable(TABLE, "us-east-1", Clients(RefusesLeadersPlace(table)), retry=FAST)  # type: ignore[arg-type]
+    gid, leader, member = "group-" + "2" * 32, "a" * 32, "b" * 32
+    assert group.join(gid, 1, 1e12, 1000, 200, 100.0, member)  # lands before the leader's
+    with pytest.raises(AwsError, match="ThrottlingException"):
+        group.open(key_id(KEY), gid, 1, 1e12, 1e12, 100.0, None, leader)
+    told = group.answer(gid, member, [SUBNET])
+    assert told is not None and told.answer is None  # "probe alone", published
+    assert not group.join(gid, 1, 1e12, 1000, 200, 101.0, "c" * 32)  # closed
+    kind = table.get_item(TableName=TABLE, Key={"id": {"S": key_id(KEY)}}).get("Item", {})
+    assert "gid" not in kind

@@ -6,11 +6,12 @@ module's own prefix of the table's ids (``logic.group.TableMeeting`` runs the pr
 
     group#<region>#<digest of the key>     one per kind of probe (``domain.group.GroupKey``)
         seen        the last arrival's stamp (a random token), removed when that probe leaves
-        gid         the group taking members now (its id), and
-        closes      when it stops taking them (epoch seconds, the processes' wall clocks)
+        gid         the group taking members now (its id),
+        closes      when it stops taking them (epoch seconds, the processes' wall clocks), and
+        lead        its leader's instance count (its place is kept for it: see below)
     group#<group id>                       one per group
-        n           how many members it has (the leader included)
-        total       their instance counts summed
+        n           how many members it has, the leader counted from the start
+        total       their instance counts summed, the leader's counted from the start
         m<stamp>    one per member, named by its arrival's stamp: [its instance count, when it
                     must have its answer, the earliest it may give up on the group (how long
                     its leader may ask EC2 for it, ``domain.group.asks_until``), when it
@@ -33,9 +34,11 @@ joins took seconds each). So the leader orders its members only when it closes t
 and each member finds its answer under its own stamp. A group is opened by pointing its kind's
 item at it first: of the arrivals that race to open one, the losers write nothing else (each
 used to write a group item first, for nothing: 180 of them in a class of 200), and the group's
-item is made by whichever of its leader and its members writes first. Every call
-is retried by the adapter's ``RetryPolicy`` within a short deadline; a table that fails raises
-``AwsError`` and the caller probes alone (advice, never a failure).
+item is made by whichever of its leader and its members writes first, with the leader's place
+and count already in its counters (so no member takes room the leader needs: a group never
+holds more than its most members or instances). Every call is retried by the adapter's
+``RetryPolicy`` within a short deadline; a table that fails raises ``AwsError`` and the caller
+probes alone (advice, never a failure).
 
 The table is shared, so what is read is checked (``decode_answer``): a member's answer that is
 not sound (an unknown verdict or outcome, a subnet outside the member's list, a reservation id
@@ -116,6 +119,7 @@ class Lobby:
     seen: str | None  # the stamp of the last arrival still in flight (None: none)
     group_id: str | None  # the group taking members, if ``closes`` is still ahead
     closes: float
+    leader_count: int = 1  # that group's leader's instance count
 
 
 @dataclass(frozen=True)
@@ -207,10 +211,14 @@ class GroupTable:
         opened; else the kind's item as the failed write found it (who opened the group that
         won: the probe joins it without reading the item again). A pointer write whose answer
         was lost and whose retry then failed its condition is told apart by the item it
-        returns (this group's id: it was this write)."""
+        returns (this group's id: it was this write). A group this probe cannot lead after
+        its pointer may have been written is given up (``_give_up``) before the error is
+        raised: members may have joined it meanwhile."""
+        _stamp(stamp)
         values: dict[str, Any] = {
             ":gid": {"S": group_id},
             ":closes": _n(closes),
+            ":lead": _n(count),
             ":exp": _expiration(now),
         }
         if replacing is None:
@@ -222,28 +230,54 @@ class GroupTable:
             self._call(
                 "UpdateItem",
                 Key={"id": {"S": key}},
-                UpdateExpression="SET #gid = :gid, #closes = :closes, #exp = :exp",
+                UpdateExpression="SET #gid = :gid, #closes = :closes, #lead = :lead, #exp = :exp",
                 ConditionExpression=condition,
-                ExpressionAttributeNames=_names("gid", "closes", "exp"),
+                ExpressionAttributeNames=_names("gid", "closes", "lead", "exp"),
                 ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except AwsError as error:
             if error.code != "ConditionalCheckFailedException":
+                self._give_up(key, group_id, stamp, now)  # (the write may have landed)
                 raise
             found = failed_item(error) or {}
             if _text(found, "gid") != group_id:
                 return _lobby(found)
         try:
             # The leader's own place: no room to check (a group is opened for its leader).
-            if not self._join(group_id, count, answer_by, up, now, stamp, room=None):
+            if not self._join(group_id, count, answer_by, up, now, stamp, count, room=None):
                 raise AwsError("UpdateItem", "GroupClosed", "the new group was closed at once")
         except AwsError:
-            # Nobody may join a group whose leader is not in it: it would never be answered.
-            with contextlib.suppress(AwsError):  # (its members give up on their own clocks)
-                self.unpoint(key, group_id)
+            self._give_up(key, group_id, stamp, now)
             raise
         return None
+
+    def _give_up(self, key: str, group_id: str, leader: str, now: float) -> None:
+        """A group its opener cannot lead (its own place could not be written, or its
+        pointer's write failed after it may have landed): closed, so nobody joins it; every
+        member that joined meanwhile told to probe alone at once (it would otherwise wait
+        for a leader that is not there, until three quarters of its budget are gone); and no
+        longer named. Each step as far as the table lets it (what fails is left to the
+        members' own clocks and the items' expiry)."""
+        found: dict[str, Any] = {}
+        with contextlib.suppress(AwsError):
+            found = (
+                self._call(
+                    "UpdateItem",
+                    Key={"id": {"S": group_item(group_id)}},
+                    UpdateExpression="SET #closed = :yes, #exp = :exp",
+                    ExpressionAttributeNames=_names("closed", "exp"),
+                    ExpressionAttributeValues={":yes": {"BOOL": True}, ":exp": _expiration(now)},
+                    ReturnValues="ALL_NEW",
+                ).get("Attributes")
+                or {}
+            )
+        joined = [stamp for stamp in _stamps(found) if stamp != leader]
+        if joined:
+            with contextlib.suppress(AwsError):
+                self.publish(group_id, [None] * (1 + len(joined)), (leader, *joined), [], now)
+        with contextlib.suppress(AwsError):
+            self.unpoint(key, group_id)
 
     def join(
         self,
@@ -255,10 +289,17 @@ class GroupTable:
         now: float,
         stamp: str,
         up: float | None = None,
+        leader_count: int = 1,
     ) -> bool:
         """Join the group as ``stamp``: False when it is closed or has no room left. ``up``:
-        the earliest it may give up on the group (its answer-by when not said)."""
-        return self._join(group_id, count, answer_by, up, now, stamp, (max_count, max_members))
+        the earliest it may give up on the group (its answer-by when not said);
+        ``leader_count``: its leader's instance count (``Lobby``: counted before the leader's
+        own place may have landed)."""
+        if leader_count + count > max_count:
+            return False  # (no room beside the leader, whatever joined)
+        return self._join(
+            group_id, count, answer_by, up, now, stamp, leader_count, (max_count, max_members)
+        )
 
     def _join(
         self,
@@ -268,19 +309,22 @@ class GroupTable:
         up: float | None,
         now: float,
         stamp: str,
+        leader_count: int,
         room: tuple[int, int] | None,
     ) -> bool:
         """Add this member's attribute (named by its stamp, so a retry of a join whose answer
         was lost finds the first one instead of joining twice), making the group's item if
-        its leader has not yet; within ``room`` (the most instances and members), if any. An
-        item an older version made (its members in lists) is not joined."""
+        its leader has not yet, the leader's place and count counted from the start; within
+        ``room`` (the most instances and members), if given: the leader's own join (no
+        ``room``) takes the place kept for it and counts nothing more. An item an older
+        version made (its members in lists) is not joined."""
         names = {
             **_names("n", "total", "closed", "last", "exp"),
             "#member": _MEMBER + _stamp(stamp),
         }
         values = {
-            ":zero": _n(0),
             ":one": _n(1),
+            ":lead": _n(leader_count),
             ":count": _n(count),
             ":entry": _entry(count, answer_by, up, now),
             ":now": _n(now),
@@ -289,8 +333,18 @@ class GroupTable:
         condition = "attribute_not_exists(#closed) AND attribute_not_exists(#member)"
         condition += " AND attribute_not_exists(#counts)"
         names["#counts"] = "counts"
-        # The leader's place may land after a member's: the last join stays the member's.
-        last = "if_not_exists(#last, :now)" if room is None else ":now"
+        if room is None:
+            # The leader's place: kept in the counters by whoever made the item; the last join
+            # stays a member's when one landed first.
+            counted = "#n = if_not_exists(#n, :one), #total = if_not_exists(#total, :lead)"
+            last = "if_not_exists(#last, :now)"
+            del values[":count"]
+        else:
+            counted = (
+                "#n = if_not_exists(#n, :one) + :one, "
+                "#total = if_not_exists(#total, :lead) + :count"
+            )
+            last = ":now"
         if room is not None:
             most_count, most_members = room
             condition += " AND (attribute_not_exists(#n) OR (#total <= :room AND #n < :members))"
@@ -300,11 +354,7 @@ class GroupTable:
             self._call(
                 "UpdateItem",
                 Key={"id": {"S": group_item(group_id)}},
-                UpdateExpression=(
-                    "SET #n = if_not_exists(#n, :zero) + :one, "
-                    "#total = if_not_exists(#total, :zero) + :count, #member = :entry, "
-                    f"#last = {last}, #exp = :exp"
-                ),
+                UpdateExpression=f"SET {counted}, #member = :entry, #last = {last}, #exp = :exp",
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
@@ -324,9 +374,9 @@ class GroupTable:
             self._call(
                 "UpdateItem",
                 Key={"id": {"S": key}},
-                UpdateExpression="REMOVE #gid, #closes",
+                UpdateExpression="REMOVE #gid, #closes, #lead",
                 ConditionExpression="#gid = :gid",
-                ExpressionAttributeNames=_names("gid", "closes"),
+                ExpressionAttributeNames=_names("gid", "closes", "lead"),
                 ExpressionAttributeValues={":gid": {"S": group_id}},
             )
         except AwsError as error:
@@ -361,12 +411,11 @@ class GroupTable:
         item = answer.get("Attributes") or {}
         entries: dict[str, tuple[int, float, float, float]] = {}
         try:
-            for name, value in item.items():
-                if name.startswith(_MEMBER) and _STAMP.fullmatch(name[len(_MEMBER) :]):
-                    count, by, up, joined = (_number(v) for v in value["L"])
-                    if count != int(count) or count < 1:
-                        raise ValueError(f"a member's count is {count}")
-                    entries[name[len(_MEMBER) :]] = (int(count), by, up, joined)
+            for stamp in _stamps(item):
+                count, by, up, joined = (_number(v) for v in item[_MEMBER + stamp]["L"])
+                if count != int(count) or count < 1:
+                    raise ValueError(f"a member's count is {count}")
+                entries[stamp] = (int(count), by, up, joined)
             members = int(_number(item.get("n")))
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise AwsError(
@@ -476,6 +525,15 @@ def _names(*names: str) -> dict[str, str]:
     return {f"#{name}": ("expiration" if name == "exp" else name) for name in names}
 
 
+def _stamps(item: dict[str, Any]) -> list[str]:
+    """The stamps of the members a group's item holds (``m<stamp>`` attributes)."""
+    return [
+        name[len(_MEMBER) :]
+        for name in item
+        if name.startswith(_MEMBER) and _STAMP.fullmatch(name[len(_MEMBER) :])
+    ]
+
+
 def _entry(count: int, answer_by: float, up: float | None, now: float) -> dict[str, Any]:
     """A member's attribute in its group's item (see the module)."""
     return {"L": [_n(count), _n(answer_by), _n(answer_by if up is None else up), _n(now)]}
@@ -508,9 +566,13 @@ def _lobby(item: dict[str, Any] | None) -> Lobby:
         closes = _number(item["closes"]) if "closes" in item else -math.inf
     except ValueError:
         closes = -math.inf  # a broken value: no group is open, the next one replaces it
-    if not isinstance(gid, str) or not _GROUP_ID.fullmatch(gid):
-        gid, closes = None, -math.inf
-    return Lobby(seen if isinstance(seen, str) else None, gid, closes)
+    try:
+        lead = _number(item["lead"]) if "lead" in item else 1.0
+    except ValueError:
+        lead = math.inf
+    if not isinstance(gid, str) or not _GROUP_ID.fullmatch(gid) or lead != int(lead) or lead < 1:
+        gid, closes, lead = None, -math.inf, 1.0  # (a broken count: no group to join)
+    return Lobby(seen if isinstance(seen, str) else None, gid, closes, int(lead))
 
 
 # -- a member's answer, as the leader publishes it -----------------------------------------

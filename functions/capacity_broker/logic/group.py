@@ -546,7 +546,15 @@ class TableMeeting:
             for _ in range(ARRIVE_ROUNDS):
                 if lobby.group_id is not None and lobby.closes > now:
                     joined = self.table.join(
-                        lobby.group_id, count, by, self.max_count, self.max_members, now, stamp, up
+                        lobby.group_id,
+                        count,
+                        by,
+                        self.max_count,
+                        self.max_members,
+                        now,
+                        stamp,
+                        up,
+                        lobby.leader_count,
                     )
                     if joined:
                         # (Its own join: the group's last, as far as this member knows.)
