@@ -319,7 +319,7 @@ class GroupTable:
         ``room``) takes the place kept for it and counts nothing more. An item an older
         version made (its members in lists) is not joined."""
         names = {
-            **_names("n", "total", "closed", "last", "exp"),
+            **_names("n", "total", "closed", "last", "exp", "counts"),
             "#member": _MEMBER + _stamp(stamp),
         }
         values = {
@@ -330,9 +330,10 @@ class GroupTable:
             ":now": _n(now),
             ":exp": _expiration(now),
         }
-        condition = "attribute_not_exists(#closed) AND attribute_not_exists(#member)"
-        condition += " AND attribute_not_exists(#counts)"
-        names["#counts"] = "counts"
+        condition = (
+            "attribute_not_exists(#closed) AND attribute_not_exists(#member) "
+            "AND attribute_not_exists(#counts)"
+        )
         if room is None:
             # The leader's place: kept in the counters by whoever made the item; the last join
             # stays a member's when one landed first.
@@ -345,7 +346,6 @@ class GroupTable:
                 "#total = if_not_exists(#total, :lead) + :count"
             )
             last = ":now"
-        if room is not None:
             most_count, most_members = room
             condition += " AND (attribute_not_exists(#n) OR (#total <= :room AND #n < :members))"
             values[":room"] = _n(most_count - count)
@@ -569,7 +569,7 @@ def _lobby(item: dict[str, Any] | None) -> Lobby:
     try:
         lead = _number(item["lead"]) if "lead" in item else 1.0
     except ValueError:
-        lead = math.inf
+        lead = 0.0  # (a broken count: refused below)
     if not isinstance(gid, str) or not _GROUP_ID.fullmatch(gid) or lead != int(lead) or lead < 1:
         gid, closes, lead = None, -math.inf, 1.0  # (a broken count: no group to join)
     return Lobby(seen if isinstance(seen, str) else None, gid, closes, int(lead))

@@ -149,3 +149,18 @@ def test_answers_that_claim_what_no_hold_confirmed_are_dropped() -> None:
     assert decode_answer(forged(r=None), SUBNETS) is None  # won with no hold
     nowhere = [[0, "insufficient_capacity", "InsufficientInstanceCapacity", None]]
     assert decode_answer(forged(seen=nowhere), SUBNETS) is None  # won, nothing available there
+
+
+def test_a_pointer_whose_leader_count_is_not_one_names_no_group() -> None:
+    """The kind's item is read from a shared table: a leader's count that is not a whole
+    number of at least one (or not a finite number at all) makes it name no group, so the
+    arrival opens one of its own instead of joining on a made-up count."""
+    from capacity_broker.adapters.dynamodb_group import _lobby
+
+    gid = "group-" + "0" * 32
+    pointer = {"gid": {"S": gid}, "closes": {"N": "100"}}
+    assert _lobby({**pointer, "lead": {"N": "3"}}).leader_count == 3
+    assert _lobby(pointer).group_id == gid  # (a pointer written before the count was kept)
+    for broken in ("0", "1.5", "-2", "1e400", "NaN", "x"):
+        found = _lobby({**pointer, "lead": {"N": broken}})
+        assert found.group_id is None and found.leader_count == 1, broken
