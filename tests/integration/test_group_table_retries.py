@@ -1,7 +1,7 @@
 """The grouped probes' meeting in the state table when DynamoDB's answers are lost
 (``adapters.dynamodb_group``): a write whose answer is lost is retried by the adapter's
 RetryPolicy, and a retry must neither leave a group without its leader nor add a member twice;
-a group once closed stops being named, so a lone probe after it pays its two calls only."""
+a group once answered stops being named, so a lone probe after it pays its two calls only."""
 
 from __future__ import annotations
 
@@ -127,6 +127,7 @@ def test_a_lone_probe_after_a_group_pays_two_calls(table: Any) -> None:
     member = place.arrive(KEY, 1, "c", 1e12)
     assert (leader.role, member.role) == (Role.LEADER, Role.MEMBER)
     place.close(leader, wait=False)
+    place.publish(leader, 2, None, [])  # (the kind's item stops naming the group)
     for seat in (first, leader, member):
         place.leave(seat)
     before = place.table.counts["calls"]
@@ -222,8 +223,97 @@ def test_the_window_counts_from_the_group_s_opening(table: Any) -> None:
     before = place.table.counts["calls"]
     closed = place.close(leader)
     assert closed.counts == (1,)
-    # One look at who joined last, the close, the unpointing; nothing else.
-    assert place.table.counts["calls"] - before == 3
+    # One look at who joined last, and the close; nothing else (the kind's item is unpointed
+    # with the answers: ``publish``).
+    assert place.table.counts["calls"] - before == 2
+
+
+def _a_slow_leader_closing_at(
+    table: Any, monkeypatch: pytest.MonkeyPatch, moment: float
+) -> tuple[TableMeeting, Any, list[float], list[float]]:
+    """``_a_slow_leader`` (its group takes members until 105.0) whose close starts at
+    ``moment``, with the meeting's real time the test's (its pauses move the clock): the
+    meeting, the leader's seat, the clock, and the moments it looked at who joined last."""
+    now = [100.0]
+    place = on_a_still_clock(table, now)
+    leader = _a_slow_leader(place, now, 1e12)
+    still = types.SimpleNamespace(
+        monotonic=lambda: now[0], sleep=lambda pause: now.__setitem__(0, now[0] + pause)
+    )
+    monkeypatch.setattr(group_logic, "time", still)
+    now[0] = moment
+    looks: list[float] = []
+    real_last_join = place.table.last_join
+
+    def last_join(group_id: str) -> Any:
+        looks.append(now[0])
+        return real_last_join(group_id)
+
+    place.table.last_join = last_join  # type: ignore[method-assign]
+    return place, leader, now, looks
+
+
+def test_a_leader_whose_look_would_land_past_the_last_moment_waits_it_out(
+    table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader whose own arrival took the table a second (three calls: a third of a second
+    each) and that starts its close 0.2 s before the group's last moment reads nothing: the
+    group closes at that moment whoever joined, and a look would answer after it. It waits
+    that moment out on its clock and closes, one call."""
+    place, leader, now, looks = _a_slow_leader_closing_at(table, monkeypatch, 104.8)
+    before = place.table.counts["calls"]
+    closed = place.close(leader)
+    assert closed.counts == (1,)
+    assert looks == []
+    assert now[0] == pytest.approx(105.0)  # closed at the group's last moment, not before
+    assert place.table.counts["calls"] - before == 1
+
+
+def test_a_leader_with_time_for_a_look_still_reads_who_joined_last(
+    table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same slow leader starting its close 0.5 s before the last moment (more than a
+    third of its arrival) reads who joined last, as any leader: a member's join may close the
+    group later than the idle window from the opening."""
+    place, leader, _, looks = _a_slow_leader_closing_at(table, monkeypatch, 104.5)
+    place.close(leader)
+    assert looks and looks[0] == pytest.approx(104.5)
+
+
+def test_the_kind_s_item_names_a_closed_group_until_its_answers_are_out(table: Any) -> None:
+    """The close writes one item (the group's); the kind's item stops naming the group when
+    the leader publishes, its answers first: that write used to sit between the close and
+    the leader's first ask. A publish that fails still unpoints."""
+    for fails in (False, True):
+        table.delete_item(TableName=TABLE, Key={"id": {"S": key_id(KEY)}})
+        place = meeting(table)
+        place.arrive(KEY, 1, "first", 1e12)
+        leader = place.arrive(KEY, 1, "leader", 1e12)
+        member = place.arrive(KEY, 1, "member", 1e12)
+        assert (leader.role, member.role) == (Role.LEADER, Role.MEMBER)
+        gid = leader.arrival.group.group_id  # type: ignore[union-attr]
+
+        def pointer() -> Any:
+            item = table.get_item(
+                TableName=TABLE, Key={"id": {"S": key_id(KEY)}}, ConsistentRead=True
+            )
+            return item["Item"].get("gid", {}).get("S")
+
+        place.close(leader, wait=False)
+        assert pointer() == gid
+        if fails:
+
+            def refuse(*args: Any, **kwargs: Any) -> None:
+                raise group_logic.AwsError("BatchWriteItem", "InternalServerError", "no")
+
+            place.table.publish = refuse  # type: ignore[method-assign]
+            with pytest.raises(group_logic.AwsError):
+                place.publish(leader, 2, None, [])
+        else:
+            place.publish(leader, 2, None, [])
+            found = place.table.answer(gid, member.stamp, [SUBNET])
+            assert found is not None and found.answer is None
+        assert pointer() is None
 
 
 def test_a_member_who_joined_a_moment_ago_is_waited_for(table: Any) -> None:
@@ -390,25 +480,38 @@ def test_the_leader_knows_when_its_first_member_gives_up(table: Any) -> None:
     assert coalescer._asks_until(Closed(closed.counts, 115.0), forming) == pytest.approx(118.0)
 
 
-def test_a_group_opened_by_an_older_version_is_not_joined(table: Any) -> None:
-    """A group whose item an older version wrote (its members in lists) cannot be joined by
-    this one, nor this one's by it: an arrival that finds one opens a group of its own in its
-    place, and no member of either waits for a leader that cannot see it."""
+@pytest.mark.parametrize(
+    "members",
+    [
+        # Two versions back: the members in lists.
+        {
+            "counts": {"L": [{"N": "1"}]},
+            "bys": {"L": [{"N": "130"}]},
+            "stamps": {"L": [{"S": "a" * 32}]},
+        },
+        # One version back: each member an attribute of its own (``m<stamp>``), counted in n.
+        {"n": {"N": "1"}, "m" + "a" * 32: {"L": [{"N": "1"}, {"N": "130"}, {"N": "130"}]}},
+    ],
+    ids=["lists", "attributes"],
+)
+def test_a_group_opened_by_an_older_version_is_not_joined(
+    table: Any, members: dict[str, Any]
+) -> None:
+    """A group whose item an older version wrote (its members in lists, or each in an
+    attribute of its own: members counted and no set of them) cannot be joined by this one,
+    nor this one's by it: an arrival that finds one opens a group of its own in its place,
+    and no member of either waits for a leader that cannot see it."""
     now = [100.0]
     place = on_a_still_clock(table, now)
     place.arrive(KEY, 1, "first", 1e12)
     old = "group-" + "0" * 32
-    table.put_item(
-        TableName=TABLE,
-        Item={
-            "id": {"S": f"group#{old}"},
-            "counts": {"L": [{"N": "1"}]},
-            "bys": {"L": [{"N": "130"}]},
-            "stamps": {"L": [{"S": "a" * 32}]},
-            "total": {"N": "1"},
-            "last": {"N": "100"},
-        },
-    )
+    written = {
+        "id": {"S": f"group#{old}"},
+        **members,
+        "total": {"N": "1"},
+        "last": {"N": "100"},
+    }
+    table.put_item(TableName=TABLE, Item=written)
     table.update_item(
         TableName=TABLE,
         Key={"id": {"S": key_id(KEY)}},
@@ -419,7 +522,7 @@ def test_a_group_opened_by_an_older_version_is_not_joined(table: Any) -> None:
     assert seat.role is Role.LEADER
     assert seat.arrival.group is not None and seat.arrival.group.group_id != old
     item = table.get_item(TableName=TABLE, Key={"id": {"S": f"group#{old}"}})["Item"]
-    assert item["counts"] == {"L": [{"N": "1"}]}  # nothing of the new one was written in it
+    assert item == written  # nothing of the new one was written in it
 
 
 def test_a_member_looks_once_more_when_it_gives_up(table: Any) -> None:
@@ -609,7 +712,9 @@ def test_a_join_answers_nothing_back_however_big_the_group(table: Any) -> None:
     "spoil",
     [
         "SET n = :two",  # a member counted that has no attribute
-        "SET m00000000000000000000000000000000 = :bad",  # a member of no sound count
+        "ADD members :bad SET n = :two",  # a member of no sound count
+        "ADD members :junk SET n = :two",  # an entry that is not one
+        "ADD members :twice SET n = :three",  # a stamp twice
         "REMOVE n",
     ],
 )
@@ -622,7 +727,15 @@ def test_a_group_item_that_is_not_sound_fails_its_close(table: Any, spoil: str) 
     place.arrive(KEY, 1, "first", 1e12)
     leader = place.arrive(KEY, 1, "leader", 1e12)
     assert leader.arrival.group is not None
-    values = {":two": {"N": "2"}, ":bad": {"L": [{"N": "0.5"}] * 4}}
+    stamp = "0" * 32
+    # (Each spoiled set counted in ``n`` as its members would be: only the entries are wrong.)
+    values = {
+        ":two": {"N": "2"},
+        ":three": {"N": "3"},
+        ":bad": {"SS": [f'["{stamp}",0.5,1,1,1]']},
+        ":junk": {"SS": ["not an entry"]},
+        ":twice": {"SS": [f'["{stamp}",1,1,1,1]', f'["{stamp}",2,1,1,1]']},
+    }
     table.update_item(
         TableName=TABLE,
         Key={"id": {"S": f"group#{leader.arrival.group.group_id}"}},

@@ -331,3 +331,17 @@ def test_a_member_looks_for_its_answer_less_often_as_it_waits() -> None:
     assert poll_pause(10**6) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="looks must be >= 0"):
         poll_pause(-1)
+
+
+def test_a_member_whose_arrival_was_slow_looks_no_more_often_than_every_half_arrival() -> None:
+    """A busy table (its arrival took 3 s: two calls) answers every look as slowly, and the
+    leader's own steps wait behind them: the member pauses at least 1.5 s between looks. A
+    quick arrival changes nothing."""
+    assert [poll_pause(n, 0.2, took=3.0) for n in range(6)] == [1.5] * 6
+    assert [poll_pause(n, 0.2, took=0.05) for n in range(12)] == [
+        poll_pause(n, 0.2) for n in range(12)
+    ]
+    assert poll_pause(3, 0.2, took=1.0) == pytest.approx(0.675)  # the growth is longer by then
+    for took in (-0.1, math.nan):
+        with pytest.raises(ValueError, match="took must be >= 0"):
+            poll_pause(0, 0.2, took=took)
