@@ -9,6 +9,8 @@ module's own prefix of the table's ids (``logic.group.TableMeeting`` runs the pr
         gid         the group taking members now (its id),
         closes      when it stops taking them (epoch seconds, the processes' wall clocks), and
         lead        its leader's instance count (its place is kept for it: see below)
+        format      "members-set": the group's item is this version's (a pointer without it
+                    names a group of an older version: not joined, replaced)
     group#<group id>                       one per group
         n           how many members it has, the leader counted from the start
         total       their instance counts summed, the leader's counted from the start
@@ -16,6 +18,9 @@ module's own prefix of the table's ids (``logic.group.TableMeeting`` runs the pr
                     its instance count, when it must have its answer, the earliest it may
                     give up on the group (how long its leader may ask EC2 for it,
                     ``domain.group.asks_until``) and when it joined (times in epoch seconds)
+        counts      "members-set": this version's item. Older versions' joins require no
+                    ``counts`` (two versions back it held the members' counts), so they never
+                    add a member this version's leader cannot read, nor this one to theirs
         last        when the last member joined (the leader closes when nobody has for a while)
         closed      set by the leader when it starts asking EC2: nobody joins after
     group#<group id>#<stamp>               one per member but the leader: its answer
@@ -83,6 +88,9 @@ _RESERVATION = re.compile(r"cr-[0-9a-f]{8,32}")
 _GROUP_ID = re.compile(r"group-[0-9a-f]{32}")
 _STAMP = re.compile(r"[0-9a-f]{32}")  # an arrival's stamp (``uuid4().hex``)
 _CODE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+# The format of this version's group items, on them (``counts``) and on the pointers to them
+# (``format``): a group is joined only by the version that can read its members.
+FORMAT = "members-set"
 _MAX_SECONDS = 24 * 60 * 60.0
 
 
@@ -221,6 +229,7 @@ class GroupTable:
             ":gid": {"S": group_id},
             ":closes": _n(closes),
             ":lead": _n(count),
+            ":format": {"S": FORMAT},
             ":exp": _expiration(now),
         }
         if replacing is None:
@@ -232,9 +241,12 @@ class GroupTable:
             self._call(
                 "UpdateItem",
                 Key={"id": {"S": key}},
-                UpdateExpression="SET #gid = :gid, #closes = :closes, #lead = :lead, #exp = :exp",
+                UpdateExpression=(
+                    "SET #gid = :gid, #closes = :closes, #lead = :lead, #format = :format, "
+                    "#exp = :exp"
+                ),
                 ConditionExpression=condition,
-                ExpressionAttributeNames=_names("gid", "closes", "lead", "exp"),
+                ExpressionAttributeNames=_names("gid", "closes", "lead", "format", "exp"),
                 ExpressionAttributeValues=values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -330,13 +342,16 @@ class GroupTable:
             ":count": _n(count),
             ":entry": {"SS": [entry]},
             ":this": {"S": entry},
+            ":format": {"S": FORMAT},
             ":now": _n(now),
             ":exp": _expiration(now),
         }
+        # A new item, or one of this version's (an older version's has members counted, or
+        # their counts in a list, and no ``counts`` of this version's format).
         condition = (
             "attribute_not_exists(#closed) AND NOT contains(#members, :this) "
-            "AND attribute_not_exists(#counts) "
-            "AND (attribute_not_exists(#n) OR attribute_exists(#members))"
+            "AND ((attribute_not_exists(#counts) AND attribute_not_exists(#n)) "
+            "OR #counts = :format)"
         )
         if room is None:
             # The leader's place: kept in the counters by whoever made the item; the last join
@@ -358,7 +373,10 @@ class GroupTable:
             self._call(
                 "UpdateItem",
                 Key={"id": {"S": group_item(group_id)}},
-                UpdateExpression=f"SET {counted}, #last = {last}, #exp = :exp ADD #members :entry",
+                UpdateExpression=(
+                    f"SET {counted}, #last = {last}, #counts = :format, #exp = :exp "
+                    "ADD #members :entry"
+                ),
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
@@ -373,15 +391,15 @@ class GroupTable:
         return True
 
     def unpoint(self, key: str, group_id: str) -> None:
-        """The group is closed: the kind's item stops naming it (a lone probe after it then
+        """The group is answered: the kind's item stops naming it (a lone probe after it then
         makes no join that would fail)."""
         try:
             self._call(
                 "UpdateItem",
                 Key={"id": {"S": key}},
-                UpdateExpression="REMOVE #gid, #closes, #lead",
+                UpdateExpression="REMOVE #gid, #closes, #lead, #format",
                 ConditionExpression="#gid = :gid",
-                ExpressionAttributeNames=_names("gid", "closes", "lead"),
+                ExpressionAttributeNames=_names("gid", "closes", "lead", "format"),
                 ExpressionAttributeValues={":gid": {"S": group_id}},
             )
         except AwsError as error:
@@ -586,6 +604,8 @@ def _lobby(item: dict[str, Any] | None) -> Lobby:
         closes = _number(item["closes"]) if "closes" in item else -math.inf
     except ValueError:
         closes = -math.inf  # a broken value: no group is open, the next one replaces it
+    if _text(item, "format") != FORMAT:
+        closes = -math.inf  # an older version's group: not joined, replaced (``FORMAT``)
     try:
         lead = _number(item["lead"]) if "lead" in item else 1.0
     except ValueError:

@@ -210,10 +210,11 @@ HORIZON_S = 30.0
 
 
 # How long, at most, a caller that ran dry waits for a lease ahead still on its way before it
-# leases in line (within its own deadline). A lease takes the table's round trip, and a busy
-# table's is long: 1.7 s while a class of 200 arrives. Waiting 1 s, a leader's three look-ups
-# each gave up on the lease ahead and leased in line beside it, a second round trip on the
-# same busy table under the bucket's lock: 4.9 s for its look-ups, 1.9 s waiting it out.
+# leases in line (and half of what is left to its deadline at most). A lease takes the table's
+# round trip, and a busy table's is long: 1.7 s while a class of 200 arrives. Waiting 1 s, a
+# leader's three look-ups each gave up on the lease ahead and leased in line beside it, a
+# second round trip on the same busy table under the bucket's lock: 4.9 s for its look-ups,
+# 1.9 s waiting it out.
 # (Waited for, not polled: a poll every 2 ms took a burst's CPU.)
 AHEAD_WAIT_S = 5.0
 
@@ -533,8 +534,9 @@ class AdaptiveBucket:
             if self._ahead_out and self.tokens < 1:
                 # A lease ahead is on its way: wait for it (a real wait on its round trip,
                 # not a poll) rather than lease beside it (both would guess the ledger idle,
-                # and one would be a failed condition), no longer than the caller may.
-                left = AHEAD_WAIT_S if deadline is None else deadline - self._clock()
+                # and one would be a failed condition); for half the caller's time at most, so
+                # that a lease ahead that does not come back leaves it time to lease in line.
+                left = AHEAD_WAIT_S if deadline is None else (deadline - self._clock()) / 2
                 self._ahead_done.wait(min(AHEAD_WAIT_S, max(0.0, left)))
             now = self._clock()
             got = self.try_take(now, deadline)

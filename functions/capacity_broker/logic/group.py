@@ -624,17 +624,13 @@ class TableMeeting:
         # (its mark, its pointer and its place: three calls), then what the last look took.
         look_takes = seat.took / 3
         while wait and time.monotonic() < real_end:
-            moment = self.monotonic()
-            if forming.closes_at - moment <= look_takes:
-                # A look would answer after the group's last moment: whoever joined, the group
-                # closes then. So that moment is waited out, and nothing read. In a class of 200
-                # the leader's look took the busy table 3.5 s and the group closed 3 s late,
-                # its 199 members looking for their answers all that time.
-                left = min(forming.closes_at - moment, real_end - time.monotonic())
-                time.sleep(max(0.0, left))
-                break
             # Who joined last is read before deciding: a member may have joined a moment ago.
-            if time.monotonic() - looked >= self.poll / 2:
+            # Not when the look would answer after the group's last moment: the group then
+            # stays open until that moment, as if a member had just joined (one may have).
+            # In a class of 200 the leader's look took the busy table 3.5 s and the group
+            # closed 3 s late, its 199 members looking for their answers all that time.
+            may_look = forming.closes_at - self.monotonic() > look_takes
+            if may_look and time.monotonic() - looked >= self.poll / 2:
                 looked = time.monotonic()
                 began = self.monotonic()
                 try:
@@ -643,7 +639,9 @@ class TableMeeting:
                     break  # close now: the members are better answered than kept waiting
                 look_takes = self.monotonic() - began
             moment = self.monotonic()
-            if moment >= forming.closes_at or moment >= self._moment(last_join) + idle:
+            if moment >= forming.closes_at:
+                break
+            if may_look and moment >= self._moment(last_join) + idle:
                 break
             if moment >= latest and moment >= self._moment(last_join) + self.window:
                 break

@@ -5,6 +5,7 @@ sound answer is dropped (the member then probes alone), never believed."""
 from __future__ import annotations
 
 import json
+import math
 
 from capacity_broker.adapters.dynamodb_group import (
     PREFIX,
@@ -164,3 +165,22 @@ def test_a_pointer_whose_leader_count_is_not_one_names_no_group() -> None:
     for broken in ("0", "1.5", "-2", "1e400", "NaN", "x"):
         found = _lobby({**pointer, "lead": {"N": broken}})
         assert found.group_id is None and found.leader_count == 1, broken
+
+
+def test_a_pointer_to_an_older_version_s_group_is_not_joined_but_replaced() -> None:
+    """A pointer without this version's format names a group an older version opened: its
+    members are written so that this version's leader cannot read them, nor the older
+    leader this version's. The arrival does not join it (no time left to join: ``closes``
+    is behind it) but knows its id, so its own group replaces it."""
+    from capacity_broker.adapters.dynamodb_group import FORMAT, _lobby
+
+    gid = "group-" + "0" * 32
+    pointer = {"gid": {"S": gid}, "closes": {"N": "100"}, "lead": {"N": "1"}}
+    assert _lobby({**pointer, "format": {"S": FORMAT}}).closes == 100.0
+    for older in (
+        pointer,
+        {**pointer, "format": {"S": "lists"}},
+        {**pointer, "format": {"N": "3"}},
+    ):
+        found = _lobby(older)
+        assert found.group_id == gid and found.closes == -math.inf
