@@ -333,7 +333,7 @@ class GroupTable:
         ``room`` (the most instances and members), if given: the leader's own join (no
         ``room``) takes the place kept for it and counts nothing more. An item an older
         version made (its members in lists, or each in an attribute of its own) is not
-        joined: it has members counted and no set of them."""
+        joined: it has no ``counts`` of this version's ``FORMAT``."""
         entry = _entry(_stamp(stamp), count, answer_by, up, now)
         names = _names("n", "total", "closed", "last", "exp", "counts", "members")
         values = {
