@@ -748,6 +748,7 @@ def test_a_join_answers_nothing_back_however_big_the_group(table: Any) -> None:
         "SET n = :two",  # a member counted that has no attribute
         "ADD members :bad SET n = :two",  # a member of no sound count
         "ADD members :junk SET n = :two",  # an entry that is not one
+        "ADD members :text SET n = :two",  # a time written as text
         "ADD members :twice SET n = :three",  # a stamp twice
         "REMOVE n",
     ],
@@ -768,6 +769,7 @@ def test_a_group_item_that_is_not_sound_fails_its_close(table: Any, spoil: str) 
         ":three": {"N": "3"},
         ":bad": {"SS": [f'["{stamp}",0.5,1,1,1]']},
         ":junk": {"SS": ["not an entry"]},
+        ":text": {"SS": [f'["{stamp}",1,"130",1,1]']},
         ":twice": {"SS": [f'["{stamp}",1,1,1,1]', f'["{stamp}",2,1,1,1]']},
     }
     table.update_item(

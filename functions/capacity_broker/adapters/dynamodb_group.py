@@ -564,17 +564,27 @@ def _entries(item: dict[str, Any], *, strict: bool) -> dict[str, tuple[int, floa
     for text in texts:
         try:
             stamp, *numbers = json.loads(str(text)[:400])
-            count, by, up, joined = (_number({"N": str(n)}) for n in numbers)
+            count, by, up, joined = (_finite(n) for n in numbers)
             if not isinstance(stamp, str) or not _STAMP.fullmatch(stamp) or stamp in entries:
                 raise ValueError("a member's stamp is not one")
-            if any(isinstance(n, bool) for n in numbers) or count != int(count) or count < 1:
+            if count != int(count) or count < 1:
                 raise ValueError(f"a member's count is {count}")
-        except (TypeError, ValueError, RecursionError) as error:
+        except (TypeError, ValueError, OverflowError, RecursionError) as error:
             if strict:
                 raise ValueError(f"a member's entry is not sound: {error}") from None
             continue
         entries[stamp] = (int(count), by, up, joined)
     return entries
+
+
+def _finite(value: Any) -> float:
+    """A JSON number of an entry: an int or a float (not a bool, not a string), finite."""
+    if type(value) not in (int, float):
+        raise ValueError("not a number")
+    number = float(value)  # (OverflowError: an int too big for one)
+    if not math.isfinite(number):
+        raise ValueError("not a finite number")
+    return number
 
 
 def _expiration(now: float) -> dict[str, str]:
