@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # the flows are imported where they are built: a probe Lambda
     from .logic.capacity import CapacityLister
     from .logic.cleaner import Cleaner
     from .logic.discovery import Discovery
-    from .logic.group import Coalescer
+    from .logic.grouping import Coalescer
     from .logic.probe import Prober
     from .logic.release import Releaser
     from .logic.reservations import Patience, ReservationCore
@@ -131,7 +131,7 @@ FLOW_MODULES: tuple[str, ...] = (
     ".logic.capacity",
     ".logic.cleaner",
     ".logic.discovery",
-    ".logic.group",
+    ".logic.grouping",
     ".logic.probe",
     ".logic.release",
     ".logic.reservations",
@@ -291,11 +291,11 @@ class Root:
         arrival that waited for SSM's client started the EC2 client (the lone probe's critical
         path) some 80 ms later in a cold container. (A meeting in memory answers at once:
         there the client is made beside the flags' read as for any entry.)"""
-        from .logic.group import TableMeeting
+        from .logic.grouping import MemoryStore
 
         services = FIRST_CLIENTS.get(entry, FIRST_CLIENTS_DEFAULT)
         grouping = self.probe.grouping if entry == "probe" else None
-        if grouping is not None and isinstance(grouping.meeting, TableMeeting):
+        if grouping is not None and not isinstance(grouping.meeting.store, MemoryStore):
             return ("dynamodb", *(s for s in services if s not in ("ec2", "dynamodb")))
         return services
 
@@ -309,42 +309,35 @@ class Root:
     def _coalescer(self) -> Coalescer | None:
         """Grouped probes of this root (None when the settings turn grouping off): they meet
         in the state table when there is one (every container's probes), else in this
-        process."""
-        from .domain.group import MAX_GROUP_COUNT
-        from .logic.group import Coalescer, LocalMeeting, Meeting, TableMeeting
+        process's memory; one protocol either way (``logic.grouping``)."""
+        from .logic.grouping import Coalescer, GroupStore, Meeting, MemoryStore
 
         config = self.settings
         if not config.probe_grouping:
             return None
-        meeting: Meeting
+        store: GroupStore
         if config.state_table:
-            from .adapters.dynamodb_group import GroupTable
+            from .adapters.dynamodb_group import TableStore
 
             clock = self.clock
-            meeting = TableMeeting(
-                GroupTable(
-                    config.state_table,
-                    config.region,
-                    self.clients,
-                    monotonic=self.monotonic,
-                    sleep=self.sleep,
-                    retry=self.adapters.retry,
-                ),
-                window=config.probe_group_window_seconds,
-                max_window=config.probe_group_max_window_seconds,
-                max_count=MAX_GROUP_COUNT,
-                wall=(lambda: clock().timestamp()) if clock is not None else time.time,
+            store = TableStore(
+                config.state_table,
+                config.region,
+                self.clients,
                 monotonic=self.monotonic,
-                on_burst=self.adapters.budget.crowd if self.adapters.budget is not None else None,
-                on_calm=self.adapters.budget.calm if self.adapters.budget is not None else None,
+                wall=(lambda: clock().timestamp()) if clock is not None else time.time,
+                sleep=self.sleep,
+                retry=self.adapters.retry,
             )
         else:
-            meeting = LocalMeeting(
-                window=config.probe_group_window_seconds,
-                max_window=config.probe_group_max_window_seconds,
-                max_count=MAX_GROUP_COUNT,
-                monotonic=self.monotonic,
-            )
+            store = MemoryStore()
+        meeting = Meeting(
+            store,
+            window=config.probe_group_window_seconds,
+            max_window=config.probe_group_max_window_seconds,
+            now=self.monotonic,
+            pause=self.sleep,
+        )
         return Coalescer(self.core, meeting, monotonic=self.monotonic)
 
     @property

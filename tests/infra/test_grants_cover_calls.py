@@ -121,69 +121,57 @@ def _probe_paths(emu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # A group (adapters.dynamodb_group), made deterministic: a probe alike stays in flight
     # (its leave is lost), so the next one leads a group, which one desktop alike joins the
     # moment it opens; the leader answers both and publishes the member's answer.
-    from capacity_broker.adapters.dynamodb_group import GroupTable
+    from capacity_broker.adapters.dynamodb_group import TableStore
 
-    real_open = GroupTable.open
+    real_open = TableStore.open
 
-    def open_and_join(table: GroupTable, *args: Any) -> Any:
-        lost = real_open(table, *args)
+    def open_and_join(table: TableStore, kind: str, *args: Any) -> Any:
+        lost = real_open(table, kind, *args)
         if lost is None:  # opened (else: the group that won)
-            group_id, answer_by = args[1], args[3]
-            table.join(group_id, 1, answer_by, 1000, 200, args[5], "e" * 32)
+            table.join(kind, "e" * 32, 1e6, 200)
         return lost
 
-    monkeypatch.setattr(GroupTable, "leave", lambda *_: None)
-    monkeypatch.setattr(GroupTable, "open", open_and_join)
+    monkeypatch.setattr(TableStore, "leave", lambda *_: None)
+    monkeypatch.setattr(TableStore, "open", open_and_join)
     for n in range(2):
         _invoke("probe", {**_sample("probe"), "request_id": f"grants-probe-group-{n}"})
     # A member: it joins a group still taking members and reads its answer (here: "probe
-    # alone", as the leader writes when the group cannot answer), found by its stamp.
-    member = "d" * 32
-    _member_of_an_open_group(member)
-    monkeypatch.setattr("capacity_broker.logic.group.new_stamp", lambda: member)
+    # alone", as the leader writes when the group cannot answer), found by its slot.
+    _member_of_an_open_group()
     _invoke("probe", {**_sample("probe"), "request_id": "grants-probe-member"})
 
 
-def _member_of_an_open_group(member: str) -> None:
-    """The probe kind's item points at an open group of one whose member ``member`` (its
-    stamp) is told to probe alone (what a leader writes for a group it cannot answer)."""
-    import time
-
+def _member_of_an_open_group() -> None:
+    """The probe kind's item names an open group of one whose next member (slot 1) is told to
+    probe alone (what a leader writes for a group it cannot answer)."""
     import boto3
-    from capacity_broker.adapters.dynamodb_group import answer_item, group_item
+    from capacity_broker.adapters.dynamodb_group import answer_item
 
     table = boto3.client("dynamodb", region_name="us-east-1")
-    now = time.time()
     (kind,) = [
         i["id"]["S"]
         for i in table.scan(TableName="broker-state")["Items"]
         if "seen" in i or "gid" in i
     ]
     group = "group-" + "0" * 32
-    table.update_item(
-        TableName="broker-state",
-        Key={"id": {"S": kind}},
-        UpdateExpression="SET gid = :g, closes = :c",
-        ExpressionAttributeValues={":g": {"S": group}, ":c": {"N": str(now + 600)}},
-    )
     # (Written with UpdateItem, as the function writes: the calls made here are recorded with
     # the function's, and a PutItem here would pass off a grant the function never uses.)
     table.update_item(
         TableName="broker-state",
-        Key={"id": {"S": group_item(group)}},
-        UpdateExpression="SET n = :one, #total = :one, #leader = :entry",
-        ExpressionAttributeNames={"#total": "total", "#leader": "m" + "c" * 32},
+        Key={"id": {"S": kind}},
+        UpdateExpression="SET gid = :g, st = :open, n = :one, p = :zero",
         ExpressionAttributeValues={
+            ":g": {"S": group},
+            ":open": {"S": "open"},
             ":one": {"N": "1"},
-            ":entry": {"L": [{"N": "1"}, {"N": str(now + 15)}] * 2},
+            ":zero": {"N": "0"},
         },
     )
     table.update_item(
         TableName="broker-state",
-        Key={"id": {"S": answer_item(group, member)}},
-        UpdateExpression="SET alone = :yes, #size = :two",
-        ExpressionAttributeNames={"#size": "size"},
-        ExpressionAttributeValues={":yes": {"BOOL": True}, ":two": {"N": "2"}},
+        Key={"id": {"S": answer_item(group, 1)}},
+        UpdateExpression="SET answer = :alone",
+        ExpressionAttributeValues={":alone": {"S": "alone"}},
     )
 
 

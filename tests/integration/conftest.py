@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -275,6 +276,13 @@ class EmulatedTime:
 
     def utcnow(self) -> Any:
         return self.emu.now()
+
+    def pause(self, seconds: float) -> None:
+        """A short wait in real time that leaves the emulator's clock alone: a probe group's
+        meeting pauses so while the verdicts (its window, a member's give-up) follow that
+        clock, which the test moves. (``sleep`` moves the clock itself: a leader waiting out
+        its window that way would close it before the others' threads have arrived.)"""
+        threading.Event().wait(min(0.02, max(0.0, seconds)))
 
     def install(
         self,

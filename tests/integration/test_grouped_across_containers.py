@@ -1,12 +1,12 @@
-"""Grouped probes across containers (contract v3; ``logic.group.TableMeeting``): each desktop of
-a class probes from its own container (a root with its own session, clients, pacer and
+"""Grouped probes across containers (contract v3, v4; ``logic.grouping`` over the state
+table): each desktop of a class probes from its own container (a root with its own session, clients, pacer and
 memory), and they meet in the state table, against the emulator, on the emulator's clock.
 
 A first desktop's probe is in flight (its create held back by the test) when the class
 arrives, so the class has seen a burst: one of them opens a group in the table and the rest
 join it. The group's window closes when the emulator's clock passes it (the test moves it
-once every member has joined, read from the table), so which probes meet never depends on
-how fast the machine is. Counts of calls are asserted, never durations.
+once every member has joined, read from the table; the meeting pauses in real time
+meanwhile), so which probes meet never depends on how fast the machine is. Counts of calls are asserted, never durations.
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ from typing import Any
 
 import boto3
 import pytest
-from capacity_broker.adapters.dynamodb_group import PREFIX, group_item
+from capacity_broker.adapters.dynamodb_group import PREFIX, TableStore, group_item
 from capacity_broker.client.in_process import IN_PROCESS_TIMEOUT_MS, run_function
 from capacity_broker.config import Settings
-from capacity_broker.domain.group import oracle
-from capacity_broker.logic.group import TableMeeting
+from capacity_broker.domain.group import MAX_WINDOW_SECONDS, oracle
 from capacity_broker.root import Adapters, Root
 
 pytestmark = pytest.mark.integration
@@ -31,7 +30,8 @@ TABLE = "broker-state"
 AZS = ["us-east-1a", "us-east-1b", "us-east-1c"]
 SUBNETS = ["subnet-0a00000000000d401", "subnet-0b00000000000d402", "subnet-0c00000000000d403"]
 TYPE = "g6.xlarge"
-WINDOW = 60.0  # of the emulator's clock: the test closes it by moving the clock
+# The emulator's clock moves past a group's longest window: its leader closes it.
+WINDOW = MAX_WINDOW_SECONDS
 
 
 def world(capacity: list[int]) -> dict[str, Any]:
@@ -108,10 +108,10 @@ class Classroom:
             monotonic=time.monotonic,
             sleep=time.sleep,
         )
-        meeting = root.probe.grouping.meeting if root.probe.grouping else None
-        assert isinstance(meeting, TableMeeting)
-        meeting.window = meeting.max_window = WINDOW
-        meeting.poll = 0.01  # real seconds between a member's looks (its verdicts: the clock)
+        grouping = root.probe.grouping
+        assert grouping is not None
+        assert isinstance(grouping.meeting.store, TableStore)
+        grouping.meeting.pause = time.pause  # real pauses, the verdicts on the emulator's clock
         if hold_first:
             real_hold = root.core.hold
 
@@ -138,17 +138,10 @@ class Classroom:
         return first
 
     def members(self) -> int:
-        """How many probes the group taking members holds (the table's own count: the group
-        the kind's item points to; a group opened by a container that lost the race to open
-        one is never pointed to, and its opener joins the winner's)."""
+        """How many probes the group taking members holds (the table's own count: the slots
+        the kind's item says its OPEN group has taken, its leader's included)."""
         items = dynamodb().scan(TableName=TABLE, ConsistentRead=True)["Items"]
-        pointed = {i["gid"]["S"] for i in items if "gid" in i}
-        groups = [
-            i
-            for i in items
-            if i["id"]["S"] in {group_item(g) for g in pointed} and "closed" not in i
-        ]
-        return sum(int(g["n"]["N"]) for g in groups)
+        return sum(int(i["n"]["N"]) for i in items if i.get("st", {}).get("S") == "open")
 
     def run(
         self,
@@ -249,10 +242,9 @@ def test_a_member_whose_leader_vanishes_answers_on_its_own(classroom: Any) -> No
     for root in roots:
         grouping = root.probe.grouping
         assert grouping is not None
-        meeting = grouping.meeting
-        assert isinstance(meeting, TableMeeting)
-        # A leader that vanished: it closes its group and is never heard of again.
-        meeting.publish = lambda *_: None  # type: ignore[method-assign]
+        # A leader that vanished: it closes its group, answers itself and is never heard of
+        # again (its group neither published nor abandoned).
+        grouping.meeting.publish = lambda *_: True  # type: ignore[method-assign]
 
     def after_join() -> None:
         # The window closes; the leader answers itself and vanishes. Then the clock passes
@@ -310,37 +302,38 @@ def test_a_forged_answer_in_the_table_is_not_taken(classroom: Any) -> None:
     the member's list is dropped, and the member probes alone."""
     room = classroom([0, 0, 1000])
     roots = [room.container() for _ in range(3)]
-    table = roots[0].probe.grouping.meeting.table  # type: ignore[union-attr]
+    table = roots[0].probe.grouping.meeting.store  # type: ignore[union-attr]
     real_publish = table.publish
 
-    def forged(group_id: str, answers: Any, stamps: Any, subnets: Any, now: float) -> None:
-        bad = [a.replace('"s":2', '"s":7') if isinstance(a, str) else a for a in answers]
-        real_publish(group_id, bad, stamps, subnets, now)
+    def forged(group_id: str, answers: Any) -> None:
+        real_publish(group_id, {slot: a.replace('"s":2', '"s":7') for slot, a in answers.items()})
 
     for root in roots:
-        root.probe.grouping.meeting.table.publish = forged  # type: ignore[union-attr]
+        root.probe.grouping.meeting.store.publish = forged  # type: ignore[union-attr]
     answers = room.run(3, roots)
     assert [a["status"] for a in answers] == ["available"] * 3
     assert {a["subnet_id"] for a in answers} == {SUBNETS[2]}
     assert sum(1 for a in answers if a.get("group")) == 1  # only the leader's own
 
 
-def test_lone_probes_in_turn_are_never_grouped_and_pay_two_table_calls(
+def test_lone_probes_in_turn_are_never_grouped_and_pay_three_table_calls(
     classroom: Any,
 ) -> None:
-    """A probe with nothing alike in flight: one UpdateItem as it arrives, one as it leaves,
-    the same EC2 calls as without grouping, and no wait."""
+    """A probe with nothing alike in flight: a join that finds no group and its mark as it
+    arrives (two conditional UpdateItems), one as it leaves, the same EC2 calls as without
+    grouping, and no wait."""
     room = classroom([0, 0, 1000])
     root = room.container()
     grouping = root.probe.grouping
     assert grouping is not None
-    table = grouping.meeting.table  # type: ignore[attr-defined]
+    table = grouping.meeting.store
+    assert isinstance(table, TableStore)
     for n in range(4):
         before_calls, before_table = len(room.emu.calls()), table.counts["calls"]
         room.probe(root, f"alone-{n}")
         answer = room.answers[f"alone-{n}"]
         assert answer["status"] == "available" and "group" not in answer
-        assert table.counts["calls"] - before_table == 2
+        assert table.counts["calls"] - before_table == 3
         made = [c.action for c in room.emu.calls()[before_calls:]]
         assert made.count("CreateCapacityReservation") == 3  # A, B: none; C: held
         assert made.count("CancelCapacityReservation") == 1
@@ -371,10 +364,12 @@ def test_a_leader_whose_flags_cannot_be_read_gives_its_group_up(
     answer = room.answers["leader"]
     assert answer["status"] == "error" and answer["error_code"] == "ThrottlingException"
     items = dynamodb().scan(TableName=TABLE, ConsistentRead=True)["Items"]
-    groups = [i for i in items if "total" in i]
-    assert len(groups) == 1, items  # the leader did open one: it arrived in a burst
-    assert groups[0].get("closed", {}).get("BOOL") is True
-    assert not any("gid" in i for i in items)  # no kind of probe names it any more
+    kinds = [i for i in items if "gid" in i]
+    assert len(kinds) == 1, items  # the leader did open one: it arrived in a burst
+    assert kinds[0]["st"]["S"] == "closed"  # nobody joins it any more
+    (ended,) = [i for i in items if i["id"]["S"] == group_item(kinds[0]["gid"]["S"])]
+    # Abandoned, with nothing held to give back.
+    assert ended["st"]["S"] == "abandoned" and ended["swept"]["BOOL"] is True
 
 
 def test_a_member_s_container_never_makes_an_ec2_client(classroom: Any) -> None:
@@ -422,10 +417,11 @@ def test_a_lone_probe_s_arrival_overlaps_its_flags_read(
     root = room.container()
     grouping = root.probe.grouping
     assert grouping is not None
-    table = grouping.meeting.table  # type: ignore[attr-defined]
+    table = grouping.meeting.store
+    assert isinstance(table, TableStore)
     arriving, reading = threading.Event(), threading.Event()
     seen: dict[str, bool] = {}
-    real_arrive, real_read = table.arrive, root.flags.read
+    real_arrive, real_read = table.join, root.flags.read
 
     def arrive(*args: Any, **kwargs: Any) -> Any:
         arriving.set()
@@ -437,13 +433,13 @@ def test_a_lone_probe_s_arrival_overlaps_its_flags_read(
         seen["the arrival was under way"] = arriving.wait(60)
         return real_read(*args, **kwargs)
 
-    monkeypatch.setattr(table, "arrive", arrive)
+    monkeypatch.setattr(table, "join", arrive)
     monkeypatch.setattr(root.flags, "read", read)
     room.probe(root, "alone")
     assert seen == {"the flags were being read": True, "the arrival was under way": True}
     answer = room.answers["alone"]
     assert answer["status"] == "available" and answer["subnet_id"] == SUBNETS[2]
-    assert table.counts["calls"] == 2  # its arrival and its leaving
+    assert table.counts["calls"] == 3  # its join, its mark and its leaving
 
 
 def _any_key() -> str:

@@ -50,6 +50,11 @@ CLIENT_CONFIG = Config(
     max_pool_connections=64,
     user_agent_extra="capacity-broker",
 )
+# The state table is advice (contract v4): a call to it answers within about a second or not
+# at all (a table that hangs must not hold a probe for botocore's 15 s read timeout), and the
+# table's adapters stop asking a table that failed for a while.
+STATE_TABLE_CONFIG = CLIENT_CONFIG.merge(Config(connect_timeout=1, read_timeout=1))
+_CONFIGS = {"dynamodb": STATE_TABLE_CONFIG}
 
 
 class Clients:
@@ -227,7 +232,7 @@ def _make(session: Any, service: str, region: str) -> Any:
     return session.client(
         service,
         region_name=region,
-        config=CLIENT_CONFIG,
+        config=_CONFIGS.get(service, CLIENT_CONFIG),
     )
 
 

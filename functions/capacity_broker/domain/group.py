@@ -1,16 +1,18 @@
 """Grouped probes (contract v3): who leads, how a group forms and splits, and what each
 member's answer is. Pure bookkeeping on times passed in; ``logic.group`` runs it.
 
-**Forming** (``Lobby``). Probes *alike* (``GroupKey``: region, instance type, the subnet list in
-order, platform, tenancy) may be answered together. A probe that arrives while no other probe
-alike is in flight is *alone*: it probes at once, exactly as without grouping (a lone desktop
-is never delayed; probes one after another never group). A probe that arrives while one alike
-is in flight has seen a burst: it opens a group and *leads* it; the group takes
-*members* (later arrivals alike) until none has joined for ``window`` seconds, for at most
-``max_window`` seconds from its opening (a class arriving over a few seconds keeps one group
-growing, as Karpenter batches pods: an idle period and a maximum), or until it holds
-``max_count`` instances; then it closes and the leader answers it. Arrival order in a group
-is the order of joining; the leader is first.
+**Forming** (``closes_now``; the protocol that runs it is ``logic.grouping``). Probes *alike*
+(``GroupKey``: region, instance type, the subnet list in order, platform, tenancy, instance
+count and the request's own tags) may be answered together. A probe that arrives while no
+other probe alike is in flight is *alone*: it probes at once, exactly as without grouping (a
+lone desktop is never delayed; probes one after another never group). A probe that arrives
+while one alike is in flight has seen a burst: it opens a group and *leads* it; the group
+takes *members* (later arrivals alike) until none has joined for ``window`` seconds, for at
+most ``max_window`` seconds from its opening (a class arriving over a few seconds keeps one
+group growing, as Karpenter batches pods: an idle period and a maximum), or until its slots
+are taken; then it closes and the leader answers it. Arrival order in a group is the order of
+the slots its joins took; the leader holds slot 0. Every one of these times is a duration on
+the leader's own clock: no host compares its clock with another's.
 
 **Answering** (``GroupPlan``, the same answer as ``oracle``). The sequential oracle: each
 desktop alone, in arrival order, takes the first subnet in the list with capacity left for its
@@ -56,7 +58,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -64,48 +66,115 @@ from .errors import ErrorClass, Outcome, keeps_earlier
 from .fanout import Tried, retry_pause
 from .outcomes import Kind, attempt_outcome
 
-# Defaults (``config.Settings`` may change them): a group takes members for this long after it
-# opens; at most this many instances (the contract's largest probe).
+# Defaults (``config.Settings`` may change them): a group takes members until none has joined
+# for this long, and for at most the maximum from its opening; at most this many instances
+# (the contract's largest probe) and members (each member's answer is an item of its own, so
+# the size bounds only the leader's answering, never an item).
 WINDOW_SECONDS = 0.25
-# A class whose arrivals spread over several seconds (a slow table, containers starting one
-# after another) made, with 2 s, two or three groups per kind of desktop, each costing the
-# account's bucket its creates and cancel, and the later ones found the bucket spent (a mixed
-# class of 200 answered 67 or 164 in two runs of four); with 4 s, one or two per kind, every
-# desktop answered in four runs of four. The first members wait longer for their leader to ask;
-# a lone probe never waits, and a pair waits only the idle window.
+# A class whose arrivals spread over several seconds made, with 2 s, two or three groups per
+# kind of desktop, each costing the account's bucket its creates and cancel; with 4 s, one or
+# two. The first members wait longer for their leader to ask; a lone probe never waits, and a
+# pair waits only the idle window.
 MAX_WINDOW_SECONDS = 4.0
 MAX_GROUP_COUNT = 1000
-# What a leader that starts late keeps, before its members stop waiting, to give its holds
-# back and publish their answers (a cancel may wait for a create EC2 has not shown yet).
+MAX_MEMBERS = 200
+
+# How often a member looks for its answer: first a little after the window, then each pause a
+# half longer than the last, at most ``LOOK_MOST_SECONDS``. A look is one eventually consistent
+# read of the member's own answer item (half a read unit): about six looks in the first eight
+# seconds, three read units a desktop.
+LOOK_FIRST_SECONDS = 0.5
+LOOK_GROWTH = 1.5
+LOOK_MOST_SECONDS = 2.0
+# How long a member that stops waiting gives a leader that has just published (its answers
+# being written) or another member that is giving the group's holds back (``GroupState``).
+GRACE_SECONDS = 2.0
+# What a leader that starts late keeps, before its members stop waiting, to give its holds back
+# and publish their answers (a cancel may wait for a create EC2 has not shown yet).
 GIVE_BACK_SECONDS = 2.0
 
 
-# How often a member in another container looks for its group's answer: first every
-# ``POLL_FIRST_SECONDS``, each look a half longer after the last, at most ``POLL_MOST_TIMES``
-# the first pause. A leader answers within a second or two of its window; a class of 200
-# members looking every 0.2 s would be a thousand reads a second of the state table for
-# nothing (and took the emulator's CPU).
-POLL_FIRST_SECONDS = 0.2
-POLL_GROWTH = 1.5
-POLL_MOST_TIMES = 5
+class ArrivalState(StrEnum):
+    """Where one probe's arrival stands (glossary: docs/glossary.md)."""
+
+    MARKED = "marked"  # its mark says "a probe alike is in flight" (the next one sees a burst)
+    ALONE = "alone"  # no group for it: it probes at once, as without grouping
+    LEADING = "leading"  # it opened a group: it answers the group when it closes
+    JOINED = "joined"  # it took a slot in a group: it waits for its answer
+    LEFT = "left"  # its mark is gone (it answered)
 
 
-def poll_pause(looks: int, first: float = POLL_FIRST_SECONDS, took: float = 0.0) -> float:
-    """The pause before a member's next look for its group's answer, after ``looks`` looks,
-    the first pause being ``first`` seconds; and never shorter than half what the member's
-    own arrival took (``took`` seconds, two calls to the state table).
+class GroupState(StrEnum):
+    """Where one group stands. POINTED, OPEN and CLOSED are the kind's item's (the group it
+    names); PUBLISHED and ABANDONED are the group's own, written once, by whoever gets there
+    first (the leader answering, or a member that stopped waiting)."""
 
-    A table that answered the arrival slowly is busy, and answers the leader's steps (its
-    close, its leases for EC2, its answers) as slowly, behind the members' looks: in a class
-    of 200 the looks were 1,190 of the table's 1,840 calls, arrivals took 3.5 s, and the
-    members looked every 0.2 to 1 s for 8 s. Looking no more often than every half arrival
-    there cut the looks to about 520 and the class's p99 by 1.5 s. Where the table is quick
-    (a lone desktop's group, a small class) the pauses are as before."""
+    POINTED = "pointed"  # the kind's item names it (its leader's open: it is OPEN at once)
+    OPEN = "open"  # it takes members
+    CLOSED = "closed"  # its leader closed it: it asks EC2 for the slots taken
+    PUBLISHED = "published"  # its leader gave every hold back and answers the members
+    ABANDONED = "abandoned"  # a member stopped waiting: it gives the group's holds back
+
+
+# -- what a group store answers (``logic.grouping.store``) ----------------------------------
+
+
+class StoreDown(Exception):
+    """The store cannot be asked now (it failed a moment ago, or did not answer in time)."""
+
+
+@dataclass(frozen=True)
+class KindItem:
+    """A kind's item as an operation found it."""
+
+    seen: str | None = None  # the stamp of the last arrival alike still in flight
+    group_id: str | None = None  # the group it names
+    state: GroupState | None = None  # that group's: OPEN or CLOSED (None: never pointed)
+    slots: int = 0  # slots that group has taken, its leader's included
+    patience: float = 0.0  # seconds its leader waits for it at most (members need as many)
+
+
+@dataclass(frozen=True)
+class Joined:
+    """A join that took a slot."""
+
+    group_id: str
+    slot: int
+
+
+@dataclass(frozen=True)
+class Ending:
+    """A group's own item: how it ended, and whether its holds are known given back."""
+
+    state: GroupState | None = None  # PUBLISHED, ABANDONED, or None (still going)
+    swept: bool = False
+
+
+def closes_now(
+    open_for: float,
+    idle_for: float,
+    slots: int,
+    *,
+    window: float,
+    max_window: float,
+    max_slots: int,
+) -> bool:
+    """Whether a leader closes its group now: its slots are taken, or nobody has joined for the
+    idle ``window``, or it has been open the ``max_window``. Durations on the leader's own
+    clock (how long the group has been open, how long since its slot count last changed)."""
+    return slots >= max_slots or idle_for >= window or open_for >= max(window, max_window)
+
+
+def max_slots(count: int, max_members: int = MAX_MEMBERS, max_count: int = MAX_GROUP_COUNT) -> int:
+    """The slots of a group of probes for ``count`` instances each (leader included)."""
+    return max(1, min(max_members, max_count // max(1, count)))
+
+
+def look_pause(looks: int) -> float:
+    """The pause before a member's next look for its answer, after ``looks`` looks."""
     if looks < 0:
         raise ValueError(f"looks must be >= 0, got {looks}")
-    if not took >= 0:
-        raise ValueError(f"took must be >= 0, got {took}")
-    return max(first * min(POLL_MOST_TIMES, POLL_GROWTH ** min(looks, 64)), took / 2)
+    return min(LOOK_MOST_SECONDS, LOOK_FIRST_SECONDS * LOOK_GROWTH ** min(looks, 64))
 
 
 def answer_by(moment: float, deadline: float) -> float:
@@ -120,78 +189,42 @@ def gives_up_at(answer_by: float, deadline: float) -> float:
     return answer_by + max(0.0, deadline - answer_by) / 2
 
 
-def members_wait_until(earliest_by: float, closes_at: float) -> float:
-    """The earliest moment any member of a group may give up on it, from what its leader knows:
-    the members' answer-by times and when the group stopped taking members. A member joined at
-    ``t <= closes_at`` with ``answer_by = t + (deadline - t) / 2``, so its ``deadline -
-    answer_by = answer_by - t >= answer_by - closes_at``, and ``gives_up_at`` grows with
-    ``answer_by``: the earliest answer-by gives the bound."""
-    return gives_up_at(earliest_by, earliest_by + max(0.0, earliest_by - closes_at))
-
-
-def asks_until(moment: float, answer_by: float, wait_until: float) -> float:
-    """Until when a group's leader asks EC2, starting at ``moment``: its members' earliest
-    answer-by. A leader that reaches that (nearly) before asking anything (its look-ups
-    outlasted it: a cold container on a busy machine) would answer nobody, and every member
-    would then probe alone, late and each at a lone probe's cost in EC2 calls; they still wait
-    for it until ``wait_until`` (``members_wait_until``). So it may ask into that time, for
-    half of what is left of it: the other half (``GIVE_BACK_SECONDS`` at least) is for giving
-    its holds back and publishing before the first member gives up. Continuous in ``moment``:
-    a leader a moment early is not worse off than one a moment late."""
-    late = min(wait_until - GIVE_BACK_SECONDS, moment + (wait_until - moment) / 2)
+def asks_until(moment: float, answer_by: float, gives_up: float) -> float:
+    """Until when a group's leader asks EC2, starting at ``moment``: its own answer-by. A
+    leader that reaches that before asking anything (its look-ups outlasted it: a cold
+    container on a busy machine) would answer nobody, and every member would then probe
+    alone, late and each at a lone probe's cost in EC2 calls; they still wait for it until
+    they give up, no sooner than the leader itself would (``gives_up``, on its own clock: a
+    member joins only a group whose leader waits no longer than it does). So it may ask into
+    that time, for half of what is left of it: the other half (``GIVE_BACK_SECONDS`` at
+    least) is for giving its holds back and publishing. Continuous in ``moment``."""
+    late = min(gives_up - GIVE_BACK_SECONDS, moment + (gives_up - moment) / 2)
     return max(answer_by, late)
 
 
 @dataclass(frozen=True)
 class GroupKey:
-    """What probes must share to be answered together."""
+    """What probes must share to be answered together: one instance count (each member's share
+    of a hold is then the same, and no member's count need be written anywhere) and the
+    request's own tags (a grouped hold carries them, so a tag policy sees it as a lone one)."""
 
     region: str
     instance_type: str
     subnet_ids: tuple[str, ...]
     platform: str
     tenancy: str
+    count: int = 1
+    tags: tuple[tuple[str, str], ...] = ()
+
+    @staticmethod
+    def tags_of(tags: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((tags or {}).items()))
 
 
-class Role(StrEnum):
-    ALONE = "alone"  # no burst seen: probe at once, as without grouping
-    LEADER = "leader"  # opened a group: answers it when the window closes
-    MEMBER = "member"  # joined a group: waits for its answer
-
-
-@dataclass
-class Forming:
-    """A group taking members."""
-
-    group_id: str
-    key: GroupKey
-    closes_at: float  # the latest it takes members (its opening + the maximum window)
-    counts: list[int] = field(default_factory=list)  # per member, in arrival order
-    closed: bool = False
-    last_join: float = float("-inf")  # when its last member joined (the leader: opening)
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts)
-
-    def closing_at(self, idle: float) -> float:
-        """When the leader closes it: ``idle`` seconds after the last member joined, never
-        after ``closes_at``."""
-        return min(self.closes_at, self.last_join + idle)
-
-
-@dataclass(frozen=True)
-class Arrival:
-    role: Role
-    group: Forming | None = None
-    # In the group's arrival order (leader: 0); None: not known to this member (in the state
-    # table a member finds its answer by its arrival's stamp, and the leader orders them).
-    position: int | None = 0
-
-
-def group_id(leader_request_id: str, key: GroupKey, moment: float) -> str:
-    """A group's id: a request id of its own (the reservations' request-id tag and the seed of
-    their ClientTokens), derived from its leader's request, what it probes and when it opened."""
+def group_id(leader_request_id: str, key: GroupKey, nonce: str) -> str:
+    """A group's id: a request id of its own (the reservations' request-id and group-id tags,
+    the seed of their ClientTokens), derived from its leader's request, what it probes and the
+    leader's arrival stamp (unique per arrival, so a retried request opens another group)."""
     canonical = json.dumps(
         [
             leader_request_id,
@@ -200,59 +233,13 @@ def group_id(leader_request_id: str, key: GroupKey, moment: float) -> str:
             list(key.subnet_ids),
             key.platform,
             key.tenancy,
-            round(moment, 6),
+            key.count,
+            [list(t) for t in key.tags],
+            nonce,
         ],
         ensure_ascii=True,
     )
     return "group-" + hashlib.sha256(canonical.encode("ascii")).hexdigest()[:32]
-
-
-class Lobby:
-    """Where probes alike meet. One per root (in memory); ``arrive`` is the whole decision, the
-    caller keeps it consistent (a lock)."""
-
-    def __init__(
-        self,
-        *,
-        window: float = WINDOW_SECONDS,
-        max_window: float = MAX_WINDOW_SECONDS,
-        max_count: int = MAX_GROUP_COUNT,
-    ) -> None:
-        self.window = window
-        self.max_window = max(window, max_window)
-        self.max_count = max_count
-        self.forming: dict[GroupKey, Forming] = {}
-
-    def arrive(
-        self, key: GroupKey, count: int, request_id: str, moment: float, *, burst: bool
-    ) -> Arrival:
-        """``burst``: another probe alike is in flight now (answered neither alone nor by a
-        group yet). Without one, the probe is alone: never delayed."""
-        open_ = self.forming.get(key)
-        if (
-            open_ is not None
-            and not open_.closed
-            and moment < open_.closing_at(self.window)
-            and open_.total + count <= self.max_count
-        ):
-            open_.counts.append(count)
-            open_.last_join = moment
-            return Arrival(Role.MEMBER, open_, len(open_.counts) - 1)
-        if not burst or count >= self.max_count:
-            return Arrival(Role.ALONE)
-        forming = Forming(
-            group_id(request_id, key, moment), key, moment + self.max_window, last_join=moment
-        )
-        forming.counts.append(count)
-        self.forming[key] = forming
-        return Arrival(Role.LEADER, forming, 0)
-
-    def close(self, group: Forming) -> tuple[int, ...]:
-        """The leader starts: no one joins any more. The members' counts, in arrival order."""
-        group.closed = True
-        if self.forming.get(group.key) is group:
-            del self.forming[group.key]
-        return tuple(group.counts)
 
 
 # -- answering ---------------------------------------------------------------------------

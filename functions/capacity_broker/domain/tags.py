@@ -22,6 +22,9 @@ TAG_SUBNET_ID = "capacity-broker:subnet-id"
 # A hold's request identity (``tokens.identity_digest``): without a state table, how a later
 # ask under the same request id knows whether it is the same request.
 TAG_REQUEST_DIGEST = "capacity-broker:request-digest"
+# A grouped probe's holds: the group's id, so every member can find them by this exact tag
+# (a member that stops waiting gives back whatever its group still holds).
+TAG_GROUP_ID = "capacity-broker:group-id"
 TAG_NAME = "Name"
 
 OWNERSHIP_KEYS = frozenset(
@@ -33,6 +36,7 @@ OWNERSHIP_KEYS = frozenset(
         TAG_STACK_NAME,
         TAG_SUBNET_ID,
         TAG_REQUEST_DIGEST,
+        TAG_GROUP_ID,
         TAG_NAME,
     }
 )
@@ -108,6 +112,7 @@ def ownership_tags(
     stack_name: str | None = None,
     extra: Mapping[str, str] | None = None,
     request_digest: str | None = None,
+    group_id: str | None = None,
 ) -> dict[str, str]:
     """Every tag a new reservation gets: the request's own ``extra`` tags plus ownership.
 
@@ -137,6 +142,8 @@ def ownership_tags(
         tags[TAG_STACK_NAME] = stack_name
     if request_digest:
         tags[TAG_REQUEST_DIGEST] = request_digest
+    if group_id:
+        tags[TAG_GROUP_ID] = group_id
     tags[TAG_NAME] = name_tag(purpose, request_id)
     for key, value in tags.items():
         if not 1 <= len(key) <= MAX_KEY_LENGTH:

@@ -26,14 +26,21 @@ from ..adapters.ssm import Flags, FlagValues
 from ..domain.errors import Outcome
 from ..domain.failures import BrokerFailure
 from ..domain.fanout import DecisionKind
-from ..domain.group import GroupKey, Role, Verdict, answer_by
+from ..domain.group import (
+    ArrivalState,
+    GroupKey,
+    Verdict,
+    answer_by,
+    asks_until,
+    gives_up_at,
+)
 from ..domain.tags import Purpose
 from ..models import Attempt, ProbeRequest, ProbeResponse
 from ..models.probe import ProbeGroup
 from . import InvalidInput, placement
 from .attempts import Attempts, Place, Ran, Spending
 from .failures import failed, step
-from .group import Coalescer, Grouped, Seat, Target
+from .grouping import Coalescer, Grouped, Seat, Target
 from .memory import CapacityMemory, Recall
 from .reservations import HoldSpec, ReservationCore
 
@@ -136,14 +143,18 @@ class Prober:
             tuple(request.subnet_ids),
             request.platform or f"image:{request.image_id}",
             request.tenancy,
+            request.instance_count,
+            GroupKey.tags_of(request.tags),
         )
         now = self.monotonic()
         by = answer_by(now, deadline)
+        # How long this probe would wait for a group at most (a duration: a member joins only
+        # a group whose leader waits no longer, whatever the hosts' clocks say).
+        patience = gives_up_at(by, deadline) - now
         arriving = self.grouping.arrive_soon(
             key,
-            request.instance_count,
             request_id,
-            by,
+            patience,
             then=lambda seat: self._prepare_unless_member(seat, remembering),
         )
         try:
@@ -157,7 +168,7 @@ class Prober:
         read starts and its EC2 client is made at once, beside the flags' read
         (``Root.first_clients``: a cold container does not make it for a member, which never
         asks EC2). A member that ends up probing alone starts its read then."""
-        if seat.role is not Role.MEMBER:
+        if seat.state is not ArrivalState.JOINED:
             remembering.start()
             self.ec2.warm()
 
@@ -167,9 +178,7 @@ class Prober:
         probe alone at once instead of waiting for it."""
         if arriving is None or self.grouping is None or arriving[0].exception() is not None:
             return
-        seat = arriving[0].result()
-        if seat.role is Role.LEADER:
-            self.grouping.abandon(seat)
+        self.grouping.give_up(arriving[0].result())
 
     def _unflagged(self, asked: Asking) -> ProbeResponse | None:
         """The answer when the flags stop the probe (they cannot be read, or say that no
@@ -210,23 +219,27 @@ class Prober:
         seat, by = arriving[0].result(), arriving[1]
         grouped: Grouped | None = None
         known: placement.Placement | None = None  # a leader's look-up, not made twice
-        if seat.role is Role.MEMBER:
-            grouped = self.grouping.wait(seat, by, deadline, request.subnet_ids)
-        elif seat.role is Role.LEADER:
+        if seat.state is ArrivalState.JOINED:
+            give_up = gives_up_at(by, deadline)
+            grouped = self.grouping.wait(seat, give_up, deadline, request.subnet_ids)
+        elif seat.state is ArrivalState.LEADING:
             try:
                 place = self._place(request, deadline)
             except BaseException:
-                self.grouping.abandon(seat)  # its members probe alone, at once
+                self.grouping.give_up(seat)  # its members probe alone, at once
                 raise
             if not isinstance(place, placement.Placement):
-                self.grouping.abandon(seat)
+                self.grouping.give_up(seat)
                 return ProbeResponse(**place, **base), stats
-            target = Target(place.subnets, request.instance_type, place.platform, place.tenancy)
-            grouped = self.grouping.lead(seat, target, deadline, asked.hard_deadline)
+            target = Target(
+                place.subnets, request.instance_type, place.platform, place.tenancy, request.tags
+            )
+            asks = asks_until(self.monotonic(), by, gives_up_at(by, deadline))
+            grouped = self.grouping.lead(seat, target, min(deadline, asks), asked.hard_deadline)
             known = place
         if grouped is not None and grouped.answer.verdict is not Verdict.ALONE:
             stats.grouped = True
-            if seat.role is Role.LEADER:
+            if seat.state is ArrivalState.LEADING:
                 stats.led_group_of = grouped.size
             return _grouped_answer(base, request, grouped), stats
         return self._alone(asked, known)

@@ -113,6 +113,8 @@ class HoldSpec:
     # The request's identity (``domain.tokens.identity_digest``), tagged on a hold: an
     # earlier invocation's hold is taken over only when it was made for the same request.
     request_digest: str | None = None
+    # A grouped probe's hold: its group's id, tagged so every member can find it.
+    group_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,7 @@ class ReservationCore:
             stack_name=spec.stack_name,
             extra=spec.extra_tags,
             request_digest=spec.request_digest,
+            group_id=spec.group_id,
         )
 
     def hold(

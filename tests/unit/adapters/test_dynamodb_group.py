@@ -1,25 +1,32 @@
-"""The grouped probes' items in the state table (``adapters.dynamodb_group``): a member's answer
-goes through the table and back unchanged, and whatever the shared table holds that is not a
-sound answer is dropped (the member then probes alone), never believed."""
+"""The grouped probes' answers (``logic.grouping.answers``) and items in the state table
+(``adapters.dynamodb_group``): a member's answer goes through the table and back unchanged,
+and whatever the shared table holds that is not a sound answer is dropped (the member then
+probes alone), never believed."""
 
 from __future__ import annotations
 
 import json
-import math
 
 from capacity_broker.adapters.dynamodb_group import (
     PREFIX,
+    _kind,
     answer_item,
-    decode_answer,
-    decode_subnets,
-    encode_answer,
-    encode_subnets,
     group_item,
-    key_id,
+    kind_item,
 )
 from capacity_broker.adapters.ec2 import Subnet
 from capacity_broker.domain.errors import Outcome
-from capacity_broker.domain.group import GroupKey, MemberAnswer, Seen, Verdict
+from capacity_broker.domain.group import GroupKey, GroupState, MemberAnswer, Seen, Verdict
+from capacity_broker.logic.grouping.answers import (
+    ALONE,
+    decode,
+    decode_answer,
+    decode_subnets,
+    encode,
+    encode_answer,
+    encode_subnets,
+)
+from capacity_broker.logic.grouping.meeting import kind_id
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -110,12 +117,12 @@ def test_what_is_not_a_sound_answer_is_dropped() -> None:
 
 def test_every_item_is_under_the_groups_own_prefix() -> None:
     key = GroupKey("us-east-1", "g6.xlarge", ("subnet-*", "subnet-?"), "Linux/UNIX", "default")
-    for item in (key_id(key), group_item("group-abc"), answer_item("group-abc", "0" * 32)):
+    for item in (kind_item(kind_id(key)), group_item("group-abc"), answer_item("group-abc", 3)):
         assert item.startswith(PREFIX)
     # The caller's values are digested: no subnet id (nor a pattern in one) is in the id.
-    assert "subnet" not in key_id(key) and "*" not in key_id(key)
+    assert "subnet" not in kind_id(key) and "*" not in kind_id(key)
     other = GroupKey("us-east-1", "g6.xlarge", ("subnet-?", "subnet-*"), "Linux/UNIX", "default")
-    assert key_id(key) != key_id(other)  # the order of the subnets is part of the kind
+    assert kind_id(key) != kind_id(other)  # the order of the subnets is part of the kind
 
 
 PLACES = [
@@ -152,35 +159,35 @@ def test_answers_that_claim_what_no_hold_confirmed_are_dropped() -> None:
     assert decode_answer(forged(seen=nowhere), SUBNETS) is None  # won, nothing available there
 
 
-def test_a_pointer_whose_leader_count_is_not_one_names_no_group() -> None:
-    """The kind's item is read from a shared table: a leader's count that is not a whole
-    number of at least one (or not a finite number at all) makes it name no group, so the
-    arrival opens one of its own instead of joining on a made-up count."""
-    from capacity_broker.adapters.dynamodb_group import _lobby
+def test_a_published_answer_is_read_back_only_for_the_member_s_own_subnets() -> None:
+    text = encode(WON, 5, PLACES + PLACES[:2])
+    wrong = decode(encode(WON, 5, PLACES), IDS)
+    assert wrong.answer is None  # won at subnet 2 of a member with two
+    found = decode(encode(WON, 5, [*PLACES, PLACES[0]]), [*IDS, IDS[0]])
+    assert found.answer == WON and found.size == 5
+    assert decode(text, IDS).answer is None
+    assert decode(ALONE, IDS).answer is None  # the leader could not answer it
+    for size in (0, 1, 201, True, "5", 2.5):
+        data = json.loads(encode(WON, 5, [*PLACES, PLACES[0]]))
+        data["n"] = size
+        assert decode(json.dumps(data), [*IDS, IDS[0]]).answer is None, size
+    assert decode("[" * 20_000, IDS).answer is None
 
-    gid = "group-" + "0" * 32
-    pointer = {"gid": {"S": gid}, "closes": {"N": "100"}}
-    assert _lobby({**pointer, "lead": {"N": "3"}}).leader_count == 3
-    assert _lobby(pointer).group_id == gid  # (a pointer written before the count was kept)
-    for broken in ("0", "1.5", "-2", "1e400", "NaN", "x"):
-        found = _lobby({**pointer, "lead": {"N": broken}})
-        assert found.group_id is None and found.leader_count == 1, broken
 
-
-def test_a_pointer_to_an_older_version_s_group_is_not_joined_but_replaced() -> None:
-    """A pointer without this version's format names a group an older version opened: its
-    members are written so that this version's leader cannot read them, nor the older
-    leader this version's. The arrival does not join it (no time left to join: ``closes``
-    is behind it) but knows its id, so its own group replaces it."""
-    from capacity_broker.adapters.dynamodb_group import FORMAT, _lobby
-
-    gid = "group-" + "0" * 32
-    pointer = {"gid": {"S": gid}, "closes": {"N": "100"}, "lead": {"N": "1"}}
-    assert _lobby({**pointer, "format": {"S": FORMAT}}).closes == 100.0
-    for older in (
-        pointer,
-        {**pointer, "format": {"S": "lists"}},
-        {**pointer, "format": {"N": "3"}},
-    ):
-        found = _lobby(older)
-        assert found.group_id == gid and found.closes == -math.inf
+def test_a_kind_s_item_is_read_as_a_shared_table_may_hold_it() -> None:
+    """The kind's item is read from a shared table: a count or a patience that is not a finite
+    number is taken as no slot and endless patience (nobody joins on a made-up number), and a
+    state that is not one of the protocol's is none."""
+    sound = {"gid": {"S": "group-" + "0" * 32}, "st": {"S": "open"}, "n": {"N": "3"}}
+    found = _kind({**sound, "p": {"N": "12.5"}, "seen": {"S": "abc"}})
+    assert (found.state, found.slots, found.patience, found.seen) == (
+        GroupState.OPEN,
+        3,
+        12.5,
+        "abc",
+    )
+    for broken in ("NaN", "1e400", "x", "-2"):
+        odd = _kind({**sound, "n": {"N": broken}, "p": {"N": broken}})
+        assert odd.slots == 0 and odd.patience == float("inf"), broken
+    assert _kind({**sound, "st": {"S": "winning"}}).state is None
+    assert _kind({**sound, "st": {"N": "1"}}).state is None

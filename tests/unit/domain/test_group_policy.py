@@ -12,22 +12,28 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from capacity_broker.domain.errors import ErrorClass, Outcome
 from capacity_broker.domain.group import (
+    GIVE_BACK_SECONDS,
+    MAX_GROUP_COUNT,
+    MAX_MEMBERS,
     Ask,
     GroupKey,
     GroupPlan,
-    Lobby,
     MemberAnswer,
-    Role,
     Said,
     Verdict,
+    answer_by,
+    asks_until,
+    closes_now,
+    gives_up_at,
     held,
+    look_pause,
+    max_slots,
     oracle,
-    poll_pause,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -211,56 +217,38 @@ def test_a_single_members_quota_error_while_the_group_holds_is_probed_alone() ->
     assert [a.verdict for a in answers] == [Verdict.WON, Verdict.ALONE]
 
 
-def test_a_lone_probe_is_never_grouped_and_a_burst_opens_a_group() -> None:
-    lobby = Lobby(window=0.25)
-    # Nothing alike in flight: alone, however close in time to the last.
-    assert lobby.arrive(KEY, 1, "r1", 0.0, burst=False).role is Role.ALONE
-    assert lobby.arrive(KEY, 1, "r2", 0.01, burst=False).role is Role.ALONE
-    # One alike in flight: a burst; it leads.
-    lead = lobby.arrive(KEY, 1, "r3", 10.5, burst=True)
-    assert lead.role is Role.LEADER and lead.group is not None
-    joined = [lobby.arrive(KEY, 2, f"m{i}", 10.6, burst=True) for i in range(3)]
-    assert [j.role for j in joined] == [Role.MEMBER] * 3
-    assert [j.position for j in joined] == [1, 2, 3]
-    # Another subnet order is another group (its own burst only).
-    other = GroupKey(KEY.region, KEY.instance_type, KEY.subnet_ids[::-1], KEY.platform, KEY.tenancy)
-    assert lobby.arrive(other, 1, "o", 10.6, burst=False).role is Role.ALONE
-    assert lobby.close(lead.group) == (1, 2, 2, 2)
-    # Closed: the next arrival in the burst leads a new group.
-    again = lobby.arrive(KEY, 1, "r4", 10.7, burst=True)
-    assert again.role is Role.LEADER and again.group is not lead.group
-    assert again.group is not None and again.group.group_id != lead.group.group_id
-    # Past that group's window (10.95), still in the burst: a new group.
-    late = lobby.arrive(KEY, 1, "r5", 11.0, burst=True)
-    assert late.role is Role.LEADER and late.group is not again.group
-
-
-def test_a_group_never_exceeds_its_count() -> None:
-    lobby = Lobby(window=1.0, max_count=5)
-    lead = lobby.arrive(KEY, 3, "b", 0.1, burst=True)
-    assert lead.role is Role.LEADER
-    assert lobby.arrive(KEY, 2, "c", 0.2, burst=True).role is Role.MEMBER
-    assert lobby.arrive(KEY, 1, "d", 0.3, burst=True).role is not Role.MEMBER
-
-
-def test_a_class_arriving_over_seconds_keeps_one_group_growing_up_to_the_maximum() -> None:
+def test_a_group_closes_when_idle_full_or_at_its_longest() -> None:
     """A group takes members until none has joined for the window, at most the maximum window
-    from its opening (an idle period and a maximum, as Karpenter batches pods)."""
-    lobby = Lobby(window=0.25, max_window=2.0)
-    lead = lobby.arrive(KEY, 1, "lead", 0.0, burst=True)
-    assert lead.role is Role.LEADER and lead.group is not None
-    # One every 0.2 s: each within the window of the last, past the first window (0.25).
-    roles = [lobby.arrive(KEY, 1, f"m{i}", 0.2 * (i + 1), burst=True).role for i in range(9)]
-    assert roles == [Role.MEMBER] * 9
-    assert lead.group.closing_at(0.25) == 2.0  # min(0.0 + 2.0, 1.8 + 0.25)
-    late = lobby.arrive(KEY, 1, "late", 2.0, burst=True)  # the maximum: a new group
-    assert late.role is Role.LEADER and late.group is not lead.group
-    # A pause longer than the window closes a group however young it is.
-    quiet = Lobby(window=0.25, max_window=2.0)
-    first = quiet.arrive(KEY, 1, "q0", 0.0, burst=True)
-    assert quiet.arrive(KEY, 1, "q1", 0.2, burst=True).role is Role.MEMBER
-    after = quiet.arrive(KEY, 1, "q2", 0.5, burst=True)  # 0.3 s after the last join
-    assert after.role is Role.LEADER and after.group is not first.group
+    from its opening (an idle period and a maximum, as Karpenter batches pods), or until its
+    slots are taken; durations on the leader's own clock."""
+    rule = {"window": 0.25, "max_window": 2.0, "max_slots": 10}
+    assert not closes_now(0.1, 0.1, 3, **rule)
+    assert closes_now(0.3, 0.25, 3, **rule)  # nobody joined for the window
+    assert not closes_now(1.9, 0.2, 9, **rule)  # a class arriving steadily keeps it open
+    assert closes_now(2.0, 0.0, 9, **rule)  # ... for the maximum at most
+    assert closes_now(0.0, 0.0, 10, **rule)  # its slots are taken
+    # A maximum shorter than the window is the window.
+    assert not closes_now(0.5, 0.0, 1, window=1.0, max_window=0.1, max_slots=10)
+
+
+def test_a_group_never_holds_more_than_its_count_or_members() -> None:
+    assert max_slots(1) == MAX_MEMBERS
+    assert max_slots(4) == MAX_MEMBERS  # 800 instances: the members bound it
+    assert max_slots(8) == MAX_GROUP_COUNT // 8
+    assert max_slots(MAX_GROUP_COUNT) == 1  # as large as a group may hold: always alone
+    assert max_slots(3, max_members=2) == 2
+
+
+def test_probes_alike_are_only_those_of_one_count_and_the_same_tags() -> None:
+    from capacity_broker.logic.grouping.meeting import kind_id
+
+    base = kind_id(KEY)
+    assert kind_id(GroupKey(*KEY.__dict__.values())) == base
+    assert kind_id(replace(KEY, count=2)) != base
+    assert kind_id(replace(KEY, tags=GroupKey.tags_of({"team": "a"}))) != base
+    assert GroupKey.tags_of({"b": "1", "a": "2"}) == (("a", "2"), ("b", "1"))
+    # The caller's values are digested, never part of a pattern or a key in the clear.
+    assert "subnet-a" not in base and base.startswith("us-east-1#")
 
 
 def test_members_the_group_never_reached_in_its_time_probe_alone() -> None:
@@ -279,35 +267,35 @@ def test_members_the_group_never_reached_in_its_time_probe_alone() -> None:
 
 
 @given(
-    opened=st.floats(0, 100),
-    joins=st.lists(st.tuples(st.floats(0, 1), st.floats(1, 900)), min_size=1, max_size=30),
-    window=st.floats(0.01, 5),
+    leader_budget=st.floats(0.5, 900),
+    later=st.floats(0, 10),
+    member_budget=st.floats(0.5, 900),
+    skew=st.floats(-60, 60),
 )
-def test_no_member_gives_up_before_members_wait_until(
-    opened: float, joins: list[tuple[float, float]], window: float
+def test_a_member_that_may_join_gives_up_no_sooner_than_its_leader(
+    leader_budget: float, later: float, member_budget: float, skew: float
 ) -> None:
-    """What a leader computes from the members' answer-by times and the group's closing is a
-    bound: no member (joined before the group closed, with any budget) gives up before it."""
-    from capacity_broker.domain.group import answer_by, gives_up_at, members_wait_until
+    """Patience is a duration: a member joins only a group whose leader's patience (read on the
+    leader's clock at its opening) is at most its own (read on its own clock at its arrival).
+    It arrived later, so it gives up no sooner than the leader in real time, whatever the
+    difference between the two hosts' clocks (``skew``)."""
 
-    closes = opened + window
-    members = []
-    for at, budget in joins:
-        moment = opened + at * window  # joined while the group took members
-        deadline = moment + budget
-        members.append(
-            (answer_by(moment, deadline), gives_up_at(answer_by(moment, deadline), deadline))
-        )
-    bound = members_wait_until(min(by for by, _ in members), closes)
-    assert all(give_up >= bound - 1e-9 for _, give_up in members)
+    def patience(moment: float, budget: float) -> float:
+        return gives_up_at(answer_by(moment, moment + budget), moment + budget) - moment
+
+    leader_at = 1000.0  # real time
+    leader = patience(leader_at, leader_budget)  # on the leader's clock: no skew in a duration
+    member_at = leader_at + later
+    member = patience(member_at + skew, member_budget)
+    if leader <= member:  # the join's condition
+        assert member_at + member >= leader_at + leader - 1e-9
 
 
-def test_a_leader_asks_until_its_members_answer_by_or_into_their_patience_when_late() -> None:
-    """On time, until the earliest answer-by; late (its look-ups outlasted it), into the time
-    its members still wait, keeping half of that (2 s at least) to give back and publish; and
-    continuous: a leader a moment early is not worse off than one a moment late."""
-    from capacity_broker.domain.group import GIVE_BACK_SECONDS, asks_until
-
+def test_a_leader_asks_until_its_answer_by_or_into_its_patience_when_late() -> None:
+    """On time, until its answer-by; late (its look-ups outlasted it), into the time its
+    members still wait (no less than its own patience), keeping half of that (2 s at least) to
+    give back and publish; and continuous: a leader a moment early is not worse off than one a
+    moment late."""
     by, until = 15.0, 21.5
     assert asks_until(0.0, by, until) == by
     assert asks_until(15.0, by, until) == 18.25  # half of the 6.5 s left
@@ -319,29 +307,16 @@ def test_a_leader_asks_until_its_members_answer_by_or_into_their_patience_when_l
 
 
 def test_a_member_looks_for_its_answer_less_often_as_it_waits() -> None:
-    pauses = [poll_pause(n) for n in range(12)]
-    assert pauses[0] == pytest.approx(0.2)
-    assert pauses == sorted(pauses) and pauses[-1] == pytest.approx(1.0)
-    # 15 s of waiting: 20 looks instead of 75 at a fixed 0.2 s.
-    looks, waited = 0, 0.0
-    while waited < 15:
-        waited += poll_pause(looks)
+    """About six looks in the first eight seconds (half a read unit each: eventually
+    consistent reads of its own small item), growing to one every two seconds."""
+    pauses = [look_pause(n) for n in range(12)]
+    assert pauses[0] == pytest.approx(0.5)
+    assert pauses == sorted(pauses) and pauses[-1] == pytest.approx(2.0)
+    looks, waited = 1, 0.0
+    while waited + look_pause(looks - 1) <= 8:
+        waited += look_pause(looks - 1)
         looks += 1
-    assert looks <= 20
-    assert poll_pause(10**6) == pytest.approx(1.0)
+    assert looks <= 7
+    assert look_pause(10**6) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="looks must be >= 0"):
-        poll_pause(-1)
-
-
-def test_a_member_whose_arrival_was_slow_looks_no_more_often_than_every_half_arrival() -> None:
-    """A busy table (its arrival took 3 s: two calls) answers every look as slowly, and the
-    leader's own steps wait behind them: the member pauses at least 1.5 s between looks. A
-    quick arrival changes nothing."""
-    assert [poll_pause(n, 0.2, took=3.0) for n in range(6)] == [1.5] * 6
-    assert [poll_pause(n, 0.2, took=0.05) for n in range(12)] == [
-        poll_pause(n, 0.2) for n in range(12)
-    ]
-    assert poll_pause(3, 0.2, took=1.0) == pytest.approx(0.675)  # the growth is longer by then
-    for took in (-0.1, math.nan):
-        with pytest.raises(ValueError, match="took must be >= 0"):
-            poll_pause(0, 0.2, took=took)
+        look_pause(-1)
