@@ -1,6 +1,7 @@
 """A class of containers pacing EC2 alone (each root its own pacer, no group between them):
 EC2 throttles some of their calls, which is never an answer, and a container EC2 throttled
-refills its buckets at EC2's published rate at most (``throttle.AdaptiveBucket.throttled``).
+drops its bucket's tokens and paces at EC2's published rate at most
+(``throttle.AdaptiveBucket.throttled``).
 
 Everything runs on the emulator's clock (``EmulatedTime``): EC2's buckets refill by it at
 their published sizes (mutating 50, 5 a second), and every pacer's waits read and move it.
@@ -89,8 +90,8 @@ def test_a_class_paced_alone_is_throttled_never_answered_wrong_and_slows_down(
     burst: Any,
 ) -> None:
     """Each container starts with EC2's whole burst, so the class is throttled (and still
-    answered right: throttling is not an answer); every container EC2 throttled then refills
-    at the create's published 5 a second at most, not at a rate of its own."""
+    answered right: throttling is not an answer); every container EC2 throttled then paces its
+    creates at the published 5 a second at most, not from a burst of its own."""
     emu = burst.emu
     emu.clear_calls()
     roots = [container(burst) for _ in range(CONTAINERS)]

@@ -284,8 +284,10 @@ def test_a_throttle_never_raises_the_rate_and_the_rate_stays_bounded(events, ref
             if kind == "throttle":
                 b.throttled(ticket, clock.now)
                 assert b.rate <= before
-                # The account's bucket is spent: none left here, refilled at most as EC2's is.
-                assert b.tokens == 0 and b.rate <= b.start
+                # The account's bucket is spent: no token left here, and the next one comes
+                # no sooner than EC2's published refill brings one.
+                assert b.tokens <= 0
+                assert (1 - b.tokens) / b.rate >= 1 / b.start - 1e-9
             else:
                 b.answered(ticket, clock.now)  # answered here: growth is allowed
                 assert b.rate >= before
@@ -315,12 +317,13 @@ def test_a_throttle_empties_the_bucket_and_the_next_call_waits_a_tokens_time() -
 
 
 @pytest.mark.parametrize("probe", [True, False], ids=["probe", "paced call"])
-def test_a_throttle_brings_a_rate_its_probes_had_climbed_to_back_to_the_published_one(
+def test_after_a_throttle_the_next_token_comes_at_the_published_rate_whatever_the_pace(
     probe: bool,
 ) -> None:
     # Answered probes doubled the pace to 40 a second (8x the published 5); then EC2 throttles
-    # a call: the account's bucket, now empty, refills at 5 a second for everyone, so this
-    # container's next token comes a fifth of a second later, not a fortieth.
+    # a call: the account's bucket is empty, and refills at 5 a second for everyone, so this
+    # container's next call waits a fifth of a second, not a fortieth. Then it goes on at the
+    # pace EC2 showed it (the probes' evidence of a raised bucket is kept).
     b, clock = bucket()
     now = 0.0
     for _ in range(3):
@@ -335,9 +338,13 @@ def test_a_throttle_brings_a_rate_its_probes_had_climbed_to_back_to_the_publishe
         assert not ticket.probe
     now = clock.now
     b.throttled(ticket, now)
-    assert (b.tokens, b.rate) == (0, 5)
+    assert b.tokens <= 0
+    pace = b.rate
+    assert pace == (40 if probe else 28)  # a throttled probe keeps the pace; a paced call cuts
     b.acquire()
     assert clock.now == pytest.approx(now + 0.2, abs=2e-3)  # (one wait, and a float's step)
+    b.acquire()
+    assert clock.now == pytest.approx(now + 0.2 + 1 / pace, abs=2e-3)
 
 
 # -- growth on evidence --------------------------------------------------------------------------
