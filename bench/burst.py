@@ -12,11 +12,12 @@ AZs empty, so the right answer is always the third subnet; capacity is plentiful
 
 Two classes: one instance type for everyone (what grouping can merge, when the code has it:
 ``BROKER_PROBE_GROUPING``), and the same class over several types (no grouping possible). Each
-with the state table (every container's pacer on the shared EC2 budget) and, for comparison,
-without (each pacer alone: what issue 23 measured). Then a lone probe, with the table and the
-budget, with the table and no budget, as deployed when issue 23 was filed (the table for the
-capacity memory only) and without the table, several times: what the shared budget and
-grouping cost one desktop when there is no burst.
+in the deployment's default (the state table, grouping on, every container's pacer alone: the
+shared EC2 budget that once leased their tokens from the table is gone, docs/performance.md)
+and, for comparison, without the table (no grouping: what issue 23 measured). Then a lone
+probe in the default, as deployed when issue 23 was filed (the table for the capacity memory
+only, no grouping) and without the table, several times: what grouping and the table cost one
+desktop when there is no burst.
 
 What a run reports, from the answers and from the emulator's call log: wrong answers (an
 ``available`` answer that is not the third subnet), answers not ``available``, EC2 calls and
@@ -149,12 +150,6 @@ def worker(spec: dict[str, Any]) -> None:
         thread.join()
     for root in roots:
         root.close(timeout=2)
-    budget = {}
-    for root in roots:
-        shared = root.adapters.budget
-        if shared is not None:
-            for k, v in shared.counts.items():
-                budget[k] = budget.get(k, 0) + v
     print(
         json.dumps(
             {
@@ -162,7 +157,6 @@ def worker(spec: dict[str, Any]) -> None:
                 "cpu_s": time.process_time() - started_cpu,
                 "class_cpu_s": time.process_time() - ready_cpu,
                 "maxrss_mb": _maxrss_mb(),
-                "budget": budget,
             }
         ),
         flush=True,
@@ -273,12 +267,10 @@ def run_class(
     table: bool,
     grouping: bool,
     processes: int,
-    budget: bool = True,
     snapshot: bool = False,
 ) -> dict[str, Any]:
     """One class of ``n`` desktops, all at once; what it measured. With ``table``, the state
-    table is the containers' (their capacity memory) and, with ``budget``, their shared EC2
-    budget too."""
+    table is the containers' (their capacity memory and, with ``grouping``, their meeting)."""
     _fresh_world(served, table)
     env = {
         **os.environ,
@@ -291,7 +283,6 @@ def run_class(
     }
     if table:
         env["BROKER_STATE_TABLE"] = TABLE
-        env["BROKER_SHARED_EC2_BUDGET"] = "true" if budget else "false"
     else:
         env.pop("BROKER_STATE_TABLE", None)
     probes = [
@@ -348,7 +339,6 @@ def run_class(
                     "answers": [{**lost, "code": "WorkerLost", "group": None}] * len(share),
                     "cpu_s": 0.0,
                     "maxrss_mb": 0.0,
-                    "budget": {},
                 }
             )
     wall = time.time() - wall_start
@@ -391,9 +381,8 @@ def _measure(
         "emulator_cpu_s": emulator_cpu,
         "worker_maxrss_mb": max(r["maxrss_mb"] for r in reports),
         "processes": len(reports),
-        "budget": _sum_counts(r.get("budget", {}) for r in reports),
-        # The state table's calls by action (the budget's leases, the groups' meetings, the
-        # capacity memory): what a class costs DynamoDB, and the containers' CPU.
+        # The state table's calls by action (the groups' meetings, the capacity memory): what
+        # a class costs DynamoDB, and the containers' CPU.
         "table_calls": _tally(c.get("action") for c in served.table_emu.calls(service="dynamodb")),
     }
 
@@ -435,14 +424,6 @@ def _tally(values: Any) -> dict[str, int]:
     return out
 
 
-def _sum_counts(counts: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for c in counts:
-        for k, v in c.items():
-            out[k] = out.get(k, 0) + v
-    return out
-
-
 def _quantile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -462,10 +443,12 @@ def bench_burst(sizes: list[int], processes: int, lone_reps: int) -> dict[str, A
         grouping = grouping_available()
         runs: dict[str, Any] = {}
         for n in sizes:
-            runs[f"one-type/{n}/shared"] = run_class(
+            runs[f"one-type/{n}/default"] = run_class(
                 served, n, [ONE_TYPE], True, grouping, processes
             )
-            runs[f"mixed/{n}/shared"] = run_class(served, n, MIXED_TYPES, True, grouping, processes)
+            runs[f"mixed/{n}/default"] = run_class(
+                served, n, MIXED_TYPES, True, grouping, processes
+            )
         # The same classes restored from a SnapStart snapshot (the deploy option for classes,
         # docs/deploy.md): each container's own session holds the parsed API models, so the
         # 2 cores here spend the start on the probes, not on N parses that Lambda would run
@@ -475,29 +458,20 @@ def bench_burst(sizes: list[int], processes: int, lone_reps: int) -> dict[str, A
                 runs[f"{kind}/{n}/snapstart"] = run_class(
                     served, n, types, True, grouping, processes, snapshot=True
                 )
-        # Today's behaviour for the record: every pacer alone (the largest class only).
+        # Issue 23's behaviour for the record: no table, no grouping (the largest class only).
         largest = max(sizes)
         runs[f"one-type/{largest}/alone"] = run_class(
             served, largest, [ONE_TYPE], False, False, processes
         )
-        # A lone probe: with the shared budget and grouping (when the code has it); with the
-        # state table and grouping but the budget off (what the budget alone costs); today's,
-        # as the stack deployed it when issue 23 was filed (main at 367ccc0: the state table
-        # for the capacity memory, no grouping, no shared budget); and with no table at all
-        # (a client or `local` without one). Interleaved, so the machine's load drifts over
-        # every variant alike.
-        lone: dict[str, list[dict[str, Any]]] = {
-            "shared": [],
-            "table_no_budget": [],
-            "today": [],
-            "no_table": [],
-        }
+        # A lone probe: in the deployment's default (the state table, grouping when the code
+        # has it); today's, as the stack deployed it when issue 23 was filed (main at 367ccc0:
+        # the state table for the capacity memory, no grouping); and with no table at all (a
+        # client or `local` without one). Interleaved, so the machine's load drifts over every
+        # variant alike.
+        lone: dict[str, list[dict[str, Any]]] = {"default": [], "today": [], "no_table": []}
         for _ in range(lone_reps):
-            lone["shared"].append(run_class(served, 1, [ONE_TYPE], True, grouping, 1))
-            lone["table_no_budget"].append(
-                run_class(served, 1, [ONE_TYPE], True, grouping, 1, budget=False)
-            )
-            lone["today"].append(run_class(served, 1, [ONE_TYPE], True, False, 1, budget=False))
+            lone["default"].append(run_class(served, 1, [ONE_TYPE], True, grouping, 1))
+            lone["today"].append(run_class(served, 1, [ONE_TYPE], True, False, 1))
             lone["no_table"].append(run_class(served, 1, [ONE_TYPE], False, False, 1))
         return {
             "grouping_available": grouping,
@@ -507,7 +481,7 @@ def bench_burst(sizes: list[int], processes: int, lone_reps: int) -> dict[str, A
                     "median_s": statistics.median(r["p50_s"] for r in v),
                     "seconds": [round(r["p50_s"], 3) for r in v],
                     "ec2_calls": [r["ec2_calls"] for r in v],
-                    "table_updates": [r["budget"].get("updates", 0) for r in v],
+                    "table_calls": [sum(r["table_calls"].values()) for r in v],
                 }
                 for k, v in lone.items()
             },

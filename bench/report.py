@@ -208,11 +208,11 @@ def _burst_rows(burst: dict[str, Any]) -> list[Row]:
     rows: list[Row] = []
     grouping = "grouping on" if burst["grouping_available"] else "no grouping in this code"
     for name, run in burst["runs"].items():
-        kind, n, budget = name.split("/")
+        kind, n, setup = name.split("/")
         how = {
-            "shared": "shared budget",
-            "snapstart": "shared budget, SnapStart: models parsed before the start",
-        }.get(budget, "each pacer alone")
+            "default": "the deployment's default",
+            "snapstart": "the deployment's default, SnapStart: models parsed before the start",
+        }.get(setup, "no state table, no grouping")
         title = f"class of {n} ({kind}, {how})"
         cpu = (
             f"containers' CPU {run['workers_cpu_s']:.1f} s + emulator's "
@@ -220,7 +220,7 @@ def _burst_rows(burst: dict[str, Any]) -> list[Row]:
             f"{run['processes']} processes"
         )
         spread = f"p50 {run['p50_s']:.1f} s, p99 {run['p99_s']:.1f} s; {run['statuses']}"
-        alone = budget == "alone"
+        alone = setup == "alone"
         rows.append(
             Row(
                 f"{title}: wrong answers",
@@ -295,12 +295,12 @@ def _burst_rows(burst: dict[str, Any]) -> list[Row]:
     lone = burst["lone"]
     rows.append(
         Row(
-            f"a lone probe, shared budget ({grouping}) / today's lone probe (configured as "
-            "deployed at 367ccc0: the state table for the capacity memory, no grouping, no "
-            "shared budget)",
-            lone["shared"]["median_s"] / lone["today"]["median_s"],
+            f"a lone probe, the deployment's default ({grouping}) / today's lone probe "
+            "(configured as deployed at 367ccc0: the state table for the capacity memory, no "
+            "grouping)",
+            lone["default"]["median_s"] / lone["today"]["median_s"],
             LONE_PROBE,
-            detail=f"median {_ms(lone['shared']['median_s'])} vs {_ms(lone['today']['median_s'])}",
+            detail=f"median {_ms(lone['default']['median_s'])} vs {_ms(lone['today']['median_s'])}",
         )
     )
     if "no_table" in lone:
@@ -308,10 +308,11 @@ def _burst_rows(burst: dict[str, Any]) -> list[Row]:
         # call of a lone probe costs, the memory's included.
         rows.append(
             Row(
-                f"a lone probe, shared budget ({grouping}) / a lone probe with no state table",
-                lone["shared"]["median_s"] / lone["no_table"]["median_s"],
+                f"a lone probe, the deployment's default ({grouping}) / a lone probe with no "
+                "state table",
+                lone["default"]["median_s"] / lone["no_table"]["median_s"],
                 LONE_PROBE,
-                detail=f"median {_ms(lone['shared']['median_s'])} vs "
+                detail=f"median {_ms(lone['default']['median_s'])} vs "
                 f"{_ms(lone['no_table']['median_s'])}",
             )
         )

@@ -242,8 +242,9 @@ class _Dispatcher(DomainDispatcherApplication):
     once. moto looks it up for every request under one lock, listing its package's folders on
     disk each time: in a class of 200 the state table's emulator spent most of its time
     queued on that lock (130 updates a second at most, 5 ms of its CPU each), and the
-    budget's and the groups' calls waited seconds for it. The hosts a server sees are a few
-    (a service per region), and which service serves one never changes."""
+    shared EC2 budget's (since removed) and the groups' calls waited seconds for it. The hosts
+    a server sees are a few (a service per region), and which service serves one never
+    changes."""
 
     def __init__(self, create_app: Callable[..., Any]) -> None:
         super().__init__(create_app)

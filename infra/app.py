@@ -34,7 +34,6 @@ CONTEXT_KEYS = (
     "snapStart",
     "probeProvisionedConcurrency",
     "reservedConcurrency",
-    "sharedEc2Budget",
     "probeGrouping",
     "onDemandPrices",
 )

@@ -102,9 +102,6 @@ class BrokerConfig:
     # refused by Lambda with TooManyRequestsException, which the client and the Slurm
     # programs back off on. The cleaner's is always 1.
     reserved_concurrency: tuple[tuple[str, int], ...] = ()
-    # The functions' EC2 pacers draw from one budget in the state table (BROKER_SHARED_EC2_BUDGET,
-    # docs/performance.md): for accounts where bursts of many containers meet EC2's buckets.
-    shared_ec2_budget: bool = False
     # Probes alike that arrive together are answered as one group, meeting in the state table
     # across containers (BROKER_PROBE_GROUPING, docs/performance.md "Grouped probes").
     probe_grouping: bool = True
@@ -295,7 +292,6 @@ class BrokerConfig:
             probe_provisioned_concurrency=provisioned,
             on_demand_prices=_prices(context, "onDemandPrices"),
             reserved_concurrency=reserved,
-            shared_ec2_budget=_bool(context, "sharedEc2Budget", default=False),
             probe_grouping=_bool(context, "probeGrouping", default=True),
         )
 

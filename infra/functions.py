@@ -143,7 +143,6 @@ class BrokerFunctions(Construct):
             "BROKER_PARAMETER_PREFIX": config.parameter_prefix,
             "BROKER_REGIONS": regions,
             "BROKER_STATE_TABLE": state_table.table_name,
-            "BROKER_SHARED_EC2_BUDGET": "true" if config.shared_ec2_budget else "false",
             "BROKER_PROBE_GROUPING": "true" if config.probe_grouping else "false",
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             # The broker uses no pydantic plugin; without this pydantic scans every installed

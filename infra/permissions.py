@@ -171,8 +171,6 @@ class BrokerPermissions(Construct):
         for broker_function in functions:
             draft = _PolicyDraft()
             self._common(draft, broker_function)
-            if self._config.shared_ec2_budget:  # -c sharedEc2Budget=true
-                self._rate_budget(draft)
             builders[broker_function.name](draft)
             self._attach(broker_function, draft)
 
@@ -276,17 +274,6 @@ class BrokerPermissions(Construct):
                 "dynamodb:UpdateItem",
             ],
             [self._state_table_arn],
-        )
-
-    def _rate_budget(self, draft: _PolicyDraft) -> None:
-        """Every function calls EC2, so every one takes its tokens from the account's EC2
-        rate budget in the state table (adapters.dynamodb_budget): UpdateItem of the items
-        whose ids start with ``budget#``, and no other."""
-        draft.allow(
-            "ShareEc2RateBudget",
-            ["dynamodb:UpdateItem"],
-            [self._state_table_arn],
-            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["budget#*"]}},
         )
 
     def _probe_groups(self, draft: _PolicyDraft) -> None:

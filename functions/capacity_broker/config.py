@@ -45,7 +45,6 @@ VARIABLES: Mapping[str, tuple[str, ...]] = {
     "idle_grace_seconds": ("BROKER_IDLE_GRACE_SECONDS",),
     "hold_limit_seconds": ("BROKER_HOLD_LIMIT_SECONDS",),
     "ec2_rate_scale": ("BROKER_EC2_RATE_SCALE",),
-    "shared_ec2_budget": ("BROKER_SHARED_EC2_BUDGET",),
     "probe_grouping": ("BROKER_PROBE_GROUPING",),
     "probe_group_window_seconds": ("BROKER_PROBE_GROUP_WINDOW_SECONDS",),
     "probe_group_max_window_seconds": ("BROKER_PROBE_GROUP_MAX_WINDOW_SECONDS",),
@@ -127,11 +126,6 @@ class Settings(BaseModel):
     ec2_rate_scale: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] = Field(
         default=1.0, validation_alias=_alias("ec2_rate_scale")
     )
-    # Whether the EC2 pacer draws from the state table's shared budget (adapters/
-    # dynamodb_budget.py) instead of pacing this process alone. Off by default: a lone probe's
-    # leases are now off its path, but a burst of 50 containers on the slot-booking lease
-    # answered fewer probes than on the protocol before it (docs/performance.md).
-    shared_ec2_budget: bool = Field(default=False, validation_alias=_alias("shared_ec2_budget"))
     # Grouped probes (contract v3; logic.group): probes alike that arrive while one is in flight
     # are answered together. Off: every probe alone, as before. The window: a group takes
     # members until none has joined for this long, for at most the maximum window (its
@@ -228,5 +222,4 @@ RULES: Mapping[str, str] = {
     "idle_grace_seconds": f"must be a number of seconds from 0 to {MAX_GRACE_SECONDS}",
     "hold_limit_seconds": f"must be a number of seconds from 0 to {MAX_GRACE_SECONDS}",
     "ec2_rate_scale": "must be a number greater than 0 (at most 10000)",
-    "shared_ec2_budget": "must be true or false",
 }

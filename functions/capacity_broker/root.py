@@ -4,8 +4,7 @@ A ``Root`` is made from validated ``Settings`` (``config``) and, optionally, wha
 owns: a boto3 session, an EC2 pacer, a capacity memory, clocks. It builds every flow (probe,
 reserve, release, cleaner, capacity; ``history`` reads its ``memory``) once, on first use,
 from one set of adapters: one ``Clients`` (the session and its clients), one ``Pacer`` (EC2's
-request buckets; with a state table, drawing from its ledgers, one budget per account and
-region for every process of the cluster), one EC2 adapter per region (with its subnet, VPC
+request buckets, as this process sees them), one EC2 adapter per region (with its subnet, VPC
 and image caches). Every cache belongs to one of these objects; nothing is kept in a module.
 
 Who makes a root:
@@ -33,7 +32,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .adapters.aws import Clients, RetryPolicy
-from .adapters.dynamodb_budget import BudgetTable
 from .adapters.dynamodb_memory import MemoryTable
 from .adapters.ec2 import Ec2, Pricing
 from .adapters.throttle import Pacer
@@ -70,19 +68,9 @@ class Adapters:
         retry: RetryPolicy | None = None,
         *,
         rate_scale: float = 1.0,
-        state_table: str | None = None,
-        table_region: str | None = None,
     ) -> None:
         self.clients = Clients(session)
-        # EC2's buckets are the account's: with a state table, every process of the cluster
-        # takes its tokens from the table's ledgers (``dynamodb_budget``); without, each
-        # pacer is alone. A pacer handed in brings its own.
-        self.budget = (
-            BudgetTable(state_table, table_region, self.clients)
-            if state_table and table_region and pacer is None
-            else None
-        )
-        self.pacer = pacer or Pacer(scale=rate_scale, shared=self.budget)
+        self.pacer = pacer or Pacer(scale=rate_scale)
         # Every adapter's retry policy (None: each its own default RetryPolicy).
         self.retry = retry
         self._ec2: dict[str, Ec2] = {}
@@ -165,8 +153,6 @@ class Root:
             pacer,
             retry,
             rate_scale=settings.ec2_rate_scale,
-            state_table=settings.state_table if settings.shared_ec2_budget else None,
-            table_region=settings.region,
         )
         # The capacity memory probe and reserve learn into and ``history`` reads: the state
         # table's when there is one (every container's), else this root's own.
@@ -256,7 +242,7 @@ class Root:
     def snapshot_services(self) -> tuple[str, ...]:
         """The services whose API models a SnapStart snapshot should hold: every entry
         point's first clients (``first_clients``) and, with a state table, DynamoDB's (the
-        shared EC2 budget's leases and the probes' meetings are a cold probe's first calls).
+        probes' meetings are a cold probe's first calls).
         Parsing them is most of a cold client's CPU; a snapshot does it once for every
         environment restored from it."""
         firsts = {s for services in FIRST_CLIENTS.values() for s in services}

@@ -31,7 +31,6 @@ CUSTOM_CONTEXT: dict[str, Any] = {
     "imageParameters": "/golden-ami/*,arn:aws:ssm:us-east-1:210987654321:parameter/shared/ami",
     "alarmEmail": "hpc-ops@example.com",
     "holdLimitSeconds": "2400",
-    "sharedEc2Budget": "true",
     "powertoolsLayerArn": CUSTOM_LAYER_ARN,
 }
 

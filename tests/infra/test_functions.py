@@ -114,8 +114,6 @@ def test_environment_per_contract(broker: Synth, name: str) -> None:
         # Default: the function's own region.
         "BROKER_REGIONS": {"Ref": "AWS::Region"},
         "BROKER_STATE_TABLE": {"Ref": table_id},
-        # Default: each process paces EC2 alone (docs/performance.md).
-        "BROKER_SHARED_EC2_BUDGET": "false",
         # Default: probes alike that arrive together are answered as one group.
         "BROKER_PROBE_GROUPING": "true",
         "POWERTOOLS_SERVICE_NAME": name,

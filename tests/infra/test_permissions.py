@@ -315,8 +315,8 @@ def test_flags_table_and_logs(broker: Synth, name: str) -> None:
         }
     else:
         assert memory == []
-        # The shared EC2 rate budget is off by default (-c sharedEc2Budget=true turns it on:
-        # the test below): no statement of the table at all.
+        # No statement of the table at all (the shared EC2 rate budget, whose ledgers every
+        # function could update, is gone: docs/performance.md).
         assert [
             s.get("Sid")
             for s in broker.statements_of(name)
@@ -336,24 +336,6 @@ def test_flags_table_and_logs(broker: Synth, name: str) -> None:
 
     (xray,) = broker.allowed(name, "xray:PutTraceSegments")
     assert xray["Resource"] == "*"
-
-
-@pytest.mark.parametrize("name", FUNCTIONS)
-def test_every_function_shares_the_rate_budget_and_only_its_items(
-    broker: Synth, custom: Synth, name: str
-) -> None:
-    """Issue 23 / contract v3: one EC2 rate budget per account and region, in the state table
-    under ``budget#``: with ``sharedEc2Budget`` on, every function may update those items (one
-    UpdateItem per lease), the condition on the partition key keeping the grant off every
-    other item; off (the default), no function is granted it."""
-    assert not [s for s in broker.statements_of(name) if s.get("Sid") == "ShareEc2RateBudget"]
-    (statement,) = [s for s in custom.statements_of(name) if s.get("Sid") == "ShareEc2RateBudget"]
-    (table_id,) = custom.resources("AWS::DynamoDB::Table")
-    assert statement["Resource"] == {"Fn::GetAtt": [table_id, "Arn"]}
-    assert as_list(statement["Action"]) == ["dynamodb:UpdateItem"]
-    assert statement["Condition"] == {
-        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["budget#*"]}
-    }
 
 
 # -- issue 12: what AWS asks for, and nothing else -------------------------------------------

@@ -75,14 +75,3 @@ def test_provisioned_concurrency_must_fit_in_the_reserved() -> None:
                 "probeProvisionedConcurrency": "8",
             }
         )
-
-
-def test_the_shared_ec2_budget_is_a_deploy_option(capped: Synth) -> None:
-    """Off unless asked (``-c sharedEc2Budget=true``): the functions' environment says which."""
-    for name in FUNCTIONS:
-        env = capped.function(name)[1]["Properties"]["Environment"]["Variables"]
-        assert env["BROKER_SHARED_EC2_BUDGET"] == "false"
-    on = BrokerConfig.from_context({"clusterId": "demo", "sharedEc2Budget": "true"})
-    assert on.shared_ec2_budget is True
-    with pytest.raises(ConfigError, match="sharedEc2Budget"):
-        BrokerConfig.from_context({"clusterId": "demo", "sharedEc2Budget": "sometimes"})

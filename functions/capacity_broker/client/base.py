@@ -74,19 +74,9 @@ class BrokerBase:
         # use from the AWS SDK's defaults).
         self.session = session
         functions = self.settings.functions
-        # In direct mode, with the shared budget on (BROKER_SHARED_EC2_BUDGET), its EC2 calls
-        # draw from the state table's budget with the Lambdas' (the table in the region its
-        # functions run in).
-        shared = (
-            functions is not None
-            and functions.shared_ec2_budget
-            and not self.settings.function_prefix
-        )
         self.adapters = Adapters(
             session,
             rate_scale=functions.ec2_rate_scale if functions is not None else 1.0,
-            state_table=self.settings.state_table if shared else None,
-            table_region=self._table_region(),
         )
         self._lambda: Any = None
         # How long a deployed broker keeps asking a throttled Lambda (deployed.Patience).
@@ -200,12 +190,6 @@ class BrokerBase:
             if self._enabled is None:
                 self._enabled = enabled_regions(self.home_region, self.adapters.clients)
             return list(self._enabled)
-
-    def _table_region(self) -> str:
-        """The state table's region: the function region, without asking EC2 for the
-        enabled regions (the first of those given, else the home region)."""
-        given = [r for r in self._regions if r != where.EVERY_REGION]
-        return given[0] if given and len(given) == len(self._regions) else self.home_region
 
     @property
     def function_regions(self) -> list[str]:

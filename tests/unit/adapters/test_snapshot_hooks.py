@@ -307,8 +307,8 @@ def test_a_probe_that_meets_in_the_table_makes_dynamodbs_client_first(
 def test_with_a_state_table_the_snapshot_holds_dynamodbs_model_too(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A cold probe's first calls with a state table are DynamoDB's (the shared EC2 budget's
-    # leases, the probes' meeting): its model is parsed before the snapshot as EC2's is.
+    # A cold probe's first call with a state table is DynamoDB's (the probes' meeting): its
+    # model is parsed before the snapshot as EC2's is.
     monkeypatch.setenv("BROKER_STATE_TABLE", "broker-state")
     _runtime.before_snapshot()
     root = CONTAINER.built

@@ -284,10 +284,67 @@ def test_a_throttle_never_raises_the_rate_and_the_rate_stays_bounded(events, ref
             if kind == "throttle":
                 b.throttled(ticket, clock.now)
                 assert b.rate <= before
+                # The account's bucket is spent: no token left here, and the next one comes
+                # no sooner than EC2's published refill brings one.
+                assert b.tokens <= 0
+                assert (1 - b.tokens) / b.rate >= 1 / b.start - 1e-9
             else:
                 b.answered(ticket, clock.now)  # answered here: growth is allowed
                 assert b.rate >= before
         assert b.start * b.tuning.floor - 1e-9 <= b.rate <= b.start * b.tuning.ceiling + 1e-9
+
+
+# -- a throttle: the account's bucket is spent -------------------------------------------------
+
+
+def test_a_throttle_empties_the_bucket_and_the_next_call_waits_a_tokens_time() -> None:
+    # A container pacing alone still holds most of EC2's burst (49 of 50 creates) when EC2
+    # says the account's bucket is empty (another container spent it): its next call, the
+    # retry's, waits a token's time on its clock instead of going at once from its own burst.
+    clock = Clock()
+    pacer = Pacer(scale=1.0, clock=clock, sleep=clock.sleep)
+    b = pacer.bucket("us-east-1", "CreateCapacityReservation")
+    with pytest.raises(AwsError):
+        pacer.call("us-east-1", "CreateCapacityReservation", {}, failing("RequestLimitExceeded"))
+    assert b.tokens == 0
+    assert b.short and pacer.short("us-east-1", "CreateCapacityReservation")
+    pacer.call("us-east-1", "CreateCapacityReservation", {}, lambda: None)
+    assert b.rate <= 5  # EC2's published refill for a create, at most
+    assert clock.now == pytest.approx(1 / b.rate)
+    # Not a burst after it either: one token a token's time.
+    pacer.call("us-east-1", "CreateCapacityReservation", {}, lambda: None)
+    assert clock.now == pytest.approx(2 / b.rate)
+
+
+@pytest.mark.parametrize("probe", [True, False], ids=["probe", "paced call"])
+def test_after_a_throttle_the_next_token_comes_at_the_published_rate_whatever_the_pace(
+    probe: bool,
+) -> None:
+    # Answered probes doubled the pace to 40 a second (8x the published 5); then EC2 throttles
+    # a call: the account's bucket is empty, and refills at 5 a second for everyone, so this
+    # container's next call waits a fifth of a second, not a fortieth. Then it goes on at the
+    # pace EC2 showed it (the probes' evidence of a raised bucket is kept).
+    b, clock = bucket()
+    now = 0.0
+    for _ in range(3):
+        answered, now = until_probe(b, now)
+        b.answered(answered, now)
+    assert b.rate == 40
+    clock.now = now
+    if probe:
+        ticket, clock.now = until_probe(b, now)
+    else:
+        ticket = b.acquire()  # (no probe: none before five calls answered at 40 a second)
+        assert not ticket.probe
+    now = clock.now
+    b.throttled(ticket, now)
+    assert b.tokens <= 0
+    pace = b.rate
+    assert pace == (40 if probe else 28)  # a throttled probe keeps the pace; a paced call cuts
+    b.acquire()
+    assert clock.now == pytest.approx(now + 0.2, abs=2e-3)  # (one wait, and a float's step)
+    b.acquire()
+    assert clock.now == pytest.approx(now + 0.2 + 1 / pace, abs=2e-3)
 
 
 # -- growth on evidence --------------------------------------------------------------------------
@@ -397,6 +454,18 @@ def test_after_a_cut_answered_probes_climb_back_below_the_share_then_step_rarely
     probe, again = until_probe(b, later)
     b.answered(probe, again)
     assert (b.rate - before) / (0.05 * limit) == pytest.approx(1)
+
+
+def test_a_bucket_is_short_when_its_burst_is_spent() -> None:
+    # ``short`` (what makes a fan-out frugal): fewer than two tokens to spare now.
+    b, clock = bucket()
+    for _ in range(48):
+        b.acquire()
+    assert not b.short  # two left
+    b.acquire()
+    assert b.short
+    clock.now += 1.0  # 5 a second: refilled
+    assert not b.short
 
 
 # -- the pacer around a call -----------------------------------------------------------------------

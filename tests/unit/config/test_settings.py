@@ -92,7 +92,6 @@ BAD = [
     ("BROKER_EC2_RATE_SCALE", "0"),
     ("BROKER_EC2_RATE_SCALE", "-1"),
     ("BROKER_EC2_RATE_SCALE", "inf"),
-    ("BROKER_SHARED_EC2_BUDGET", "sometimes"),
 ]
 
 

@@ -35,10 +35,7 @@ class Ec2Base:
 
     def warm(self) -> None:
         """Make this region's client now, before the first call needs it (a cold container:
-        EC2's model is parsed, tens of milliseconds of CPU), and, sharing the account's
-        budget, lease the first calls' tokens meanwhile (``Pacer.warm``): a lone probe's
-        first look-up no longer waits a round trip to the table after the client is made."""
-        self.pacer.warm(self.region)
+        EC2's model is parsed, tens of milliseconds of CPU)."""
         self.clients.client("ec2", self.region)
 
     def budget_short(self, action: str) -> bool:
