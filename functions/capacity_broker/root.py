@@ -115,6 +115,7 @@ FIRST_CLIENTS_DEFAULT: tuple[str, ...] = ("ec2",)
 FLOW_MODULES: tuple[str, ...] = (
     ".adapters.cloudformation",
     ".adapters.dynamodb",
+    ".adapters.dynamodb_group",
     ".adapters.ssm",
     ".logic.capacity",
     ".logic.cleaner",

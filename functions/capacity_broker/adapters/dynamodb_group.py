@@ -8,8 +8,10 @@ prefix of the table's one key, ``id``::
         gid     the group it names; st  that group's state (open, closed)
         n       the slots that group has taken (its leader's included)
         p       its leader's patience (seconds: a duration, never an instant)
+        cb      the stamp of the arrival that closed it (its leader, or a member that left)
     meet#<group id>                        one per group, written when it ends
-        st      published or abandoned (whoever writes first decides); swept: its holds are back
+        st      published or abandoned (whoever writes first decides, ``by`` its stamp);
+        swept   an abandoned group's holds are given back
     meet#<group id>#<slot>                 one per member: its answer (``logic.grouping.answers``)
     expiration  TTL on every item: an hour after it was written
 
@@ -165,18 +167,19 @@ class TableStore:
             return None
         return found.slots
 
-    def close(self, kind: str, group_id: str) -> int | None:
+    def close(self, kind: str, group_id: str, by: str) -> int | None:
         try:
             got = self._call(
                 "UpdateItem",
                 Key=_key(kind_item(kind)),
                 # (The marks go with the close: a member never leaves, and an arrival after
                 # the close is alone, or opens the next group once one alike is in flight.)
-                UpdateExpression="SET #st = :closed REMOVE #seen",
+                UpdateExpression="SET #st = :closed, #cb = :by REMOVE #seen",
                 ConditionExpression="#gid = :gid AND #st = :open",
-                ExpressionAttributeNames=_names("st", "gid", "seen"),
+                ExpressionAttributeNames=_names("st", "cb", "gid", "seen"),
                 ExpressionAttributeValues={
                     ":closed": {"S": GroupState.CLOSED.value},
+                    ":by": {"S": by},
                     ":gid": {"S": group_id},
                     ":open": {"S": GroupState.OPEN.value},
                 },
@@ -185,7 +188,7 @@ class TableStore:
             )
         except _Refused as refused:
             found = _kind(refused.item)
-            if found.group_id == group_id and found.state is GroupState.CLOSED:
+            if found.group_id == group_id and found.closed_by == by:
                 return found.slots  # (this close's own write: its first answer was lost)
             return None
         return _kind(got.get("Attributes") or {}).slots
@@ -203,25 +206,27 @@ class TableStore:
             )
 
     # -- the group's own item ---------------------------------------------------------------
-    def settle(self, group_id: str, state: GroupState) -> Ending | None:
+    def settle(self, group_id: str, state: GroupState, by: str) -> Ending | None:
         if state not in (GroupState.PUBLISHED, GroupState.ABANDONED):
             raise ValueError(f"a group ends published or abandoned, not {state}")
         try:
             self._call(
                 "UpdateItem",
                 Key=_key(group_item(group_id)),
-                UpdateExpression="SET #st = :st, #exp = :exp",
+                UpdateExpression="SET #st = :st, #by = :by, #exp = :exp",
                 ConditionExpression="attribute_not_exists(#st)",
-                ExpressionAttributeNames=_names("st", "exp"),
-                ExpressionAttributeValues={":st": {"S": state.value}, ":exp": self._expiration()},
+                ExpressionAttributeNames=_names("st", "by", "exp"),
+                ExpressionAttributeValues={
+                    ":st": {"S": state.value},
+                    ":by": {"S": by},
+                    ":exp": self._expiration(),
+                },
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except _Refused as refused:
-            found = _ending(refused.item)
-            if found.state is state and not found.swept:
-                # (this write's own, its first answer lost; a swept group was not this one's)
-                return None
-            return found
+            if _text(refused.item, "by") == by:
+                return None  # (this write's own: its first answer was lost)
+            return _ending(refused.item)
         return None
 
     def sweep_done(self, group_id: str) -> None:
@@ -368,6 +373,7 @@ def _kind(item: Mapping[str, Any]) -> KindItem:
         state=_state(item),
         slots=int(slots) if slots is not None and slots >= 0 else 0,
         patience=patience if patience is not None and patience >= 0 else float("inf"),
+        closed_by=_text(item, "cb"),
     )
 
 

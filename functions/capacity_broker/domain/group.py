@@ -132,6 +132,7 @@ class KindItem:
     state: GroupState | None = None  # that group's: OPEN or CLOSED (None: never pointed)
     slots: int = 0  # slots that group has taken, its leader's included
     patience: float = 0.0  # seconds its leader waits for it at most (members need as many)
+    closed_by: str | None = None  # the stamp of the arrival that closed it
 
 
 @dataclass(frozen=True)

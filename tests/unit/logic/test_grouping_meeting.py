@@ -167,11 +167,11 @@ def test_a_member_that_finds_the_group_published_late_reads_its_answer_in_the_gr
     lead, (member,) = _class_of(place, 2)
     assert place.close(lead, clock.now() + 10) == 2
     # The leader settled PUBLISHED and is writing its answers as the member gives up.
-    assert store.settle(lead.group_id or "", GroupState.PUBLISHED) is None
+    assert store.settle(lead.group_id or "", GroupState.PUBLISHED, lead.stamp) is None
     real_settle = store.settle
 
-    def settle_then_answer(group_id: str, state: GroupState) -> object:
-        found = real_settle(group_id, state)
+    def settle_then_answer(group_id: str, state: GroupState, by: str) -> object:
+        found = real_settle(group_id, state, by)
         store.publish(group_id, {1: "late"})
         return found
 

@@ -187,7 +187,7 @@ class Meeting:
                     return None
                 if seen != slots:
                     slots, changed = seen, self.now()
-            return self.store.close(seat.kind, seat.group_id)
+            return self.store.close(seat.kind, seat.group_id, seat.stamp)
         except StoreDown as error:
             self._down(error)
             return None
@@ -197,7 +197,7 @@ class Meeting:
         abandoned it first (or the store is down): the members then probe alone."""
         assert seat.group_id is not None
         try:
-            if self.store.settle(seat.group_id, GroupState.PUBLISHED) is not None:
+            if self.store.settle(seat.group_id, GroupState.PUBLISHED, seat.stamp) is not None:
                 return False
             self.store.publish(seat.group_id, answers)
         except StoreDown as error:
@@ -211,9 +211,9 @@ class Meeting:
         nothing to give back, and its members are told to probe alone at once."""
         assert seat.group_id is not None
         try:
-            closed = self.store.close(seat.kind, seat.group_id)
+            closed = self.store.close(seat.kind, seat.group_id, seat.stamp)
             taken = closed if closed is not None else slots or 0
-            if self.store.settle(seat.group_id, GroupState.ABANDONED) is None:
+            if self.store.settle(seat.group_id, GroupState.ABANDONED, seat.stamp) is None:
                 self.store.sweep_done(seat.group_id)
             if taken > 1:
                 self.store.publish(seat.group_id, dict.fromkeys(range(1, taken), ALONE))
@@ -240,11 +240,11 @@ class Meeting:
             self._pause_until(min(give_up_at, moment + look_pause(looks)))
             looks += 1
         try:
-            ended = self.store.settle(seat.group_id, GroupState.ABANDONED)
+            ended = self.store.settle(seat.group_id, GroupState.ABANDONED, seat.stamp)
             if ended is None:
                 # This member abandoned the group: nobody joins it any more, and this member
                 # gives its holds back (the leader may be gone with them).
-                self.store.close(seat.kind, seat.group_id)
+                self.store.close(seat.kind, seat.group_id, seat.stamp)
                 return Waited(None, sweep=True)
             grace = min(deadline, self.now() + GRACE_SECONDS)
             if ended.state is GroupState.PUBLISHED:

@@ -49,18 +49,19 @@ class GroupStore(Protocol):
         None when the kind's item no longer names it OPEN."""
         ...
 
-    def close(self, kind: str, group_id: str) -> int | None:
-        """CLOSE the OPEN group ``group_id`` and remove the mark (its members never leave):
-        its slots; None when it was not OPEN."""
+    def close(self, kind: str, group_id: str, by: str) -> int | None:
+        """CLOSE the OPEN group ``group_id`` (``by`` an arrival's stamp) and remove the mark
+        (its members never leave): its slots; None when it was not OPEN (unless closed by
+        this same ``by``: a close whose answer was lost is asked again)."""
         ...
 
     def leave(self, kind: str, stamp: str) -> None:
         """Remove the mark ``stamp`` if it is still the last arrival's."""
         ...
 
-    def settle(self, group_id: str, state: GroupState) -> Ending | None:
-        """End the group as ``state`` (PUBLISHED or ABANDONED) unless it has ended: None
-        (settled so), else its item as found."""
+    def settle(self, group_id: str, state: GroupState, by: str) -> Ending | None:
+        """End the group as ``state`` (PUBLISHED or ABANDONED), written ``by`` an arrival's
+        stamp, unless it has ended: None (settled so, by this write), else its item as found."""
         ...
 
     def sweep_done(self, group_id: str) -> None:
@@ -92,7 +93,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._kinds: dict[str, KindItem] = {}
-        self._endings: OrderedDict[str, Ending] = OrderedDict()
+        self._endings: OrderedDict[str, tuple[Ending, str]] = OrderedDict()  # and its writer
         self._answers: OrderedDict[tuple[str, int], str] = OrderedDict()
 
     def _bound(self) -> None:
@@ -141,12 +142,12 @@ class MemoryStore:
                 return None
             return found.slots
 
-    def close(self, kind: str, group_id: str) -> int | None:
+    def close(self, kind: str, group_id: str, by: str) -> int | None:
         with self._lock:
             found = self._kinds.get(kind, KindItem())
             if found.group_id != group_id or found.state is not GroupState.OPEN:
-                return None
-            self._kinds[kind] = replace(found, state=GroupState.CLOSED, seen=None)
+                return found.slots if found.group_id == group_id and found.closed_by == by else None
+            self._kinds[kind] = replace(found, state=GroupState.CLOSED, seen=None, closed_by=by)
             return found.slots
 
     def leave(self, kind: str, stamp: str) -> None:
@@ -155,24 +156,25 @@ class MemoryStore:
             if found is not None and found.seen == stamp:
                 self._kinds[kind] = replace(found, seen=None)
 
-    def settle(self, group_id: str, state: GroupState) -> Ending | None:
+    def settle(self, group_id: str, state: GroupState, by: str) -> Ending | None:
         with self._lock:
             found = self._endings.get(group_id)
             if found is not None:
-                return found
-            self._endings[group_id] = Ending(state)
+                return None if found[1] == by else found[0]
+            self._endings[group_id] = (Ending(state), by)
             self._bound()
             return None
 
     def sweep_done(self, group_id: str) -> None:
         with self._lock:
             found = self._endings.get(group_id)
-            if found is not None and found.state is GroupState.ABANDONED:
-                self._endings[group_id] = replace(found, swept=True)
+            if found is not None and found[0].state is GroupState.ABANDONED:
+                self._endings[group_id] = (replace(found[0], swept=True), found[1])
 
     def ending(self, group_id: str) -> Ending:
         with self._lock:
-            return self._endings.get(group_id, Ending())
+            found = self._endings.get(group_id)
+            return found[0] if found is not None else Ending()
 
     def publish(self, group_id: str, answers: Mapping[int, str]) -> None:
         with self._lock:
