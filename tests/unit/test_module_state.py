@@ -54,6 +54,7 @@ ALLOWED: Mapping[str, str] = {
     "models.invalid:_shown": "reprlib.Repr configured once at import (its length limits), then "
     "only read",
     "adapters.aws:CLIENT_CONFIG": "botocore's client Config: read-only settings",
+    "adapters.aws:STATE_TABLE_CONFIG": "botocore's client Config: read-only settings",
     "domain.templates:GONE": "a sentinel (its class has no attributes)",
     # Memos of pure functions of the installed botocore's data files: the same answer for
     # every root, session and account; nothing learnt from AWS.

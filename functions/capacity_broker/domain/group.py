@@ -92,6 +92,11 @@ GRACE_SECONDS = 2.0
 # What a leader that starts late keeps, before its members stop waiting, to give its holds back
 # and publish their answers (a cancel may wait for a create EC2 has not shown yet).
 GIVE_BACK_SECONDS = 2.0
+# How much sooner than it would give up itself a leader promises its group's answers: the
+# patience it writes for its members is its own less this, so that members of the same budget
+# whose arrival came a moment later in their invocation (their patience a little shorter) still
+# join, and the leader stops asking this much sooner (``asks_until``'s ``gives_up``).
+PROMISE_SECONDS = 2.0
 
 
 class ArrivalState(StrEnum):

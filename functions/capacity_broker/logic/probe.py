@@ -27,6 +27,7 @@ from ..domain.errors import Outcome
 from ..domain.failures import BrokerFailure
 from ..domain.fanout import DecisionKind
 from ..domain.group import (
+    PROMISE_SECONDS,
     ArrivalState,
     GroupKey,
     Verdict,
@@ -46,6 +47,19 @@ from .reservations import HoldSpec, ReservationCore
 
 # What the handler's metrics are made of (every create's answer, every give-back's seconds).
 ProbeStats = Spending
+
+
+def probe_key(region: str, request: ProbeRequest) -> GroupKey:
+    """What a probe must share with others to be answered with them (``domain.group``)."""
+    return GroupKey(
+        region,
+        request.instance_type,
+        tuple(request.subnet_ids),
+        request.platform or f"image:{request.image_id}",
+        request.tenancy,
+        request.instance_count,
+        GroupKey.tags_of(request.tags),
+    )
 
 
 class Remembering:
@@ -137,15 +151,7 @@ class Prober:
         # arrival (a call to the state table) overlaps the flags' read, so a lone probe does
         # not wait for it. The group answers within half of each member's budget; the rest is
         # for probing alone if it cannot.
-        key = GroupKey(
-            self.ec2.region,
-            request.instance_type,
-            tuple(request.subnet_ids),
-            request.platform or f"image:{request.image_id}",
-            request.tenancy,
-            request.instance_count,
-            GroupKey.tags_of(request.tags),
-        )
+        key = probe_key(self.ec2.region, request)
         now = self.monotonic()
         by = answer_by(now, deadline)
         # How long this probe would wait for a group at most (a duration: a member joins only
@@ -234,7 +240,10 @@ class Prober:
             target = Target(
                 place.subnets, request.instance_type, place.platform, place.tenancy, request.tags
             )
-            asks = asks_until(self.monotonic(), by, gives_up_at(by, deadline))
+            # It answers its members by what it promised them (``PROMISE_SECONDS`` before its
+            # own give-up), late or not.
+            promised = gives_up_at(by, deadline) - PROMISE_SECONDS
+            asks = asks_until(self.monotonic(), by, promised)
             grouped = self.grouping.lead(seat, target, min(deadline, asks), asked.hard_deadline)
             known = place
         if grouped is not None and grouped.answer.verdict is not Verdict.ALONE:

@@ -20,6 +20,7 @@ from capacity_broker.domain.group import (
     GIVE_BACK_SECONDS,
     MAX_GROUP_COUNT,
     MAX_MEMBERS,
+    PROMISE_SECONDS,
     Ask,
     GroupKey,
     GroupPlan,
@@ -272,23 +273,24 @@ def test_members_the_group_never_reached_in_its_time_probe_alone() -> None:
     member_budget=st.floats(0.5, 900),
     skew=st.floats(-60, 60),
 )
-def test_a_member_that_may_join_gives_up_no_sooner_than_its_leader(
+def test_a_member_that_may_join_gives_up_no_sooner_than_its_leader_promised(
     leader_budget: float, later: float, member_budget: float, skew: float
 ) -> None:
-    """Patience is a duration: a member joins only a group whose leader's patience (read on the
-    leader's clock at its opening) is at most its own (read on its own clock at its arrival).
-    It arrived later, so it gives up no sooner than the leader in real time, whatever the
-    difference between the two hosts' clocks (``skew``)."""
+    """Patience is a duration: a member joins only a group whose leader's promise (its patience
+    less ``PROMISE_SECONDS``, read on the leader's clock at its opening) is at most its own
+    patience (read on its own clock at its arrival). It arrived later, so it gives up no sooner
+    than the leader promised, in real time, whatever the difference between the two hosts'
+    clocks (``skew``)."""
 
     def patience(moment: float, budget: float) -> float:
         return gives_up_at(answer_by(moment, moment + budget), moment + budget) - moment
 
     leader_at = 1000.0  # real time
-    leader = patience(leader_at, leader_budget)  # on the leader's clock: no skew in a duration
+    promise = patience(leader_at, leader_budget) - PROMISE_SECONDS  # a duration: no skew
     member_at = leader_at + later
     member = patience(member_at + skew, member_budget)
-    if leader <= member:  # the join's condition
-        assert member_at + member >= leader_at + leader - 1e-9
+    if promise <= member:  # the join's condition
+        assert member_at + member >= leader_at + promise - 1e-9
 
 
 def test_a_leader_asks_until_its_answer_by_or_into_its_patience_when_late() -> None:

@@ -82,6 +82,7 @@ def test_the_request_limit_leaves_room_for_the_broker_s_own_tags() -> None:
         "stack",
         extra=extra,
         request_digest="d" * 48,
+        group_id="group-" + "0" * 32,
     )
     assert len(tags) == 20 + len(t.OWNERSHIP_KEYS) <= t.MAX_TAGS_PER_RESOURCE
     with pytest.raises(ValueError, match="50 per resource"):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 from capacity_broker.domain.errors import ErrorClass
 from capacity_broker.domain.group import (
+    PROMISE_SECONDS,
     ArrivalState,
     GroupKey,
     GroupPlan,
@@ -96,12 +97,16 @@ def test_a_leader_closes_when_nobody_joined_for_the_window_and_the_marks_go() ->
     assert place.arrive(KEY, "later", PATIENCE).state is ArrivalState.LEADING
 
 
-def test_a_member_joins_only_a_leader_that_waits_no_longer_than_it_may() -> None:
+def test_a_member_joins_only_a_leader_that_promises_no_later_than_it_may_wait() -> None:
+    """The leader promises its answers ``PROMISE_SECONDS`` before it would give up itself: a
+    member whose patience is a moment shorter than the leader's (its arrival came later in its
+    invocation) joins; one that could not wait for the promise goes alone."""
     place = meeting()
     place.arrive(KEY, "first", PATIENCE)
     assert place.arrive(KEY, "lead", PATIENCE).state is ArrivalState.LEADING
-    short = place.arrive(KEY, "short", PATIENCE - 1)
+    short = place.arrive(KEY, "short", PATIENCE - PROMISE_SECONDS - 0.1)
     assert short.state is ArrivalState.ALONE and not short.marked
+    assert place.arrive(KEY, "a moment", PATIENCE - 0.1).state is ArrivalState.JOINED
     assert place.arrive(KEY, "long", PATIENCE + 1).state is ArrivalState.JOINED
 
 

@@ -12,9 +12,10 @@ their exact group-id tag, then probes alone). The two ends are one conditional w
 group's item: whoever gets there first decides, so a leader never publishes answers beside a
 member that is cancelling the group's holds.
 
-Patience is a duration: a member joins only a group whose leader's patience (how long it waits
-at most, from its own arrival) is at most its own. It arrived later, so it waits at least as
-long as the leader in real time, whatever either host's clock says.
+Patience is a duration: a member joins only a group whose leader's promise (how long after its
+own arrival it answers at the latest: its patience less ``PROMISE_SECONDS``) is at most its own
+patience. It arrived later, so it waits at least as long as the leader promised, in real time,
+whatever either host's clock says.
 
 The store is advice: ``StoreDown`` from any call ends this probe's part in grouping (an arrival
 goes alone; a member stops waiting and sweeps its group), never the probe.
@@ -34,6 +35,7 @@ from typing import TypeVar
 from ...domain.group import (
     GRACE_SECONDS,
     MAX_MEMBERS,
+    PROMISE_SECONDS,
     ArrivalState,
     GroupKey,
     GroupState,
@@ -144,7 +146,10 @@ class Meeting:
                         return Seat(ArrivalState.ALONE, key, stamp, marked=True)
                     continue  # a group opened meanwhile: join it
                 opened = group_id(request_id, key, stamp)
-                if self.store.open(kind, opened, stamp, patience) is None:
+                # It promises less than its own patience (``PROMISE_SECONDS``), so members
+                # whose patience is a moment shorter than its own still join.
+                promise = max(0.0, patience - PROMISE_SECONDS)
+                if self.store.open(kind, opened, stamp, promise) is None:
                     return Seat(
                         ArrivalState.LEADING, key, stamp, False, opened, 0, self.now(), most
                     )

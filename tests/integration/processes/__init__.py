@@ -1,0 +1,1 @@
+"""Programs the integration tests run as processes of their own."""
