@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .table_bill import per_desktop
+
 REGION = "us-east-1"
 CLUSTER = "bench-burst"
 TABLE = "broker-state"
@@ -264,6 +266,7 @@ def _fresh_world(served: Served, table: bool) -> None:
         )
     emu.clear_calls()
     served.table_emu.clear_calls()
+    served.table_emu.clear_dynamodb_bill()
 
 
 def run_class(
@@ -395,6 +398,8 @@ def _measure(
         # The state table's calls by action (the budget's leases, the groups' meetings, the
         # capacity memory): what a class costs DynamoDB, and the containers' CPU.
         "table_calls": _tally(c.get("action") for c in served.table_emu.calls(service="dynamodb")),
+        # And what they cost as DynamoDB bills them (capacity units, the hottest key's second).
+        "table_bill": per_desktop(served.table_emu.dynamodb_bill(), TABLE, n),
     }
 
 

@@ -236,7 +236,6 @@ class _Target:
     table: str
     key: Wire
     before: Item | None = None
-    after_size: int = 0
     units: float = 0.0
 
 

@@ -294,3 +294,40 @@ def test_a_reset_world_throttles_again(emu, ddb):
     from emulator.state import world
 
     assert world.settings.dynamodb_key_throttling is True
+
+
+# -- reading the meter ---------------------------------------------------------------------------
+def test_the_control_api_answers_the_bill_and_clears_it(emu, ddb):
+    import json
+
+    from emulator.server import ControlAPI
+
+    ddb.put_item(TableName=TABLE, Item=sized("a", 2 * KB))
+    control = ControlAPI(emu)
+    answered = json.loads(control._dispatch("dynamodb-bill", "GET", {}, {}).get_data())
+    assert answered["tables"][TABLE]["write_units"] == 2.0
+    assert answered["busiest_key"]["write"]["key"] == "a"
+    control._dispatch("dynamodb-bill", "DELETE", {}, {})
+    assert emu.dynamodb_bill()["tables"] == {}
+
+
+def test_the_bench_reads_a_class_s_bill_per_desktop(emu, ddb):
+    from bench.report import _table_bill_rows
+    from bench.table_bill import per_desktop
+
+    for key in ("a", "b"):  # two desktops: a write of 2 units and a strong read of 1 each
+        ddb.put_item(TableName=TABLE, Item=sized(key, 2 * KB))
+        ddb.get_item(TableName=TABLE, Key={"id": {"S": key}}, ConsistentRead=True)
+    bill = per_desktop(emu.dynamodb_bill(), TABLE, 2)
+    assert bill["write_units_per_desktop"] == 2.0
+    assert bill["read_units_per_desktop"] == 1.0
+    assert bill["busiest_key_write_units"] == 2.0
+    rows = {row.name.split(": ", 1)[1]: row for row in _table_bill_rows("class of 200", 200, bill)}
+    assert rows["state-table write units per desktop"].verdict == "met"
+    assert rows["state-table read units per desktop"].verdict == "met"
+    assert rows["busiest partition key write units in any second"].verdict == "met"
+    over = {**bill, "write_units_per_desktop": 4.5, "busiest_key_write_units": 1001.0}
+    verdicts = [row.verdict for row in _table_bill_rows("class of 200", 200, over)]
+    assert verdicts == ["MISSED", "met", "MISSED"]
+    # A smaller class is measured for the record: no target.
+    assert {row.verdict for row in _table_bill_rows("class of 40", 40, bill)} == {"info"}
