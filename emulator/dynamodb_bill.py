@@ -252,14 +252,15 @@ def _dynamo(key: Wire, table: Any) -> tuple[DynamoType, DynamoType | None]:
     return hash_key, range_key
 
 
-def _stored(backend: Any, name: str, key: Wire) -> Item | None:
+def _stored(backend: Any, name: str, key: Wire, keep: bool = False) -> Item | None:
+    """The item stored under ``key`` (None: none); ``keep``: a copy, to put back later."""
     table = backend.get_table(name)
     try:
         hash_key, range_key = _dynamo(key, table)
     except KeyError:
         return None
     found = table.get_item(hash_key, range_key)
-    return copy.deepcopy(found) if found is not None else None
+    return copy.deepcopy(found) if keep and found is not None else found
 
 
 def _wire(item: Item | None) -> Wire | None:
@@ -349,7 +350,7 @@ class Bill:
         try:
             targets = _write_targets(action, body, backend)
             for target in targets:
-                target.before = _stored(backend, target.table, target.key)
+                target.before = _stored(backend, target.table, target.key, keep=True)
         except (KeyError, TypeError, ValueError, DynamodbException):
             return original(handler)  # a malformed request: moto answers it, nothing is billed
         failed: Exception | None = None
