@@ -152,6 +152,28 @@ def test_a_transaction_pays_each_item_twice(emu, ddb):
     assert units(emu) == (2 * (1 + 2), 0.0)
 
 
+def test_a_cancelled_transaction_still_pays_each_item_twice(emu, ddb):
+    ddb.put_item(TableName=TABLE, Item=sized("a", 2 * KB))
+    emu.clear_dynamodb_bill()
+    with pytest.raises(ClientError) as exc:
+        ddb.transact_write_items(
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": TABLE,
+                        "Item": sized("a", 10),
+                        "ConditionExpression": "attribute_not_exists(id)",
+                    }
+                },
+                {"Put": {"TableName": TABLE, "Item": sized("b", 10)}},
+            ]
+        )
+    assert error_of(exc)[0] == "TransactionCanceledException"
+    assert units(emu) == (2 * (2 + 1), 0.0)  # by the items that were there (none: 1)
+    answer = ddb.get_item(TableName=TABLE, Key={"id": {"S": "b"}}, ConsistentRead=True)
+    assert "Item" not in answer
+
+
 # -- reads -----------------------------------------------------------------------------------------
 def test_strong_reads_per_4_kb_eventual_half(emu, ddb):
     ddb.put_item(TableName=TABLE, Item=sized("a", 10 * KB))
