@@ -21,7 +21,11 @@ grouping cost one desktop when there is no burst.
 What a run reports, from the answers and from the emulator's call log: wrong answers (an
 ``available`` answer that is not the third subnet), answers not ``available``, EC2 calls and
 throttled calls, mutating calls per desktop, p50/p99 of the probes' wall time, reservations
-left holding that no answer flagged, and the workers' CPU seconds against the wall.
+left holding that no answer flagged, and the workers' CPU seconds against the wall; and what the
+class cost the state table as DynamoDB bills it (the table emulator's meter,
+``bench.table_bill``): write and read units per desktop and the busiest partition key's write
+units in any one second, the table throttled as DynamoDB throttles a key (the emulator's
+default).
 """
 
 from __future__ import annotations
