@@ -22,7 +22,11 @@ desktop when there is no burst.
 What a run reports, from the answers and from the emulator's call log: wrong answers (an
 ``available`` answer that is not the third subnet), answers not ``available``, EC2 calls and
 throttled calls, mutating calls per desktop, p50/p99 of the probes' wall time, reservations
-left holding that no answer flagged, and the workers' CPU seconds against the wall.
+left holding that no answer flagged, and the workers' CPU seconds against the wall; and what the
+class cost the state table as DynamoDB bills it (the table emulator's meter,
+``bench.table_bill``): write and read units per desktop and the busiest partition key's write
+units in any one second, the table throttled as DynamoDB throttles a key (the emulator's
+default).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from .table_bill import per_desktop
 
 REGION = "us-east-1"
 CLUSTER = "bench-burst"
@@ -258,6 +264,7 @@ def _fresh_world(served: Served, table: bool) -> None:
         )
     emu.clear_calls()
     served.table_emu.clear_calls()
+    served.table_emu.clear_dynamodb_bill()
 
 
 def run_class(
@@ -384,6 +391,8 @@ def _measure(
         # The state table's calls by action (the groups' meetings, the capacity memory): what
         # a class costs DynamoDB, and the containers' CPU.
         "table_calls": _tally(c.get("action") for c in served.table_emu.calls(service="dynamodb")),
+        # And what they cost as DynamoDB bills them (capacity units, the hottest key's second).
+        "table_bill": per_desktop(served.table_emu.dynamodb_bill(), TABLE, n),
     }
 
 

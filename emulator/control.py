@@ -16,6 +16,7 @@ from typing import Any
 from moto.core import DEFAULT_ACCOUNT_ID
 
 from . import scenario as scenarios
+from .dynamodb_bill import Meter
 from .faults import Call, Fault, Gathering
 from .iam.catalogue import Broker
 from .iam.enforcement import Roles
@@ -185,6 +186,16 @@ class Emulator:
 
     def clear_calls(self) -> None:
         world.hub.clear_calls()
+
+    # -- DynamoDB's bill ----------------------------------------------------------------------
+    def dynamodb_bill(self) -> dict[str, Any]:
+        """DynamoDB's capacity units so far (``emulator.dynamodb_bill``): per table its write
+        and read units and throttled calls, and the busiest partition key's largest second."""
+        return world.dynamodb_meter.report()
+
+    def clear_dynamodb_bill(self) -> None:
+        """Start the meter again (a benchmark's next run is billed on its own)."""
+        world.dynamodb_meter = Meter()
 
 
 @contextmanager

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 import sys
 import threading
@@ -22,6 +23,7 @@ from moto import backend_index
 from moto.backends import get_backend
 from moto.core.base_backend import BackendDict
 from moto.core.responses import ActionResult, BaseResponse
+from moto.core.utils import camelcase_to_underscores
 from moto.dynamodb import comparisons
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.responses import DynamoHandler
@@ -31,6 +33,7 @@ from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX, get_p
 from moto.utilities.utils import PARTITION_NAMES, get_partition
 
 from . import documented
+from .dynamodb_bill import READS, WRITES, Bill
 from .exceptions import AnyServiceError, EC2ServerError, reservation_not_found
 from .faults import InjectedError
 from .iam import enforcement
@@ -78,6 +81,9 @@ def install() -> None:
             _replace(DynamoHandler, name, _atomic(getattr(DynamoHandler, name)))
         for name in _DYNAMODB_READS:
             _replace(DynamoDBBackend, name, _isolated(getattr(DynamoDBBackend, name)))
+        for action in (*WRITES, *READS):
+            name = camelcase_to_underscores(action)
+            _replace(DynamoHandler, name, _billed(action, getattr(DynamoHandler, name)))
         for name in _DYNAMODB_ORDERINGS:
             klass = getattr(comparisons, name)
             _replace(klass, "expr", _same_type_only(klass.expr))
@@ -207,6 +213,25 @@ _dynamodb_lock = threading.RLock()
 # to the response, which serializes it after the call: the reads run under the writes' lock
 # and answer a copy.
 _DYNAMODB_READS = ("get_item", "query", "scan", "batch_get_item", "transact_get_items")
+
+
+def _billed(action: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """DynamoDB's bill around one handler method (``emulator.dynamodb_bill``): metered on the
+    emulator's clock, throttled per partition key unless ``dynamodb_key_throttling`` is off."""
+
+    def serve(self: DynamoHandler) -> Any:
+        bill = Bill(world.dynamodb_meter, _emulator_second, _key_throttling, _dynamodb_lock)
+        return bill.serve(action, self, original)
+
+    return serve
+
+
+def _emulator_second() -> int:
+    return math.floor(world.clock.now().timestamp())
+
+
+def _key_throttling() -> bool:
+    return world.settings.dynamodb_key_throttling
 
 
 def _atomic(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -72,6 +72,14 @@ class RemoteEmulator:
     def clear_calls(self) -> None:
         self._call("calls", "DELETE")
 
+    def dynamodb_bill(self) -> dict[str, Any]:
+        """DynamoDB's capacity units so far (``Emulator.dynamodb_bill``)."""
+        result: dict[str, Any] = self._call("dynamodb-bill")
+        return result
+
+    def clear_dynamodb_bill(self) -> None:
+        self._call("dynamodb-bill", "DELETE")
+
     def pools(self, region: str = "us-east-1") -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self._call("pools", query=f"?region={region}")
         return result

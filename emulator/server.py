@@ -222,6 +222,11 @@ class ControlAPI:
                 return _json({"ok": True})
             calls = emu.calls(args.get("action"), args.get("service", "ec2"))
             return _json([asdict(c) for c in calls])
+        if verb == "dynamodb-bill":
+            if method == "DELETE":
+                emu.clear_dynamodb_bill()
+                return _json({"ok": True})
+            return _json(emu.dynamodb_bill())
         if verb == "pools":
             region = body.get("region") or args.get("region", "us-east-1")
             if method == "POST":

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from . import presets
 from .clock import Clock
+from .dynamodb_bill import Meter
 from .faults import Hub
 
 if TYPE_CHECKING:
@@ -95,12 +96,18 @@ class Settings:
     # packet off the machine. Not EC2 (a VPC has no loopback addresses); off by default, on in
     # the demo scenario that docs/slurm.md's walkthrough uses.
     loopback_addresses: bool = False
+    # DynamoDB serves one partition key at most 1,000 write and 3,000 read units a second and
+    # throttles past that (``emulator.dynamodb_bill``); False serves every call (the meter still
+    # counts it).
+    dynamodb_key_throttling: bool = True
 
 
 class World:
     def __init__(self) -> None:
         self.clock = Clock()
         self.hub = Hub()
+        # DynamoDB's capacity units, per table and per partition key and second.
+        self.dynamodb_meter = Meter()
         # The timings' base (``emulator.presets``): "default" is Settings() as it stands.
         self.preset = "default"
         self.settings = Settings()
@@ -116,6 +123,7 @@ class World:
         """Back to the preset's settings (moto's own reset clears the per-region capacity)."""
         self.clock.reset()
         self.hub.reset()
+        self.dynamodb_meter = Meter()
         self.settings = self.preset_settings()
         self.iam = None
 
