@@ -1,0 +1,143 @@
+"""The operator's second week on a real slurmctld (issue 41): the breaker counts only what
+fails every job of a node set, so no user can drain a node set by asking too much."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from slurm_helpers import Cluster, wait_for
+from test_operator import ADDRESSED, reasons, squeue
+from test_programs import CLOUD, REGION, launched, nodeset, scenario
+
+pytestmark = pytest.mark.slurm
+
+
+def with_quota(world: dict[str, Any], standard_vcpus: int) -> dict[str, Any]:
+    """The account's On-Demand quota of Standard vCPUs (c5 and m5 draw from it)."""
+    world["regions"][REGION]["quotas"] = {"vcpus": {"Standard": standard_vcpus}}
+    return world
+
+
+def another_user() -> pwd.struct_passwd:
+    """A user other than the one running the tests, whose job root may submit
+    (``sbatch --uid``); CI runs as root (.ci/run)."""
+    if os.geteuid() != 0:
+        pytest.skip("submitting another user's job takes root (sbatch --uid)")
+    return pwd.getpwnam("nobody")
+
+
+def held_for_its_own_request(cluster: Cluster, job: int) -> str:
+    def held() -> str:
+        return squeue(cluster, job, "%T|%r|%k")
+
+    return wait_for(
+        f"job {job} held for its own request",
+        lambda: (shown := held()).startswith("PENDING|JobHeldUser|") and shown,
+        # Slurm gives the powered-down nodes to the next job at its next full scheduling
+        # pass (sched_interval, a minute).
+        150,
+        explain=cluster.explain,
+    )
+
+
+def test_jobs_over_the_quota_are_held_alone_and_the_node_set_keeps_running_jobs(
+    emulator_endpoint: Any, make_cluster: Any
+) -> None:
+    # 4 vCPUs of Standard: two c5.large. A job of three nodes is over the quota by itself,
+    # a job of one is not.
+    aws = emulator_endpoint(with_quota(scenario(c5=(8, 8)), 4))
+    config = {
+        "cluster_id": "slurm-test",
+        # The default budget: three errors in a row would drain the node set.
+        "nodesets": [nodeset("hpc-c5-[1-4]", "c5.large", strict=True)],
+    }
+    cluster = make_cluster(aws, config, [ADDRESSED], [CLOUD])
+    # Whole nodes (two jobs of one CPU a node would share them): each job is launched alone.
+    greedy = [cluster.sbatch("-N3", "--exclusive") for _ in range(3)]
+    for job in greedy:
+        shown = held_for_its_own_request(cluster, job)
+        note = shown.split("|", 2)[2]
+        assert note.startswith("capacity-broker: held, InstanceLimitExceeded: the job's own"), note
+        assert note.endswith(f"to undo: scontrol release {job}"), note
+    assert aws.live_instances() == []
+    # No node of the set is drained: nothing for an administrator to undo.
+    assert reasons(cluster) == {}
+    assert "not counted against its node set" in cluster.log_text()
+
+    other = another_user()
+    theirs = cluster.sbatch(f"--uid={other.pw_uid}", f"--gid={other.pw_gid}", "-N1", "--exclusive")
+    cluster.wait_log(rf"job {theirs}: bound ", 150)
+    node = cluster.job(theirs)["NodeList"]
+    assert launched(cluster, theirs, [node])[node]["State"]["Name"] in ("pending", "running")
+    assert cluster.job(theirs)["JobState"] in ("CONFIGURING", "RUNNING")
+    # The greedy jobs still wait for their owner, who may shrink them and release them.
+    for job in greedy:
+        assert squeue(cluster, job, "%r") == "JobHeldUser"
+
+
+def test_the_breakers_state_follows_no_symlink_and_trusts_no_other_users_directory(
+    emulator_endpoint: Any, make_cluster: Any
+) -> None:
+    # Every reserve is refused (the template is another cluster's): each job's failure is
+    # counted, in the state_dir of the moment. The budget is never reached.
+    aws = emulator_endpoint(scenario(c5=(8, 8), cluster="someone-else"))
+    config = {
+        "cluster_id": "slurm-test",
+        "error_budget": 100,
+        "nodesets": [nodeset("hpc-c5-[1-4]", "c5.large", strict=True)],
+    }
+    cluster = make_cluster(aws, config, [ADDRESSED], [CLOUD])
+    settings = cluster.root / "capacity-broker.yaml"
+
+    def fail_a_job_counting_in(state_dir: Path, node: int) -> str:
+        """The log lines of one failed job's resume, with the count kept in ``state_dir``."""
+        written = yaml.safe_load(settings.read_text()) | {"state_dir": str(state_dir)}
+        settings.write_text(yaml.safe_dump(written))
+        before = len(cluster.log_text())
+        cluster.sbatch("--no-requeue", "-N1", f"--nodelist=hpc-c5-{node}")
+        cluster.wait_log(rf"capacity-broker-slurm-resume hpc-c5-{node} done")
+        return cluster.log_text()[before:]
+
+    # A directory that does not exist is made private.
+    fresh = cluster.root / "fresh" / "counts"
+    said = fail_a_job_counting_in(fresh, 1)
+    assert "1 error(s) in a row" in said, said
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o700
+    (count_file,) = fresh.iterdir()
+    assert stat.S_IMODE(count_file.stat().st_mode) == 0o600
+    assert json.loads(count_file.read_text())["errors"] == 1
+
+    # A symlink planted where the file goes is not followed: its target is untouched.
+    victim = cluster.root / "victim"
+    victim.write_text("precious\n")
+    planted = cluster.root / "planted"
+    planted.mkdir(mode=0o700)
+    (planted / count_file.name).symlink_to(victim)
+    said = fail_a_job_counting_in(planted, 2)
+    assert "is a symlink: refused" in said, said
+    assert "could not count its error" in said
+    assert victim.read_text() == "precious\n"
+
+    # Another user's directory is refused, and nothing is written in it.
+    theirs = cluster.root / "theirs"
+    theirs.mkdir(mode=0o700)
+    other = another_user()
+    os.chown(theirs, other.pw_uid, other.pw_gid)
+    said = fail_a_job_counting_in(theirs, 3)
+    assert f"is owned by uid {other.pw_uid}" in said, said
+    assert list(theirs.iterdir()) == []
+
+    # A state_dir that is itself a symlink is refused too; the real directory's count is as
+    # it was.
+    linked = cluster.root / "linked"
+    linked.symlink_to(fresh)
+    said = fail_a_job_counting_in(linked, 4)
+    assert "is a symlink: refused" in said, said
+    assert json.loads(count_file.read_text())["errors"] == 1
