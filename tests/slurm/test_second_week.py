@@ -141,3 +141,40 @@ def test_the_breakers_state_follows_no_symlink_and_trusts_no_other_users_directo
     said = fail_a_job_counting_in(linked, 4)
     assert "is a symlink: refused" in said, said
     assert json.loads(count_file.read_text())["errors"] == 1
+
+
+def test_a_waking_snapstart_version_is_waited_out_and_never_counted(
+    local_broker: Any, make_cluster: Any
+) -> None:
+    from emulator.remote import RemoteEmulator
+
+    # The functions answer as a SnapStart version asleep for a minute of the emulator's clock
+    # (409), then failing one restore (408). The clock is stopped at once: the version sleeps
+    # until the test moves it, however long the programs take to get there. (A minute, not
+    # more: the broker's holds end 5 minutes after the functions' own real clock says.)
+    aws = local_broker(
+        scenario(c5=(0, 8), cluster="slurm-deployed"),
+        "slurm-deployed",
+        "--snapstart-asleep",
+        "60",
+        "--snapstart-timeouts",
+        "1",
+    )
+    emulator = RemoteEmulator(aws.url)
+    emulator.freeze()
+    config = {
+        "function_prefix": "capacity-broker-local",
+        # One counted error would drain the node set.
+        "error_budget": 1,
+        "nodesets": [nodeset("hpc-c5-[1-4]", "c5.large", strict=True)],
+    }
+    cluster = make_cluster(aws, config, [ADDRESSED], [CLOUD])
+    job = cluster.sbatch("-N2")
+    cluster.wait_log(r"SnapStartNotReadyException: Lambda is initializing .*; asking again in ")
+    emulator.advance(60)
+    launched(cluster, job, ["hpc-c5-1", "hpc-c5-2"])
+    said = cluster.log_text()
+    assert "SnapStartTimeoutException: Lambda couldn't restore the snapshot" in said
+    assert "error(s) in a row" not in said
+    assert reasons(cluster) == {}
+    assert cluster.job(job)["Restarts"] == "0"

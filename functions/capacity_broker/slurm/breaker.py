@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..client.deployed import WAKING
 from ..domain.errors import classify
 from ..domain.outcomes import leaves_capacity_open
 from ..domain.reserve import ReserveStatus, runs_past_block
@@ -109,11 +110,19 @@ def own(status: str, code: str | None, detail: str) -> Own | None:
     return None
 
 
+# Lambda's SnapStart refusals (``client.deployed.WAKING``: a version re-initializing, a restore
+# that timed out), which the client waits out within its patience first, and the function's
+# own restore hook failing: none says anything about the node set (contract v4).
+SNAPSTART = WAKING | {"SnapStartException"}
+
+
 def passing(code: str | None, answered: bool = True) -> bool:
     """An error code (EC2's, Lambda's) that says nothing about the node set: throttling, a
-    server fault (``domain.errors.leaves_capacity_open``); ``answered=False``: no answer at
-    all."""
+    server fault (``domain.errors.leaves_capacity_open``), SnapStart waking up (``SNAPSTART``);
+    ``answered=False``: no answer at all."""
     if not answered and code is None:
+        return True
+    if code in SNAPSTART:
         return True
     return code is not None and leaves_capacity_open(classify(code))
 

@@ -32,6 +32,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 _FORMAT = "%(asctime)s {program}[%(process)d] %(levelname)s %(message)s"
 _SYSLOG = Path("/dev/log")
+CLIENT_LOG = "capacity_broker.client"
 
 
 def resume() -> None:
@@ -213,6 +214,8 @@ def _logging(program: str, destination: Path | None, level: str, stderr_closed: 
     formatter = logging.Formatter(_FORMAT.format(program=program))
     for handler in handlers:
         handler.setFormatter(formatter)
-    log.handlers[:] = handlers
-    log.setLevel(level)
-    log.propagate = False
+    # The deployed client's waits (a throttled or waking Lambda) go to the same log.
+    for logger in (log, logging.getLogger(CLIENT_LOG)):
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = False
