@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import stat
+import subprocess
+import sys
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +18,7 @@ import pytest
 import yaml
 from slurm_helpers import Cluster, wait_for
 from test_operator import ADDRESSED, reasons, squeue
-from test_programs import CLOUD, REGION, launched, nodeset, scenario
+from test_programs import CLOUD, REGION, SUBNET_B, launched, nodeset, scenario
 
 pytestmark = pytest.mark.slurm
 
@@ -178,3 +182,88 @@ def test_a_waking_snapstart_version_is_waited_out_and_never_counted(
     assert "error(s) in a row" not in said
     assert reasons(cluster) == {}
     assert cluster.job(job)["Restarts"] == "0"
+
+
+BLOCK = "cr-0b10c0000000000b1"
+P5_NODES = "NodeName=hpc-p5-[1-2] CPUs=2 RealMemory=1000 NodeAddr=127.77.9.[5-6] State=CLOUD"
+
+
+def test_a_block_node_set_takes_no_job_that_would_run_past_the_blocks_usable_end(
+    emulator_endpoint: Any, make_cluster: Any
+) -> None:
+    # A Capacity Block that ends in an hour: EC2 begins stopping its instances in 30 minutes.
+    world = scenario(c5=(8, 8))
+    world["regions"][REGION]["capacity_blocks"] = [
+        {
+            "id": BLOCK,
+            "instance_type": "p5.48xlarge",
+            "availability_zone": "us-east-1b",
+            "count": 2,
+            "start": "-23h",
+            "duration_hours": 24,
+        }
+    ]
+    aws = emulator_endpoint(world)
+    config = {
+        "cluster_id": "slurm-test",
+        "nodesets": [
+            nodeset(
+                "hpc-p5-[1-2]",
+                "p5.48xlarge",
+                subnet_ids=[SUBNET_B],
+                capacity_reservation_id=BLOCK,
+            )
+        ],
+    }
+    cluster = make_cluster(aws, config, [P5_NODES], [CLOUD])
+    (block,) = aws.client("ec2").describe_capacity_reservations(CapacityReservationIds=[BLOCK])[
+        "CapacityReservations"
+    ]
+    usable_end = block["EndDate"].astimezone(UTC) - timedelta(minutes=30)
+
+    # `slurm check` shows the node set's usable end.
+    checked = subprocess.run(
+        [sys.executable, "-m", "capacity_broker.cli", "slurm", "check", "-o", "json"],
+        env={
+            **os.environ,
+            "CAPACITY_BROKER_SLURM_CONFIG": str(cluster.root / "capacity-broker.yaml"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    (shown,) = json.loads(checked.stdout)["nodesets"]
+    assert shown["usable_end"] == f"{usable_end:%Y-%m-%dT%H:%M:%SZ}", checked.stdout
+    assert shown["request"]["capacity_reservation_id"] == BLOCK
+
+    # Any run of the programs keeps the block's maintenance reservation (here a suspend, as
+    # slurmctld runs it).
+    assert cluster.run_program("suspend", "hpc-p5-1") == 0
+    name = f"capacity-broker-{BLOCK}"
+    line = cluster.run("scontrol", "-o", "show", "reservation", name)
+    fields = dict(re.findall(r"(\w+)=(\S*)", line))
+    assert fields["Nodes"] == "hpc-p5-[1-2]", line
+    assert "MAINT" in fields["Flags"], line
+    assert fields["StartTime"] == usable_end.astimezone().strftime("%Y-%m-%dT%H:%M:%S"), line
+
+    # Slurm starts a job that ends before then, and none that would run past it.
+    short = cluster.sbatch("-N1", "--exclusive", "--time=20")
+    wait_for(
+        f"job {short} started on the block's nodes",
+        lambda: cluster.job(short)["JobState"] != "PENDING",
+        90,
+        explain=cluster.explain,
+    )
+    long = cluster.sbatch("-N1", "--exclusive", "--time=45")
+    endless = cluster.sbatch("-N1", "--exclusive")
+    for job in (long, endless):
+        reason = wait_for(
+            f"job {job} kept off the block's nodes",
+            lambda job=job: (
+                (r := squeue(cluster, job, "%T|%r")).startswith("PENDING|ReqNodeNotAvail") and r
+            ),
+            90,
+            explain=cluster.explain,
+        )
+        assert "Reserved for maintenance" in reason, reason

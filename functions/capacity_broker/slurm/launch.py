@@ -177,6 +177,8 @@ def _provision(runtime: Runtime, attempt: Attempt, nodeset: NodeSet, nodes: list
     }
     if nodeset.strict is not None:
         options["strict"] = nodeset.strict
+    if nodeset.capacity_reservation_id is not None:
+        options["capacity_reservation_id"] = nodeset.capacity_reservation_id
     if attempt.job is not None:
         options["attempt"] = attempt.restarts
         if attempt.job.time_limit_seconds is not None:

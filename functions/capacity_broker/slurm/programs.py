@@ -21,7 +21,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import giveback, launch, plan
+from ..adapters.aws import AwsError
+from . import block_ends, giveback, launch, plan
 from .config import DEFAULT_SCONTROL, ENV_LOG, ConfigError, load
 from .hostlist import HostlistError, expand, fold
 from .runtime import Runtime, log
@@ -82,6 +83,7 @@ def main(program: str, argv: Sequence[str]) -> int:
         log.warning("features %r are not applied: each node set's template decides", argv[2])
     try:
         runtime = Runtime.build(config)
+        _keep_block_ends(runtime)
         if program == "resume":
             jobs, unusable = _jobs(runtime, nodes, resume_text, resume_error)
             ok = _power_down_unusable(runtime.scontrol, unusable)
@@ -97,6 +99,18 @@ def main(program: str, argv: Sequence[str]) -> int:
         return EXIT_FAILED
     log.info("%s %s done%s", name, fold(nodes), "" if ok else " with errors (see above)")
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _keep_block_ends(runtime: Runtime) -> None:
+    """Each block node set's maintenance reservation from its usable end (block_ends), kept
+    on every run: a block extended since moves it. Never in the way of the run itself."""
+    if not any(n.capacity_reservation_id for n in runtime.config.nodesets):
+        return
+    try:
+        for line in block_ends.keep_all(runtime.config, runtime.ec2, runtime.scontrol):
+            (log.warning if "could not" in line else log.info)("%s", line)
+    except (AwsError, ScontrolError) as error:
+        log.warning("could not keep the blocks' reservations: %s", error)
 
 
 def _jobs(
