@@ -92,7 +92,13 @@ def keep(scontrol: Scontrol, block: BlockEnd, now: datetime | None = None) -> st
     end = max(block.end, start + timedelta(minutes=1))
     times = [f"StartTime={_local(start)}", f"EndTime={_local(end)}"]
     name = block.reservation_name
-    if _exists(scontrol, name):
+    existing = _existing(scontrol, name)
+    if existing is not None:
+        if existing.get("StartTime") == _local(start) and existing.get("EndTime") == _local(end):
+            return f"reservation {name} in place from {_local(start)}"
+        if existing.get("State") == "ACTIVE":
+            # Begun already: the nodes are closed; Slurm moves no start that has passed.
+            return f"reservation {name} in force since {existing.get('StartTime')}"
         scontrol.run("update", f"ReservationName={name}", *times)
         return f"moved reservation {name} to start at {_local(start)}"
     scontrol.run(
@@ -120,14 +126,19 @@ def keep_all(config: SlurmConfig, ec2: Ec2, scontrol: Scontrol) -> list[str]:
     return said
 
 
-def _exists(scontrol: Scontrol, name: str) -> bool:
+def _existing(scontrol: Scontrol, name: str) -> dict[str, str] | None:
+    """The reservation's fields (``StartTime``, ``EndTime``, ``State``…), or None."""
     try:
-        out = scontrol.run("show", "reservation", name)
+        out = scontrol.run("-o", "show", "reservation", name)
     except ScontrolError as error:
         if "not found" in str(error).lower():
-            return False
+            return None
         raise
-    return f"ReservationName={name} " in out or out.startswith(f"ReservationName={name}")
+    for line in out.splitlines():
+        fields = dict(re.findall(r"(\w+)=(\S*)", line))
+        if fields.get("ReservationName") == name:
+            return fields
+    return None
 
 
 def _slurm_user(scontrol: Scontrol) -> str:
