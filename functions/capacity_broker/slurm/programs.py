@@ -83,7 +83,6 @@ def main(program: str, argv: Sequence[str]) -> int:
         log.warning("features %r are not applied: each node set's template decides", argv[2])
     try:
         runtime = Runtime.build(config)
-        _keep_block_ends(runtime)
         if program == "resume":
             jobs, unusable = _jobs(runtime, nodes, resume_text, resume_error)
             ok = _power_down_unusable(runtime.scontrol, unusable)
@@ -92,6 +91,8 @@ def main(program: str, argv: Sequence[str]) -> int:
             ok = launch.resume(runtime, wanted, jobs) and ok
         else:
             ok = giveback.give_back(runtime, nodes, program)
+        # After the run's own work: the reservation is for the jobs Slurm schedules next.
+        _keep_block_ends(runtime)
     except Exception as error:  # noqa: BLE001 - logged; slurmctld sees the exit code
         log.exception("%s %s failed: %s", name, fold(nodes), error)
         if program == "resume":
