@@ -43,6 +43,10 @@ class RemoteEmulator:
     def advance(self, seconds: float) -> datetime:
         return datetime.fromisoformat(self._call("clock", "POST", {"advance": seconds})["now"])
 
+    def freeze(self) -> datetime:
+        """Stop the emulator's clock where it is; ``advance`` still moves it."""
+        return datetime.fromisoformat(self._call("clock", "POST", {"freeze": True})["now"])
+
     def reset_clock(self) -> datetime:
         return datetime.fromisoformat(self._call("clock", "POST", {"reset": True})["now"])
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from aws_cdk import App, Validations
 from cdk_nag import AwsSolutionsChecks
 
-from infra.config import BrokerConfig
+from infra.config import BrokerConfig, target_region
 from infra.stack import CapacityBrokerStack
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +61,10 @@ def build_app(
     template as `cdk synth`. Tests pass cdk.json's context plus their overrides.
     """
     app = App(context=dict(context) if context is not None else cdk_json_context(), outdir=outdir)
-    config = BrokerConfig.from_context({key: app.node.try_get_context(key) for key in CONTEXT_KEYS})
+    config = BrokerConfig.from_context(
+        {key: app.node.try_get_context(key) for key in CONTEXT_KEYS},
+        region=target_region(os.environ),
+    )
     # Environment-agnostic on purpose: no lookups, so synth needs no credentials and the
     # template deploys to whatever account/region the CLI targets.
     stack = CapacityBrokerStack(app, config.stack_name, config=config)

@@ -71,6 +71,47 @@ class ConfigError(ValueError):
     """A context value is missing or malformed; the message names the key and the fix."""
 
 
+# Lambda SnapStart "is available in all commercial Regions except Asia Pacific (New Zealand)
+# and Asia Pacific (Taipei)" (AWS Lambda Developer Guide, "Improving startup performance with
+# Lambda SnapStart", Supported Regions: https://docs.aws.amazon.com/lambda/latest/dg/snapstart.html).
+SNAPSTART_DOCS = (
+    "https://docs.aws.amazon.com/lambda/latest/dg/snapstart.html#snapstart-supported-regions"
+)
+SNAPSTART_UNSUPPORTED = {
+    "ap-southeast-6": "Asia Pacific (New Zealand)",
+    "ap-east-2": "Asia Pacific (Taipei)",
+}
+# Regions outside the commercial partition (GovCloud, China, the isolated ones) are not in
+# that statement: refused too rather than deployed to fail at the first publish.
+_NOT_COMMERCIAL = ("us-gov-", "cn-", "us-iso", "eu-isoe-", "eusc-")
+
+
+def target_region(environ: Mapping[str, str]) -> str | None:
+    """The region a synth targets, when the environment says: ``CDK_DEFAULT_REGION``, which
+    the CDK CLI sets from ``--profile``/``AWS_REGION`` before it runs the app, else the SDK's
+    own variables. None: unknown (the template stays region-agnostic)."""
+    for key in ("CDK_DEFAULT_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        value = (environ.get(key) or "").strip()
+        if value:
+            return value
+    return None
+
+
+def snapstart_region_refusal(region: str) -> str | None:
+    """Why ``snapStart=true`` cannot be deployed to ``region``, or None when it can."""
+    name = SNAPSTART_UNSUPPORTED.get(region)
+    if name is None and region.startswith(_NOT_COMMERCIAL):
+        name = "outside AWS's commercial partition"
+    if name is None:
+        return None
+    return (
+        f"context snapStart=true cannot be deployed to {region} ({name}): Lambda SnapStart is "
+        "available in all commercial Regions except Asia Pacific (New Zealand) and Asia "
+        f"Pacific (Taipei) ({SNAPSTART_DOCS}). Deploy without snapStart there (cold starts: "
+        "probeProvisionedConcurrency, docs/deploy.md), or to another region"
+    )
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """Everything the stack needs to know about one broker deployment (one cluster)."""
@@ -129,8 +170,10 @@ class BrokerConfig:
         return f"{self.function_prefix}-{name}"
 
     @classmethod
-    def from_context(cls, context: Mapping[str, Any]) -> BrokerConfig:
-        """Build from a context mapping (`{key: value}`; missing keys may be absent or None)."""
+    def from_context(cls, context: Mapping[str, Any], region: str | None = None) -> BrokerConfig:
+        """Build from a context mapping (`{key: value}`; missing keys may be absent or None).
+        ``region``: the region the synth targets, when known (``target_region``): options
+        Lambda does not offer there are refused."""
         cluster_id = _required_str(context, "clusterId")
         if not _CLUSTER_ID.fullmatch(cluster_id):
             raise ConfigError(
@@ -244,6 +287,10 @@ class BrokerConfig:
         }
 
         snap_start = _bool(context, "snapStart", default=False)
+        if snap_start and region:
+            refusal = snapstart_region_refusal(region)
+            if refusal:
+                raise ConfigError(refusal)
         provisioned = _count(context, "probeProvisionedConcurrency", MAX_PROVISIONED_CONCURRENCY)
         if snap_start and provisioned:
             # AWS: "SnapStart does not support provisioned concurrency" (both are settings of

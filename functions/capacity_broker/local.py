@@ -27,6 +27,14 @@ not do answers ``UnauthorizedOperation`` here too. The cluster id is the scenari
 The response follows botocore's Lambda model: the payload as the body, ``X-Amz-Function-Error:
 Unhandled`` when the function raised, ``X-Amz-Executed-Version``, 202 for ``Event`` and 204 for
 ``DryRun`` invocations, and 404 ``ResourceNotFoundException`` for an unknown function.
+
+SnapStart (``SnapStart``, ``--snapstart-asleep``/``--snapstart-timeouts``): the functions may
+answer as a SnapStart version Lambda is waking up does. For ``asleep_seconds`` of the
+emulator's clock from the start every invoke is refused 409 ``SnapStartNotReadyException``
+(a version not invoked for 14 days, or recycled, re-initializes); then the next
+``restore_timeouts`` invokes are refused 408 ``SnapStartTimeoutException`` (a restore that did
+not finish in time). Neither runs the function, as in Lambda. On the emulator's clock, so a
+test freezes it and wakes the version by moving it, whatever the machine's speed.
 """
 
 from __future__ import annotations
@@ -91,6 +99,53 @@ def function_names(prefix: str) -> dict[str, str]:
     return {f"{prefix}-{entry}": entry for entry in ENTRY_POINTS}
 
 
+# Lambda's words (Invoke, Errors: "Lambda is initializing your function. You can invoke the
+# function when the function state becomes Active." and "Lambda couldn't restore the snapshot
+# within the timeout limit.").
+NOT_READY_MESSAGE = (
+    "Lambda is initializing your function. You can invoke the function when the function "
+    "state becomes Active."
+)
+RESTORE_TIMEOUT_MESSAGE = "Lambda couldn't restore the snapshot within the timeout limit."
+
+
+class SnapStart:
+    """How the local functions answer as a SnapStart version waking up (module docstring).
+    ``now`` gives the emulator's clock (seconds); ``start()`` puts the version to sleep."""
+
+    def __init__(self, asleep_seconds: float = 0.0, restore_timeouts: int = 0) -> None:
+        if asleep_seconds < 0 or restore_timeouts < 0:
+            raise ValueError("SnapStart: asleep_seconds and restore_timeouts must be >= 0")
+        self.asleep_seconds = asleep_seconds
+        self.restore_timeouts = restore_timeouts
+        self._lock = threading.Lock()
+        self._wakes_at: float | None = None
+        self._timeouts_left = restore_timeouts
+        self._now: Any = None
+
+    @property
+    def on(self) -> bool:
+        return self.asleep_seconds > 0 or self.restore_timeouts > 0
+
+    def start(self, now: Any) -> None:
+        with self._lock:
+            self._now = now
+            self._wakes_at = now() + self.asleep_seconds
+            self._timeouts_left = self.restore_timeouts
+
+    def refusal(self) -> tuple[int, str, str] | None:
+        """The refusal this invoke gets (status, Lambda's error type, message), or None."""
+        with self._lock:
+            if self._wakes_at is None or self._now is None:
+                return None
+            if self._now() < self._wakes_at:
+                return 409, "SnapStartNotReadyException", NOT_READY_MESSAGE
+            if self._timeouts_left > 0:
+                self._timeouts_left -= 1
+                return 408, "SnapStartTimeoutException", RESTORE_TIMEOUT_MESSAGE
+        return None
+
+
 def _error(status: int, error_type: str, message: str) -> Any:
     from werkzeug.wrappers import Response
 
@@ -110,10 +165,12 @@ class LambdaInvoke:
         prefix: str = DEFAULT_PREFIX,
         region: str = DEFAULT_REGION,
         timeout_ms: int = 300_000,
+        snapstart: SnapStart | None = None,
     ) -> None:
         self.prefix = prefix
         self.region = region
         self.timeout_ms = timeout_ms
+        self.snapstart = snapstart or SnapStart()
         self.functions = function_names(prefix)
         # One invocation at a time per function, as one warm Lambda container would run it.
         self._locks = {name: threading.Lock() for name in self.functions}
@@ -169,6 +226,10 @@ class LambdaInvoke:
                 "Could not parse request body into json: the payload is not valid JSON",
             )
         kind = request.headers.get("X-Amz-Invocation-Type", "RequestResponse")
+        refused = self.snapstart.refusal()
+        if refused is not None:
+            self.invocations.append((name, refused[1]))
+            return _error(*refused)
         self.invocations.append((name, kind))
         if kind == "DryRun":
             return Response(status=204, headers={"X-Amz-Executed-Version": "$LATEST"})
@@ -241,6 +302,7 @@ class LocalBroker:
         regions: Sequence[str] | None = None,
         host: str = "127.0.0.1",
         iam: bool = True,
+        snapstart: SnapStart | None = None,
     ) -> None:
         self.scenario = scenario
         self.port = port
@@ -251,7 +313,7 @@ class LocalBroker:
         self.region = region
         self.regions = list(regions or ())
         self.host = host
-        self.route = LambdaInvoke(prefix, region)
+        self.route = LambdaInvoke(prefix, region, snapstart=snapstart)
         # As deployed: the functions keep request records and the capacity memory in a table
         # (``capacity-broker history`` reads it).
         self.state_table = state_table_name(prefix)
@@ -314,6 +376,9 @@ class LocalBroker:
             self._use_roles()
         self.server.start()
         make_state_table(self.state_table, self.region, self.endpoint)
+        # Asleep from now, on the emulator's clock (a test may freeze it and move it).
+        clock = importlib.import_module("emulator.state").world.clock
+        self.route.snapstart.start(lambda: clock.now().timestamp())
         return self
 
     def _use_roles(self) -> None:

@@ -116,3 +116,31 @@ def test_provisioned_concurrency_values(value: object, expected: int) -> None:
 def test_provisioned_concurrency_refuses_nonsense(value: object) -> None:
     with pytest.raises(ConfigError, match="probeProvisionedConcurrency"):
         BrokerConfig.from_context({"clusterId": "demo", "probeProvisionedConcurrency": value})
+
+
+@pytest.mark.parametrize(
+    ("region", "named"),
+    [
+        ("ap-southeast-6", "Asia Pacific (New Zealand)"),
+        ("ap-east-2", "Asia Pacific (Taipei)"),
+        ("us-gov-west-1", "outside AWS's commercial partition"),
+    ],
+)
+def test_snapstart_in_a_region_lambda_does_not_offer_it_in_fails_synth(
+    region: str, named: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The region the CDK CLI targets (it sets CDK_DEFAULT_REGION before running the app)."""
+    monkeypatch.setenv("CDK_DEFAULT_REGION", region)
+    context = {**cdk_json_context(), "clusterId": "demo", "snapStart": "true"}
+    with pytest.raises(ConfigError) as refused:
+        build_app(context, nag=False)
+    message = str(refused.value)
+    assert f"snapStart=true cannot be deployed to {region} ({named})" in message
+    assert "docs.aws.amazon.com/lambda/latest/dg/snapstart.html" in message
+
+
+def test_snapstart_where_lambda_offers_it_and_without_it_anywhere() -> None:
+    context = {"clusterId": "demo", "snapStart": "true"}
+    assert BrokerConfig.from_context(context, region="eu-west-1").snap_start
+    assert BrokerConfig.from_context(context).snap_start  # region unknown: agnostic
+    assert not BrokerConfig.from_context({"clusterId": "demo"}, region="ap-east-2").snap_start

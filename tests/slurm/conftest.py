@@ -143,12 +143,12 @@ def emulator_endpoint(tmp_path: Path) -> Iterator[Callable[[dict[str, Any]], End
 
 
 @pytest.fixture
-def local_broker(tmp_path: Path) -> Iterator[Callable[[dict[str, Any], str], Endpoint]]:
-    """``local_broker(scenario, cluster_id)``: ``capacity-broker local`` (emulator + the
-    functions behind Lambda Invoke) as its own process."""
+def local_broker(tmp_path: Path) -> Iterator[Callable[..., Endpoint]]:
+    """``local_broker(scenario, cluster_id, *options)``: ``capacity-broker local`` (emulator +
+    the functions behind Lambda Invoke) as its own process, with more of its options."""
     started: list[Endpoint] = []
 
-    def start(scenario: dict[str, Any], cluster_id: str) -> Endpoint:
+    def start(scenario: dict[str, Any], cluster_id: str, *options: str) -> Endpoint:
         path = tmp_path / f"scenario-{len(started)}.json"
         path.write_text(json.dumps(scenario))
         endpoint = start_endpoint(
@@ -162,6 +162,7 @@ def local_broker(tmp_path: Path) -> Iterator[Callable[[dict[str, Any], str], End
                 str(path),
                 "--cluster-id",
                 cluster_id,
+                *options,
             ],
         )
         started.append(endpoint)

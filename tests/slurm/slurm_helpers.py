@@ -3,10 +3,10 @@
 Each cluster lives in the test's tmp dir: munged with its own key and socket (slurm.conf
 ``AuthInfo=socket=…`` keeps clusters apart), slurmctld on its own ports with its own state,
 cloud nodes (``State=CLOUD``) whose ResumeProgram, SuspendProgram and ResumeFailProgram are
-this checkout's console scripts, and the capacity emulator (or ``capacity-broker local``) as a
-server process. No slurmd ever runs, so ResumeTimeout is long and a launched job stays
-CONFIGURING. The programs find their YAML beside slurm.conf: slurmctld hands them nothing
-but SLURM_CONF (and SLURM_RESUME_FILE).
+scripts that run the code under test (``write_programs``), and the capacity emulator (or
+``capacity-broker local``) as a server process. No slurmd ever runs, so ResumeTimeout is
+long and a launched job stays CONFIGURING. The programs find their YAML beside slurm.conf:
+slurmctld hands them nothing but SLURM_CONF (and SLURM_RESUME_FILE).
 
 Without Slurm the tests skip with the reason (``make test`` prints it in its summary); under
 CI (``CI=true``) a missing slurmctld is a failure: .ci/run installs it.
@@ -46,11 +46,9 @@ TOOLS = {
     "sinfo": "/usr/bin/sinfo",
 }
 BIN = Path(sys.executable).parent
-PROGRAMS = {
-    "resume": BIN / "capacity-broker-slurm-resume",
-    "suspend": BIN / "capacity-broker-slurm-suspend",
-    "resume-fail": BIN / "capacity-broker-slurm-resume-fail",
-}
+# The console scripts' entry points (pyproject.toml, [project.scripts]).
+ENTRY_POINTS = {"resume": "resume", "suspend": "suspend", "resume-fail": "resume_fail"}
+PROGRAMS = {name: BIN / f"capacity-broker-slurm-{name}" for name in ENTRY_POINTS}
 REGION = "us-east-1"
 SKIP_PREFIX = "Slurm tests skipped:"
 
@@ -58,6 +56,31 @@ SKIP_PREFIX = "Slurm tests skipped:"
 def _tool(name: str) -> str | None:
     found = TOOLS[name] if os.access(TOOLS[name], os.X_OK) else None
     return found or shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+
+
+def write_programs(directory: Path) -> dict[str, Path]:
+    """The programs slurmctld runs, as scripts in ``directory`` that import the code this
+    test process imports. The installed console scripts import whatever the interpreter's
+    install points at (an editable install may be another checkout), and slurmctld gives
+    them no PYTHONPATH: so each script names this interpreter and puts the directory that
+    holds the ``capacity_broker`` under test first on its path."""
+    import capacity_broker
+
+    source = Path(capacity_broker.__file__).resolve().parent.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, function in ENTRY_POINTS.items():
+        path = directory / f"capacity-broker-slurm-{name}"
+        path.write_text(
+            f"#!{sys.executable}\n"
+            "import sys\n"
+            f"sys.path.insert(0, {str(source)!r})\n"
+            f"from capacity_broker.slurm.programs import {function}\n"
+            f"sys.exit({function}())\n"
+        )
+        path.chmod(0o755)
+        written[name] = path
+    return written
 
 
 def missing_tools() -> list[str]:
@@ -201,6 +224,11 @@ class Cluster:
         return dict(re.findall(r"(\w+)=(\S*)", line))
 
     @property
+    def programs(self) -> dict[str, Path]:
+        """The programs slurm.conf names (``write_programs``)."""
+        return {name: self.root / "bin" / f"capacity-broker-slurm-{name}" for name in ENTRY_POINTS}
+
+    @property
     def program_log(self) -> Path:
         return self.root / "capacity-broker.log"
 
@@ -230,7 +258,7 @@ class Cluster:
         if resume_file is not None:
             env["SLURM_RESUME_FILE"] = str(resume_file)
         done = subprocess.run(
-            [str(PROGRAMS[program]), hostlist],
+            [str(self.programs[program]), hostlist],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -296,6 +324,7 @@ def _slurm_conf(
     it had (no slurmd ever answered): each try looks the name up ten times a second apart,
     holding slurmctld's locks (measured: 12 s), and the programs' scontrol calls time out."""
     user = getpass.getuser()
+    programs = write_programs(root / "bin")
     lines = [
         f"ClusterName={name}",
         "SlurmctldHost=localhost",
@@ -320,9 +349,9 @@ def _slurm_conf(
         "JobCompType=jobcomp/none",
         "AccountingStorageType=accounting_storage/none",
         "ReturnToService=2",
-        f"ResumeProgram={PROGRAMS['resume']}",
-        f"SuspendProgram={PROGRAMS['suspend']}",
-        f"ResumeFailProgram={PROGRAMS['resume-fail']}",
+        f"ResumeProgram={programs['resume']}",
+        f"SuspendProgram={programs['suspend']}",
+        f"ResumeFailProgram={programs['resume-fail']}",
         "SuspendTime=3600",
         # Powered-down nodes come back quickly, so a test sees the whole give-back.
         "SuspendTimeout=5",

@@ -129,6 +129,27 @@ def local(
             "unsets to eval when it is the one AWS_ENDPOINT_URL names.",
         ),
     ] = False,
+    snapstart_asleep: Annotated[
+        float,
+        typer.Option(
+            "--snapstart-asleep",
+            metavar="SECONDS",
+            min=0,
+            help="Answer as a SnapStart version Lambda is re-initializing: every invoke is "
+            "refused 409 SnapStartNotReadyException for SECONDS of the emulator's clock from "
+            "the start (a version not invoked for 14 days).",
+        ),
+    ] = 0.0,
+    snapstart_timeouts: Annotated[
+        int,
+        typer.Option(
+            "--snapstart-timeouts",
+            metavar="N",
+            min=0,
+            help="Then refuse the next N invokes 408 SnapStartTimeoutException (a snapshot "
+            "restore that did not finish in time).",
+        ),
+    ] = 0,
     ready_fd: Annotated[
         int | None,
         typer.Option(
@@ -143,8 +164,9 @@ def local(
     if stop:
         _stop(port)
         return
+    snapstart = (snapstart_asleep, snapstart_timeouts)
     if background:
-        _background(scenario, port or 0, function_prefix, cluster_id, region, iam)
+        _background(scenario, port or 0, function_prefix, cluster_id, region, iam, snapstart)
         return
     _serve(
         scenario,
@@ -154,6 +176,7 @@ def local(
         region,
         iam,
         ready_fd,
+        snapstart,
     )
 
 
@@ -165,9 +188,10 @@ def _serve(
     region: str,
     iam: bool,
     ready_fd: int | None = None,
+    snapstart: tuple[float, int] = (0.0, 0),
 ) -> None:
     try:
-        from ..local import LocalBroker
+        from ..local import LocalBroker, SnapStart
     except ModuleNotFoundError as error:
         raise _no_emulator(error) from None
     broker = LocalBroker(
@@ -177,6 +201,7 @@ def _serve(
         cluster_id=cluster_id,
         region=region,
         iam=iam,
+        snapstart=SnapStart(*snapstart),
     )
     try:
         broker.start()
@@ -193,6 +218,16 @@ def _serve(
         _comment(
             f"cluster id: {broker.cluster_id}; regions: {','.join(broker.regions)}; IAM: "
             + ("the functions' deployed roles, evaluated" if iam else "not evaluated (--no-iam)")
+        ),
+        *(
+            [
+                _comment(
+                    f"SnapStart: asleep {snapstart[0]:g} s of the emulator's clock (409 "
+                    f"SnapStartNotReadyException), then {snapstart[1]} restore time-out(s) (408)"
+                )
+            ]
+            if broker.route.snapstart.on
+            else []
         ),
         "# Ctrl-C stops it.",
     ]
@@ -252,6 +287,7 @@ def _background(
     cluster_id: str | None,
     region: str,
     iam: bool,
+    snapstart: tuple[float, int] = (0.0, 0),
 ) -> None:
     """The foreground server as a process of its own session (it outlives this shell
     command and the terminal's Ctrl-C), its output in a log file; the exports once it
@@ -263,6 +299,8 @@ def _background(
             "cluster_id": cluster_id,
             "region": region,
             "iam": "on" if iam else "off",
+            "snapstart_asleep": f"{snapstart[0]:g}" if snapstart[0] else "",
+            "snapstart_timeouts": str(snapstart[1]) if snapstart[1] else "",
         }
     )
     state = _made_state()
@@ -330,6 +368,16 @@ def _start(state: StateDir, port: int, settings: dict[str, str]) -> Record:
         settings["region"],
         "--iam" if settings.get("iam", "on") == "on" else "--no-iam",
         *(["--scenario", settings["scenario"]] if settings["scenario"] else []),
+        *(
+            ["--snapstart-asleep", settings["snapstart_asleep"]]
+            if settings.get("snapstart_asleep")
+            else []
+        ),
+        *(
+            ["--snapstart-timeouts", settings["snapstart_timeouts"]]
+            if settings.get("snapstart_timeouts")
+            else []
+        ),
     ]
     draft = f".starting-{os.getpid()}-{time.time_ns()}.log"
     log = state.create(draft)

@@ -6,12 +6,15 @@ Lambda's own failures (the call refused, throttled, unreachable) and a function 
 become the client's errors; the function's JSON answer is returned as it came. A throttled
 invoke (the account's or the function's reserved concurrency is used up, or EC2 throttled the
 function's start) is asked again, with jittered exponential backoff, within the caller's
-``Patience``: a class of desktops or a Slurm queue flushing meets it by design.
+``Patience``: a class of desktops or a Slurm queue flushing meets it by design. So is an invoke
+of a SnapStart version Lambda is waking up (``WAKING``): the first call after a quiet
+fortnight meets it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +35,9 @@ from .results import (
     typed,
 )
 
+# Where a wait is said (the Slurm programs send it to their log).
+log = logging.getLogger(__name__)
+
 # Lambda's longest timeout is 15 minutes; the client waits a little longer for an answer.
 INVOKE_READ_TIMEOUT = 910
 
@@ -39,6 +45,14 @@ INVOKE_READ_TIMEOUT = 910
 # Lambda's answers to an invoke it will take later: concurrency used up (the account's, or the
 # function's reserved concurrency: docs/deploy.md), or EC2 throttling the function's start.
 THROTTLED = frozenset({"TooManyRequestsException", "EC2ThrottledException"})
+# A SnapStart version Lambda is (re)initializing: a version not invoked for 14 days, or one
+# Lambda recycles, answers 409 "SnapStartNotReadyException" until its snapshot is ready again;
+# a restore that did not finish in time answers 408 "SnapStartTimeoutException" (Lambda API
+# reference, Invoke, Errors). Neither ran the function: asked again like a throttle. Not
+# "SnapStartException" (the function's own afterRestore hook raised): that is the function's
+# error, surfaced with its message.
+WAKING = frozenset({"SnapStartNotReadyException", "SnapStartTimeoutException"})
+ASKED_AGAIN = THROTTLED | WAKING
 
 
 @dataclass(frozen=True)
@@ -85,7 +99,8 @@ def invoke_function(
 ) -> dict[str, Any]:
     """``<prefix>-<entry>``'s answer to ``event`` (``lam`` gives the Lambda client), from the
     alias ``qualifier`` when given (SnapStart and provisioned concurrency serve only
-    published versions, never $LATEST). A throttled invoke is asked again within
+    published versions, never $LATEST). A throttled invoke, or one a SnapStart version waking
+    up refused (``WAKING``), is asked again within
     ``patience`` (the same event: every call carries its request id)."""
     patience = patience or Patience()
     budget = backoff.Budget.starting(patience.monotonic(), patience.seconds)
@@ -94,12 +109,13 @@ def invoke_function(
         try:
             return _invoke_once(lam, prefix, entry, event, qualifier)
         except InvokeFailed as failed:
-            if failed.code not in THROTTLED:
+            if failed.code not in ASKED_AGAIN:
                 raise
             pause = backoff.delay(attempt, patience.base, patience.cap, patience.rng)
             if not budget.allows(pause, patience.monotonic()):
                 raise
             attempt += 1
+            log.info("%s; asking again in %.1f s", failed, pause)
             patience.sleep(pause)
 
 

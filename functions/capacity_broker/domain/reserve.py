@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -209,6 +210,18 @@ def validate_existing(
     return None
 
 
+# The words of the refusal of a job that runs longer than its block can ever give it: the job's
+# own request (another job of the same node set fits), which the Slurm breaker does not count.
+_RUNS_PAST = "can run a job for"
+_RUNS_PAST_REASON = re.compile(rf"^Capacity Block \S+ {_RUNS_PAST} \d+ s at most ")
+
+
+def runs_past_block(reason: str) -> bool:
+    """Whether ``reason`` is the refusal of a job whose runtime no Capacity Block window
+    holds (``_block_time``)."""
+    return _RUNS_PAST_REASON.match(reason) is not None
+
+
 def _block_time(
     existing: ExistingReservation, wanted: Wanted, now: datetime
 ) -> Rejected | TooLate | None:
@@ -227,7 +240,7 @@ def _block_time(
         window = blocks.usable_window_seconds(existing.start_date, end, existing.instance_type)
         if runtime > window:
             return Rejected(
-                f"Capacity Block {rid} can run a job for {int(window)} s at most ({stops}); "
+                f"Capacity Block {rid} {_RUNS_PAST} {int(window)} s at most ({stops}); "
                 f"the job runs {runtime} s"
             )
     left = blocks.usable_seconds(existing.start_date, end, existing.instance_type, now)

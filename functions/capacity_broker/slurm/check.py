@@ -36,6 +36,7 @@ from ..client.results import BrokerError
 from ..domain.tags import TAG_CLUSTER_ID
 from ..logic.templates import TemplateRefused, Templates
 from ..root import Adapters
+from .block_ends import block_ends
 from .config import (
     ENV_LOG,
     ConfigError,
@@ -87,6 +88,10 @@ class NodeSetReport:
     request: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # A Capacity Block node set: when its block ends and when EC2 begins stopping its
+    # instances (ISO 8601, UTC), from which Slurm starts no job on its nodes (block_ends).
+    block_end: str | None = None
+    usable_end: str | None = None
 
 
 @dataclass
@@ -175,12 +180,26 @@ def inspect(config: SlurmConfig, ec2: Ec2, source: str = "", session: Any = None
     except AwsError as error:
         report.warnings.append(f"could not read the region's instance types: {error}")
     report.nodesets = [_nodeset(config, nodeset, ec2) for nodeset in config.nodesets]
+    _block_ends(config, ec2, report)
     if not os.access(config.scontrol, os.X_OK):
         report.warnings.append(f"{config.scontrol} is not an executable here (scontrol:)")
     log = config.log_destination({k: v for k, v in os.environ.items() if k == ENV_LOG})
     if log is not None and not os.access(log if log.exists() else log.parent, os.W_OK):
         report.warnings.append(f"the log {log} is not writable here (log_file:)")
     return report
+
+
+def _block_ends(config: SlurmConfig, ec2: Ec2, report: Report) -> None:
+    """Each block node set's end and usable end; a block that cannot be read fails its jobs."""
+    found, problems = block_ends(config, ec2)
+    by_label = {n.nodeset: n for n in report.nodesets}
+    for block in found:
+        shown = by_label[block.nodeset]
+        shown.block_end = f"{block.end:%Y-%m-%dT%H:%M:%SZ}"
+        shown.usable_end = f"{block.usable_end:%Y-%m-%dT%H:%M:%SZ}"
+    for problem in problems:
+        label, _, why = problem.partition(": ")
+        by_label[label].problems.append(f"Capacity Block: {why}")
 
 
 def _functions(config: SlurmConfig, session: Any) -> list[str]:
@@ -217,6 +236,11 @@ def _nodeset(config: SlurmConfig, nodeset: NodeSet, ec2: Ec2) -> NodeSetReport:
         "provision": True,
         **nodeset.platform_options(),
         **({"strict": nodeset.strict} if nodeset.strict is not None else {}),
+        **(
+            {"capacity_reservation_id": nodeset.capacity_reservation_id}
+            if nodeset.capacity_reservation_id
+            else {}
+        ),
         "attempt": "<the job's restart count>",
     }
     try:
@@ -338,4 +362,10 @@ def _print(report: Report) -> None:
             f"{escape(template['version'])} is version {template['is'] or 'MISSING'}{platform}; "
             f"each job asks reserve {escape(json.dumps(found.request))}"
         )
+        if found.usable_end:
+            console.print(
+                f"{escape(found.nodeset)}: Capacity Block ends {found.block_end}, usable until "
+                f"{found.usable_end}: Slurm starts no job on its nodes that would run past it "
+                "(a maintenance reservation from then)"
+            )
     console.print("[green]ok[/]" if report.ok else "[red]the configuration would fail jobs[/]")

@@ -28,6 +28,7 @@ from ..adapters.regions import unknown_region_message, unknown_regions
 from ..domain.catalog import unknown_types
 from ..models.common import (
     LAUNCH_TEMPLATE_VERSION_PATTERN,
+    RESERVATION_ID_PATTERN,
     ImageId,
     InstanceTypes,
     LaunchTemplateId,
@@ -85,6 +86,10 @@ class NodeSet(_Strict):
     # both. Neither: the broker takes the platform of the launch template's image.
     instance_platform: Platform | None = None
     image_id: ImageId | None = None
+    # A Capacity Block (or ODCR) of the account the node set's jobs launch into. A block's
+    # nodes are kept from jobs that could not finish before EC2 stops its instances: a Slurm
+    # maintenance reservation from the block's usable end (slurm/block_ends.py).
+    capacity_reservation_id: Annotated[str | None, Field(pattern=RESERVATION_ID_PATTERN)] = None
 
     @field_validator("nodes")
     @classmethod

@@ -61,7 +61,12 @@ class Failed(Exception):
     """The unit cannot run now; ``status`` names why (the broker's status when it answered)."""
 
     def __init__(
-        self, status: str, detail: str, retry_after: int | None = None, passing: bool = False
+        self,
+        status: str,
+        detail: str,
+        retry_after: int | None = None,
+        passing: bool = False,
+        code: str | None = None,
     ) -> None:
         super().__init__(f"{status}: {detail}")
         self.status = status
@@ -69,6 +74,13 @@ class Failed(Exception):
         self.retry_after = retry_after
         # Throttled, a server fault, no answer: not counted by the breaker (breaker.passing).
         self.passing = passing
+        # The broker's error code, when it answered one.
+        self.code = code
+
+    @property
+    def own(self) -> breaker.Own | None:
+        """The job's own error (``breaker.own``): never counted against its node set."""
+        return breaker.own(self.status, self.code, self.detail)
 
 
 @dataclass
@@ -165,6 +177,8 @@ def _provision(runtime: Runtime, attempt: Attempt, nodeset: NodeSet, nodes: list
     }
     if nodeset.strict is not None:
         options["strict"] = nodeset.strict
+    if nodeset.capacity_reservation_id is not None:
+        options["capacity_reservation_id"] = nodeset.capacity_reservation_id
     if attempt.job is not None:
         options["attempt"] = attempt.restarts
         if attempt.job.time_limit_seconds is not None:
@@ -198,7 +212,13 @@ def _provision(runtime: Runtime, attempt: Attempt, nodeset: NodeSet, nodes: list
     if not transient and not breaker.counts(str(answer.status)):
         _worked(runtime, nodeset)
     if answer.status != ReserveStatus.PROVISIONED:
-        raise Failed(str(answer.status), answer.message, answer.retry_after_seconds, transient)
+        raise Failed(
+            str(answer.status),
+            answer.message,
+            answer.retry_after_seconds,
+            transient,
+            answer.error_code,
+        )
     attempt.nodeset = None
     if len(answer.instances) != len(nodes):
         raise Failed("error", f"{len(answer.instances)} instances for {len(nodes)} nodes")
@@ -435,16 +455,44 @@ def _give_back(runtime: Runtime, attempt: Attempt, failure: Failed) -> bool:
         log.error("%s: could not power down %s: %s", unit.label, fold(unit.nodes), error)
         return False
     nodeset = attempt.nodeset
-    if nodeset is not None and breaker.counts(failure.status, failure.passing):
+    own = failure.own
+    if own is not None:
+        log.warning("%s: %s: not counted against its node set", unit.label, own.why)
+    elif nodeset is not None and breaker.counts(failure.status, failure.passing):
         tripped = _count_error(runtime, nodeset, failure)
         if tripped is not None:
             return _trip(runtime, attempt, nodeset, tripped, failure) and done
     if unit.job_id is not None:
+        if own is not None and own.hold:
+            return _hold_own(runtime, unit.job_id, attempt.job, own, failure) and done
         # Where users look (squeue, scontrol show job): the node's reason is the admins'.
         _note(runtime, attempt.job, why)
         if failure.retry_after:
             done = _hold_back(runtime, unit.job_id, failure.retry_after) and done
     return done
+
+
+def _hold_own(
+    runtime: Runtime, job_id: int, before: Job | None, own: breaker.Own, failure: Failed
+) -> bool:
+    """A job whose own request cannot succeed as it is (its count over the quota, its time
+    limit past its block) waits held, alone: requeued, it would be refused again every couple
+    of minutes. A user hold (``JobHeldUser``), so its owner can change the job
+    (``scontrol update JobId=… NumNodes=…``/``TimeLimit=…``) and release it without an
+    administrator; the note says why and how."""
+    status = f"held, {failure.code or failure.status}"
+    undo = f"scontrol release {job_id}"
+    # The note first: any update of a job resets its Reason, and a hold's must stay.
+    _note(runtime, before, plan.reason(status, f"{own.why}: {failure.detail}", undo))
+    try:
+        job = runtime.scontrol.job(job_id)
+        if job is not None and job.state.startswith("PENDING"):
+            runtime.scontrol.user_hold(job_id)
+            log.warning("job %s: held (%s)", job_id, own.why)
+    except ScontrolError as error:
+        log.error("job %s: could not hold it: %s", job_id, error)
+        return False
+    return True
 
 
 def _count_error(runtime: Runtime, nodeset: NodeSet, failure: Failed) -> breaker.Count | None:

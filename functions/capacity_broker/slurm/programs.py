@@ -21,7 +21,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import giveback, launch, plan
+from ..adapters.aws import AwsError
+from . import block_ends, giveback, launch, plan
 from .config import DEFAULT_SCONTROL, ENV_LOG, ConfigError, load
 from .hostlist import HostlistError, expand, fold
 from .runtime import Runtime, log
@@ -32,6 +33,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 _FORMAT = "%(asctime)s {program}[%(process)d] %(levelname)s %(message)s"
 _SYSLOG = Path("/dev/log")
+CLIENT_LOG = "capacity_broker.client"
 
 
 def resume() -> None:
@@ -89,6 +91,8 @@ def main(program: str, argv: Sequence[str]) -> int:
             ok = launch.resume(runtime, wanted, jobs) and ok
         else:
             ok = giveback.give_back(runtime, nodes, program)
+        # After the run's own work: the reservation is for the jobs Slurm schedules next.
+        _keep_block_ends(runtime)
     except Exception as error:  # noqa: BLE001 - logged; slurmctld sees the exit code
         log.exception("%s %s failed: %s", name, fold(nodes), error)
         if program == "resume":
@@ -96,6 +100,18 @@ def main(program: str, argv: Sequence[str]) -> int:
         return EXIT_FAILED
     log.info("%s %s done%s", name, fold(nodes), "" if ok else " with errors (see above)")
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _keep_block_ends(runtime: Runtime) -> None:
+    """Each block node set's maintenance reservation from its usable end (block_ends), kept
+    on every run: a block extended since moves it. Never in the way of the run itself."""
+    if not any(n.capacity_reservation_id for n in runtime.config.nodesets):
+        return
+    try:
+        for line in block_ends.keep_all(runtime.config, runtime.ec2, runtime.scontrol):
+            (log.warning if "could not" in line else log.info)("%s", line)
+    except (AwsError, ScontrolError) as error:
+        log.warning("could not keep the blocks' reservations: %s", error)
 
 
 def _jobs(
@@ -213,6 +229,8 @@ def _logging(program: str, destination: Path | None, level: str, stderr_closed: 
     formatter = logging.Formatter(_FORMAT.format(program=program))
     for handler in handlers:
         handler.setFormatter(formatter)
-    log.handlers[:] = handlers
-    log.setLevel(level)
-    log.propagate = False
+    # The deployed client's waits (a throttled or waking Lambda) go to the same log.
+    for logger in (log, logging.getLogger(CLIENT_LOG)):
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = False

@@ -160,6 +160,11 @@ class Scontrol:
         """Kept pending (``JobHeldAdmin``) until ``scontrol release``."""
         self.run("hold", str(job_id))
 
+    def user_hold(self, job_id: int) -> None:
+        """Kept pending (``JobHeldUser``) until ``scontrol release``, which the job's owner may
+        run too (an administrator's hold only an administrator may release)."""
+        self.run("uhold", str(job_id))
+
     def note_job(self, job_id: int, text: str, field: str = "Comment") -> None:
         """The job's ``Comment`` (``squeue -o %k``, ``-O Comment``; ``scontrol show job``), or
         its ``AdminComment`` (only ``scontrol show job``: 22.05's ``squeue -O AdminComment``

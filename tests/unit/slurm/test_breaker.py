@@ -129,3 +129,77 @@ def test_throttling_and_no_answer_are_not_the_node_sets_errors(
 ) -> None:
     assert breaker.passing(code, answered) is transient
     assert breaker.counts("error", breaker.passing(code, answered)) is not transient
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "detail", "hold"),
+    [
+        ("error", "InstanceLimitExceeded", "Stopped by InstanceLimitExceeded", True),
+        ("error", "VcpuLimitExceeded", "Stopped by VcpuLimitExceeded", True),
+        ("error", "TimeBudgetExceeded", "no answer before the deadline", False),
+        (
+            "rejected",
+            None,
+            "Capacity Block cr-0123 can run a job for 5400 s at most (it ends at …); the job "
+            "runs 7200 s",
+            True,
+        ),
+    ],
+)
+def test_a_jobs_own_error_is_never_the_node_sets(
+    status: str, code: str | None, detail: str, hold: bool
+) -> None:
+    found = breaker.own(status, code, detail)
+    assert found is not None and found.hold is hold
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "detail"),
+    [
+        ("rejected", None, "launch template lt-0 belongs to broker cluster 'other'"),
+        ("error", "UnauthorizedOperation", "not authorized"),
+        ("rejected", None, "cr-0123 is for p5.48xlarge, which is not among the job's types"),
+        ("error", "MaxTemplateVersionLimitExceeded", "10,000 versions"),
+    ],
+)
+def test_what_fails_every_job_is_not_a_jobs_own(status: str, code: str | None, detail: str) -> None:
+    assert breaker.own(status, code, detail) is None
+
+
+def test_the_block_refusal_the_broker_writes_is_the_one_recognised() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from capacity_broker.domain.reserve import (
+        ExistingReservation,
+        Rejected,
+        Wanted,
+        validate_existing,
+    )
+
+    now = datetime(2026, 12, 6, 12, tzinfo=UTC)
+    block = ExistingReservation(
+        id="cr-0123456789abcdef0",
+        state="active",
+        reservation_type="capacity-block",
+        instance_type="p5.48xlarge",
+        availability_zone_id="use1-az1",
+        platform="Linux/UNIX",
+        tenancy="default",
+        available_count=2,
+        start_date=now - timedelta(hours=1),
+        owner="123456789012",
+        owned_by_broker=False,
+        size=2,
+        end_date=now + timedelta(hours=2),
+    )
+    wanted = Wanted(
+        instance_types=["p5.48xlarge"],
+        availability_zone_ids=["use1-az1"],
+        platform="Linux/UNIX",
+        tenancy="default",
+        instance_count=1,
+        runtime_seconds=5 * 3600,
+    )
+    refused = validate_existing(block, wanted, now)
+    assert isinstance(refused, Rejected)
+    assert breaker.own("rejected", None, refused.reason) is not None

@@ -70,6 +70,15 @@ def test_a_node_set_may_say_its_platform(tmp_path: Path) -> None:
         )
 
 
+def test_a_node_set_may_name_the_block_it_launches_into(tmp_path: Path) -> None:
+    block = NODESET | {"capacity_reservation_id": "cr-0b10c0000000000b1"}
+    config = load(write(tmp_path, CONTRACT_EXAMPLE | {"nodesets": [block]}))
+    assert config.nodesets[0].capacity_reservation_id == "cr-0b10c0000000000b1"
+    bad = NODESET | {"capacity_reservation_id": "cr-*"}
+    with pytest.raises(ConfigError, match=r"nodesets\.0\.capacity_reservation_id"):
+        load(write(tmp_path, CONTRACT_EXAMPLE | {"nodesets": [bad]}))
+
+
 def test_the_stacks_alias_is_the_qualifier(tmp_path: Path) -> None:
     config = load(write(tmp_path, CONTRACT_EXAMPLE | {"function_qualifier": "live"}))
     assert config.function_qualifier == "live"

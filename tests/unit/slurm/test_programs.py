@@ -8,7 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(sys.executable).parent / "capacity-broker-slurm-resume"
+import capacity_broker
+
+# The resume program as its console script runs it, importing the code under test (the
+# installed script would import whatever the interpreter's install points at).
+SOURCE = Path(capacity_broker.__file__).resolve().parent.parent
+PROGRAM = (
+    f"import sys; sys.path.insert(0, {str(SOURCE)!r}); "
+    "from capacity_broker.slurm.programs import resume; sys.exit(resume())"
+)
 
 
 def closed_standard_descriptors() -> None:
@@ -18,7 +26,7 @@ def closed_standard_descriptors() -> None:
 
 def run_like_slurmctld(env: dict[str, str], *args: str) -> int:
     done = subprocess.run(
-        [str(SCRIPT), *args],
+        [sys.executable, "-c", PROGRAM, *args],
         env=env,
         preexec_fn=closed_standard_descriptors,
         timeout=120,
