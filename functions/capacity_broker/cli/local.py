@@ -36,6 +36,8 @@ from .local_state import Record, StateDir, Unsafe, endpoint_port, identity, sett
 
 DEFAULT_PORT = 5055
 DEFAULT_PREFIX = "capacity-broker-local"
+# Lambda's default account limit of concurrent executions (``capacity_broker.local``'s).
+DEFAULT_CONCURRENCY = 1000
 READY_SECONDS = 120
 STOP_SECONDS = 15
 EXPORTED = (
@@ -113,6 +115,17 @@ def local(
     region: Annotated[
         str, typer.Option("--region", metavar="REGION", help="The functions' own region.")
     ] = "us-east-1",
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            "--concurrency",
+            min=1,
+            metavar="N",
+            help="Invocations run at once, each in a container of its own as Lambda runs "
+            "them (Lambda's default account limit); beyond it Lambda's 429 "
+            "TooManyRequestsException.",
+        ),
+    ] = DEFAULT_CONCURRENCY,
     background: Annotated[
         bool,
         typer.Option(
@@ -144,7 +157,7 @@ def local(
         _stop(port)
         return
     if background:
-        _background(scenario, port or 0, function_prefix, cluster_id, region, iam)
+        _background(scenario, port or 0, function_prefix, cluster_id, region, iam, concurrency)
         return
     _serve(
         scenario,
@@ -154,6 +167,7 @@ def local(
         region,
         iam,
         ready_fd,
+        concurrency,
     )
 
 
@@ -165,6 +179,7 @@ def _serve(
     region: str,
     iam: bool,
     ready_fd: int | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> None:
     try:
         from ..local import LocalBroker
@@ -177,6 +192,7 @@ def _serve(
         cluster_id=cluster_id,
         region=region,
         iam=iam,
+        concurrency=concurrency,
     )
     try:
         broker.start()
@@ -193,6 +209,10 @@ def _serve(
         _comment(
             f"cluster id: {broker.cluster_id}; regions: {','.join(broker.regions)}; IAM: "
             + ("the functions' deployed roles, evaluated" if iam else "not evaluated (--no-iam)")
+        ),
+        _comment(
+            f"each function runs up to {concurrency} invocations at once, each in a container "
+            "of its own, as Lambda does (--concurrency)"
         ),
         "# Ctrl-C stops it.",
     ]
@@ -252,6 +272,7 @@ def _background(
     cluster_id: str | None,
     region: str,
     iam: bool,
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> None:
     """The foreground server as a process of its own session (it outlives this shell
     command and the terminal's Ctrl-C), its output in a log file; the exports once it
@@ -263,6 +284,7 @@ def _background(
             "cluster_id": cluster_id,
             "region": region,
             "iam": "on" if iam else "off",
+            "concurrency": concurrency,
         }
     )
     state = _made_state()
@@ -329,6 +351,8 @@ def _start(state: StateDir, port: int, settings: dict[str, str]) -> Record:
         "--region",
         settings["region"],
         "--iam" if settings.get("iam", "on") == "on" else "--no-iam",
+        "--concurrency",
+        settings.get("concurrency") or str(DEFAULT_CONCURRENCY),
         *(["--scenario", settings["scenario"]] if settings["scenario"] else []),
     ]
     draft = f".starting-{os.getpid()}-{time.time_ns()}.log"
