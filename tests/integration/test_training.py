@@ -301,6 +301,8 @@ def test_an_extension_is_offered_then_bought_once(tf: CapacityBroker, ml: Any) -
     assert guarded.exit_code == EXIT_USAGE
     assert "46,080.00 USD" in guarded.stderr
     assert "nothing was bought" in guarded.stderr
+    # a fee shown is a preview, not an error (issue 42)
+    assert guarded.stderr.startswith("preview: ") and "error:" not in guarded.stderr
     assert ml.calls("PurchaseCapacityBlockExtension") == []
 
     bought = tf.extend(block, 2)

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from ..client import ReservationType, Results
+from ..domain.discovery import FUTURE_WAITING_STATES
 from ..logic.capacity import summary_of
 from ..models.capacity import CapacityRow, CapacitySummary
 from . import render
@@ -157,7 +158,24 @@ def _odcr_table(out: Console, odcrs: Sequence[CapacityRow], title: str | None) -
         title,
     )
     if all(r.end_date is None for r in odcrs):
-        render.say(out, "No fixed end date - can use indefinitely")
+        commitments = [r.commitment_end_date for r in odcrs if r.commitment_end_date]
+        waiting = any(r.state in FUTURE_WAITING_STATES for r in odcrs)
+        # A future-dated reservation is held (and billed) until cancelled too, but it cannot
+        # be cancelled before its commitment ends: not "use it indefinitely" (issue 42).
+        if commitments:
+            render.say(
+                out,
+                "No fixed end date - held until cancelled, and committed until "
+                f"{render.when(max(commitments))}: it cannot be cancelled before then",
+            )
+        elif waiting:
+            render.say(
+                out,
+                "No fixed end date once delivered - held until cancelled; a future-dated "
+                "reservation cannot be cancelled before its commitment ends",
+            )
+        else:
+            render.say(out, "No fixed end date - can use indefinitely")
 
 
 def _block_table(out: Console, blocks: Sequence[CapacityRow], title: str | None) -> None:
