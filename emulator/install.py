@@ -325,6 +325,10 @@ def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[Base
         if refused is not None:
             world.hub.after(call, 400, refused.code)
             return _error_response(self, refused.code, refused.message, 400)
+        unapplied = _unapplied_filter(self, service, action)
+        if unapplied is not None:
+            world.hub.after(call, 400, UNSUPPORTED)
+            return _error_response(self, UNSUPPORTED, unapplied, 400)
         try:
             with serving(call):  # what EC2 shows this call may still be settling
                 status, headers, body = original(self)
@@ -379,6 +383,68 @@ def _unsupported(service: str, action: str, error: Exception) -> str | None:
         f"The emulator cannot serve this {_operation(action)} request (its EC2 implementation, "
         f"moto's, failed with {type(error).__name__}: {error})"
     )
+
+
+# Filters botocore's model documents that moto answers as if they were not there (the sweep of
+# tests/integration/test_local_every_operation.py finds them: a value nothing has still lists
+# everything). Refused, as an operation the emulator does not serve is: a caller must never get
+# every item back for a filter it sent. ``tag:<key>`` stands for every tag filter.
+UNAPPLIED_FILTERS: Mapping[str, frozenset[str]] = {
+    "DescribeCustomerGateways": frozenset({"state", "tag-key", "tag:<key>"}),
+    "DescribeInstanceStatus": frozenset(
+        {
+            "application-status.status",
+            "attached-ebs-status.status",
+            "availability-zone",
+            "availability-zone-id",
+            "event.code",
+            "event.description",
+            "event.instance-event-id",
+            "event.not-after",
+            "event.not-before",
+            "event.not-before-deadline",
+            "instance-status.reachability",
+            "instance-status.status",
+            "operator.managed",
+            "operator.principal",
+            "system-status.reachability",
+            "system-status.status",
+        }
+    ),
+    "DescribeTrafficMirrorSessions": frozenset({"packet-length", "virtual-network-id"}),
+    "DescribeTransitGateways": frozenset(
+        {
+            "options.amazon-side-asn",
+            "options.association-default-route-table-id",
+            "options.auto-accept-shared-attachments",
+            "options.default-route-table-association",
+            "options.default-route-table-propagation",
+            "options.dns-support",
+            "options.propagation-default-route-table-id",
+            "options.vpn-ecmp-support",
+            "tag-key",
+        }
+    ),
+}
+
+
+def _unapplied_filter(response: BaseResponse, service: str, action: str) -> str | None:
+    """The ``UnsupportedOperation`` message for a filter moto would ignore, or None."""
+    unapplied = UNAPPLIED_FILTERS.get(action) if service == "ec2" else None
+    if not unapplied:
+        return None
+    params = getattr(response, "params", None)
+    for item in (params.get("Filters") if isinstance(params, Mapping) else None) or []:
+        name = item.get("Name") if isinstance(item, Mapping) else None
+        if not isinstance(name, str):
+            continue
+        key = documented.TAG_KEY_FILTER if name.startswith("tag:") else name
+        if key in unapplied:
+            return (
+                f"The emulator does not apply the filter '{name}' to {action} (moto's answer "
+                "would ignore it and list everything)"
+            )
+    return None
 
 
 def _operation(action: str) -> str:

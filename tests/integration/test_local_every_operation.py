@@ -133,3 +133,35 @@ def test_an_unimplemented_operation_is_a_client_error_the_cli_does_not_retry(
     # The emulator's call log records the answer like any other.
     calls = local.server.emulator.calls("DescribeInstanceTopology")
     assert calls and calls[-1].outcome == "UnsupportedOperation"
+
+
+def test_no_documented_filter_is_silently_ignored(local: LocalBroker) -> None:
+    """Every operation that lists something without being told what (the discovery scenario
+    gives most of them items), asked again with each filter its documentation lists and a value
+    nothing has: it answers an empty list, or refuses the filter; never the same items, as if
+    the filter were not there (issue 42: DescribeLaunchTemplateVersions ignored its filters)."""
+    client, _ = _client(local.endpoint)
+    model = client.meta.service_model
+    checked = 0
+    ignored: list[str] = []
+    for operation in model.operation_names:
+        names = documented.filter_names(operation)
+        shape = model.operation_model(operation).input_shape
+        if not names or shape is None or shape.required_members:
+            continue
+        call = getattr(client, botocore.xform_name(operation))
+        try:
+            listed = [key for key, value in call().items() if isinstance(value, list) and value]
+        except ClientError:
+            continue  # unsupported (the sweep above), or nothing to list unasked
+        for name in sorted(names) if listed else ():
+            wanted = "tag:owner" if name == documented.TAG_KEY_FILTER else name
+            checked += 1
+            try:
+                answer = call(Filters=[{"Name": wanted, "Values": ["nothing-has-this-value"]}])
+            except ClientError:
+                continue  # refused: not ignored
+            if any(answer.get(key) for key in listed):
+                ignored.append(f"{operation} {name}")
+    assert ignored == [], "\n".join(ignored)
+    assert checked >= 100  # the scenario gives enough operations something to list
