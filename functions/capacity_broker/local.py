@@ -4,10 +4,12 @@ One server answers both:
 
 - the capacity emulator (moto's server app: EC2 with Capacity Reservations and Blocks, SSM,
   CloudFormation, DynamoDB, and the emulator's ``/_emulator`` control API), and
-- a Lambda ``Invoke`` endpoint (``POST /2015-03-31/functions/<name>/invocations``) for the five
-  functions ``<prefix>-probe``, ``-reserve``, ``-release``, ``-cleaner``, ``-capacity``, which
-  run in this process with ``BROKER_CLUSTER_ID`` set and ``AWS_ENDPOINT_URL`` pointing back
-  at the same server.
+- a Lambda endpoint (``Invoke``: ``POST /2015-03-31/functions/<name>/invocations``;
+  ``ListFunctions``, ``GetFunction``, ``GetFunctionConfiguration``) for the five functions
+  ``<prefix>-probe``, ``-reserve``, ``-release``, ``-cleaner``, ``-capacity``, which run in this
+  process with ``BROKER_CLUSTER_ID`` set and ``AWS_ENDPOINT_URL`` pointing back at the same
+  server: invocations that arrive together run at once, each in a container of its own (a
+  root), up to a stated concurrency, as Lambda runs them (``LambdaInvoke``).
 
 So a scheduler's own ``boto3.client("lambda").invoke(FunctionName="<prefix>-probe", ...)`` and
 ``CapacityBroker.deployed(...)`` work unchanged once ``AWS_ENDPOINT_URL`` is exported.
@@ -26,7 +28,9 @@ not do answers ``UnauthorizedOperation`` here too. The cluster id is the scenari
 
 The response follows botocore's Lambda model: the payload as the body, ``X-Amz-Function-Error:
 Unhandled`` when the function raised, ``X-Amz-Executed-Version``, 202 for ``Event`` and 204 for
-``DryRun`` invocations, and 404 ``ResourceNotFoundException`` for an unknown function.
+``DryRun`` invocations, 404 ``ResourceNotFoundException`` for an unknown function, 429
+``TooManyRequestsException`` beyond the concurrency, and ``X-Amz-Log-Result`` (the last 4 KB of
+the invocation's log, base64) for ``LogType=Tail``.
 """
 
 from __future__ import annotations

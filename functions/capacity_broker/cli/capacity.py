@@ -42,15 +42,17 @@ ODCR_COLUMNS = [
 BLOCK_COLUMNS = [
     Col("Instance Type"),
     Col("Count", numeric=True),
-    # 0 until the block starts (EC2 shows no capacity before then)
-    Col("Avail", numeric=True),
+    # 0 until the block starts (EC2 shows no capacity before then); at 80 columns it gives way
+    # to Left, the number a training run needs (issue 42)
+    Col("Avail", priority=1, numeric=True),
     Col("Region", priority=4),
     Col("AZ"),
     Col("Start", priority=1, wrap=True),
     Col("End", wrap=True),
     Col("Duration", priority=2, numeric=True),
-    # hours a run can still have before EC2 stops the block's instances
-    Col("Left", priority=1, numeric=True),
+    # hours a run can still have before EC2 stops the block's instances: key, as the README
+    # promises it for training (it was dropped first at 80 columns)
+    Col("Left", numeric=True),
     Col("State"),
     Col("Interconnect", priority=5),
     Col("UltraCluster", priority=3),
