@@ -14,7 +14,9 @@ import math
 import re
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -22,6 +24,7 @@ from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from moto import backend_index
 from moto.backends import get_backend
 from moto.core.base_backend import BackendDict
+from moto.core.exceptions import ServiceException
 from moto.core.responses import ActionResult, BaseResponse
 from moto.core.utils import camelcase_to_underscores
 from moto.dynamodb import comparisons
@@ -31,6 +34,7 @@ from moto.ec2.models import EC2Backend
 from moto.ec2.responses import EC2Response
 from moto.ec2.utils import EC2_PREFIX_TO_RESOURCE, EC2_RESOURCE_TO_PREFIX, get_prefix
 from moto.utilities.utils import PARTITION_NAMES, get_partition
+from werkzeug.exceptions import HTTPException
 
 from . import documented
 from .dynamodb_bill import READS, WRITES, Bill
@@ -346,6 +350,10 @@ def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[Base
         if refused is not None:
             world.hub.after(call, 400, refused.code)
             return _error_response(self, refused.code, refused.message, 400)
+        unapplied = _unapplied_filter(self, service, action)
+        if unapplied is not None:
+            world.hub.after(call, 400, UNSUPPORTED)
+            return _error_response(self, UNSUPPORTED, unapplied, 400)
         try:
             with serving(call):  # what EC2 shows this call may still be settling
                 status, headers, body = original(self)
@@ -356,6 +364,12 @@ def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[Base
             world.hub.after(call, error.status, error.code)
             # A timeout loses an error answer too (e.g. InsufficientInstanceCapacity, a 500).
             status, headers, body = _error_response(self, error.code, error.message, error.status)
+        except Exception as error:  # only what moto cannot serve, below (else re-raised)
+            unsupported = _unsupported(service, action, error)
+            if unsupported is None:
+                raise
+            world.hub.after(call, 400, UNSUPPORTED)
+            return _error_response(self, UNSUPPORTED, unsupported, 400)
         else:
             world.hub.after(call, int(status), _code_of(body) if int(status) >= 400 else None)
         if timeout is not None:
@@ -367,6 +381,102 @@ def _wrap_call_action(original: Callable[[BaseResponse], Any]) -> Callable[[Base
         return status, headers, body
 
     return call_action
+
+
+# What EC2 answers a request it does not support ("Error codes for the Amazon EC2 API", common
+# client errors: "The specified request includes an unsupported operation"). EC2 documents
+# every operation of botocore's model; the emulator serves some of them only (moto's and its
+# own). Unanswered, moto raises NotImplementedError and its server sends an HTML page with a
+# 500, which clients cannot parse and retry as a server fault (issue 42).
+UNSUPPORTED = "UnsupportedOperation"
+_EMULATOR = str(Path(__file__).resolve().parent)
+
+
+def _unsupported(service: str, action: str, error: Exception) -> str | None:
+    """The message of the ``UnsupportedOperation`` that answers an EC2 request moto cannot
+    serve: an action it does not implement, or a request its implementation fails on (a KeyError
+    for an id it never made, say). None for anything else, which stays loud: other services,
+    moto's own error answers (raised as HTTP exceptions), and a failure in the emulator's code."""
+    if service != "ec2" or isinstance(error, HTTPException | ServiceException):
+        return None
+    if isinstance(error, NotImplementedError):
+        return f"The emulator does not implement the EC2 operation {_operation(action)}"
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames or frames[-1].filename.startswith(_EMULATOR):
+        return None
+    return (
+        f"The emulator cannot serve this {_operation(action)} request (its EC2 implementation, "
+        f"moto's, failed with {type(error).__name__}: {error})"
+    )
+
+
+# Filters botocore's model documents that moto answers as if they were not there (the sweep of
+# tests/integration/test_local_every_operation.py finds them: a value nothing has still lists
+# everything). Refused, as an operation the emulator does not serve is: a caller must never get
+# every item back for a filter it sent. ``tag:<key>`` stands for every tag filter.
+UNAPPLIED_FILTERS: Mapping[str, frozenset[str]] = {
+    "DescribeCustomerGateways": frozenset({"state", "tag-key", "tag:<key>"}),
+    "DescribeInstanceStatus": frozenset(
+        {
+            "application-status.status",
+            "attached-ebs-status.status",
+            "availability-zone",
+            "availability-zone-id",
+            "event.code",
+            "event.description",
+            "event.instance-event-id",
+            "event.not-after",
+            "event.not-before",
+            "event.not-before-deadline",
+            "instance-status.reachability",
+            "instance-status.status",
+            "operator.managed",
+            "operator.principal",
+            "system-status.reachability",
+            "system-status.status",
+        }
+    ),
+    "DescribeTrafficMirrorSessions": frozenset({"packet-length", "virtual-network-id"}),
+    "DescribeTransitGateways": frozenset(
+        {
+            "options.amazon-side-asn",
+            "options.association-default-route-table-id",
+            "options.auto-accept-shared-attachments",
+            "options.default-route-table-association",
+            "options.default-route-table-propagation",
+            "options.dns-support",
+            "options.propagation-default-route-table-id",
+            "options.vpn-ecmp-support",
+            "tag-key",
+        }
+    ),
+}
+
+
+def _unapplied_filter(response: BaseResponse, service: str, action: str) -> str | None:
+    """The ``UnsupportedOperation`` message for a filter moto would ignore, or None."""
+    unapplied = UNAPPLIED_FILTERS.get(action) if service == "ec2" else None
+    if not unapplied:
+        return None
+    params = getattr(response, "params", None)
+    for item in (params.get("Filters") if isinstance(params, Mapping) else None) or []:
+        name = item.get("Name") if isinstance(item, Mapping) else None
+        if not isinstance(name, str):
+            continue
+        key = documented.TAG_KEY_FILTER if name.startswith("tag:") else name
+        if key in unapplied:
+            return (
+                f"The emulator does not apply the filter '{name}' to {action} (moto's answer "
+                "would ignore it and list everything)"
+            )
+    return None
+
+
+def _operation(action: str) -> str:
+    """The model's operation name of moto's snake_case action name (``describe_fleets``)."""
+    if action and action[0].isupper():
+        return action
+    return "".join(part.capitalize() for part in action.split("_"))
 
 
 def _undocumented(response: BaseResponse, service: str, action: str) -> documented.Finding | None:

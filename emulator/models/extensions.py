@@ -289,3 +289,93 @@ def block_status(reservation: CapacityReservation) -> dict[str, Any]:
         **counts,
         "CapacityReservationStatuses": [{"CapacityReservationId": reservation.id, **counts}],
     }
+
+
+# -- DescribeCapacityBlocks ---------------------------------------------------------------------
+# A Capacity Block as DescribeCapacityBlocks shows it (botocore's ``CapacityBlock``): the block
+# a purchase made, and the Capacity Reservations it holds ("When a Capacity Block offering
+# contains multiple segments, a separate Capacity Reservation is created for each segment",
+# PurchaseCapacityBlock). The block's dates, zone, type and state are its reservations' (they
+# share them); its tags are those of its first reservation (the purchase tags them alike).
+
+
+def capacity_blocks(backend: Any, block_ids: list[str]) -> list[list[CapacityReservation]]:
+    """The reservations of each Capacity Block, in the order bought (``block_ids``: those
+    only; an unknown one is ``InvalidCapacityBlockId.NotFound``, as DescribeCapacityBlockStatus
+    answers it)."""
+    with world.lock:
+        backend.refresh()
+        blocks: dict[str, list[CapacityReservation]] = {}
+        for reservation in backend.reservations.values():
+            if reservation.capacity_block_id:
+                blocks.setdefault(reservation.capacity_block_id, []).append(reservation)
+    for block_id in block_ids:
+        if block_id not in blocks:
+            raise client_error(
+                "InvalidCapacityBlockId.NotFound",
+                f"The Capacity Block ID '{block_id}' does not exist",
+            )
+    if block_ids:
+        return [blocks[b] for b in dict.fromkeys(block_ids)]
+    return sorted(blocks.values(), key=lambda parts: (parts[0].create_date, parts[0].id))
+
+
+def capacity_block(parts: list[CapacityReservation], tags: dict[str, str]) -> dict[str, Any]:
+    first = parts[0]
+    item: dict[str, Any] = {
+        "CapacityBlockId": first.capacity_block_id,
+        "AvailabilityZone": first.availability_zone,
+        "AvailabilityZoneId": first.availability_zone_id,
+        "CapacityReservationIds": [r.id for r in parts],
+        "StartDate": first.start_date,
+        "EndDate": first.end_date,
+        "CreateDate": first.create_date,
+        "State": first.state,
+        "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+    }
+    if first.ultraserver_type:
+        item["UltraserverType"] = first.ultraserver_type
+    return item
+
+
+def capacity_block_filter(item: dict[str, Any], name: str) -> list[str]:
+    """What a DescribeCapacityBlocks filter compares with (its documented filters, each as its
+    line reads): ``ultraserver-type`` is "The Capacity Block type. The type can be instances or
+    ultraservers"; ``tags`` "The tags assigned to the Capacity Block", whose value's form EC2
+    does not give: a tag's key or its value matches."""
+    if name == "ultraserver-type":
+        return ["ultraservers" if item.get("UltraserverType") else "instances"]
+    if name == "tags":
+        return [text for tag in item["Tags"] for text in (tag["Key"], tag["Value"])]
+    field = {
+        "capacity-block-id": "CapacityBlockId",
+        "availability-zone": "AvailabilityZone",
+        "start-date": "StartDate",
+        "end-date": "EndDate",
+        "create-date": "CreateDate",
+        "state": "State",
+    }.get(name)
+    if field is None:
+        raise client_error("InvalidParameterValue", f"The filter '{name}' is invalid")
+    value = item.get(field)
+    if isinstance(value, datetime):
+        return [value.strftime("%Y-%m-%dT%H:%M:%S.000Z")]
+    return [str(value)] if value is not None else []
+
+
+# -- GetCapacityReservationUsage --------------------------------------------------------------
+
+
+def reservation_usage(reservation: CapacityReservation, state: str) -> dict[str, Any]:
+    """GetCapacityReservationUsage: "If the Capacity Reservation is not shared, it shows only
+    the Capacity Reservation owner's usage" (the emulator shares none): the owner's instances in
+    it, ``InstanceUsages`` of one account."""
+    used = reservation.total_instance_count - reservation.available_instance_count
+    return {
+        "CapacityReservationId": reservation.id,
+        "InstanceType": reservation.instance_type,
+        "TotalInstanceCount": reservation.total_instance_count,
+        "AvailableInstanceCount": reservation.available_instance_count,
+        "State": state,
+        "InstanceUsages": [{"AccountId": reservation.owner_id, "UsedInstanceCount": used}],
+    }

@@ -14,12 +14,14 @@ and at most 200 versions per DeleteLaunchTemplateVersions request (API reference
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from moto.ec2.exceptions import InvalidLaunchTemplateVersionNotFound
 
 from ..exceptions import client_error
 from ..state import world
+from . import filters
 
 DELETE_BATCH = 200
 
@@ -103,3 +105,69 @@ def delete_versions(template: Any, numbers: list[str]) -> tuple[list[int], list[
                 gone.add(int(text))
                 done.append(int(text))
     return done, failed
+
+
+# -- DescribeLaunchTemplateVersions' filters ------------------------------------------------
+# Every filter botocore's model documents for DescribeLaunchTemplateVersions, each read from
+# the version's LaunchTemplateData as the documentation describes it ("is-default-version - A
+# boolean that indicates whether the launch template version is the default version", ...). A
+# name it does not document is refused before this (``emulator.documented``), so none is
+# ever silently ignored. A version matches a filter when one of its values matches one of the
+# filter's; it must match every filter ("Filter", EC2 API Reference).
+
+
+def _metadata(key: str) -> Any:
+    return lambda _t, v: [(v.data.get("MetadataOptions") or {}).get(key)]
+
+
+def _each(items: str, key: str) -> Any:
+    return lambda _t, v: [item.get(key) for item in v.data.get(items) or [] if item]
+
+
+VERSION_FILTERS: dict[str, Any] = {
+    "create-time": lambda _t, v: [v.create_time],
+    "ebs-optimized": lambda _t, v: [v.data.get("EbsOptimized")],
+    "host-resource-group-arn": lambda _t, v: [
+        (v.data.get("Placement") or {}).get("HostResourceGroupArn")
+    ],
+    "http-endpoint": _metadata("HttpEndpoint"),
+    # No request sets the IPv4 endpoint (LaunchTemplateInstanceMetadataOptionsRequest has
+    # HttpProtocolIpv6 only): it is on unless the whole endpoint is off ("HttpEndpoint ... If
+    # you specify a value of disabled, you will not be able to access your instance
+    # metadata", the same shape's documentation).
+    "http-protocol-ipv4": lambda _t, v: [
+        "disabled"
+        if (v.data.get("MetadataOptions") or {}).get("HttpEndpoint") == "disabled"
+        else "enabled"
+    ],
+    "http-tokens": _metadata("HttpTokens"),
+    "iam-instance-profile": lambda _t, v: [(v.data.get("IamInstanceProfile") or {}).get("Arn")],
+    "image-id": lambda _t, v: [v.data.get("ImageId")],
+    "instance-type": lambda _t, v: [v.data.get("InstanceType")],
+    "is-default-version": lambda t, v: [t.is_default(v)],
+    "kernel-id": lambda _t, v: [v.data.get("KernelId")],
+    "license-configuration-arn": _each("LicenseSpecifications", "LicenseConfigurationArn"),
+    "network-card-index": _each("NetworkInterfaces", "NetworkCardIndex"),
+    "ram-disk-id": lambda _t, v: [v.data.get("RamDiskId")],
+}
+
+
+def _as_text(value: Any) -> str:
+    """A value as EC2's XML writes it, which is what a filter's value is compared with."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return str(value)
+
+
+def matches_filters(template: Any, version: Any, wanted: dict[str, list[str]]) -> bool:
+    """Whether ``version`` of ``template`` matches every filter in ``wanted``."""
+    for name, values in wanted.items():
+        read = VERSION_FILTERS.get(name)
+        if read is None:
+            raise client_error("InvalidParameterValue", f"The filter '{name}' is invalid")
+        found = [_as_text(value) for value in read(template, version) if value is not None]
+        if not any(filters.matches(values, text) for text in found):
+            return False
+    return True

@@ -1,5 +1,5 @@
-"""DescribeCapacityBlockOfferings and PurchaseCapacityBlock from the scenario's catalogue, and
-DescribeCapacityReservationTopology."""
+"""DescribeCapacityBlockOfferings and PurchaseCapacityBlock from the scenario's catalogue,
+DescribeCapacityBlocks, and DescribeCapacityReservationTopology."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ from moto.core.responses import ActionResult
 
 from ..exceptions import client_error
 from ..models.backend import utc
-from ..models.extensions import INTERCONNECT_STATUSES, block_status, interconnect_status
+from ..models.extensions import (
+    INTERCONNECT_STATUSES,
+    block_status,
+    capacity_block,
+    capacity_block_filter,
+    capacity_blocks,
+    interconnect_status,
+)
 from ..models.reservations import CapacityReservation
 from ..state import world
 from ._base import CapacityResponse, wildcard_matcher
@@ -97,6 +104,30 @@ class CapacityBlocks(CapacityResponse):
         ]
         page, next_token = self._page(found)
         result: dict[str, object] = {"CapacityBlockExtensions": page}
+        if next_token:
+            result["NextToken"] = next_token
+        return ActionResult(result)
+
+    def describe_capacity_blocks(self) -> ActionResult:
+        """Every Capacity Block bought (or seeded), or those ``CapacityBlockIds`` names, with
+        the filters botocore's model documents for it (any other is refused before this)."""
+        ids = self._get_param("CapacityBlockIds", []) or []
+        filters = self._filters_from_querystring()
+        self.error_on_dryrun()
+        items = [
+            capacity_block(parts, self.capacity.tags_of(parts[0].id))
+            for parts in capacity_blocks(self.capacity, ids)
+        ]
+        found = [
+            item
+            for item in items
+            if all(
+                any(wildcard_matcher(values)(text) for text in capacity_block_filter(item, name))
+                for name, values in filters.items()
+            )
+        ]
+        page, next_token = self._page(found)
+        result: dict[str, object] = {"CapacityBlocks": page}
         if next_token:
             result["NextToken"] = next_token
         return ActionResult(result)

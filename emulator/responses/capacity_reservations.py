@@ -1,9 +1,11 @@
-"""CreateCapacityReservation, Describe, Cancel and Modify: the APIs moto does not have."""
+"""CreateCapacityReservation, Describe, GetCapacityReservationUsage, Cancel and Modify: the APIs
+moto does not have."""
 
 from __future__ import annotations
 
 from moto.core.responses import ActionResult
 
+from ..models.extensions import reservation_usage
 from ._base import CapacityResponse
 
 
@@ -24,6 +26,19 @@ class CapacityReservations(CapacityResponse):
         found = self.capacity.list_capacity_reservations(ids, filters)
         page, next_token = self._page(found)
         result: dict[str, object] = {"CapacityReservations": [r.to_dict() for r in page]}
+        if next_token:
+            result["NextToken"] = next_token
+        return ActionResult(result)
+
+    def get_capacity_reservation_usage(self) -> ActionResult:
+        reservation_id = self._get_param("CapacityReservationId")
+        self.error_on_dryrun()
+        # As this call sees it: one made a moment ago may be unknown yet, or still pending.
+        reservation, seen = self.capacity.named(reservation_id)
+        shown = self.capacity.shown(reservation, seen, tags=False)
+        page, next_token = self._page(reservation_usage(reservation, shown.state)["InstanceUsages"])
+        result: dict[str, object] = reservation_usage(reservation, shown.state)
+        result["InstanceUsages"] = page
         if next_token:
             result["NextToken"] = next_token
         return ActionResult(result)

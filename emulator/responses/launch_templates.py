@@ -91,6 +91,10 @@ class LaunchTemplateVersions(CapacityResponse):
             found = self._latest_or_default_everywhere(wanted)
         else:
             found = self._of_one_template(self._template(), wanted)
+        # Every documented filter, applied before paging (a page holds matches only).
+        chosen = self._filters_from_querystring()
+        if chosen:
+            found = [(t, v) for t, v in found if versions.matches_filters(t, v, chosen)]
         page, token = self._page(found, default=MAX_VERSIONS_PAGE, maximum=MAX_VERSIONS_PAGE)
         result: dict[str, Any] = {"LaunchTemplateVersions": [self._describe(*p) for p in page]}
         if token:

@@ -197,6 +197,19 @@ class Launches(CapacityResponse):
         )
         return ActionResult(copy.deepcopy(result))
 
+    def describe_fleets(self) -> ActionResult:
+        """moto's answer, with an instant fleet's launches as CreateFleet answered them:
+        FleetData's ``Instances`` ("Information about the instances that were launched by the
+        fleet. Valid only when Type is set to instant": moto lists one item per instance,
+        without the launch template and overrides that launched it) and ``Errors`` (moto
+        has none)."""
+        result = MotoFleets.describe_fleets(self)
+        fleets = result.result["Fleets"]  # type: ignore[index]
+        result.result["Fleets"] = [  # type: ignore[index]
+            _Launched(f) if getattr(f, "launched", None) is not None else f for f in fleets
+        ]
+        return result
+
     def _create_instant_fleet(self) -> ActionResult:
         self.error_on_dryrun()
         target = self._get_param("TargetCapacitySpecification", {})
@@ -230,13 +243,8 @@ class Launches(CapacityResponse):
             # fleet's transient failures: throttling, a version not visible yet, ...).
             with world.lock:
                 fleet = self._fleet_record(total)
-            return ActionResult(
-                {
-                    "FleetId": fleet.id,
-                    "Errors": [_injected_error(candidates, transient)],
-                    "Instances": [],
-                }
-            )
+            fleet.launched = ([], [_injected_error(candidates, transient)])
+            return ActionResult({"FleetId": fleet.id, "Errors": fleet.launched[1], "Instances": []})
         partial = answer_fault("partial")
         if partial is not None:
             # A fault: EC2 launches one node fewer than asked, whatever the minimum.
@@ -259,6 +267,7 @@ class Launches(CapacityResponse):
                     "ErrorMessage": "Not enough capacity for the fleet's minimum target.",
                 }
             ]
+        fleet.launched = (result["Instances"], result["Errors"])
         return ActionResult(result)
 
     def _fleet_candidates(
@@ -473,6 +482,18 @@ class Launches(CapacityResponse):
                     {t["Key"]: t["Value"] for t in spec.get("Tags", [])}
                 )
         return tags
+
+
+class _Launched:
+    """A moto fleet as DescribeFleets shows it, with the instances and errors of its launch
+    (moto's serializer reads a fleet's members from its attributes)."""
+
+    def __init__(self, fleet: Any) -> None:
+        self._fleet = fleet
+        self.instances, self.errors = fleet.launched
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fleet, name)
 
 
 def _injected_error(candidates: list[dict[str, Any]], fault: Any) -> dict[str, Any]:

@@ -18,7 +18,51 @@ from ._base import CapacityResponse
 _FILTERS = ("region-name", "endpoint", "opt-in-status")
 
 
+# DescribeAvailabilityZones' filters moto ignores (it applies zone-id, zone-type, zone-name,
+# region-name and state), each read as botocore's model documents it for an Availability Zone
+# (the emulator has no Local or Wavelength Zones): "group-name - For Availability Zones, use the
+# Region name"; "opt-in-status - ... For Availability Zones, this parameter always has the value
+# of opt-in-not-required"; "message"; "parent-zone-id", "parent-zone-name": a Local or
+# Wavelength Zone's parent, none for an Availability Zone.
+_ZONE_FILTERS: dict[str, Any] = {
+    "group-name": lambda zone: [zone.region_name],
+    "opt-in-status": lambda _zone: ["opt-in-not-required"],
+    "message": lambda zone: [m.get("Message") for m in zone.messages if m.get("Message")],
+    "parent-zone-id": lambda _zone: [],
+    "parent-zone-name": lambda _zone: [],
+}
+# Documented, and not known to the emulator: refused rather than ignored.
+_UNKNOWN_ZONE_FILTERS = {"group-long-name": "a zone group's long name (e.g. its city)"}
+
+
 class Regions(CapacityResponse):
+    def describe_availability_zones(self) -> ActionResult:
+        self.error_on_dryrun()
+        filters = self._filters_from_querystring()
+        for name in filters:
+            if name in _UNKNOWN_ZONE_FILTERS:
+                raise client_error(
+                    "UnsupportedOperation",
+                    f"The emulator does not support the filter '{name}': it does not know "
+                    f"{_UNKNOWN_ZONE_FILTERS[name]}",
+                )
+        ours = {k: v for k, v in filters.items() if k in _ZONE_FILTERS}
+        theirs = {k: v for k, v in filters.items() if k not in _ZONE_FILTERS}
+        zones = self.ec2_backend.describe_availability_zones(
+            theirs,
+            zone_names=self._get_param("ZoneNames", []),
+            zone_ids=self._get_param("ZoneIds", []),
+        )
+        found = [
+            zone
+            for zone in zones
+            if all(
+                any(matches([str(v) for v in values], text) for text in _ZONE_FILTERS[k](zone))
+                for k, values in ours.items()
+            )
+        ]
+        return ActionResult({"AvailabilityZones": found})
+
     def describe_regions(self) -> ActionResult:
         self.error_on_dryrun()
         every = str(self._get_param("AllRegions", False)).lower() == "true"

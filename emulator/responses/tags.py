@@ -14,6 +14,7 @@ from moto.ec2.models import validate_resource_ids
 from moto.ec2.responses._base_response import EC2BaseResponse
 
 from ..models import tags as rules
+from ..models.filters import matches
 from ._base import CapacityResponse
 
 
@@ -41,6 +42,29 @@ class Tags(CapacityResponse):
         self.error_on_dryrun()
         self.ec2_backend.delete_tags(resource_ids, tags)
         return EmptyResult()
+
+    def describe_tags(self) -> ActionResult:
+        """moto's answer, with the ``tag:<key>`` filter it ignores applied: "The key/value
+        combination of the tag. For example, specify "tag:Owner" for the filter name and
+        "TeamA" for the filter value to find resources with the tag "Owner=TeamA"" (DescribeTags,
+        botocore's model): the tags of the resources that have it."""
+        filters = self._filters_from_querystring()
+        self.error_on_dryrun()
+        wanted = {k[4:]: v for k, v in filters.items() if k.startswith("tag:")}
+        rest = {k: v for k, v in filters.items() if not k.startswith("tag:")}
+        found = self.ec2_backend.describe_tags(filters=rest)
+        if wanted:
+            every = self.ec2_backend.tags
+            found = [
+                tag
+                for tag in found
+                if all(
+                    key in every.get(tag["resource_id"], {})
+                    and matches(values, every[tag["resource_id"]][key])
+                    for key, values in wanted.items()
+                )
+            ]
+        return ActionResult({"Tags": found})
 
     def _parse_tag_specification(self, expected_type: str | None = None) -> dict[str, Any]:
         parsed: dict[str, Any] = EC2BaseResponse._parse_tag_specification(self, expected_type)

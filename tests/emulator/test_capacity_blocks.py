@@ -661,3 +661,56 @@ def test_a_purchase_may_make_one_reservation_per_segment(emu, ec2):
     assert sorted(sizes) == ["1", "2"]
     assert all({"Key": "k", "Value": "v"} in s["Tags"] for s in segments)
     assert len({s["CapacityBlockId"] for s in segments}) == 1
+
+
+# -- DescribeCapacityBlocks (issue 42: moto had no answer, the server sent an HTML 500) ------
+def test_describe_capacity_blocks_shows_each_block_bought(catalogue, ec2):
+    offering = offers(ec2, 2)[0]
+    tags = [{"ResourceType": "capacity-reservation", "Tags": [{"Key": "team", "Value": "ml"}]}]
+    reservation = buy(ec2, offering, TagSpecifications=tags)
+    block_id = reservation["CapacityBlockId"]
+    [block] = ec2.describe_capacity_blocks(CapacityBlockIds=[block_id])["CapacityBlocks"]
+    assert block["CapacityBlockId"] == block_id
+    assert block["CapacityReservationIds"] == [reservation["CapacityReservationId"]]
+    assert (block["StartDate"], block["EndDate"]) == (offering["StartDate"], offering["EndDate"])
+    assert (block["AvailabilityZone"], block["State"]) == ("us-east-1b", "scheduled")
+    assert block["AvailabilityZoneId"] == reservation["AvailabilityZoneId"]
+    assert {"Key": "team", "Value": "ml"} in block["Tags"]
+    every = ec2.describe_capacity_blocks()["CapacityBlocks"]
+    assert block_id in [b["CapacityBlockId"] for b in every]
+
+    def ids(filters):
+        found = ec2.describe_capacity_blocks(Filters=filters)["CapacityBlocks"]
+        return [b["CapacityBlockId"] for b in found if b["CapacityBlockId"] == block_id]
+
+    assert ids([{"Name": "state", "Values": ["scheduled"]}]) == [block_id]
+    assert ids([{"Name": "state", "Values": ["active"]}]) == []
+    assert ids([{"Name": "capacity-block-id", "Values": [block_id]}]) == [block_id]
+    assert ids([{"Name": "availability-zone", "Values": ["us-east-1a"]}]) == []
+    assert ids([{"Name": "ultraserver-type", "Values": ["instances"]}]) == [block_id]
+    assert ids([{"Name": "tags", "Values": ["ml"]}]) == [block_id]
+    start = block["StartDate"].strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    assert ids([{"Name": "start-date", "Values": [start]}]) == [block_id]
+    with pytest.raises(ClientError) as unknown:
+        ec2.describe_capacity_blocks(CapacityBlockIds=["cb-0123456789abcdef0"])
+    assert error_of(unknown) == ("InvalidCapacityBlockId.NotFound", 400)
+    with pytest.raises(ClientError) as undocumented:
+        ec2.describe_capacity_blocks(Filters=[{"Name": "instance-type", "Values": ["x"]}])
+    assert error_of(undocumented) == ("InvalidParameterValue", 400)
+
+
+# -- GetCapacityReservationUsage ---------------------------------------------------------------
+def test_get_capacity_reservation_usage_counts_the_owner_s_instances(world, api):
+    made = api.reserve(count=3, InstanceMatchCriteria="targeted")
+    reservation_id = made["CapacityReservationId"]
+    target = {"CapacityReservationTarget": {"CapacityReservationId": reservation_id}}
+    api.run(count=2, CapacityReservationSpecification=target)
+    usage = api.ec2.get_capacity_reservation_usage(CapacityReservationId=reservation_id)
+    assert usage["CapacityReservationId"] == reservation_id
+    assert (usage["InstanceType"], usage["TotalInstanceCount"]) == ("c5.large", 3)
+    assert usage["AvailableInstanceCount"] == 1
+    assert usage["InstanceUsages"] == [{"AccountId": made["OwnerId"], "UsedInstanceCount": 2}]
+    assert usage["State"] == api.get(reservation_id)["State"]
+    with pytest.raises(ClientError) as unknown:
+        api.ec2.get_capacity_reservation_usage(CapacityReservationId="cr-0123456789abcdef0")
+    assert error_of(unknown)[0] == "InvalidCapacityReservationId.NotFound"

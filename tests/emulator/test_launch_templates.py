@@ -297,3 +297,90 @@ def test_versions_are_described_in_pages_and_windows(ec2, template):
     with pytest.raises(ClientError) as exc:
         ec2.describe_launch_template_versions(LaunchTemplateId=template, MaxResults=201)
     assert error_of(exc) == ("InvalidParameterValue", 400)
+
+
+# DescribeLaunchTemplateVersions' filters: each documented one, a version that has its value
+# (the second) and one that does not (the first, BASE), and the filter value that picks the
+# second. The emulator used to ignore them all and answer every version (issue 42).
+_PROFILE = "arn:aws:iam::123456789012:instance-profile/nodes"
+_GROUP = "arn:aws:resource-groups:us-east-1:123456789012:group/hosts"
+_LICENSE = "arn:aws:license-manager:us-east-1:123456789012:license-configuration:lic-1"
+VERSION_FILTER_CASES = {
+    "ebs-optimized": ({"EbsOptimized": True}, "true"),
+    "host-resource-group-arn": ({"Placement": {"HostResourceGroupArn": _GROUP}}, _GROUP),
+    "http-endpoint": ({"MetadataOptions": {"HttpEndpoint": "disabled"}}, "disabled"),
+    # No request sets it: the IPv4 endpoint is off only with the whole endpoint.
+    "http-protocol-ipv4": ({"MetadataOptions": {"HttpEndpoint": "disabled"}}, "disabled"),
+    "http-tokens": ({"MetadataOptions": {"HttpTokens": "required"}}, "required"),
+    "iam-instance-profile": ({"IamInstanceProfile": {"Arn": _PROFILE}}, _PROFILE),
+    "image-id": ({"ImageId": "ami-0bbbbbbbbbbbbbbb2"}, "ami-0bbbbbbbbbbbbbbb2"),
+    "instance-type": ({"InstanceType": "p5.48xlarge"}, "p5.*"),
+    "kernel-id": ({"KernelId": "aki-12345678"}, "aki-12345678"),
+    "license-configuration-arn": (
+        {"LicenseSpecifications": [{"LicenseConfigurationArn": _LICENSE}]},
+        _LICENSE,
+    ),
+    "network-card-index": (
+        {"NetworkInterfaces": [{"DeviceIndex": 0, "NetworkCardIndex": 1}]},
+        "1",
+    ),
+    "ram-disk-id": ({"RamDiskId": "ari-12345678"}, "ari-12345678"),
+}
+
+
+def _numbers(ec2, template_id: str, filters: list[dict]) -> list[int]:
+    answer = ec2.describe_launch_template_versions(LaunchTemplateId=template_id, Filters=filters)
+    return [v["VersionNumber"] for v in answer["LaunchTemplateVersions"]]
+
+
+def test_is_default_version_picks_the_default_only(ec2, template):
+    ec2.create_launch_template_version(LaunchTemplateId=template, LaunchTemplateData=BASE)
+    ec2.create_launch_template_version(LaunchTemplateId=template, LaunchTemplateData=BASE)
+    ec2.modify_launch_template(LaunchTemplateId=template, DefaultVersion="2")
+    default = [{"Name": "is-default-version", "Values": ["true"]}]
+    assert _numbers(ec2, template, default) == [2]
+    others = [{"Name": "is-default-version", "Values": ["false"]}]
+    assert _numbers(ec2, template, others) == [1, 3]
+    # The AWS CLI's own call: every template's $Latest, those that are their default.
+    answer = ec2.describe_launch_template_versions(Versions=["$Latest"], Filters=others)
+    assert [v["VersionNumber"] for v in answer["LaunchTemplateVersions"]] == [3]
+
+
+@pytest.mark.parametrize("name", sorted(VERSION_FILTER_CASES))
+def test_each_documented_version_filter_picks_its_versions(ec2, template, name):
+    data, value = VERSION_FILTER_CASES[name]
+    ec2.create_launch_template_version(
+        LaunchTemplateId=template, SourceVersion="1", LaunchTemplateData=data
+    )
+    assert _numbers(ec2, template, [{"Name": name, "Values": [value]}]) == [2]
+    assert _numbers(ec2, template, [{"Name": name, "Values": ["no-such-value"]}]) == []
+
+
+def test_version_filters_combine_and_create_time_is_one(ec2, template):
+    ec2.create_launch_template_version(
+        LaunchTemplateId=template, SourceVersion="1", LaunchTemplateData={"EbsOptimized": True}
+    )
+    [second] = ec2.describe_launch_template_versions(LaunchTemplateId=template, Versions=["2"])[
+        "LaunchTemplateVersions"
+    ]
+    created = second["CreateTime"].strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    assert _numbers(ec2, template, [{"Name": "create-time", "Values": [created]}]) == [2]
+    at_the_time = {"Name": "create-time", "Values": [created[:10] + "*"]}
+    assert _numbers(ec2, template, [at_the_time]) == [2]
+    both = [at_the_time, {"Name": "ebs-optimized", "Values": ["false", "true"]}]
+    assert _numbers(ec2, template, both) == [2]
+    assert (
+        _numbers(ec2, template, [at_the_time, {"Name": "ebs-optimized", "Values": ["false"]}]) == []
+    )
+
+
+def test_every_documented_version_filter_is_tested_and_others_refused(ec2, template):
+    from emulator import documented
+
+    names = documented.filter_names("DescribeLaunchTemplateVersions") or frozenset()
+    assert set(VERSION_FILTER_CASES) | {"is-default-version", "create-time"} == names
+    with pytest.raises(ClientError) as caught:
+        ec2.describe_launch_template_versions(
+            LaunchTemplateId=template, Filters=[{"Name": "version-number", "Values": ["1"]}]
+        )
+    assert error_of(caught) == ("InvalidParameterValue", 400)

@@ -444,6 +444,23 @@ def test_fleet_launches_from_the_pool(api, ec2, world):
     assert api.free("us-east-1a", "c5.large") == 4
 
 
+def test_describe_fleets_shows_an_instant_fleet_s_instances(api, ec2, world):
+    # FleetData.Instances: "Information about the instances that were launched by the fleet.
+    # Valid only when Type is set to instant".
+    response = fleet(ec2, [{"SubnetId": SUBNET_A}], 2)
+    [described] = ec2.describe_fleets(FleetIds=[response["FleetId"]])["Fleets"]
+    assert described["Type"] == "instant"
+    # As CreateFleet answered: one item per launch, with what launched it (moto listed one
+    # per instance, without LaunchTemplateAndOverrides).
+    assert described["Instances"] == response["Instances"]
+    assert launched(described) and launched(described) == launched(response)
+    assert described["Errors"] == response["Errors"]
+    empty = fleet(ec2, [{"SubnetId": SUBNET_A, "InstanceType": "g6.xlarge"}], 2)
+    [none] = ec2.describe_fleets(FleetIds=[empty["FleetId"]])["Fleets"]
+    assert none.get("Instances", []) == []
+    assert [e["ErrorCode"] for e in none["Errors"]] == [e["ErrorCode"] for e in empty["Errors"]]
+
+
 def test_fleet_reports_insufficient_capacity_when_the_pool_is_empty(api, ec2):
     response = fleet(ec2, [{"SubnetId": SUBNET_A, "InstanceType": "g6.xlarge"}], 2)
     assert response["Instances"] == []

@@ -220,6 +220,8 @@ def test_the_purchase_refusal_shows_what_it_would_commit_to(world: Any, cli: Any
     assert f"upfront fee {fee}" in text
     assert f"4 x p5.48xlarge for 24 h in {offer['availability_zone']} (us-east-1)" in text
     assert "--yes" in text
+    # what it would cost is a preview, not an error (issue 42: it printed as "error:")
+    assert text.startswith("preview: buying ") and "error:" not in text
     assert world.calls("PurchaseCapacityBlock") == []
     gone = cli(*args, "--purchase", "cb-0000000000000000a")
     assert gone.exit_code == 4

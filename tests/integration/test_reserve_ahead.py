@@ -249,6 +249,9 @@ def test_capacity_lists_it_and_plan_counts_it_once_scheduled(
     assert active.commitment_end_date == start + 14 * DAY
     wide = CliRunner().invoke(app, ["capacity", "-t", C7I], env={"COLUMNS": "200"})
     assert "2026-12-16 09:00" in " ".join(wide.stdout.split())
+    # delivered: its commitment's end, never "can use indefinitely" (issue 42)
+    assert "committed until 2026-12-16 09:00" in " ".join(wide.stdout.split())
+    assert "indefinitely" not in wide.stdout
 
 
 # -- changes: EC2's quote first ---------------------------------------------------------------
@@ -329,3 +332,21 @@ def test_only_reservations_requested_here_are_changed(tf: CapacityBroker, world:
     assert answer.status == "refused"
     assert "not requested through this broker" in answer.message
     assert state_of(theirs) == "assessing"
+
+
+def test_the_cli_says_a_commitment_is_one_and_a_preview_is_no_error(world: Any) -> None:
+    """Issue 42: a 14-day commitment was shown as "can use indefinitely", and the preview of
+    what a request commits to printed as an ``error:``."""
+    args = ["reserve-ahead", "-t", C7I, "-n", "2", "-z", "us-east-1a",
+            "--start", "2026-12-02T09:00Z", "--commitment-days", "14"]  # fmt: skip
+    preview = cli(*args)
+    assert preview.exit_code == EXIT_USAGE
+    assert preview.stderr.startswith("preview: requesting commits you to")
+    assert "error:" not in preview.stderr
+    made = CliRunner().invoke(
+        app, ["--cluster-id", CLUSTER, *args, "--yes"], env={"COLUMNS": "200"}
+    )
+    assert made.exit_code == EXIT_OK, made.output
+    said = " ".join(made.stdout.split())
+    assert "indefinitely" not in said
+    assert "cannot be cancelled before its commitment ends" in said

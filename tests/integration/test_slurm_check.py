@@ -222,3 +222,31 @@ def test_the_checks_clients_try_once_and_connect_briefly() -> None:
     assert config.retries["total_max_attempts"] == 1
     assert config.connect_timeout <= 5
     assert config.user_agent_extra == "x"
+
+
+def test_latest_is_the_number_ec2_gives_and_the_version_built_on_is_said(
+    emu: Any, tmp_path: Path
+) -> None:
+    """Issue 42: with versions a broker made on top, the check said "$Latest is version 1"
+    where EC2 says 4 (1 is the newest version no broker made, the one it builds on)."""
+    import boto3
+    from capacity_broker.domain.templates import description
+
+    emu.load_scenario(WORLD)
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    for job in ("7", "8", "9"):
+        ec2.create_launch_template_version(
+            LaunchTemplateId=TEMPLATE,
+            SourceVersion="1",
+            VersionDescription=description(
+                "c1", TEMPLATE, "cr-0123456789abcdef0", f"req-{job}", job, None
+            ),
+            LaunchTemplateData={"InstanceType": "c5.large"},
+        )
+    result = check(tmp_path, nodeset(), output="json")
+    assert result.exit_code == 0, result.output
+    [found] = json.loads(result.stdout)["nodesets"]
+    assert (found["launch_template"]["is"], found["launch_template"]["builds_on"]) == (4, 1)
+    table = " ".join(check(tmp_path, nodeset()).stdout.split())
+    assert "$Latest is version 4" in table
+    assert "the broker builds on version 1" in table

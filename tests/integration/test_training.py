@@ -301,6 +301,8 @@ def test_an_extension_is_offered_then_bought_once(tf: CapacityBroker, ml: Any) -
     assert guarded.exit_code == EXIT_USAGE
     assert "46,080.00 USD" in guarded.stderr
     assert "nothing was bought" in guarded.stderr
+    # a fee shown is a preview, not an error (issue 42)
+    assert guarded.stderr.startswith("preview: ") and "error:" not in guarded.stderr
     assert ml.calls("PurchaseCapacityBlockExtension") == []
 
     bought = tf.extend(block, 2)
@@ -380,3 +382,16 @@ def test_a_region_that_could_not_be_asked_is_no_answer(tf: CapacityBroker, ml: A
     result = cli("plan", "-w", "training", "-t", P5, "-n", "60", "--days", "7", "-r",
                  "us-east-1,us-west-2", "--start-after", DECEMBER[0])  # fmt: skip
     assert result.exit_code == 3
+
+
+def test_at_80_columns_capacity_keeps_hours_left(tf: CapacityBroker, ml: Any) -> None:
+    """The README promises a training run the hours a block can still run (``Left``); at 80
+    columns the table dropped that column first (issue 42)."""
+    narrow = CliRunner().invoke(app, ["capacity", "--blocks"], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0, narrow.output
+    assert "Left" in narrow.stdout
+    assert "143.5h" in narrow.stdout
+    assert all(len(line) <= 80 for line in narrow.stdout.splitlines())
+    # every id whole
+    for reservation_id in (ml.ids["short"], ml.ids["later"]):
+        assert reservation_id in narrow.stdout

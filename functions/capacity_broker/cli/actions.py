@@ -20,7 +20,7 @@ from rich.markup import escape
 from ..client import CapacityBroker, InvalidArguments
 from . import render
 from .app import OutputOpt, ProfileOpt, RegionsOpt, State, app, make_broker, split, state_of
-from .errors import EXIT_FAILED, EXIT_NO_CAPACITY, EXIT_OK, EXIT_PARTIAL, err, guard
+from .errors import EXIT_FAILED, EXIT_NO_CAPACITY, EXIT_OK, EXIT_PARTIAL, err, guard, invalid
 from .render import Col, Output
 
 OK_STATUSES = {"available", "skipped", "reserved", "provisioned", "unreserved", "released", "ok"}
@@ -93,15 +93,29 @@ StackNameOpt = Annotated[
 
 
 def read_event(path: Path | None) -> dict[str, Any]:
+    """The ``--event`` request; what cannot be read as a JSON object is one ``invalid:`` line
+    naming the file and why, exit 2 (a usage error), never a traceback."""
     if path is None:
         return {}
-    text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    where = "stdin" if str(path) == "-" else str(path)
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise invalid([("--event", f"{where} is a directory, not a JSON file")]) from None
+    except FileNotFoundError:
+        raise invalid([("--event", f"{where}: no such file")]) from None
+    except UnicodeDecodeError as error:
+        raise invalid(
+            [("--event", f"{where} is not UTF-8 text (byte {error.start}): a JSON file is")]
+        ) from None
+    except OSError as error:
+        raise invalid([("--event", f"cannot read {where}: {error.strerror or error}")]) from None
     try:
         data = json.loads(text)
     except ValueError as error:
-        raise typer.BadParameter(f"not JSON: {error}", param_hint="--event") from None
+        raise invalid([("--event", f"{where} is not JSON: {error}")]) from None
     if not isinstance(data, dict):
-        raise typer.BadParameter("must be a JSON object", param_hint="--event")
+        raise invalid([("--event", f"{where} must hold a JSON object")])
     return data
 
 

@@ -23,7 +23,7 @@ from . import capacity as capacity_view
 from . import offerings as offerings_view
 from . import render
 from .app import OutputOpt, ProfileOpt, RegionsOpt, State, app, make_broker, state_of
-from .errors import EXIT_FAILED, EXIT_NO_CAPACITY, EXIT_OK, EXIT_USAGE, err, fail, guard
+from .errors import EXIT_FAILED, EXIT_NO_CAPACITY, EXIT_OK, EXIT_USAGE, err, fail, guard, preview
 from .render import Output
 
 CODES = {
@@ -161,7 +161,7 @@ def reserve_ahead(
             terms = broker.reserve_ahead_terms(
                 instance_type, count, availability_zone, moment, commitment_days
             )
-            raise fail(
+            raise preview(
                 f"requesting commits you to {terms}. Add --yes to request it; nothing was "
                 "requested",
                 EXIT_USAGE,

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from ..client import ReservationType, Results
+from ..domain.discovery import FUTURE_WAITING_STATES
 from ..logic.capacity import summary_of
 from ..models.capacity import CapacityRow, CapacitySummary
 from . import render
@@ -41,15 +42,17 @@ ODCR_COLUMNS = [
 BLOCK_COLUMNS = [
     Col("Instance Type"),
     Col("Count", numeric=True),
-    # 0 until the block starts (EC2 shows no capacity before then)
-    Col("Avail", numeric=True),
+    # 0 until the block starts (EC2 shows no capacity before then); at 80 columns it gives way
+    # to Left, the number a training run needs (issue 42)
+    Col("Avail", priority=1, numeric=True),
     Col("Region", priority=4),
     Col("AZ"),
     Col("Start", priority=1, wrap=True),
     Col("End", wrap=True),
     Col("Duration", priority=2, numeric=True),
-    # hours a run can still have before EC2 stops the block's instances
-    Col("Left", priority=1, numeric=True),
+    # hours a run can still have before EC2 stops the block's instances: key, as the README
+    # promises it for training (it was dropped first at 80 columns)
+    Col("Left", numeric=True),
     Col("State"),
     Col("Interconnect", priority=5),
     Col("UltraCluster", priority=3),
@@ -157,7 +160,24 @@ def _odcr_table(out: Console, odcrs: Sequence[CapacityRow], title: str | None) -
         title,
     )
     if all(r.end_date is None for r in odcrs):
-        render.say(out, "No fixed end date - can use indefinitely")
+        commitments = [r.commitment_end_date for r in odcrs if r.commitment_end_date]
+        waiting = any(r.state in FUTURE_WAITING_STATES for r in odcrs)
+        # A future-dated reservation is held (and billed) until cancelled too, but it cannot
+        # be cancelled before its commitment ends: not "use it indefinitely" (issue 42).
+        if commitments:
+            render.say(
+                out,
+                "No fixed end date - held until cancelled, and committed until "
+                f"{render.when(max(commitments))}: it cannot be cancelled before then",
+            )
+        elif waiting:
+            render.say(
+                out,
+                "No fixed end date once delivered - held until cancelled; a future-dated "
+                "reservation cannot be cancelled before its commitment ends",
+            )
+        else:
+            render.say(out, "No fixed end date - can use indefinitely")
 
 
 def _block_table(out: Console, blocks: Sequence[CapacityRow], title: str | None) -> None:

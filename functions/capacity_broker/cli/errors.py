@@ -41,6 +41,14 @@ def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
     return typer.Exit(code)
 
 
+def preview(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    """What a command would commit to (a fee, a commitment) when it was not told ``--yes``:
+    nothing went wrong and nothing was done, so it is not an ``error:`` line. Exit 2, as
+    before: the command did not do what it names."""
+    err.print(f"[yellow]preview:[/yellow] {escape(message)}")
+    return typer.Exit(code)
+
+
 def invalid(errors: Sequence[tuple[str, str]], code: int = EXIT_USAGE) -> typer.Exit:
     """Each refused field once: ``invalid: <field>: <why>``."""
     for name, message in errors:

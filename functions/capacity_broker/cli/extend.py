@@ -17,7 +17,7 @@ from ..models.capacity import ExtendAnswer
 from . import capacity as capacity_view
 from . import render
 from .app import OutputOpt, ProfileOpt, RegionsOpt, app, make_broker, state_of
-from .errors import EXIT_FAILED, EXIT_NO_CAPACITY, EXIT_OK, EXIT_USAGE, err, fail, guard
+from .errors import EXIT_FAILED, EXIT_NO_CAPACITY, EXIT_OK, EXIT_USAGE, err, guard, preview
 from .render import Output
 
 CODES = {
@@ -61,7 +61,7 @@ def extend(
         if not yes:
             offer = broker.extension_offer(reservation_id, days, wanted)
             if offer.status == "offered":
-                raise fail(
+                raise preview(
                     f"{offer.message} An extension cannot be undone. Add --yes to buy it; "
                     "nothing was bought",
                     EXIT_USAGE,

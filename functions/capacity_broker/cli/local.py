@@ -36,6 +36,8 @@ from .local_state import Record, StateDir, Unsafe, endpoint_port, identity, sett
 
 DEFAULT_PORT = 5055
 DEFAULT_PREFIX = "capacity-broker-local"
+# Lambda's default account limit of concurrent executions (``capacity_broker.local``'s).
+DEFAULT_CONCURRENCY = 1000
 READY_SECONDS = 120
 STOP_SECONDS = 15
 EXPORTED = (
@@ -113,6 +115,17 @@ def local(
     region: Annotated[
         str, typer.Option("--region", metavar="REGION", help="The functions' own region.")
     ] = "us-east-1",
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            "--concurrency",
+            min=1,
+            metavar="N",
+            help="Invocations run at once, each in a container of its own as Lambda runs "
+            "them (Lambda's default account limit); beyond it Lambda's 429 "
+            "TooManyRequestsException.",
+        ),
+    ] = DEFAULT_CONCURRENCY,
     background: Annotated[
         bool,
         typer.Option(
@@ -166,7 +179,9 @@ def local(
         return
     snapstart = (snapstart_asleep, snapstart_timeouts)
     if background:
-        _background(scenario, port or 0, function_prefix, cluster_id, region, iam, snapstart)
+        _background(
+            scenario, port or 0, function_prefix, cluster_id, region, iam, snapstart, concurrency
+        )
         return
     _serve(
         scenario,
@@ -177,6 +192,7 @@ def local(
         iam,
         ready_fd,
         snapstart,
+        concurrency,
     )
 
 
@@ -189,6 +205,7 @@ def _serve(
     iam: bool,
     ready_fd: int | None = None,
     snapstart: tuple[float, int] = (0.0, 0),
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> None:
     try:
         from ..local import LocalBroker, SnapStart
@@ -202,6 +219,7 @@ def _serve(
         region=region,
         iam=iam,
         snapstart=SnapStart(*snapstart),
+        concurrency=concurrency,
     )
     try:
         broker.start()
@@ -218,6 +236,10 @@ def _serve(
         _comment(
             f"cluster id: {broker.cluster_id}; regions: {','.join(broker.regions)}; IAM: "
             + ("the functions' deployed roles, evaluated" if iam else "not evaluated (--no-iam)")
+        ),
+        _comment(
+            f"each function runs up to {concurrency} invocations at once, each in a container "
+            "of its own, as Lambda does (--concurrency)"
         ),
         *(
             [
@@ -288,6 +310,7 @@ def _background(
     region: str,
     iam: bool,
     snapstart: tuple[float, int] = (0.0, 0),
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> None:
     """The foreground server as a process of its own session (it outlives this shell
     command and the terminal's Ctrl-C), its output in a log file; the exports once it
@@ -301,6 +324,7 @@ def _background(
             "iam": "on" if iam else "off",
             "snapstart_asleep": f"{snapstart[0]:g}" if snapstart[0] else "",
             "snapstart_timeouts": str(snapstart[1]) if snapstart[1] else "",
+            "concurrency": concurrency,
         }
     )
     state = _made_state()
@@ -367,6 +391,8 @@ def _start(state: StateDir, port: int, settings: dict[str, str]) -> Record:
         "--region",
         settings["region"],
         "--iam" if settings.get("iam", "on") == "on" else "--no-iam",
+        "--concurrency",
+        settings.get("concurrency") or str(DEFAULT_CONCURRENCY),
         *(["--scenario", settings["scenario"]] if settings["scenario"] else []),
         *(
             ["--snapstart-asleep", settings["snapstart_asleep"]]

@@ -37,6 +37,7 @@ from .errors import (
     fail,
     finish_verdict,
     guard,
+    preview,
 )
 from .render import Col, Output
 
@@ -199,7 +200,7 @@ def _refuse(broker: CapacityBroker, offering_id: str, terms: Terms) -> None:
             f"{duration} h in {', '.join(regions)}; nothing was bought",
             EXIT_NO_CAPACITY,
         )
-    raise fail(
+    raise preview(
         f"buying {offering_id} commits you to {commitment(offer)}; a Capacity Block cannot be "
         "cancelled. Add --yes to confirm; nothing was bought",
         EXIT_USAGE,

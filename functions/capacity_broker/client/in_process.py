@@ -95,12 +95,16 @@ def invoke_in_process(
     region: str,
     timeout_ms: int,
     account_id: str = "000000000000",
+    request_id: str | None = None,
 ) -> Any:
-    """Call ``capacity_broker.handlers.<entry>.handler`` as Lambda would."""
+    """Call ``capacity_broker.handlers.<entry>.handler`` as Lambda would (``request_id``: the
+    invocation's, as Lambda gives it; a new one when None)."""
     module = handler_module(entry)
     context = InProcessContext(
         function_name=function_name, timeout_ms=timeout_ms, region=region, account_id=account_id
     )
+    if request_id is not None:
+        context.aws_request_id = request_id
     return module.handler(event, context)
 
 

@@ -1,1 +1,2 @@
-"""Lambda entry points: ``capacity_broker.handlers.<name>.handler`` (contract)."""
+"""Lambda entry points: ``capacity_broker.handlers.<name>.handler`` (the contract:
+docs/contract.md)."""

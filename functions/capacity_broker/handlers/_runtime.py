@@ -65,6 +65,8 @@ class Container:
         self._roots: dict[str, Root] = {}
         self._tracer: Any = None
         self._lock = threading.Lock()
+        # The root of the local container serving this thread's invocation (``serving_from``).
+        self._local = threading.local()
         # Lambda invocations under way in this process: the library's log records are JSON
         # lines only during one (see ``observability``).
         self._serving = 0
@@ -79,7 +81,11 @@ class Container:
 
     def root_for(self, function: str) -> Root:
         """The root the handler of entry point ``function`` (``lambda_handler``'s name) is
-        served from: its own if it was given one, else the container's (``root``)."""
+        served from: the root of the local container serving this thread's invocation, else
+        its own if it was given one, else the container's (``root``)."""
+        serving: Root | None = getattr(self._local, "root", None)
+        if serving is not None:
+            return serving
         with self._lock:
             own = self._roots.get(function)
         return own if own is not None else self.root()
@@ -104,6 +110,19 @@ class Container:
                 if root is not None:
                     self._roots[function] = root
         return previous
+
+    @contextlib.contextmanager
+    def serving_from(self, root: Root | None) -> Iterator[None]:
+        """Serve the invocation this thread runs from ``root``. ``capacity-broker local`` runs a
+        function's concurrent invocations on threads, each in a container of its own as Lambda
+        runs them (``local.LambdaInvoke``): each thread is handed its container's root here. A
+        Lambda never calls this."""
+        previous = getattr(self._local, "root", None)
+        self._local.root = root
+        try:
+            yield
+        finally:
+            self._local.root = previous
 
     def tracer(self) -> Any:
         """The Powertools Tracer, created on first use (see the module docstring)."""

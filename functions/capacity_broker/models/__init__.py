@@ -1,4 +1,4 @@
-"""Typed requests and answers of the five entry points (contract).
+"""Typed requests and answers of the five entry points (the contract: docs/contract.md).
 
 One module per entry point (``probe``, ``reserve``, ``release``, ``cleaner``, ``capacity``)
 and for the capacity memory's ``history``;

@@ -255,15 +255,25 @@ def _nodeset(config: SlurmConfig, nodeset: NodeSet, ec2: Ec2) -> NodeSetReport:
             if subnet is None:
                 found.problems.append(f"subnet {subnet_id} does not exist in {config.region}")
     try:
+        deadline = time.monotonic() + CHECK_SECONDS
         # The version the broker would build on ($Latest: the newest one no broker made).
         source = Templates(ec2, config.cluster_id or "").source(
-            template.id, template.version, time.monotonic() + CHECK_SECONDS
+            template.id, template.version, deadline
         )
+        # What EC2 calls the version named ("$Latest is version 4"): for $Latest the
+        # template's newest version, which a broker may have made; the broker builds on
+        # ``builds_on`` then (issue 42: the check said "$Latest is version 1" where EC2 says 4).
+        named = source.number
+        if template.version in ("$Latest", "$Default"):
+            numbers = ec2.launch_template(template.id, deadline)
+            named = numbers.latest if template.version == "$Latest" else numbers.default
         found.launch_template = {
             "id": template.id,
             "version": template.version,
-            "is": source.number,
+            "is": named,
         }
+        if named != source.number:
+            found.launch_template["builds_on"] = source.number
         _template_facts(config, template.id, source.data, ec2, found)
     except (AwsError, TemplateRefused) as error:
         found.launch_template = {"id": template.id, "version": template.version, "is": None}
@@ -357,10 +367,15 @@ def _print(report: Report) -> None:
     for found in report.nodesets:
         template = found.launch_template
         platform = f" ({escape(str(template['platform']))})" if template.get("platform") else ""
+        builds_on = (
+            f" (the broker builds on version {template['builds_on']}, the newest no broker made)"
+            if template.get("builds_on")
+            else ""
+        )
         console.print(
             f"{escape(found.nodeset)}: launch template {template['id']} "
-            f"{escape(template['version'])} is version {template['is'] or 'MISSING'}{platform}; "
-            f"each job asks reserve {escape(json.dumps(found.request))}"
+            f"{escape(template['version'])} is version {template['is'] or 'MISSING'}{platform}"
+            f"{builds_on}; each job asks reserve {escape(json.dumps(found.request))}"
         )
         if found.usable_end:
             console.print(
