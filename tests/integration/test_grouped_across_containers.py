@@ -1,12 +1,13 @@
-"""Grouped probes across containers (contract v3, v4; ``logic.grouping`` over the state
-table): each desktop of a class probes from its own container (a root with its own session, clients, pacer and
-memory), and they meet in the state table, against the emulator, on the emulator's clock.
+"""Grouped probes across containers (contract v3, v4; ``logic.grouping`` over the state table):
+each desktop of a class probes from its own container (a root with its own session, clients,
+pacer and memory), and they meet in the state table, against the emulator, on the emulator's
+clock.
 
-A first desktop's probe is in flight (its create held back by the test) when the class
-arrives, so the class has seen a burst: one of them opens a group in the table and the rest
-join it. The group's window closes when the emulator's clock passes it (the test moves it
-once every member has joined, read from the table; the meeting pauses in real time
-meanwhile), so which probes meet never depends on how fast the machine is. Counts of calls are asserted, never durations.
+A first desktop's probe is in flight (its create held back by the test) when the class arrives,
+so the class has seen a burst: one of them opens a group in the table and the rest join it. The
+group's window closes when the emulator's clock passes it (the test moves it once every member
+has joined, read from the table; the meeting pauses in real time meanwhile), so which probes
+meet never depends on how fast the machine is. Counts of calls are asserted, never durations.
 """
 
 from __future__ import annotations

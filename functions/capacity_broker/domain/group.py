@@ -100,21 +100,20 @@ PROMISE_SECONDS = 2.0
 
 
 class ArrivalState(StrEnum):
-    """Where one probe's arrival stands (glossary: docs/glossary.md)."""
+    """What one probe's arrival made of it (glossary: docs/glossary.md). An arrival that found
+    no group and no burst is *marked* (``Seat.marked``: the next arrival alike sees a probe in
+    flight) until it *leaves*; a leader's and its members' marks go when their group closes."""
 
-    MARKED = "marked"  # its mark says "a probe alike is in flight" (the next one sees a burst)
     ALONE = "alone"  # no group for it: it probes at once, as without grouping
     LEADING = "leading"  # it opened a group: it answers the group when it closes
     JOINED = "joined"  # it took a slot in a group: it waits for its answer
-    LEFT = "left"  # its mark is gone (it answered)
 
 
 class GroupState(StrEnum):
-    """Where one group stands. POINTED, OPEN and CLOSED are the kind's item's (the group it
-    names); PUBLISHED and ABANDONED are the group's own, written once, by whoever gets there
-    first (the leader answering, or a member that stopped waiting)."""
+    """Where one group stands. OPEN and CLOSED are the kind's item's (the group it names: its
+    *pointer*); PUBLISHED and ABANDONED are the group's own, written once, by whoever gets
+    there first (the leader answering, or a member that stopped waiting)."""
 
-    POINTED = "pointed"  # the kind's item names it (its leader's open: it is OPEN at once)
     OPEN = "open"  # it takes members
     CLOSED = "closed"  # its leader closed it: it asks EC2 for the slots taken
     PUBLISHED = "published"  # its leader gave every hold back and answers the members

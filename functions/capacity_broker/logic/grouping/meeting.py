@@ -1,16 +1,16 @@
-"""The meeting protocol of grouped probes: one for the probes of one process and for those of
-every container, over a ``GroupStore`` (``store``), on one injected clock.
+"""The meeting protocol of grouped probes: one for the probes of one process and for those of every
+container, over a ``GroupStore`` (``store``), on one injected clock.
 
 An arrival (``ArrivalState``) tries to take a slot in the OPEN group its kind's item names
 (JOINED); failing that, with no arrival alike in flight it marks itself and probes at once
-(ALONE); with one in flight (a burst) it opens a group and leads it (LEADING). It LEFT when
-its mark is removed. A group (``GroupState``) is POINTED and OPEN at its opening, CLOSED by its
-leader when ``domain.group.closes_now`` says so (durations on the leader's clock), then
-PUBLISHED by its leader (every hold given back, each member's answer written under its slot)
-or ABANDONED by a member that stopped waiting (which gives the group's holds back, found by
-their exact group-id tag, then probes alone). The two ends are one conditional write on the
-group's item: whoever gets there first decides, so a leader never publishes answers beside a
-member that is cancelling the group's holds.
+(ALONE); with one in flight (a burst) it opens a group and leads it (LEADING). A lone probe
+leaves (its mark is removed) when it has answered. A group (``GroupState``) is OPEN from its
+opening (the kind's item points at it), CLOSED by its leader when ``domain.group.closes_now``
+says so (durations on the leader's clock), then PUBLISHED by its leader (every hold given back,
+each member's answer written under its slot) or ABANDONED by a member that stopped waiting
+(which gives the group's holds back, found by their exact group-id tag, then probes alone). The
+two ends are one conditional write on the group's item: whoever gets there first decides, so a
+leader never publishes answers beside a member that is cancelling the group's holds.
 
 Patience is a duration: a member joins only a group whose leader's promise (how long after its
 own arrival it answers at the latest: its patience less ``PROMISE_SECONDS``) is at most its own
@@ -244,18 +244,19 @@ class Meeting:
                 break
             self._pause_until(min(give_up_at, moment + look_pause(looks)))
             looks += 1
+        group_id = seat.group_id
         try:
-            ended = self.store.settle(seat.group_id, GroupState.ABANDONED, seat.stamp)
+            ended = self.store.settle(group_id, GroupState.ABANDONED, seat.stamp)
             if ended is None:
                 # This member abandoned the group: nobody joins it any more, and this member
                 # gives its holds back (the leader may be gone with them).
-                self.store.close(seat.kind, seat.group_id, seat.stamp)
+                self.store.close(seat.kind, group_id, seat.stamp)
                 return Waited(None, sweep=True)
             grace = min(deadline, self.now() + GRACE_SECONDS)
             if ended.state is GroupState.PUBLISHED:
                 # The leader gave every hold back and is writing the answers.
                 return Waited(self._look_until(grace, lambda: self._answer(seat)))
-            swept = self._look_until(grace, lambda: self.store.ending(seat.group_id).swept or None)
+            swept = self._look_until(grace, lambda: self.store.ending(group_id).swept or None)
             return Waited(None, sweep=not swept)
         except StoreDown as error:
             self._down(error)
