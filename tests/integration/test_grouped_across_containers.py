@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import boto3
@@ -92,8 +93,9 @@ class Classroom:
         self.first_in = threading.Event()
         self.go = threading.Event()
 
-    def container(self, *, hold_first: bool = False) -> Root:
-        """A new container's root on the emulator's clock, its probes meeting in the table."""
+    def container(self, *, hold_first: bool = False, skew: float = 0.0) -> Root:
+        """A new container's root on the emulator's clock (``skew`` seconds off it, its wall
+        clock and its monotonic one both), its probes meeting in the table."""
         time = self.time
         settings = Settings.from_env(
             {
@@ -105,8 +107,8 @@ class Classroom:
         root = Root(
             settings,
             adapters=Adapters(boto3.session.Session()),
-            clock=time.utcnow,
-            monotonic=time.monotonic,
+            clock=lambda: time.utcnow() + timedelta(seconds=skew),
+            monotonic=lambda: time.monotonic() + skew,
             sleep=time.sleep,
         )
         grouping = root.probe.grouping
@@ -475,3 +477,22 @@ def test_the_group_item_is_the_broker_s_own(classroom: Any) -> None:
 
 def _groups(room: Classroom) -> set[str]:
     return {a["group"]["id"] for a in room.answers.values() if a.get("group")}
+
+
+def test_containers_whose_clocks_differ_by_a_minute_answer_as_containers_in_step(
+    classroom: Any,
+) -> None:
+    """Contract v4, time across hosts: no decision compares one host's clock with another's
+    (a group's window is its leader's, a member's give-up its own, the leader's promise a
+    duration). Containers up to 60 s ahead of and behind the others meet in one group and get
+    the answers of containers in step: the oracle's, 25 in A, then C."""
+    skews = [-60.0, 60.0, 0.0, 45.0, -45.0, 60.0, -60.0, 30.0]
+    room = classroom([5, 0, 1000])
+    roots = [room.container(skew=skews[i % len(skews)]) for i in range(8)]
+    answers = room.run(8, roots)
+    assert [a["status"] for a in answers] == ["available"] * 8
+    expected = oracle([1] * 8, [5, 0, 1000])
+    where = [a["subnet_id"] for a in answers]
+    assert sorted(where) == sorted(SUBNETS[s] for s in expected if s is not None)
+    assert {a["group"]["size"] for a in answers} == {8}
+    assert held_now(room.emu) == []
