@@ -126,7 +126,7 @@ class Settings(BaseModel):
     ec2_rate_scale: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] = Field(
         default=1.0, validation_alias=_alias("ec2_rate_scale")
     )
-    # Grouped probes (contract v3; logic.group): probes alike that arrive while one is in flight
+    # Grouped probes (contract v3; logic.grouping): probes alike that arrive while one is in flight
     # are answered together. Off: every probe alone, as before. The window: a group takes
     # members until none has joined for this long, for at most the maximum window (its
     # leader's added wait; a lone probe never waits).

@@ -22,7 +22,12 @@ import pytest
 from capacity_broker.adapters.dynamodb_group import PREFIX, TableStore, group_item
 from capacity_broker.client.in_process import IN_PROCESS_TIMEOUT_MS, run_function
 from capacity_broker.config import Settings
-from capacity_broker.domain.group import MAX_WINDOW_SECONDS, oracle
+from capacity_broker.domain.group import (
+    MAX_WINDOW_SECONDS,
+)
+from capacity_broker.domain.group_plan import (
+    oracle,
+)
 from capacity_broker.root import Adapters, Root
 
 pytestmark = pytest.mark.integration

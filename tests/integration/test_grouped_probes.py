@@ -15,7 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from capacity_broker.domain.group import MAX_WINDOW_SECONDS, GroupKey, GroupState, oracle
+from capacity_broker.domain.group import (
+    MAX_WINDOW_SECONDS,
+    GroupKey,
+    GroupState,
+)
+from capacity_broker.domain.group_plan import (
+    oracle,
+)
 from capacity_broker.logic.grouping.meeting import kind_id
 from capacity_broker.models import ProbeRequest, ProbeResponse
 from hypothesis import HealthCheck, given, settings

@@ -30,10 +30,12 @@ from ..domain.group import (
     PROMISE_SECONDS,
     ArrivalState,
     GroupKey,
-    Verdict,
     answer_by,
     asks_until,
     gives_up_at,
+)
+from ..domain.group_plan import (
+    Verdict,
 )
 from ..domain.tags import Purpose
 from ..models import Attempt, ProbeRequest, ProbeResponse
@@ -386,7 +388,7 @@ def _answer(
 
 
 def _grouped_answer(base: dict[str, str], request: ProbeRequest, grouped: Grouped) -> ProbeResponse:
-    """A member's answer from its group (``domain.group``): the same statuses as a lone
+    """A member's answer from its group (``domain.group_plan``): the same statuses as a lone
     probe's, its attempts as its part of the group saw them, and ``group``."""
     answer, subnets = grouped.answer, grouped.subnets
     seen = {s.subnet: s for s in answer.seen}

@@ -16,7 +16,15 @@ from capacity_broker.adapters.dynamodb_group import (
 )
 from capacity_broker.adapters.ec2 import Subnet
 from capacity_broker.domain.errors import Outcome
-from capacity_broker.domain.group import GroupKey, GroupState, MemberAnswer, Seen, Verdict
+from capacity_broker.domain.group import (
+    GroupKey,
+    GroupState,
+)
+from capacity_broker.domain.group_plan import (
+    MemberAnswer,
+    Seen,
+    Verdict,
+)
 from capacity_broker.logic.grouping.answers import (
     ALONE,
     decode,

@@ -21,19 +21,21 @@ from capacity_broker.domain.group import (
     MAX_GROUP_COUNT,
     MAX_MEMBERS,
     PROMISE_SECONDS,
-    Ask,
     GroupKey,
-    GroupPlan,
-    MemberAnswer,
-    Said,
-    Verdict,
     answer_by,
     asks_until,
     closes_now,
     gives_up_at,
-    held,
     look_pause,
     max_slots,
+)
+from capacity_broker.domain.group_plan import (
+    Ask,
+    GroupPlan,
+    MemberAnswer,
+    Said,
+    Verdict,
+    held,
     oracle,
 )
 from hypothesis import given, settings

@@ -13,8 +13,10 @@ from capacity_broker.domain.group import (
     PROMISE_SECONDS,
     ArrivalState,
     GroupKey,
-    GroupPlan,
     GroupState,
+)
+from capacity_broker.domain.group_plan import (
+    GroupPlan,
     Said,
     held,
     oracle,

@@ -16,7 +16,14 @@ from typing import Any
 
 from ...adapters.ec2 import Subnet
 from ...domain.errors import Outcome
-from ...domain.group import MAX_MEMBERS, MemberAnswer, Seen, Verdict
+from ...domain.group import (
+    MAX_MEMBERS,
+)
+from ...domain.group_plan import (
+    MemberAnswer,
+    Seen,
+    Verdict,
+)
 
 _RESERVATION = re.compile(r"cr-[0-9a-f]{8,32}")
 _CODE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")

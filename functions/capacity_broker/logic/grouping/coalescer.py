@@ -3,7 +3,7 @@
 The ``Coalescer`` is the prober's one door: ``arrive_soon`` (a seat, on a thread of its own, so
 the probe reads its flags meanwhile), then ``lead`` (a leader), ``wait`` (a member) or nothing
 (alone), then ``leave``. The meeting itself is ``meeting.Meeting``; the answer is
-``domain.group.GroupPlan`` (one reservation of the summed count per subnet tried, the same
+``domain.group_plan.GroupPlan`` (one reservation of the summed count per subnet tried, the same
 answer as each desktop alone in order).
 
 The group's reservations are the broker's like any other: owned and tagged on create (purpose
@@ -29,8 +29,10 @@ from ...adapters.ec2 import Reservation, Subnet
 from ...domain import tags as tagging
 from ...domain.group import (
     ArrivalState,
-    Ask,
     GroupKey,
+)
+from ...domain.group_plan import (
+    Ask,
     GroupPlan,
     MemberAnswer,
     Said,
