@@ -17,7 +17,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from capacity_broker.adapters.throttle import AdaptiveBucket, Limits, Ticket
+from capacity_broker.adapters.throttle import AdaptiveBucket, Ticket
+from capacity_broker.domain.buckets import Limits
 
 from emulator.throttling import TokenBucket
 

@@ -16,9 +16,10 @@ from typing import Any
 
 import boto3
 import pytest
-from capacity_broker.adapters.throttle import MUTATING, Pacer
+from capacity_broker.adapters.throttle import Pacer
 from capacity_broker.client.in_process import run_function
 from capacity_broker.config import Settings
+from capacity_broker.domain.buckets import MUTATING
 from capacity_broker.root import Adapters, Root
 
 pytestmark = pytest.mark.integration

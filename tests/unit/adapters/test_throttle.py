@@ -9,13 +9,12 @@ import pytest
 from capacity_broker.adapters.aws import AwsError, RetryPolicy
 from capacity_broker.adapters.throttle import (
     AdaptiveBucket,
-    Limits,
     NoToken,
     Pacer,
     Ticket,
     Tuning,
-    bucket_of,
 )
+from capacity_broker.domain.buckets import Limits, bucket_of
 from capacity_broker.domain.errors import ErrorClass, is_retryable
 from hypothesis import given, settings
 from hypothesis import strategies as st
