@@ -286,21 +286,19 @@ class Launch:
                 # EC2 answered: nothing was launched (MinCount). Judged as a fleet's error.
                 return FleetResult(None, [], [FleetError(error.code or "Unknown", error.message)])
 
-        try:
-            return create(deadline)
-        except AwsError as error:
-            if not is_retryable(error.error_class):
-                raise
-            lost = error
-        # No answer (timeouts, 5xx) after the adapter's retries: EC2 may have launched the
-        # nodes. The same token once more, within what is left for finishing the request.
-        if self.monotonic() < hard_deadline:
+        # After no answer (timeouts, 5xx) past the adapter's retries, EC2 may have launched
+        # the nodes: the same token once more, within what is left for finishing the request.
+        lost: AwsError | None = None
+        for until in (deadline, hard_deadline):
+            if lost is not None and self.monotonic() >= hard_deadline:
+                break
             try:
-                return create(hard_deadline)
+                return create(until)
             except AwsError as error:
                 if not is_retryable(error.error_class):
                     raise
                 lost = error
+        assert lost is not None  # every pass that did not return set it
         # Still no answer: the nodes carry the request id. A listing can miss instances
         # launched a moment ago (by tag, for minutes at worst), and EC2 may well have launched
         # them: looked at again with the whole patience until it shows them all.
