@@ -78,7 +78,7 @@ def throttled(emulated_time: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     concurrency while it lives)."""
     emulated_time.emu.load_scenario(world())
     root = emulated_time.install(monkeypatch, max_concurrency=1)
-    root.reserve.max_concurrency = 2  # this test's root only
+    root.reserve.race.max_concurrency = 2  # this test's root only
     return emulated_time.emu
 
 
@@ -175,7 +175,7 @@ def raised_limits(emulated_time: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     whose limits were raised, ``BROKER_EC2_RATE_SCALE``): cut by EC2's throttles, it still
     refills fast enough to have tokens to spare, so its fan-out is not frugal and hedges."""
     root = emulated_time.install(monkeypatch, max_concurrency=1, scale=100)
-    root.reserve.max_concurrency = 2
+    root.reserve.race.max_concurrency = 2
 
 
 @pytest.mark.parametrize("limits", ["published", "raised"])

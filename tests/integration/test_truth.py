@@ -63,8 +63,9 @@ def impatient(entry: str) -> None:
     from capacity_broker.handlers._runtime import CONTAINER
     from capacity_broker.logic.reservations import Patience
 
-    flow = CONTAINER.root().probe if entry == "probe" else CONTAINER.root().reserve
-    flow.core.patience = Patience(looks=3)
+    root = CONTAINER.root()
+    core = root.probe.core if entry == "probe" else root.reserve.give_back.core
+    core.patience = Patience(looks=3)
 
 
 @pytest.fixture

@@ -450,8 +450,13 @@ class Plan:
         start: list[int] = []
         if not self.expired:
             limit = min(self.bound, n if cut is None else cut)
+            # Counted once and kept as candidates start (a start adds one running attempt and
+            # changes no hold): each count walks every slot, and asking per candidate made a
+            # step quadratic in the candidates (most of a lone reserve's CPU in the broker).
+            running, live = self.running, self.live
             for slot in self.slots[:limit]:
-                if self.running >= self.max_concurrency or self.busy >= self.cap:
+                busy = running + live
+                if running >= self.max_concurrency or busy >= self.cap:
                     break
                 if slot.phase is Phase.PARKED and moment < slot.not_before:
                     # Waiting for EC2 to stop counting a give-back: the quota is kept free
@@ -463,7 +468,7 @@ class Plan:
                     and moment >= slot.retry_at
                 ) or (
                     slot.phase is Phase.PARKED
-                    and (self.busy == 0 or self.busy < slot.parked_with)
+                    and (busy == 0 or busy < slot.parked_with)
                     and moment >= slot.not_before
                 )
                 if not ready:
@@ -471,11 +476,12 @@ class Plan:
                 for other in self.slots:
                     if other.phase is Phase.RUNNING:
                         other.solo = False  # this start may take the quota it needs
-                self.starts.append((slot.index, self.busy, self.cap))
+                self.starts.append((slot.index, busy, self.cap))
                 # Solo: nothing else of the request occupies the quota (a hold whose give-back
                 # failed is beyond our reach and does not count: docs/performance.md, Fan-out).
-                slot.solo = self.busy == 0
+                slot.solo = busy == 0
                 slot.phase, slot.started_at = Phase.RUNNING, moment
+                running += 1
                 slot.tries += 1
                 start.append(slot.index)
             self._make_room(cut, start, give_back, moment)

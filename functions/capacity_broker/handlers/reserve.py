@@ -61,7 +61,7 @@ def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
             run,
             invocation.deadline,
             invocation.context,
-            replay=lambda recorded: flow.replayed(recorded, invocation.deadline),
+            replay=lambda recorded: flow.replay.replayed(recorded, invocation.deadline),
         )
     finally:
         if flow.memory is not None:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..adapters.aws import AwsError
-from ..domain.failures import BrokerFailure, StepFailed
+from ..domain.failures import BrokerFailure, Refused, StepFailed
 from ..models.common import ItemError
 
 MAX_MESSAGE = 500  # characters of an answer's message
@@ -22,7 +22,15 @@ MAX_ITEM_MESSAGE = 300  # of one item's
 def failed(failure: BrokerFailure) -> dict[str, Any]:
     """The fields of the answer to a request ``failure`` stopped. (Not ``InvalidInput``: a
     flow lets it through to the handler, whose answer is ``invalid_request`` with each field's
-    error, ``models.invalid``.)"""
+    error, ``models.invalid``.) A refusal (``Refused``) is ``rejected``, its detail the reason,
+    with no error code: nothing failed, the request asks for what the broker will not do."""
+    if isinstance(failure, Refused):
+        return {
+            "status": "rejected",
+            "error_code": None,
+            "reason": failure.detail,
+            "message": failure.detail[:MAX_MESSAGE],
+        }
     return {
         "status": "error",
         "error_code": failure.error_code,

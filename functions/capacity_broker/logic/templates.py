@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2, Reservation, TemplateVersion
 from ..domain import templates as rules
+from ..domain.failures import Refused
 from ..domain.reserve import template_version_data
 from ..domain.templates import GONE, OwnVersion, StackFact, TargetFact, Verdict, Version
 from ..models.common import ItemError
@@ -42,7 +43,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class TemplateRefused(Exception):
+class TemplateRefused(Refused):
     """The job's template is not this cluster's to use (``domain.templates.template_refusal``)."""
 
 

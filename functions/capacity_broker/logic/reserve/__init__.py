@@ -8,21 +8,25 @@ When each pair is tried is the fan-out's choice (``logic.attempts``): the best h
 kept, every other is given back as soon as it is known to lose. A reservation the job brings
 (ODCR or Capacity Block) is validated, used, and never cancelled by any path.
 
-One module per part, each a mixin over the shared state in ``base`` (as ``logic.discovery``):
+One module per part, each a class the ``Reserver`` holds by name and calls through its public
+methods (none inherits from another, and each keeps only what it uses):
 
-- ``reserver``: the flow that orders the parts (``Reserver``);
-- ``race``: the race of (type × subnet) pairs, an earlier hold of the request, no winner;
-- ``bring_your_own``: a reservation the job brings, validated and used as it is;
-- ``launch``: the template version and the EC2 Fleet, a lost fleet answer, earlier nodes;
-- ``giveback``: cancelling a loser, dropping the kept hold, undoing a failed step;
-- ``replay``: a recorded answer given again, with its reservation's state now;
+- ``reserver``: the flow that orders the parts (``Reserver``), and its one error path;
+- ``race``: the race of (type × subnet) pairs, an earlier hold of the request, no winner
+  (``Race``);
+- ``bring_your_own``: a reservation the job brings, validated and used as it is
+  (``BringYourOwn``);
+- ``launch``: the job's template, the template version and the EC2 Fleet, a lost fleet
+  answer, earlier nodes (``Launch``);
+- ``giveback``: cancelling a loser, dropping the kept hold, undoing a failed step
+  (``GiveBack``);
+- ``replay``: a recorded answer given again, with its reservation's state now (``Replay``);
 - ``answer``: the capacity chosen and the contract's answer built as the flow goes.
 """
 
 from __future__ import annotations
 
-from .answer import Chosen
-from .base import ReserveStats
+from .answer import Chosen, ReserveStats
 from .reserver import Reserver
 
 __all__ = ["Chosen", "ReserveStats", "Reserver"]

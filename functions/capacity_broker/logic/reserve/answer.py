@@ -1,15 +1,22 @@
 """The reserve answer: the capacity chosen for the job (``Chosen``) and ``Answer``, which fills
-the contract's fields as the flow goes. Every part that ends the request answers through it."""
+the contract's fields as the flow goes. Every part that ends the request answers through it,
+and a failure's fields come from the one table every flow answers with (``logic.failures``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ...adapters.ec2 import Reservation
+from ...domain.failures import BrokerFailure
 from ...domain.reserve import (
     ReserveStatus,
 )
 from ...models import Attempt, ReservationInfo, ReserveRequest, ReserveResponse
+from ..attempts import Spending
+from ..failures import failed
+
+# What the handler's metrics are made of (every create's answer, every give-back's seconds).
+ReserveStats = Spending
 
 
 @dataclass(frozen=True)
@@ -21,7 +28,7 @@ class Chosen:
     subnet_ids: list[str]
     since: float | None = None
     # An earlier invocation of this request got as far as a hold and gave it back: it may have
-    # launched the job's nodes (see ``Reserver._launch``).
+    # launched the job's nodes (see ``Launch.fleet``).
     earlier_work: bool = False
 
 
@@ -39,10 +46,13 @@ class Answer:
             message="",
         )
 
-    def error(self, code: str | None, message: str) -> ReserveResponse:
-        self.response.status = ReserveStatus.ERROR
-        self.response.error_code = code or "RequestTimeout"
-        self.response.message = message[:500]
+    def failed(self, failure: BrokerFailure) -> ReserveResponse:
+        """What ``failure`` stopped: ``error`` with its code, or a refusal's ``rejected``."""
+        fields = failed(failure)
+        self.response.status = ReserveStatus(fields["status"])
+        self.response.error_code = fields.get("error_code")
+        self.response.reason = fields.get("reason")
+        self.response.message = fields["message"]
         return self.response
 
     def unchanged(

@@ -4,7 +4,11 @@ here holds or cancels: the broker never touches a reservation it does not own.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
+
 from ...domain.backoff import retry_after_seconds
+from ...domain.failures import Refused
 from ...domain.reserve import (
     ExistingReservation,
     Rejected,
@@ -18,29 +22,33 @@ from ...domain.reserve import (
 from ...domain.tags import other_cluster
 from ...models import ReserveRequest, ReserveResponse
 from .. import placement
+from ..reservations import ReservationCore
 from .answer import Answer, Chosen
-from .base import ReserverBase
 
 
-class BringYourOwn(ReserverBase):
+class BringYourOwn:
     """Use the reservation the job brought, once it is known to fit."""
 
-    # -- bring your own reservation -----------------------------------------------------
-    def _bring_your_own(
+    def __init__(self, core: ReservationCore, clock: Callable[[], datetime]) -> None:
+        self.core = core
+        self.clock = clock
+
+    def choose(
         self,
         request: ReserveRequest,
         place: placement.Placement,
         answer: Answer,
         deadline: float,
     ) -> Chosen | ReserveResponse:
+        """The reservation the job named, when it fits now; the ``no_capacity`` answer when
+        it will later (not started, still pending, too late for the job). ``Refused`` when it
+        does not exist or never fits."""
         rid = str(request.capacity_reservation_id)
         # One made a moment ago may be unknown to EC2's next calls, or still show pending:
         # looked at again first.
         found = self.core.find(rid, deadline, settled=True)
         if found is None:
-            return answer.unchanged(
-                ReserveStatus.REJECTED, f"{rid} does not exist", reason=f"{rid} does not exist"
-            )
+            raise Refused(f"{rid} does not exist")
         existing = ExistingReservation(
             id=found.id,
             state=found.state,
@@ -67,7 +75,7 @@ class BringYourOwn(ReserverBase):
         )
         check = validate_existing(existing, wanted, self.clock())
         if isinstance(check, Rejected):
-            return answer.unchanged(ReserveStatus.REJECTED, check.reason, reason=check.reason)
+            raise Refused(check.reason)
         if isinstance(check, TooLate | StillPending):
             response = answer.unchanged(
                 ReserveStatus.NO_CAPACITY, check.reason, reason=check.reason

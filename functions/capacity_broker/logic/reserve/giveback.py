@@ -6,34 +6,48 @@ counted and answered as ``cleanup: pending``."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
-from ...adapters.aws import AwsError
 from ...adapters.ec2 import Reservation
+from ...domain.failures import BrokerFailure
 from ...domain.memory import MemoryKey, Observation
 from ...models import ReserveResponse
-from ..reservations import NotOwnedError
-from .answer import Answer, Chosen
-from .base import ReserverBase, ReserveStats
+from ..memory import CapacityMemory
+from ..reservations import ReservationCore
+from .answer import Answer, Chosen, ReserveStats
+
+# The message of a step that failed after the hold, before what became of the hold is added.
+STEP_MESSAGE = 400
 
 
-class GiveBack(ReserverBase):
+class GiveBack:
     """Cancel, drop and undo: how reserve lets go of what it holds."""
 
-    def _undo(
+    def __init__(
+        self,
+        core: ReservationCore,
+        monotonic: Callable[[], float],
+        memory: CapacityMemory | None,
+    ) -> None:
+        self.core = core
+        self.monotonic = monotonic
+        self.memory = memory
+
+    def undo(
         self,
         answer: Answer,
         chosen: Chosen,
+        what: str,
+        failure: BrokerFailure,
         hard_deadline: float,
         stats: ReserveStats,
-        step: str,
-        error: Exception,
     ) -> ReserveResponse:
-        """A step after the hold failed: give the hold back before answering."""
-        code = error.code if isinstance(error, AwsError) else "TimeBudgetExceeded"
-        detail = error.message if isinstance(error, AwsError) else str(error)
-        response = answer.error(code, f"The {step} step failed: {detail}"[:400])
+        """A step after the hold (``what`` says which) failed: give the hold back before
+        answering."""
+        response = answer.failed(failure)
+        response.message = f"{what}: {response.message}"[:STEP_MESSAGE]
         if chosen.owned:
-            if self._drop(chosen, hard_deadline, stats):
+            if self.drop(chosen, hard_deadline, stats):
                 response.message += "; the hold is cancelled"
             else:
                 response.cleanup = "pending"
@@ -43,9 +57,9 @@ class GiveBack(ReserverBase):
                 )
         return response
 
-    def _drop(self, chosen: Chosen, hard_deadline: float, stats: ReserveStats) -> bool:
+    def drop(self, chosen: Chosen, hard_deadline: float, stats: ReserveStats) -> bool:
         """Give the kept hold back after the template or fleet step (launched, or failed)."""
-        ok = self._cancel(chosen.reservation, hard_deadline)
+        ok = self.cancel(chosen.reservation, hard_deadline)
         if chosen.since is not None:
             held = chosen.reservation
             spent = Observation(
@@ -59,9 +73,10 @@ class GiveBack(ReserverBase):
         stats.cancel_failures += 0 if ok else 1
         return ok
 
-    def _cancel(self, reservation: Reservation, hard_deadline: float) -> bool:
+    def cancel(self, reservation: Reservation, hard_deadline: float) -> bool:
+        """Cancel one hold; False when EC2 did not confirm it (AWS's error, or not ours)."""
         try:
             self.core.release(reservation, hard_deadline)
-        except (AwsError, NotOwnedError):
+        except BrokerFailure:
             return False
         return True

@@ -5,9 +5,13 @@ of the request already launched, which are never launched twice."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...adapters.aws import AwsError
-from ...adapters.ec2 import FleetError, FleetResult, LaunchSpec, Reservation, TemplateVersion
+from ...adapters.ec2 import Ec2, FleetError, FleetResult, LaunchSpec, TemplateVersion
+from ...adapters.ssm import ImageParameters
 from ...domain.errors import is_retryable, launch_asks_again
+from ...domain.failures import BrokerFailure
 from ...domain.reserve import (
     ReserveStatus,
 )
@@ -20,9 +24,10 @@ from ...domain.tags import (
 from ...domain.templates import Version
 from ...domain.tokens import client_token
 from ...models import LaunchTemplateInfo, ReserveRequest, ReserveResponse
-from .. import InvalidInput
-from .answer import Answer, Chosen
-from .base import ReserveStats
+from .. import InvalidInput, placement
+from ..reservations import ReservationCore
+from ..templates import Templates
+from .answer import Answer, Chosen, ReserveStats
 from .giveback import GiveBack
 
 # Launches asked again after a transient failure: pauses doubling from LAUNCH_PAUSE to
@@ -34,11 +39,89 @@ LAUNCH_PAUSE_CAP = 2.0
 LAUNCH_TRIES = 8
 
 
-class Launch(GiveBack):
-    """Template version and fleet for the chosen capacity."""
+class FleetUnknown(BrokerFailure):
+    """CreateFleet never answered: whether the fleet exists is not known. The answer says so
+    and keeps the hold for the retry of the request (``seen``: the nodes a listing showed)."""
 
-    # -- template and fleet -------------------------------------------------------------
-    def _use(
+    def __init__(self, error: AwsError, seen: list[str]) -> None:
+        super().__init__(
+            f"The fleet's answer was lost ({error.code or 'no answer'}: {error.message}"[:200]
+            + "); EC2 may have launched the nodes: ask again with the same request_id, which "
+            "gets the same fleet back instead of launching a second one"
+        )
+        self.error = error
+        self.seen = seen
+
+    @property
+    def error_code(self) -> str:
+        return self.error.error_code
+
+
+class OutOfTime(BrokerFailure):
+    """The invocation's time budget ran out before a step after the hold."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"the invocation's time budget ran out {where}")
+
+    @property
+    def error_code(self) -> str:
+        return "TimeBudgetExceeded"
+
+
+class Launch:
+    """The job's launch template, and the template version and fleet on the chosen capacity."""
+
+    def __init__(
+        self,
+        ec2: Ec2,
+        core: ReservationCore,
+        give_back: GiveBack,
+        monotonic: Callable[[], float],
+        parameters: ImageParameters,
+    ) -> None:
+        self.ec2 = ec2
+        self.core = core
+        self.give_back = give_back
+        self.monotonic = monotonic
+        # The Systems Manager parameters a template's image may name (resolve:ssm:).
+        self.parameters = parameters
+        self.templates = Templates(ec2, core.cluster_id)
+
+    # -- the job's template, checked before anything is held ---------------------------
+    def source(self, request: ReserveRequest, deadline: float) -> Version | None:
+        """The version the new template version builds on (``$Latest`` and ``$Default``
+        resolved once per request id: see ``Templates.source``), or ``InvalidInput`` when the
+        job's template or version does not exist (``TemplateRefused``: not this cluster's)."""
+        if request.launch_template is None:
+            return None
+        try:
+            return self.templates.source(
+                request.launch_template.id, request.launch_template.version, deadline
+            )
+        except AwsError as error:
+            if error.code and error.code.startswith("InvalidLaunchTemplate"):
+                field = (
+                    "launch_template.version" if "Version" in error.code else "launch_template.id"
+                )
+                raise InvalidInput([(field, f"{error.code}: {error.message}"[:300])]) from None
+            raise
+
+    @staticmethod
+    def platform_from_template(request: ReserveRequest) -> bool:
+        """The job named neither ``image_id`` nor ``instance_platform``: its holds take the
+        platform its launch template's image bills as (contract v3)."""
+        return request.launch_template is not None and not request.platform_chosen
+
+    def platform(
+        self, place: placement.Placement, source: Version | None, deadline: float
+    ) -> placement.Placement:
+        """``place`` with the platform ``source``'s image bills as."""
+        if source is None:
+            return place
+        return placement.from_template(self.ec2, self.parameters, place, source, deadline)
+
+    # -- template version and fleet ---------------------------------------------------
+    def use(
         self,
         request: ReserveRequest,
         request_id: str,
@@ -49,46 +132,38 @@ class Launch(GiveBack):
         hard_deadline: float,
         stats: ReserveStats,
     ) -> ReserveResponse:
+        """A template version that targets ``chosen``, then (``provision``) the fleet. A step
+        that fails gives the hold back (``GiveBack.undo``); a fleet whose every answer was
+        lost keeps it for the retry of the request."""
         response = answer.response
         if request.launch_template is None:
             return response
-        reservation = chosen.reservation
-        subnet_id = chosen.subnet_ids[0]
+        stage = "launch template"
         try:
-            if self.monotonic() >= deadline:
-                raise OutOfTime("before the launch template version")
-            template = self._template_version(
-                request, request_id, reservation, subnet_id, source, deadline
+            self._in_time(deadline, "before the launch template version")
+            template = self.version(request, request_id, chosen, source, deadline)
+            response.launch_template = LaunchTemplateInfo(
+                id=template.template_id, version=template.version
             )
-        except (AwsError, OutOfTime) as error:
-            return self._undo(answer, chosen, hard_deadline, stats, "launch template", error)
-        response.launch_template = LaunchTemplateInfo(
-            id=template.template_id, version=template.version
-        )
-        response.message += (
-            f"; launch template {template.template_id} version {template.version} targets it"
-        )
-        if not request.provision:
-            return response
-        try:
-            if self.monotonic() >= deadline:
-                raise OutOfTime("before the fleet")
-            fleet = self._launch(
-                request,
-                request_id,
-                template,
-                reservation,
-                subnet_id,
-                deadline,
-                hard_deadline,
-                chosen.earlier_work,
-                new_hold=chosen.owned,
+            response.message += (
+                f"; launch template {template.template_id} version {template.version} targets it"
             )
-        except FleetUnknown as unknown:
-            return self._unknown_fleet(answer, chosen, unknown)
-        except (AwsError, OutOfTime) as error:
-            return self._undo(answer, chosen, hard_deadline, stats, "fleet", error)
+            if not request.provision:
+                return response
+            stage = "fleet"
+            self._in_time(deadline, "before the fleet")
+            fleet = self.fleet(request, request_id, template, chosen, deadline, hard_deadline)
+        except BrokerFailure as failure:
+            if isinstance(failure, FleetUnknown):
+                return self._unknown_fleet(answer, chosen, failure)
+            return self.give_back.undo(
+                answer, chosen, f"The {stage} step failed", failure, hard_deadline, stats
+            )
         return self._after_fleet(request, chosen, fleet, answer, hard_deadline, stats)
+
+    def _in_time(self, deadline: float, where: str) -> None:
+        if self.monotonic() >= deadline:
+            raise OutOfTime(where)
 
     @staticmethod
     def _unknown_fleet(answer: Answer, chosen: Chosen, unknown: FleetUnknown) -> ReserveResponse:
@@ -96,13 +171,7 @@ class Launch(GiveBack):
         kept (cancelling it would let a retry make a new hold, a new version and a second
         fleet); the retry of this request takes it over and asks EC2 with the same
         ClientToken, which returns the fleet if there is one."""
-        error = unknown.error
-        response = answer.error(
-            error.code,
-            f"The fleet's answer was lost ({error.code or 'no answer'}: {error.message}"[:200]
-            + "); EC2 may have launched the nodes: ask again with the same request_id, which "
-            "gets the same fleet back instead of launching a second one",
-        )
+        response = answer.failed(unknown)
         response.instances = list(unknown.seen)
         if chosen.owned:
             response.cleanup = "pending"
@@ -112,7 +181,7 @@ class Launch(GiveBack):
             )
         return response
 
-    def _earlier_nodes(
+    def earlier_nodes(
         self, request: ReserveRequest, request_id: str, deadline: float, patient: bool = True
     ) -> list[str]:
         """The nodes an earlier invocation of this request launched (they carry the request
@@ -129,17 +198,14 @@ class Launch(GiveBack):
             look, lambda found: len(found) >= request.instance_count, deadline
         )
 
-    def _launch(
+    def fleet(
         self,
         request: ReserveRequest,
         request_id: str,
         template: TemplateVersion,
-        reservation: Reservation,
-        subnet_id: str,
+        chosen: Chosen,
         deadline: float,
         hard_deadline: float,
-        earlier_work: bool = False,
-        new_hold: bool = False,
     ) -> FleetResult:
         """The job's nodes, all or nothing: an instant fleet into an On-Demand Capacity
         Reservation (``MinTargetCapacity``, which EC2 honours), RunInstances with ``MinCount`` =
@@ -154,8 +220,9 @@ class Launch(GiveBack):
         within the time budget; the hold stays meanwhile. Any other failure is final: the
         caller gives the hold back.
         """
+        reservation, subnet_id = chosen.reservation, chosen.subnet_ids[0]
         if request.request_id is not None:
-            earlier = self._earlier_nodes(request, request_id, deadline, earlier_work)
+            earlier = self.earlier_nodes(request, request_id, deadline, chosen.earlier_work)
             if earlier:
                 return FleetResult(None, earlier)
         tags = {
@@ -184,7 +251,7 @@ class Launch(GiveBack):
             result = self._launch_once(request, request_id, spec, block, deadline, hard_deadline)
             if result.instance_ids or not result.errors:
                 return result
-            if not all(launch_asks_again(e.code, new_hold) for e in result.errors):
+            if not all(launch_asks_again(e.code, chosen.owned) for e in result.errors):
                 return result
             pause = min(LAUNCH_PAUSE_CAP, LAUNCH_PAUSE * 2**tries)
             if tries + 1 >= LAUNCH_TRIES or self.monotonic() + pause >= deadline:
@@ -219,21 +286,19 @@ class Launch(GiveBack):
                 # EC2 answered: nothing was launched (MinCount). Judged as a fleet's error.
                 return FleetResult(None, [], [FleetError(error.code or "Unknown", error.message)])
 
-        try:
-            return create(deadline)
-        except AwsError as error:
-            if not is_retryable(error.error_class):
-                raise
-            lost = error
-        # No answer (timeouts, 5xx) after the adapter's retries: EC2 may have launched the
-        # nodes. The same token once more, within what is left for finishing the request.
-        if self.monotonic() < hard_deadline:
+        # After no answer (timeouts, 5xx) past the adapter's retries, EC2 may have launched
+        # the nodes: the same token once more, within what is left for finishing the request.
+        lost: AwsError | None = None
+        for until in (deadline, hard_deadline):
+            if lost is not None and self.monotonic() >= hard_deadline:
+                break
             try:
-                return create(hard_deadline)
+                return create(until)
             except AwsError as error:
                 if not is_retryable(error.error_class):
                     raise
                 lost = error
+        assert lost is not None  # every pass that did not return set it
         # Still no answer: the nodes carry the request id. A listing can miss instances
         # launched a moment ago (by tag, for minutes at worst), and EC2 may well have launched
         # them: looked at again with the whole patience until it shows them all.
@@ -250,33 +315,16 @@ class Launch(GiveBack):
             return FleetResult(None, seen)
         raise FleetUnknown(lost, seen)
 
-    def _template_source(self, request: ReserveRequest, deadline: float) -> Version | None:
-        """The version the new template version builds on (``$Latest`` and ``$Default``
-        resolved once per request id: see ``Templates.source``), or ``InvalidInput`` when the
-        job's template or version does not exist."""
-        if request.launch_template is None:
-            return None
-        try:
-            return self.templates.source(
-                request.launch_template.id, request.launch_template.version, deadline
-            )
-        except AwsError as error:
-            if error.code and error.code.startswith("InvalidLaunchTemplate"):
-                field = (
-                    "launch_template.version" if "Version" in error.code else "launch_template.id"
-                )
-                raise InvalidInput([(field, f"{error.code}: {error.message}"[:300])]) from None
-            raise
-
-    def _template_version(
+    def version(
         self,
         request: ReserveRequest,
         request_id: str,
-        reservation: Reservation,
-        subnet_id: str,
+        chosen: Chosen,
         source: Version | None,
         deadline: float,
     ) -> TemplateVersion:
+        """The job's new template version, built on ``source``, that targets ``chosen``."""
+        reservation, subnet_id = chosen.reservation, chosen.subnet_ids[0]
         assert request.launch_template is not None
         assert source is not None
         return self.templates.make(
@@ -309,7 +357,7 @@ class Launch(GiveBack):
     ) -> ReserveResponse:
         response = answer.response
         launched = len(fleet.instance_ids) == request.instance_count
-        cleaned = self._drop(chosen, hard_deadline, stats) if chosen.owned else True
+        cleaned = self.give_back.drop(chosen, hard_deadline, stats) if chosen.owned else True
         if launched:
             response.status = ReserveStatus.PROVISIONED
             response.instances = fleet.instance_ids
@@ -360,17 +408,3 @@ class Launch(GiveBack):
         except AwsError:
             ended = []
         return sorted(set(instance_ids) - set(ended))
-
-
-class FleetUnknown(Exception):
-    """CreateFleet never answered: whether the fleet exists is not known."""
-
-    def __init__(self, error: AwsError, seen: list[str]) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.seen = seen
-
-
-class OutOfTime(Exception):
-    def __init__(self, where: str) -> None:
-        super().__init__(f"the invocation's time budget ran out {where}")

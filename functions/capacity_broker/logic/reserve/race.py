@@ -5,8 +5,12 @@ question left open)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from ...adapters.ec2 import Ec2
 from ...domain import placement as pairing
 from ...domain.backoff import retry_after_seconds
+from ...domain.failures import BrokerFailure
 from ...domain.fanout import DecisionKind
 from ...domain.reserve import (
     ReserveStatus,
@@ -24,10 +28,9 @@ from ...domain.tokens import CHANGED_REQUEST, identity_digest
 from ...models import ReserveRequest, ReserveResponse
 from .. import InvalidInput, placement
 from ..attempts import Attempts, Place, Ran
-from ..memory import Recall
-from ..reservations import HOLDING_STATES, Held, HoldSpec, changed_request
-from .answer import Answer
-from .base import ReserveStats
+from ..memory import CapacityMemory, Recall
+from ..reservations import HOLDING_STATES, Held, HoldSpec, ReservationCore, changed_request
+from .answer import Answer, ReserveStats
 from .giveback import GiveBack
 
 
@@ -37,10 +40,41 @@ def request_digest(request: ReserveRequest) -> str:
     return identity_digest(request.model_dump(mode="json"))
 
 
-class Race(GiveBack):
+class Undecided(BrokerFailure):
+    """The race ended with no winner and without knowing that no place has capacity: stopped
+    (quota, permissions), a place left unanswered, or the time budget. The question stays
+    open."""
+
+    def __init__(self, code: str | None, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def error_code(self) -> str:
+        # No code: no answer at all, as an AWS call's (``AwsError.error_code``).
+        return self.code or "RequestTimeout"
+
+
+class Race:
     """Which pair holds the job: the race and what it ends in."""
 
-    def _earlier_hold(
+    def __init__(
+        self,
+        ec2: Ec2,
+        core: ReservationCore,
+        give_back: GiveBack,
+        max_concurrency: int,
+        monotonic: Callable[[], float],
+        memory: CapacityMemory | None,
+    ) -> None:
+        self.ec2 = ec2
+        self.core = core
+        self.give_back = give_back
+        self.max_concurrency = max_concurrency
+        self.monotonic = monotonic
+        self.memory = memory
+
+    def earlier_hold(
         self, request_id: str, request: ReserveRequest, deadline: float, hard_deadline: float
     ) -> tuple[int, Held] | None:
         """The live hold an earlier invocation of this request made (found by its tags), with
@@ -86,12 +120,11 @@ class Race(GiveBack):
             return None
         found.sort(key=lambda item: item[0])
         for _, extra in found[1:]:
-            self._cancel(extra, hard_deadline)
+            self.give_back.cancel(extra, hard_deadline)
         index, best = found[0]
         return index, Held(best, self.monotonic(), reused=True)
 
-    # -- the attempts -------------------------------------------------------------------
-    def _attempts(
+    def run(
         self,
         request: ReserveRequest,
         request_id: str,
@@ -142,9 +175,12 @@ class Race(GiveBack):
             earlier,
         )
 
-    def _no_winner(
-        self, request: ReserveRequest, answer: Answer, ran: Ran, strict: bool
+    @staticmethod
+    def no_winner(
+        request: ReserveRequest, answer: Answer, ran: Ran, strict: bool
     ) -> ReserveResponse:
+        """The answer when no pair holds the job: ``no_capacity`` (or ``unreserved``) when
+        every place said so, else the question left open (``Undecided``)."""
         attempts = ran.attempts
         if not ran.only_no_capacity:
             # Stopped (quota for the request alone, permissions), a place left unanswered
@@ -171,7 +207,7 @@ class Race(GiveBack):
                     f"Stopped by {failure.error_code} ({failure.outcome}) in "
                     f"{failure.instance_type} / {failure.subnet_id}",
                 )
-            response = answer.error(code, message)
+            response = answer.failed(Undecided(code, message))
             response.attempts = attempts
             return response
         pair_count = possible_pairs(a.outcome for a in attempts)

@@ -15,13 +15,17 @@ from pydantic import ValidationError
 
 from ...adapters.aws import AwsError
 from ...models import ReserveResponse
-from ..reservations import HOLDING_STATES
-from .base import ReserverBase
+from ..reservations import HOLDING_STATES, ReservationCore
 
 GONE = "gone"
 
 
-class Replay(ReserverBase):
+class Replay:
+    """Answers a request id that already has its recorded answer."""
+
+    def __init__(self, core: ReservationCore) -> None:
+        self.core = core
+
     def replayed(self, recorded: Mapping[str, Any], deadline: float) -> dict[str, Any]:
         """``recorded`` marked as a replay, its reservation's state as EC2 shows it now."""
         try:

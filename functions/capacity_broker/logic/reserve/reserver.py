@@ -1,15 +1,19 @@
 """The reserve flow: look up the job's places, read the flags and the memory, check its
 template beside the flow, then either use the reservation it brought or race the pairs, and
-use what was chosen (template version, fleet). The parts are the mixins ``Reserver`` is made
-of; this module only orders them."""
+use what was chosen (template version, fleet). ``Reserver`` holds the collaborators that do
+each part and only orders them; what stops the flow is a ``BrokerFailure``, caught here once
+and answered through the one table (``logic.failures``)."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
+from datetime import datetime
 
-from ...adapters.aws import AwsError
-from ...domain.flags import FlagError
+from ...adapters.ec2 import Ec2
+from ...adapters.ssm import Flags, ImageParameters
+from ...domain.failures import BrokerFailure
 from ...domain.reserve import (
     ReserveStatus,
 )
@@ -17,19 +21,55 @@ from ...domain.templates import Version
 from ...domain.tokens import CHANGED_REQUEST, CHANGED_REQUEST_CODE
 from ...models import Attempt, ReserveRequest, ReserveResponse
 from .. import InvalidInput, placement
-from ..templates import TemplateRefused
-from .answer import Answer, Chosen
-from .base import ReserveStats
+from ..failures import step
+from ..memory import CapacityMemory, Recall
+from ..reservations import ReservationCore, utcnow
+from .answer import Answer, Chosen, ReserveStats
 from .bring_your_own import BringYourOwn
+from .giveback import GiveBack
 from .launch import Launch
 from .race import Race
 from .replay import Replay
 
-TEMPLATE_UNREADABLE = "Could not check the job's launch template (nothing was held): "
+TEMPLATE_UNREADABLE = "Could not check the job's launch template (nothing was held)"
+
+# What the flow uses once it has chosen: the capacity, its template's source version, and the
+# attempts that chose it.
+Choice = tuple[Chosen, Version | None, list[Attempt]]
 
 
-class Reserver(Launch, Race, BringYourOwn, Replay):
-    """reserve's flow, over the parts it is made of (see the package docstring)."""
+class Reserver:
+    """reserve's flow over its collaborators: ``race`` (the pairs, an earlier hold, no
+    winner), ``bring_your_own`` (a reservation the job brings), ``launch`` (the job's template,
+    the version and the fleet), ``give_back`` (every hold let go) and ``replay`` (a recorded
+    answer given again). Built once per container from what the composition root passes."""
+
+    def __init__(
+        self,
+        ec2: Ec2,
+        flags: Flags,
+        core: ReservationCore,
+        max_concurrency: int = 16,
+        monotonic: Callable[[], float] = time.monotonic,
+        clock: Callable[[], datetime] = utcnow,
+        memory: CapacityMemory | None = None,
+        parameters: ImageParameters | None = None,
+    ) -> None:
+        self.ec2 = ec2
+        self.flags = flags
+        # The capacity memory the race recalls and learns into (the handler writes it out).
+        self.memory = memory
+        self.give_back = GiveBack(core, monotonic, memory)
+        self.race = Race(ec2, core, self.give_back, max_concurrency, monotonic, memory)
+        self.bring_your_own = BringYourOwn(core, clock)
+        self.launch = Launch(
+            ec2,
+            core,
+            self.give_back,
+            monotonic,
+            parameters or ImageParameters(ec2.region, ec2.clients, ec2.retry),
+        )
+        self.replay = Replay(core)
 
     # -- the flow -----------------------------------------------------------------------
     def reserve(
@@ -49,101 +89,17 @@ class Reserver(Launch, Race, BringYourOwn, Replay):
         stats: ReserveStats,
     ) -> ReserveResponse:
         answer = Answer(request, request_id)
-        # The memory's read overlaps the look-ups (subnets, flags, earlier work); the decision
-        # takes whatever has arrived by then.
-        recall = (
-            self.memory.recall(self.ec2.region, request.instance_types, deadline)
-            if self.memory is not None and not request.capacity_reservation_id
-            else None
-        )
         try:
-            place = placement.resolve(self.ec2, request, request.subnet_ids, deadline)
-        except AwsError as error:
-            return answer.error(error.code, f"Could not look up the job's places: {error.message}")
-        # The job's template is checked while the flow goes on, and before anything is held:
-        # a template that does not exist must not cost a hold.
-        template = Background(self._template_source, request, deadline)
-
-        if request.capacity_reservation_id:
-            source = None
-            if self._platform_from_template(request):
-                # The reservation must match the platform the template's image bills as.
-                try:
-                    source = template.result()
-                    place = self._template_platform(place, source, deadline)
-                except AwsError as error:
-                    return answer.error(error.code, TEMPLATE_UNREADABLE + error.message)
-                except TemplateRefused as refused:
-                    return answer.unchanged(
-                        ReserveStatus.REJECTED, str(refused), reason=str(refused)
-                    )
-            try:
-                outcome = self._bring_your_own(request, place, answer, deadline)
-            except AwsError as error:
-                return answer.error(error.code, f"Could not check the reservation: {error.message}")
-            if isinstance(outcome, ReserveResponse):
-                return outcome
-            chosen, attempts = outcome, list[Attempt]()
-            try:
-                source = template.result()
-            except AwsError as error:
-                return answer.error(error.code, TEMPLATE_UNREADABLE + error.message)
-            except TemplateRefused as refused:
-                return answer.unchanged(ReserveStatus.REJECTED, str(refused), reason=str(refused))
-        else:
-            try:
-                flags = self.flags.read(deadline)
-            except FlagError as error:
-                return answer.error("InvalidConfiguration", str(error))
-            except AwsError as error:
-                return answer.error(
-                    error.code, f"Could not read the feature flags: {error.message}"
-                )
-            if not flags.enable:
-                return answer.unchanged(
-                    ReserveStatus.SKIPPED,
-                    "EnableCapacityReservation is false: placement unchanged, no hold made",
-                )
-            strict = flags.strict if request.strict is None else request.strict
-            try:
-                earlier = self._earlier_hold(request_id, request, deadline, hard_deadline)
-            except AwsError as error:
-                return answer.error(error.code, f"Could not look for earlier work: {error.message}")
-            try:
-                source = template.result()
-                if self._platform_from_template(request):
-                    place = self._template_platform(place, source, deadline)
-            except AwsError as error:
-                return answer.error(error.code, TEMPLATE_UNREADABLE + error.message)
-            except TemplateRefused as refused:
-                return answer.unchanged(ReserveStatus.REJECTED, str(refused), reason=str(refused))
-            # An earlier hold of this request enters as the one to beat: only better places
-            # are tried, and it is given back if one of them wins.
-            ran = self._attempts(
-                request, request_id, place, recall, deadline, hard_deadline, stats, earlier
-            )
-            attempts = ran.attempts
-            kept = ran.result.kept
-            if any(a.error_code == CHANGED_REQUEST_CODE for a in attempts):
-                # An earlier hold of this request id, made for another request, showed only
-                # now (a listing made a moment after a create can miss it): the same answer as
-                # ``_earlier_hold``'s, and nothing this invocation made is kept.
-                if kept is not None and not kept.reused:
-                    self._cancel(kept.reservation, hard_deadline)
-                raise InvalidInput([("request_id", CHANGED_REQUEST)])
-            if kept is None and ran.earlier_work and request.provision:
-                # Its own nodes may be what took the capacity: the answer was lost, and the
-                # request is asked again.
-                found = self._earlier_nodes(request, request_id, deadline)
-                if len(found) == request.instance_count:
-                    return answer.provisioned_before(found, attempts)
-            if kept is None or ran.result.kept_index is None:
-                return self._no_winner(request, answer, ran, strict)
-            subnet_id = ran.places[ran.result.kept_index].subnet.subnet_id
-            chosen = Chosen(kept.reservation, True, [subnet_id], kept.since, ran.earlier_work)
-
+            choice = self._choose(request, request_id, answer, deadline, hard_deadline, stats)
+        except InvalidInput:
+            raise  # the handler's answer: invalid_request, each field's error
+        except BrokerFailure as failure:
+            return answer.failed(failure)
+        if isinstance(choice, ReserveResponse):
+            return choice
+        chosen, source, attempts = choice
         answer.chosen(chosen, attempts)
-        response = self._use(
+        response = self.launch.use(
             request, request_id, chosen, source, answer, deadline, hard_deadline, stats
         )
         if response.cleanup != "pending" and stats.cancel_failures:
@@ -154,18 +110,124 @@ class Reserver(Launch, Race, BringYourOwn, Replay):
             )
         return response
 
-    @staticmethod
-    def _platform_from_template(request: ReserveRequest) -> bool:
-        """The job named neither ``image_id`` nor ``instance_platform``: its holds take the
-        platform its launch template's image bills as (contract v3)."""
-        return request.launch_template is not None and not request.platform_chosen
+    def _choose(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        answer: Answer,
+        deadline: float,
+        hard_deadline: float,
+        stats: ReserveStats,
+    ) -> Choice | ReserveResponse:
+        """The capacity the job will use, or the answer when there is none to use."""
+        # The memory's read overlaps the look-ups (subnets, flags, earlier work); the decision
+        # takes whatever has arrived by then.
+        recall = (
+            self.memory.recall(self.ec2.region, request.instance_types, deadline)
+            if self.memory is not None and not request.capacity_reservation_id
+            else None
+        )
+        with step("Could not look up the job's places"):
+            place = placement.resolve(self.ec2, request, request.subnet_ids, deadline)
+        # The job's template is checked while the flow goes on, and before anything is held:
+        # a template that does not exist must not cost a hold.
+        template = Background(self.launch.source, request, deadline)
+        if request.capacity_reservation_id:
+            return self._brought(request, place, template, answer, deadline)
+        return self._raced(
+            request, request_id, place, template, recall, answer, deadline, hard_deadline, stats
+        )
 
-    def _template_platform(
-        self, place: placement.Placement, source: Version | None, deadline: float
+    def _brought(
+        self,
+        request: ReserveRequest,
+        place: placement.Placement,
+        template: Background,
+        answer: Answer,
+        deadline: float,
+    ) -> Choice | ReserveResponse:
+        if self.launch.platform_from_template(request):
+            # The reservation must match the platform the template's image bills as.
+            place = self._platform(request, place, _checked(template), deadline)
+        with step("Could not check the reservation"):
+            chosen = self.bring_your_own.choose(request, place, answer, deadline)
+        if isinstance(chosen, ReserveResponse):
+            return chosen
+        return chosen, _checked(template), []
+
+    def _raced(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        place: placement.Placement,
+        template: Background,
+        recall: Recall | None,
+        answer: Answer,
+        deadline: float,
+        hard_deadline: float,
+        stats: ReserveStats,
+    ) -> Choice | ReserveResponse:
+        with step("Could not read the feature flags"):
+            flags = self.flags.read(deadline)
+        if not flags.enable:
+            return answer.unchanged(
+                ReserveStatus.SKIPPED,
+                "EnableCapacityReservation is false: placement unchanged, no hold made",
+            )
+        strict = flags.strict if request.strict is None else request.strict
+        with step("Could not look for earlier work"):
+            earlier = self.race.earlier_hold(request_id, request, deadline, hard_deadline)
+        source = _checked(template)
+        place = self._platform(request, place, source, deadline)
+        # An earlier hold of this request enters as the one to beat: only better places are
+        # tried, and it is given back if one of them wins.
+        ran = self.race.run(
+            request, request_id, place, recall, deadline, hard_deadline, stats, earlier
+        )
+        attempts = ran.attempts
+        kept = ran.result.kept
+        if any(a.error_code == CHANGED_REQUEST_CODE for a in attempts):
+            # An earlier hold of this request id, made for another request, showed only now
+            # (a listing made a moment after a create can miss it): the same answer as
+            # ``Race.earlier_hold``'s, and nothing this invocation made is kept.
+            if kept is not None and not kept.reused:
+                self.give_back.cancel(kept.reservation, hard_deadline)
+            raise InvalidInput([("request_id", CHANGED_REQUEST)])
+        if kept is None and ran.earlier_work and request.provision:
+            # Its own nodes may be what took the capacity: the answer was lost, and the
+            # request is asked again.
+            with step("Could not look for the nodes of an earlier invocation"):
+                found = self.launch.earlier_nodes(request, request_id, deadline)
+            if len(found) == request.instance_count:
+                return answer.provisioned_before(found, attempts)
+        if kept is None or ran.result.kept_index is None:
+            return self.race.no_winner(request, answer, ran, strict)
+        subnet_id = ran.places[ran.result.kept_index].subnet.subnet_id
+        return (
+            Chosen(kept.reservation, True, [subnet_id], kept.since, ran.earlier_work),
+            source,
+            attempts,
+        )
+
+    def _platform(
+        self,
+        request: ReserveRequest,
+        place: placement.Placement,
+        source: Version | None,
+        deadline: float,
     ) -> placement.Placement:
-        if source is None:
+        """``place`` with the platform of the job's template, when that decides it."""
+        if not self.launch.platform_from_template(request):
             return place
-        return placement.from_template(self.ec2, self.parameters, place, source, deadline)
+        with step(TEMPLATE_UNREADABLE):
+            return self.launch.platform(place, source, deadline)
+
+
+def _checked(template: Background) -> Version | None:
+    """The job's template's source version, once its check is done (``TemplateRefused``:
+    another cluster's)."""
+    with step(TEMPLATE_UNREADABLE):
+        return template.result()
 
 
 class Background:
