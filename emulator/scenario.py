@@ -85,6 +85,8 @@ class ScenarioIds:
     launch_templates: dict[str, str] = field(default_factory=dict)
     reservations: dict[str, str] = field(default_factory=dict)
     images: dict[str, str] = field(default_factory=dict)
+    # Capacity Block ids by the ``block`` label that grouped their segments.
+    blocks: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, dict[str, str]]:
         return {
@@ -93,6 +95,7 @@ class ScenarioIds:
             "launch_templates": self.launch_templates,
             "reservations": self.reservations,
             "images": self.images,
+            "blocks": self.blocks,
         }
 
 
@@ -210,6 +213,10 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
         reservation = _existing_reservation(capacity, item, now)
         capacity.add_existing(reservation, item.get("tags") or {})
         ids.reservations[item.get("name") or reservation.id] = reservation.id
+    # Items naming the same ``block`` are the segments of one purchase: one CapacityBlockId
+    # ("a separate Capacity Reservation is created for each segment", botocore 1.44.5
+    # PurchaseCapacityBlockResult), each with its own zone, type and dates if the items say so.
+    block_ids: dict[str, str] = {}
     for item in spec.get("capacity_blocks") or []:
         start = when(item.get("start", "+1d"), now)
         block = capacity.new_block(
@@ -233,6 +240,10 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
         block.unavailable_count = int(item.get("unavailable", 0))
         if item.get("id"):
             block.id = item["id"]
+        if item.get("block"):
+            label = str(item["block"])
+            block.capacity_block_id = block_ids.setdefault(label, block.capacity_block_id or "")
+            ids.blocks[label] = block.capacity_block_id
         capacity.add_existing(block, item.get("tags") or {})
         ids.reservations[item.get("name") or block.id] = block.id
     for item in spec.get("future_reservations") or []:

@@ -20,6 +20,7 @@ exists decides the verdict, in this order:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -93,8 +94,8 @@ class Planning(BlockExtensions, BlockOfferings):
         errors.extend(listing.errors)
         blocks = [r for r in listing.items if r.is_capacity_block]
         odcrs = [r for r in listing.items if not r.is_capacity_block]
-        covering_blocks = _covering(blocks, instance_count, run, window)
-        covering_odcrs = _covering(odcrs, instance_count, run, window)
+        covering_blocks = _covering(_held(blocks), instance_count, run, window)
+        covering_odcrs = _covering(_held(odcrs), instance_count, run, window)
         base: dict[str, Any] = {
             "workload": rules.Workload(workload).value,
             "instance_type": types[0],
@@ -107,26 +108,25 @@ class Planning(BlockExtensions, BlockOfferings):
             "recommendation": choice.reservation_type.value,
             "reasons": list(choice.reasons),
             "block_duration_hours": choice.block_hours,
-            "capacity_blocks": [row for row, _ in covering_blocks],
-            "odcrs": [row for row, _ in covering_odcrs],
+            "capacity_blocks": _rows_of(covering_blocks),
+            "odcrs": _rows_of(covering_odcrs),
             "errors": errors,
         }
         notes = list(choice.notes) + _waiting_notes(odcrs, instance_count)
         blocks_first = choice.reservation_type is rules.ReservationKind.CAPACITY_BLOCK
         if blocks_first and covering_blocks:
-            row, start = covering_blocks[0]
+            unit, start = covering_blocks[0]
             return PlanAnswer(
                 status="ready",
                 run_start=start,
                 notes=notes,
-                message=f"Capacity Block {row.reservation_id} covers it: {_free(row)} x "
-                f"{row.instance_type} in {row.availability_zone}, the run from {_at(start)} "
-                f"to {_at(start + _run(run))}, before EC2 stops the block's instances at "
-                f"{_at(_usable_end(row))}.",
+                message=f"Capacity Block {unit.name} covers it: {unit.what}, the run from "
+                f"{_at(start)} to {_at(start + _run(run))}, before EC2 stops the block's "
+                f"instances at {_at(unit.usable_end)}.",
                 **base,
             )
         if covering_odcrs:
-            row, start = covering_odcrs[0]
+            row, start = covering_odcrs[0][0].rows[0], covering_odcrs[0][1]
             networking = " (standard networking, not UltraCluster)" if blocks_first else ""
             when = "" if row.state == "active" else f" from {_at(row.start_date)} ({row.state})"
             return PlanAnswer(
@@ -166,6 +166,7 @@ class Planning(BlockExtensions, BlockOfferings):
                 f"makes it end {_at(grow.end_date)}.",
                 **base,
             )
+        notes.extend(_short_segments_notes(blocks, instance_count, run, window))
         search = _Search(types, choice.block_hours, run, window, start_after, end_before)
         offers = self._fitting(search, instance_count, wanted, errors)
         if offers:
@@ -201,10 +202,10 @@ class Planning(BlockExtensions, BlockOfferings):
                 split=_split_model(plan, largest, blocks),
                 notes=notes,
                 message=f"No single Capacity Block holds {instance_count} x {types[0]}"
-                f"{said}. Split: {_pieces_text(plan)} from {_at(plan.run_start)}"
+                f"{said}. Split: {_pieces_text(plan, blocks)} from {_at(plan.run_start)}"
                 + (f", {_money(plan.fee, _currency(largest))} up front" if plan.fee else "")
-                + ". A split is "
-                + block_rules.SPLIT_COSTS[0]
+                + ". "
+                + _split_costs_text(plan, blocks)
                 + ".",
                 **base,
             )
@@ -446,27 +447,116 @@ def _usable_end(row: CapacityRow) -> datetime | None:
     return row.end_date
 
 
-def _covering(
-    rows: list[CapacityRow], count: int, run: timedelta | None, window: block_rules.Window
-) -> list[tuple[CapacityRow, datetime]]:
-    """The rows that hold ``count`` instances for the whole run inside the window, with when
-    the run can start on each; earliest first. Without a run (continuous use) an active ODCR
-    with the instances free covers it from now, a scheduled one from its start."""
-    found: list[tuple[CapacityRow, datetime]] = []
+@dataclass(frozen=True)
+class _Held:
+    """What a run can use of what is held: one reservation, or every segment of one Capacity
+    Block purchase together. Since botocore 1.44.5 a purchase may be answered as several
+    reservations ("When a Capacity Block offering contains multiple segments, a separate
+    Capacity Reservation is created for each segment"), one ``CapacityBlockId``, "each with
+    its own Availability Zone, instance type, schedule, and pricing": together they hold
+    their instances over the hours every segment is usable."""
+
+    rows: tuple[CapacityRow, ...]
+
+    @property
+    def first(self) -> CapacityRow:
+        return self.rows[0]
+
+    @property
+    def is_block(self) -> bool:
+        return self.first.is_capacity_block
+
+    @property
+    def state(self) -> str:
+        states = {r.state for r in self.rows}
+        return states.pop() if len(states) == 1 else "scheduled"
+
+    @property
+    def free(self) -> int:
+        return sum(_free(r) for r in self.rows)
+
+    @property
+    def start(self) -> datetime | None:
+        """When the last segment starts (None: every one is running)."""
+        starts = [utc(r.start_date) for r in self.rows if r.state != "active" and r.start_date]
+        return max(starts) if starts else None
+
+    @property
+    def usable_end(self) -> datetime | None:
+        """When EC2 stops the first segment's instances: the segments hold the run together
+        only until then."""
+        ends = [e for r in self.rows if (e := _usable_end(r)) is not None]
+        return min(ends) if ends else None
+
+    @property
+    def name(self) -> str:
+        if len(self.rows) == 1:
+            return self.first.reservation_id
+        ids = ", ".join(r.reservation_id for r in self.rows)
+        return f"{self.first.capacity_block_id} ({len(self.rows)} segments: {ids})"
+
+    @property
+    def what(self) -> str:
+        """The instances, per segment where the segments differ (zone, type, dates)."""
+        if len(self.rows) == 1:
+            row = self.first
+            return f"{_free(row)} x {row.instance_type} in {row.availability_zone}"
+        same = len({(r.instance_type, r.availability_zone, r.start_date, r.end_date)
+                    for r in self.rows}) == 1  # fmt: skip
+        if same:
+            row = self.first
+            return (
+                f"{self.free} x {row.instance_type} in {row.availability_zone} "
+                f"({' + '.join(str(_free(r)) for r in self.rows)})"
+            )
+        return " + ".join(
+            f"{_free(r)} x {r.instance_type} in {r.availability_zone} "
+            f"({r.reservation_id}, {_at(r.start_date)} to {_at(r.end_date)})"
+            for r in self.rows
+        )
+
+
+def _held(rows: list[CapacityRow]) -> list[_Held]:
+    """Each reservation on its own, and each Capacity Block of several segments as one."""
+    units = [_Held((row,)) for row in rows]
+    segments: dict[tuple[str, str], list[CapacityRow]] = {}
     for row in rows:
-        usable_states = ("active", "scheduled")
-        if row.state not in usable_states or _free(row) < count:
+        if row.is_capacity_block and row.capacity_block_id and row.state in _USABLE:
+            segments.setdefault((row.region, row.capacity_block_id), []).append(row)
+    units.extend(_Held(tuple(group)) for group in segments.values() if len(group) > 1)
+    return units
+
+
+def _rows_of(covering: list[tuple[_Held, datetime]]) -> list[CapacityRow]:
+    return list({r.reservation_id: r for unit, _ in covering for r in unit.rows}.values())
+
+
+_USABLE = ("active", "scheduled")
+
+
+def _covering(
+    units: list[_Held], count: int, run: timedelta | None, window: block_rules.Window
+) -> list[tuple[_Held, datetime]]:
+    """What holds ``count`` instances for the whole run inside the window, with when the run
+    can start on each; earliest first (a single reservation before a block's segments
+    together). Without a run (continuous use) an active ODCR with the instances free covers it
+    from now, a scheduled one from its start."""
+    found: list[tuple[_Held, datetime]] = []
+    for unit in units:
+        if any(r.state not in _USABLE for r in unit.rows) or unit.free < count:
             continue
-        start_date = row.start_date if row.state != "active" else None
         if run is None:
-            if row.is_capacity_block:
+            if unit.is_block:
                 continue
-            begin = block_rules.run_start(start_date, None, timedelta(0), window)
+            begin = block_rules.run_start(unit.start, None, timedelta(0), window)
         else:
-            begin = block_rules.run_start(start_date, _usable_end(row), run, window)
+            begin = block_rules.run_start(unit.start, unit.usable_end, run, window)
         if begin is not None:
-            found.append((row, begin))
-    return sorted(found, key=lambda f: (f[1], f[0].region, f[0].reservation_id))
+            found.append((unit, begin))
+    return sorted(
+        found,
+        key=lambda f: (f[1], len(f[0].rows), f[0].first.region, f[0].first.reservation_id),
+    )
 
 
 def _waiting_notes(odcrs: list[CapacityRow], count: int) -> list[str]:
@@ -561,7 +651,9 @@ def _split_model(
         instance_count=plan.count,
         run_start=plan.run_start,
         upfront_fee=round(plan.fee, 2) if plan.fee else None,
-        costs=list(block_rules.SPLIT_COSTS),
+        costs=list(block_rules.SPLIT_COSTS)
+        if _split_costs_text(plan, blocks).startswith("A split is")
+        else [_split_costs_text(plan, blocks), block_rules.SPLIT_COSTS[1]],
     )
 
 
@@ -584,8 +676,71 @@ def _largest_text(biggest: list[BlockOffering], types: list[str]) -> str:
     )
 
 
-def _pieces_text(plan: block_rules.SplitPlan) -> str:
-    return " + ".join(f"{p.count} ({'held ' if p.held else ''}{p.ref})" for p in plan.pieces)
+def _segments_of(blocks: list[CapacityRow]) -> dict[str, str]:
+    """Reservation id -> its Capacity Block id, for the reservations that are one segment of a
+    purchase of several."""
+    by_block: dict[str, list[str]] = {}
+    for row in blocks:
+        if row.capacity_block_id:
+            by_block.setdefault(row.capacity_block_id, []).append(row.reservation_id)
+    return {rid: block for block, ids in by_block.items() if len(ids) > 1 for rid in ids}
+
+
+def _pieces_text(plan: block_rules.SplitPlan, blocks: list[CapacityRow]) -> str:
+    segment_of = _segments_of(blocks)
+
+    def one(p: block_rules.Piece) -> str:
+        if not p.held:
+            return f"{p.count} ({p.ref})"
+        block = segment_of.get(p.ref)
+        return f"{p.count} (held {p.ref}" + (f", a segment of {block})" if block else ")")
+
+    return " + ".join(one(p) for p in plan.pieces)
+
+
+def _split_costs_text(plan: block_rules.SplitPlan, blocks: list[CapacityRow]) -> str:
+    """What the split is: separate blocks (SPLIT_COSTS) only when its pieces come from more
+    than one purchase; the segments of one purchase are one block, each segment with "its own
+    Availability Zone, instance type, schedule, and pricing" (botocore 1.44.5,
+    CapacityBlockOffering.CapacityBlockOfferingSegments), which says nothing of placement."""
+    segment_of = _segments_of(blocks)
+    purchases = {segment_of.get(p.ref, p.ref) if p.held else p.ref for p in plan.pieces}
+    zones = {
+        row.availability_zone
+        for row in blocks
+        if row.reservation_id in {p.ref for p in plan.pieces if p.held}
+    }
+    if len(purchases) > 1:
+        return "A split is " + block_rules.SPLIT_COSTS[0]
+    return (
+        "The pieces are the segments of one Capacity Block ("
+        + next(iter(purchases))
+        + "), each with its own "
+        + ("Availability Zone, " if len(zones) > 1 else "")
+        + "schedule and reservation; EC2 does not say they share placement"
+    )
+
+
+def _short_segments_notes(
+    blocks: list[CapacityRow], count: int, run: timedelta, window: block_rules.Window
+) -> list[str]:
+    """A block whose segments hold the instances together but stop before the run ends: each
+    segment is extended on its own (PurchaseCapacityBlockExtension takes one
+    CapacityReservationId), so the block is said, not bought again unseen."""
+    notes = []
+    for unit in _held(blocks):
+        if len(unit.rows) < 2 or unit.free < count or unit.usable_end is None:
+            continue
+        if any(r.state not in _USABLE for r in unit.rows):
+            continue
+        begin = max(window.start, unit.start or window.start)
+        if begin + run > unit.usable_end:
+            notes.append(
+                f"Capacity Block {unit.name} holds {unit.free} together but EC2 stops it at "
+                f"{_at(unit.usable_end)}, before the run ends ({_at(begin + run)}): extend each "
+                "segment (capacity-broker extend RESERVATION_ID) before buying another block"
+            )
+    return notes
 
 
 def _offer_order(o: BlockOffering) -> tuple[float, float, float, str, str]:
