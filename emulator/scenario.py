@@ -265,6 +265,10 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
                 currency=item.get("currency", "USD"),
                 ultraserver_type=item.get("ultraserver_type"),
                 segments=int(item.get("segments", 1)),
+                # the segments' zones when they differ (one each, in turn)
+                segment_zones=tuple(item.get("segment_zones") or ()),
+                instances_per_ultraserver=int(item.get("instances_per_ultraserver", 1)),
+                zone_type=item.get("zone_type", "availability-zone"),
             )
         )
 

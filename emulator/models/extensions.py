@@ -245,13 +245,18 @@ class Extensions(Expiry):
 
     # -- DescribeCapacityBlockStatus ----------------------------------------------------------
 
-    def block_statuses(self, block_ids: list[str]) -> list[CapacityReservation]:
+    def block_statuses(self, block_ids: list[str]) -> list[list[CapacityReservation]]:
+        """Each block asked for (every block without ids) with all its reservations: a
+        purchase of several segments is one block ("CapacityReservationStatuses: The
+        availability of capacity for the Capacity Block reservations", botocore 1.44.5)."""
         with world.lock:
             self.refresh()
-            blocks = [r for r in self.reservations.values() if r.capacity_block_id]
+            by_id: dict[str, list[CapacityReservation]] = {}
+            for r in self.reservations.values():
+                if r.capacity_block_id:
+                    by_id.setdefault(r.capacity_block_id, []).append(r)
             if not block_ids:
-                return blocks
-            by_id = {r.capacity_block_id: r for r in blocks}
+                return list(by_id.values())
             for block_id in block_ids:
                 if block_id not in by_id:
                     raise client_error(
@@ -261,31 +266,45 @@ class Extensions(Expiry):
             return [by_id[b] for b in dict.fromkeys(block_ids)]
 
 
-def interconnect_status(reservation: CapacityReservation) -> str:
-    """What the block's accelerator interconnect reports: the scenario's word, else ``ok``
-    for a running block and ``insufficient-data`` for one with no instances yet (chosen: EC2
-    documents the three values, not when each appears)."""
-    if reservation.interconnect is not None:
-        return reservation.interconnect
-    return "ok" if reservation.state == "active" else "insufficient-data"
+def interconnect_status(block: list[CapacityReservation]) -> str:
+    """What the block's accelerator interconnect reports: a segment's scenario word (the
+    worst), else ``ok`` for a running block and ``insufficient-data`` for one with no
+    instances yet (chosen: EC2 documents the three values, not when each appears)."""
+    said = [r.interconnect for r in block if r.interconnect is not None]
+    for word in ("impaired", "insufficient-data", "ok"):
+        if word in said:
+            return word
+    return "ok" if all(r.state == "active" for r in block) else "insufficient-data"
 
 
-def block_status(reservation: CapacityReservation) -> dict[str, Any]:
-    """DescribeCapacityBlockStatus's item, as botocore's model words it: TotalCapacity is
-    "the combined amount of Available and Unavailable capacity", Unavailable "unavailable for
-    use due to a system status check failure" (a scenario's ``unavailable``)."""
-    started = reservation.state == "active"
-    unavailable = min(reservation.unavailable_count, reservation.total_instance_count)
-    available = max(reservation.available_instance_count - unavailable, 0) if started else 0
-    unavailable = unavailable if started else 0
-    counts = {
-        "TotalCapacity": available + unavailable,
-        "TotalAvailableCapacity": available,
+def _counts(reservation: CapacityReservation) -> dict[str, int]:
+    """One reservation's capacity as botocore 1.44.5's CapacityReservationStatus words it:
+    Available "the amount of resources that can be launched", Unavailable "the capacity is in
+    use by resources that are running in the Capacity Reservation". The block's own
+    TotalUnavailableCapacity says "unavailable for use due to a system status check failure":
+    chosen, both count (instances in use, and a scenario's ``unavailable`` failing checks),
+    since TotalCapacity is "the combined amount of Available and Unavailable capacity"."""
+    if reservation.state != "active":
+        return {"TotalCapacity": 0, "TotalAvailableCapacity": 0, "TotalUnavailableCapacity": 0}
+    total = reservation.total_instance_count
+    unavailable = min(reservation.used_instance_count + reservation.unavailable_count, total)
+    return {
+        "TotalCapacity": total,
+        "TotalAvailableCapacity": total - unavailable,
         "TotalUnavailableCapacity": unavailable,
     }
+
+
+def block_status(block: list[CapacityReservation]) -> dict[str, Any]:
+    """DescribeCapacityBlockStatus's item: the block's totals, and each reservation's."""
+    each = [{"CapacityReservationId": r.id, **_counts(r)} for r in block]
+    totals = {
+        key: sum(int(str(item[key])) for item in each)
+        for key in ("TotalCapacity", "TotalAvailableCapacity", "TotalUnavailableCapacity")
+    }
     return {
-        "CapacityBlockId": reservation.capacity_block_id,
-        "InterconnectStatus": interconnect_status(reservation),
-        **counts,
-        "CapacityReservationStatuses": [{"CapacityReservationId": reservation.id, **counts}],
+        "CapacityBlockId": block[0].capacity_block_id,
+        "InterconnectStatus": interconnect_status(block),
+        **totals,
+        "CapacityReservationStatuses": each,
     }

@@ -80,9 +80,17 @@ class Quote:
     original_start: datetime | None = None
     tags: dict[str, str] = field(default_factory=dict)
     used: bool = False
+    # botocore 1.44.5 CapacityReservationCancellationQuoteState: pending | active | expired.
+    # Until ``ready_at`` the quote is ``pending``: no terms yet, and it cannot be accepted
+    # (chosen: AWS does not say how long a quote is pending; ``Settings.quote_pending_seconds``).
+    ready_at: datetime | None = None
 
     def state(self, now: datetime) -> str:
-        return "expired" if self.used or now >= self.expires else "active"
+        if self.used or now >= self.expires:
+            return "expired"
+        if self.ready_at is not None and now < self.ready_at:
+            return "pending"
+        return "active"
 
     def to_dict(self, now: datetime) -> dict[str, Any]:
         cancellation = self.kind == "cancellation"
@@ -97,6 +105,8 @@ class Quote:
             if cancellation
             else {"ModificationTerms": {"ReservationUpdate": dict(self.terms)}}
         )
+        if self.state(now) == "pending":
+            terms = {}  # the terms are not worked out yet (chosen: the model makes them optional)
         quote_id = (
             "CapacityReservationCancellationQuoteId"
             if cancellation
@@ -372,6 +382,7 @@ class FutureReservations(CapacityReservations):
             reservation_state=reservation.state,
             terms=terms,
             tags=dict(tags),
+            ready_at=now + timedelta(seconds=world.settings.quote_pending_seconds),
         )
         self.quotes[quote.id] = quote
         return quote.id
@@ -452,6 +463,7 @@ class FutureReservations(CapacityReservations):
                 "NewCommitmentEndDate": new_start + commitment,
             },
             tags=dict(tags),
+            ready_at=now + timedelta(seconds=world.settings.quote_pending_seconds),
         )
         self.quotes[quote.id] = quote
         return quote.id
@@ -564,7 +576,13 @@ class FutureReservations(CapacityReservations):
                 "InvalidParameterValue",
                 f"The quote {quote_id} is for {quote.reservation_id}, not {reservation_id}.",
             )
-        if quote.state(now) != "active":
+        state = quote.state(now)
+        if state == "pending":
+            raise client_error(
+                "IncorrectState",
+                f"The quote {quote_id} is pending: its terms are not ready yet.",
+            )
+        if state != "active":
             raise client_error(
                 "InvalidParameterValue",
                 f"The quote {quote_id} is expired or was already used: generate a new quote.",

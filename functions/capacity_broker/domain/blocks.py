@@ -4,8 +4,10 @@ home of EC2's end-of-block rule and of its extension rules.
 EC2 begins terminating a block's instances before the block ends: "Thirty minutes before the
 reservation expires, we begin to terminate any instances that are still running in the
 Capacity Block" (EC2 User Guide, "Work with Capacity Blocks"); UltraServer blocks an hour
-before (the team's measured facts in GUIDE.md; the P6e-GB200 UltraServer terms as
-dev.classmethod.jp summarises them, "ec2-capacity-blocks-for-ml-instance-cb-vs-ultraserver-cb").
+before: a third party's word only (dev.classmethod.jp, "ec2-capacity-blocks-for-ml-instance-
+cb-vs-ultraserver-cb", summarising the P6e-GB200 UltraServer terms: users must have ended
+their instances 60 minutes before the end). AWS's own pages at hand say thirty minutes for
+every block; the broker plans with the hour so that neither reading ends a run early.
 So a block covers a run only when the run ends by ``usable_until``, never by the block's
 ``EndDate``: everything that offers, validates or counts a block's hours (``plan``, the
 capacity listing's ``hours_left``, the extension an outliving run needs) asks this module.

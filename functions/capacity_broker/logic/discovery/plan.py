@@ -178,7 +178,7 @@ class Planning(BlockExtensions, BlockOfferings):
                 notes=notes,
                 message=f"Nothing held covers it; buy offering {offer.offering_id}: "
                 f"{offer.instance_count} x {offer.instance_type} in {offer.availability_zone} "
-                f"({offer.region}) from {_at(offer.start_date)} for {offer.duration_hours} h, "
+                f"({offer.region}) from {_at(offer.start_date)} for {offer.duration_text}, "
                 f"{_money(offer.upfront_fee, offer.currency)} up front"
                 + (
                     f" ({offer.price_per_instance_hour:g} per instance-hour)"
@@ -189,9 +189,7 @@ class Planning(BlockExtensions, BlockOfferings):
                 **base,
             )
         largest = self._largest(search, instance_count, wanted, errors)
-        plan = block_rules.split(
-            _pieces(blocks, largest, choice.block_hours, window), instance_count, run, window
-        )
+        plan = block_rules.split(_pieces(blocks, largest, window), instance_count, run, window)
         biggest = _biggest(largest)
         said = _largest_text(biggest, types)
         if plan is not None:
@@ -572,7 +570,6 @@ def _waiting_notes(odcrs: list[CapacityRow], count: int) -> list[str]:
 def _pieces(
     blocks: list[CapacityRow],
     offers: list[BlockOffering],
-    hours: int,
     window: block_rules.Window,
 ) -> list[block_rules.Piece]:
     pieces = [
@@ -603,8 +600,9 @@ def _pieces(
             else None,
             fee=o.upfront_fee or 0.0,
         )
+        # Every offering asked for fits the run (``_Search.fits``): a same-day one too, whose
+        # length is a few hours off the length asked ("All Capacity Blocks end at 11:30AM UTC").
         for o in offers
-        if o.duration_hours == hours
     )
     return pieces
 
