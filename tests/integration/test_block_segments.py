@@ -186,3 +186,71 @@ def test_capacity_counts_a_purchase_of_segments_as_one_block(
     (block_id,) = {r.capacity_block_id for r in rows}
     assert block_id is not None
     assert wide.stdout.count(block_id) == 2  # each segment's row names its block
+
+
+def _running_segments(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, CapacityBroker]:
+    world = world_of(
+        broker,
+        container,
+        monkeypatch,
+        {
+            "settings": {"extension_payment_seconds": 600},
+            "regions": {
+                "us-east-1": {
+                    "capacity_blocks": [
+                        {
+                            "name": name,
+                            "block": "big",
+                            "instance_type": P5,
+                            "availability_zone": "us-east-1a",
+                            "count": 32,
+                            "start": "-1d",
+                            "duration_hours": 24 * 7,
+                        }
+                        for name in ("seg-a", "seg-b")
+                    ],
+                    "offerings": [
+                        {
+                            "instance_type": P5,
+                            "availability_zone": "us-east-1a",
+                            "max_instance_count": 64,
+                            "price_per_instance_hour": "30",
+                            "earliest_start": "+0h",
+                            "latest_start": "+8w",
+                        },
+                    ],
+                }
+            },
+        },
+    )
+    return world, CapacityBroker(regions=["us-east-1"])
+
+
+def test_extend_extends_every_segment_of_the_block(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``extend`` on one segment extended that segment alone: a block whose segments end two
+    days apart, half of a 64-instance run stopped early."""
+    world, tf = _running_segments(broker, container, monkeypatch)
+    ids = [world.ids["seg-a"], world.ids["seg-b"]]
+    offer = tf.extension_offer(ids[0], 2)
+    assert offer.status == "offered", offer.message
+    assert [s.reservation_id for s in offer.segments] == sorted(ids, key=lambda i: i != ids[0])
+    assert "92,160.00 USD in all" in offer.message  # 2 x (30 x 32 x 48)
+    assert world.calls("PurchaseCapacityBlockExtension") == []
+    bought = tf.extend(ids[0], 2)
+    assert bought.status == "extended", bought.message
+    purchases = world.calls("PurchaseCapacityBlockExtension")
+    assert sorted(c.params["CapacityReservationId"] for c in purchases) == sorted(ids)
+    again = tf.extend(ids[1], 2)  # asked through the other segment: the same block, bought
+    assert again.status == "already_extended", again.message
+    assert len(world.calls("PurchaseCapacityBlockExtension")) == 2
+    world.advance(600)
+    ends = {
+        r.reservation_id: r.end_date
+        for r in tf.capacity(reservation_type="capacity-block")
+        if r.reservation_id in ids
+    }
+    assert len(set(ends.values())) == 1, ends  # one block, one end

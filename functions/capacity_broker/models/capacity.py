@@ -404,6 +404,10 @@ class ExtendAnswer(ResponseModel):
     reservation: CapacityRow | None = None
     error_code: str | None = None
     message: str
+    # A block bought as several segments (one CapacityBlockId) is extended as one: each
+    # segment's own answer (each is extended on its own, PurchaseCapacityBlockExtension naming
+    # one CapacityReservationId); empty for a block of one reservation.
+    segments: list[ExtendAnswer] = Field(default_factory=list)
 
 
 class AheadQuote(ResponseModel):
