@@ -48,8 +48,13 @@ FUTURE_PARAMETERS = ("StartDate", "CommitmentDuration", "DeliveryPreference")
 MIN_LEAD = timedelta(days=5)
 MAX_LEAD = timedelta(days=120)
 MIN_COMMITMENT = timedelta(days=14)
+# botocore 1.44.5, CreateCapacityReservation.InstanceCount: "You can request future-dated
+# Capacity Reservations for an instance count with a minimum of 32 vCPUs".
 MIN_VCPUS = 32
-FAMILIES = frozenset({"c", "m", "r", "i", "im", "is", "t", "g", "gr", "u", "x"})
+# botocore 1.44.5, CreateCapacityReservation.InstanceType: "You can request future-dated
+# Capacity Reservations for instance types in the C, M, R, I, T, and G instance families only"
+# (a family is the letters before the generation digit: im4gn -> im, gr6 -> gr).
+FAMILIES = frozenset({"c", "m", "r", "i", "im", "is", "t", "g", "gr"})
 QUOTE_LIFE = timedelta(hours=24)
 MAX_PUSHOUT = timedelta(days=30)
 NO_POSTPONE_WITHIN = timedelta(hours=1)
@@ -203,7 +208,7 @@ class FutureReservations(CapacityReservations):
             raise client_error(
                 "InvalidParameterValue",
                 f"Future-dated Capacity Reservations are not supported for {instance_type}: "
-                "use an instance type in the C, M, R, I, T, G, U or X families.",
+                "use an instance type in the C, M, R, I, T or G families.",
             )
         count = int(params["InstanceCount"])
         if 1 <= count <= 1000 and count * vcpus(instance_type) < MIN_VCPUS:

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
 import pytest
+from botocore.exceptions import ClientError
 from capacity_broker import CapacityBroker
+from capacity_broker.client import InvalidArguments
 
 from .test_reserve_ahead import C7I, DAY, NOW, state_of, tf, world
 
@@ -63,3 +66,26 @@ def test_cancel_ahead_on_a_cancelling_reservation_asks_ec2_nothing(
     assert again.status == "cancelled", again.message
     assert "already cancelling" in again.message
     assert world.calls("CreateCapacityReservationCancellationQuote") == []
+
+
+@pytest.mark.parametrize("instance_type", ["x2idn.32xlarge", "u-6tb1.112xlarge"])
+def test_only_the_families_botocore_names_are_reserved_ahead(
+    tf: CapacityBroker, world: Any, instance_type: str
+) -> None:
+    """botocore 1.44.5, CreateCapacityReservation.InstanceType: "You can request future-dated
+    Capacity Reservations for instance types in the C, M, R, I, T, and G instance families
+    only". The broker and the emulator both took U and X."""
+    world.clear_calls()
+    with pytest.raises(InvalidArguments, match="C, M, R, I, T and G"):
+        tf.reserve_ahead(instance_type, 1, "us-east-1a", NOW + 30 * DAY, 14)
+    assert world.calls("CreateCapacityReservation") == []
+    # and EC2 (the emulator, on its own reading) refuses it too
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    with pytest.raises(ClientError) as exc:
+        ec2.create_capacity_reservation(
+            InstanceType=instance_type, InstancePlatform="Linux/UNIX",
+            AvailabilityZone="us-east-1a", InstanceCount=1, InstanceMatchCriteria="targeted",
+            StartDate=NOW + 30 * DAY, CommitmentDuration=14 * 86400,
+            DeliveryPreference="incremental", EndDateType="unlimited",
+        )  # fmt: skip
+    assert exc.value.response["Error"]["Code"] == "InvalidParameterValue"
