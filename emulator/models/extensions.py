@@ -30,6 +30,7 @@ from .offerings import Purchase, valid_duration
 from .reservations import CapacityReservation
 
 EXTEND_AT_LEAST_BEFORE_END = timedelta(hours=1)
+MAX_TOTAL = timedelta(days=182)
 EXTEND_AT_MOST_BEFORE_END = timedelta(days=56)
 PAYMENT_WINDOW = timedelta(hours=12)
 PAYMENT_CUTOFF_BEFORE_END = timedelta(minutes=35)
@@ -119,6 +120,15 @@ class Extensions(Expiry):
                 "InvalidParameterValue",
                 f"The Capacity Block {reservation_id} can be extended from 56 days to 1 hour "
                 "before its end date.",
+            )
+        # "You can extend your Capacity Block by 1-day increments up to 14 days, and 7-day
+        # increments up to 182 days (26 weeks) total" (EC2 User Guide, "Extend Capacity
+        # Blocks"): the block with its extensions, not one extension alone.
+        if end + timedelta(hours=hours) - reservation.start_date > MAX_TOTAL:
+            raise client_error(
+                "InvalidParameterValue",
+                f"The Capacity Block {reservation_id} would last more than 182 days (26 weeks) "
+                "in total with this extension.",
             )
         return reservation
 

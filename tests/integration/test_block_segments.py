@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
 import pytest
+from botocore.exceptions import ClientError
 from capacity_broker import CapacityBroker
 from capacity_broker.cli import EXIT_OK, app
 from typer.testing import CliRunner
@@ -254,3 +256,57 @@ def test_extend_extends_every_segment_of_the_block(
         if r.reservation_id in ids
     }
     assert len(set(ends.values())) == 1, ends  # one block, one end
+
+
+def test_a_block_is_never_extended_past_182_days_in_all(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EC2 User Guide, "Extend Capacity Blocks": "You can extend your Capacity Block by 1-day
+    increments up to 14 days, and 7-day increments up to 182 days (26 weeks) total". The broker
+    and the emulator read 182 days as one extension's length: a 154-day block was offered a
+    35-day extension."""
+    world = world_of(
+        broker,
+        container,
+        monkeypatch,
+        {
+            "regions": {
+                "us-east-1": {
+                    "capacity_blocks": [
+                        {
+                            "name": "long",
+                            "instance_type": P5,
+                            "availability_zone": "us-east-1a",
+                            "count": 8,
+                            "start": "-150d",
+                            "duration_hours": 24 * 154,
+                        },
+                    ],
+                    "offerings": [
+                        {
+                            "instance_type": P5,
+                            "availability_zone": "us-east-1a",
+                            "max_instance_count": 64,
+                            "price_per_instance_hour": "30",
+                            "earliest_start": "+0h",
+                            "latest_start": "+8w",
+                        },
+                    ],
+                }
+            },
+        },
+    )
+    tf = CapacityBroker(regions=["us-east-1"])
+    block = world.ids["long"]
+    past = tf.extension_offer(block, 35)
+    assert past.status == "refused", past.message
+    assert "182 days" in past.message
+    assert world.calls("DescribeCapacityBlockExtensionOfferings") == []
+    assert tf.extension_offer(block, 28).status == "offered"  # 182 days in all
+    # EC2 (the emulator, on its own reading) refuses it too
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_capacity_block_extension_offerings(
+            CapacityReservationId=block, CapacityBlockExtensionDurationHours=35 * 24
+        )
+    assert exc.value.response["Error"]["Code"] == "InvalidParameterValue"

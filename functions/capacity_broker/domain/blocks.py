@@ -171,8 +171,11 @@ def extension_refusal(
     hours: int,
     now: datetime,
     payment_pending: bool = False,
+    start_date: datetime | None = None,
 ) -> str | None:
-    """Why EC2 would refuse to extend this block now by ``hours`` (``None``: it would not)."""
+    """Why EC2 would refuse to extend this block now by ``hours`` (``None``: it would not).
+    ``start_date``: the block's start, for "up to 182 days (26 weeks) total": the block with
+    its extensions, not one extension alone."""
     if state not in EXTENDABLE_STATES:
         return f"only an active or scheduled Capacity Block can be extended (this one is {state})"
     if payment_pending:
@@ -191,6 +194,14 @@ def extension_refusal(
     if now < end - EXTEND_AT_MOST_BEFORE_END:
         opens = (end - EXTEND_AT_MOST_BEFORE_END).strftime("%Y-%m-%d %H:%M UTC")
         return f"an extension can be requested at most 56 days before the block ends (from {opens})"
+    if start_date is not None:
+        total = end + timedelta(hours=hours) - utc(start_date, "start_date")
+        if total > timedelta(days=MAX_BLOCK_DAYS):
+            days = total.total_seconds() / 86400
+            return (
+                f"a Capacity Block lasts at most {MAX_BLOCK_DAYS} days (26 weeks) in total, "
+                f"extensions included: {hours} h more would make it {days:g} days"
+            )
     return None
 
 

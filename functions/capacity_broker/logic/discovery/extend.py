@@ -235,6 +235,7 @@ class BlockExtensions(DiscoveryBase):
             hours,
             now,
             payment_pending=block_rules.pending_extension(history) is not None,
+            start_date=row.start_date,
         )
         if refusal is not None:
             return ExtendAnswer(

@@ -310,7 +310,9 @@ class Planning(BlockExtensions, BlockOfferings):
             hours = block_rules.extension_hours_needed(row.end_date, row.instance_type, start + run)
             if not hours:
                 continue
-            refusal = block_rules.extension_refusal(row.state, row.end_date, hours, now)
+            refusal = block_rules.extension_refusal(
+                row.state, row.end_date, hours, now, start_date=row.start_date
+            )
             if refusal is not None:
                 notes.append(
                     f"{row.reservation_id} would cover it extended by {hours} h, but {refusal}"
