@@ -116,9 +116,11 @@ def test_segments_that_differ_are_said_per_segment_and_start_with_the_last(
     assert one.run_start.isoformat().startswith("2026-12-05T11:30")
 
 
-def test_segments_that_run_out_are_said_before_buying(
+def test_segments_that_run_out_are_extended_together_not_bought_again(
     broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Two segments of 32 that stop before a 14-day run ends: the block is extended (each
+    segment by the same hours), never a new 64-instance block bought."""
     world = world_of(
         broker,
         container,
@@ -127,10 +129,14 @@ def test_segments_that_run_out_are_said_before_buying(
     )
     tf = CapacityBroker(regions=["us-east-1"])
     answer = tf.plan("training", P5, 64, 14, start_after=DECEMBER[0], end_before=DECEMBER[1])
-    assert answer.status != "ready", answer.message
-    assert any(
-        world.ids["seg-a"] in note and "extend each segment" in note for note in answer.notes
-    ), answer.notes
+    assert answer.status == "extend", answer.message  # was "buy"
+    extension = answer.extension
+    assert extension is not None
+    assert extension.reservation_id in {world.ids["seg-a"], world.ids["seg-b"]}
+    assert extension.instance_count == 64
+    assert extension.upfront_fee == 2 * 30 * 32 * extension.duration_hours
+    assert "each of its segments" in answer.message
+    assert world.ids["seg-a"] in answer.message and world.ids["seg-b"] in answer.message
 
 
 def test_a_purchase_answered_in_segments_is_one_block_for_plan(

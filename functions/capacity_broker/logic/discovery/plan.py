@@ -152,21 +152,26 @@ class Planning(BlockExtensions, BlockOfferings):
             )
         extension = self._extension(blocks, instance_count, run, window, now, notes, errors)
         if extension is not None:
-            row, grow = extension
-            start = max(window.start, utc(row.start_date or window.start))
+            unit, grow = extension
+            start = max(window.start, unit.start or window.start)
+            how = (
+                f"extending it by {grow.duration_hours} h (offering {grow.offering_id}, "
+                f"{_money(grow.upfront_fee, grow.currency)})"
+                if len(unit.rows) == 1
+                else f"extending each of its segments by {grow.duration_hours} h "
+                f"({_money(grow.upfront_fee, grow.currency)} in all; capacity-broker extend "
+                "extends them together)"
+            )
             return PlanAnswer(
                 status="extend",
                 run_start=start,
                 extension=grow,
                 notes=notes,
-                message=f"Capacity Block {row.reservation_id} holds {_free(row)} x "
-                f"{row.instance_type} but EC2 stops it at {_at(_usable_end(row))}, before the "
-                f"run ends ({_at(start + run)}): extending it by {grow.duration_hours} h "
-                f"(offering {grow.offering_id}, {_money(grow.upfront_fee, grow.currency)}) "
+                message=f"Capacity Block {unit.name} holds {unit.what} but EC2 stops it at "
+                f"{_at(unit.usable_end)}, before the run ends ({_at(start + run)}): {how} "
                 f"makes it end {_at(grow.end_date)}.",
                 **base,
             )
-        notes.extend(_short_segments_notes(blocks, instance_count, run, window))
         search = _Search(types, choice.block_hours, run, window, start_after, end_before)
         offers = self._fitting(search, instance_count, wanted, errors)
         if offers:
@@ -293,64 +298,107 @@ class Planning(BlockExtensions, BlockOfferings):
         now: datetime,
         notes: list[str],
         errors: list[ItemError],
-    ) -> tuple[CapacityRow, ExtensionOffer] | None:
-        """The cheapest extension that makes a held block with the instances last the run."""
-        found: list[tuple[CapacityRow, ExtensionOffer]] = []
+    ) -> tuple[_Held, ExtensionOffer] | None:
+        """The cheapest extension that makes a held block with the instances last the run: a
+        block of several segments is extended as one (each segment by the same hours, as
+        ``extend`` does), its offer the segments' together."""
+        found: list[tuple[_Held, ExtensionOffer]] = []
         asked = 0
-        for row in blocks:
+        for unit in _held(blocks):
+            rows = unit.rows
             if (
-                _free(row) < count
-                or row.end_date is None
-                or row.state not in ("active", "scheduled")
+                unit.free < count
+                or any(r.end_date is None or r.state not in _USABLE for r in rows)
+                or unit.usable_end is None
             ):
                 continue
-            start = max(window.start, utc(row.start_date or window.start))
+            start = max(window.start, unit.start or window.start)
             if window.end is not None and start + run > window.end:
                 continue
+            row = min(rows, key=lambda r: _usable_end(r) or now)
+            assert row.end_date is not None
             hours = block_rules.extension_hours_needed(row.end_date, row.instance_type, start + run)
             if not hours:
                 continue
-            refusal = block_rules.extension_refusal(
-                row.state, row.end_date, hours, now, start_date=row.start_date
+            if len({r.end_date for r in rows}) > 1:
+                notes.append(
+                    f"Capacity Block {unit.name} would cover it extended, but its segments end "
+                    "at different times: extend each (capacity-broker extend) to the run's end"
+                )
+                continue
+            refusal = next(
+                (
+                    why
+                    for r in rows
+                    if (
+                        why := block_rules.extension_refusal(
+                            r.state, r.end_date, hours, now, start_date=r.start_date
+                        )
+                    )
+                    is not None
+                ),
+                None,
             )
             if refusal is not None:
-                notes.append(
-                    f"{row.reservation_id} would cover it extended by {hours} h, but {refusal}"
-                )
+                notes.append(f"{unit.name} would cover it extended by {hours} h, but {refusal}")
                 continue
-            if asked >= MAX_EXTENSION_LOOKUPS:
+            if asked + len(rows) > MAX_EXTENSION_LOOKUPS:
                 break
-            asked += 1
-            try:
-                offers = self.extension_offers(row.region, row.reservation_id, hours)
-            except AwsError as error:
-                if error.error_class in (ErrorClass.INCORRECT_STATE, ErrorClass.INVALID):
-                    # EC2 answered: this block cannot be extended now (an extension still
-                    # payment-pending, say). An answer about the block, not a failed region.
-                    notes.append(
-                        f"{row.reservation_id} would cover it extended by {hours} h, but EC2 "
-                        f"would not extend it: {error.message}"[:300]
-                    )
-                    continue
-                errors.append(
-                    ItemError(
-                        region=row.region,
-                        id=row.reservation_id,
-                        error_code=error.code or "RequestFailed",
-                        message=f"{error.operation}: {error.message}"[:300],
-                    )
-                )
+            asked += len(rows)
+            offers = [self._extension_offer(r, hours, notes, errors) for r in rows]
+            if any(o is None for o in offers):
                 continue
-            if offers:
-                found.append((row, offers[0]))
-            else:
-                notes.append(
-                    f"{row.reservation_id} would cover it extended by {hours} h, but EC2 offers "
-                    "no such extension now"
+            got = [o for o in offers if o is not None]
+            fees = [o.upfront_fee for o in got]
+            found.append(
+                (
+                    unit,
+                    got[0].model_copy(
+                        update={
+                            "instance_count": sum(o.instance_count for o in got),
+                            "upfront_fee": None
+                            if None in fees
+                            else round(sum(f or 0.0 for f in fees), 2),
+                        }
+                    ),
                 )
+            )
         if not found:
             return None
         return min(found, key=lambda f: (f[1].upfront_fee is None, f[1].upfront_fee or 0.0))
+
+    def _extension_offer(
+        self, row: CapacityRow, hours: int, notes: list[str], errors: list[ItemError]
+    ) -> ExtensionOffer | None:
+        """EC2's cheapest extension of ``hours`` for the one reservation ``row``, or None (said
+        in ``notes``, or in ``errors`` when the Region could not answer)."""
+        try:
+            offers = self.extension_offers(row.region, row.reservation_id, hours)
+        except AwsError as error:
+            if error.error_class in (ErrorClass.INCORRECT_STATE, ErrorClass.INVALID):
+                # EC2 answered: this block cannot be extended now (an extension still
+                # payment-pending, say). An answer about the block, not a failed region.
+                notes.append(
+                    f"{row.reservation_id} would cover it extended by {hours} h, but EC2 "
+                    f"would not extend it: {error.message}"[:300]
+                )
+                return None
+            errors.append(
+                ItemError(
+                    region=row.region,
+                    id=row.reservation_id,
+                    error_code=error.code or "RequestFailed",
+                    message=f"{error.operation}: {error.message}"[:300],
+                )
+            )
+            return None
+        if not offers:
+            notes.append(
+                f"{row.reservation_id} would cover it extended by {hours} h, but EC2 offers "
+                "no such extension now"
+            )
+            return None
+        return offers[0]
 
     def _fitting(
         self, search: _Search, count: int, regions: Sequence[str], errors: list[ItemError]
@@ -465,11 +513,6 @@ class _Held:
     @property
     def is_block(self) -> bool:
         return self.first.is_capacity_block
-
-    @property
-    def state(self) -> str:
-        states = {r.state for r in self.rows}
-        return states.pop() if len(states) == 1 else "scheduled"
 
     @property
     def free(self) -> int:
@@ -719,28 +762,6 @@ def _split_costs_text(plan: block_rules.SplitPlan, blocks: list[CapacityRow]) ->
         + ("Availability Zone, " if len(zones) > 1 else "")
         + "schedule and reservation; EC2 does not say they share placement"
     )
-
-
-def _short_segments_notes(
-    blocks: list[CapacityRow], count: int, run: timedelta, window: block_rules.Window
-) -> list[str]:
-    """A block whose segments hold the instances together but stop before the run ends: each
-    segment is extended on its own (PurchaseCapacityBlockExtension takes one
-    CapacityReservationId), so the block is said, not bought again unseen."""
-    notes = []
-    for unit in _held(blocks):
-        if len(unit.rows) < 2 or unit.free < count or unit.usable_end is None:
-            continue
-        if any(r.state not in _USABLE for r in unit.rows):
-            continue
-        begin = max(window.start, unit.start or window.start)
-        if begin + run > unit.usable_end:
-            notes.append(
-                f"Capacity Block {unit.name} holds {unit.free} together but EC2 stops it at "
-                f"{_at(unit.usable_end)}, before the run ends ({_at(begin + run)}): extend each "
-                "segment (capacity-broker extend RESERVATION_ID) before buying another block"
-            )
-    return notes
 
 
 def _offer_order(o: BlockOffering) -> tuple[float, float, float, str, str]:
