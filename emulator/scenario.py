@@ -35,6 +35,10 @@ regions:
     offerings:    [{instance_type: p5.48xlarge, availability_zone: us-east-1b,
                     max_instance_count: 16, price_per_instance_hour: "31.46",
                     earliest_start: "+1d", latest_start: "+56d"}]
+                  # optional: segments: 2, segment_zones: [us-east-1a, us-east-1b] (one
+                  # reservation per segment), ultraserver_type, instances_per_ultraserver,
+                  # zone_type; a capacity_blocks item's `block: LABEL` makes the items naming
+                  # the same label the segments of one block (ids.blocks[LABEL])
     spot_prices:  [{instance_type: g6.xlarge, availability_zone: us-east-1a, price: "0.3012",
                     at: "-2h", history: [{at: "-1d", price: "0.35"}]}]
     on_demand_prices: [{instance_type: g6.xlarge, price: "0.8048", operating_system: Linux}]

@@ -29,9 +29,15 @@ from .expiry import Expiry
 from .offerings import Purchase, valid_duration
 from .reservations import CapacityReservation
 
+# The emulator's own reading of "Extend Capacity Blocks" (never the broker's domain/blocks.py):
+# "You can request to extend the duration of your Capacity Block up to a minimum of 1 hour or a
+# maximum of 56 days before it expires."
 EXTEND_AT_LEAST_BEFORE_END = timedelta(hours=1)
-MAX_TOTAL = timedelta(days=182)
 EXTEND_AT_MOST_BEFORE_END = timedelta(days=56)
+# "... and 7-day increments up to 182 days (26 weeks) total": the block with its extensions.
+MAX_TOTAL = timedelta(days=182)
+# "If your payment can't be processed within 12 hours, or up to 35 minutes before the Capacity
+# Block is scheduled to end (whichever comes first), your extension is not successful".
 PAYMENT_WINDOW = timedelta(hours=12)
 PAYMENT_CUTOFF_BEFORE_END = timedelta(minutes=35)
 INTERCONNECT_STATUSES = ("ok", "impaired", "insufficient-data")

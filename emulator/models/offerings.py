@@ -37,7 +37,9 @@ SAME_DAY_STEP = timedelta(minutes=5)
 
 
 def valid_duration(hours: int) -> bool:
-    """EC2's durations: 1-day steps up to 14 days, then 7-day steps up to 182 days."""
+    """EC2's durations, botocore 1.44.5 DescribeCapacityBlockOfferings.CapacityDurationHours:
+    "You must specify the duration in 1-day increments up 14 days, and in 7-day increments up
+    to 182 days"."""
     if hours <= 0 or hours % 24:
         return False
     days = hours // 24
