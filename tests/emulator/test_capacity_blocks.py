@@ -809,3 +809,38 @@ def test_ultraserver_searches_by_ultraserver_count(emu, ec2):
     assert {(o["InstanceCount"], o["UltraserverCount"]) for o in found} == {(36, 2)}
     assert {o["UltraserverType"] for o in found} == {"u-p6e-gb200x72"}
     assert {o["ZoneType"] for o in found} == {"availability-zone"}
+
+
+def test_block_status_counts_instances_in_use_as_unavailable(emu, api, ec2):
+    """botocore 1.44.5 CapacityReservationStatus.TotalUnavailableCapacity: "The used capacity.
+    Indicates that the capacity is in use by resources that are running in the Capacity
+    Reservation". The emulator counted only instances failing their status checks, and its
+    TotalCapacity left the instances in use out."""
+    now = emu.now()
+    block = emu.capacity().new_block(
+        instance_type="p5.48xlarge",
+        availability_zone="us-east-1b",
+        count=4,
+        start=now - timedelta(hours=1),
+        end=now + timedelta(days=1),
+    )
+    emu.capacity().add_existing(block, {})
+    api.run(
+        SUBNET_B,
+        "p5.48xlarge",
+        1,
+        InstanceMarketOptions={"MarketType": "capacity-block"},
+        CapacityReservationSpecification={
+            "CapacityReservationTarget": {"CapacityReservationId": block.id}
+        },
+    )
+    (status,) = ec2.describe_capacity_block_status(CapacityBlockIds=[block.capacity_block_id])[
+        "CapacityBlockStatuses"
+    ]
+    assert (
+        status["TotalCapacity"],
+        status["TotalAvailableCapacity"],
+        status["TotalUnavailableCapacity"],
+    ) == (4, 3, 1)
+    (one,) = status["CapacityReservationStatuses"]
+    assert (one["TotalCapacity"], one["TotalUnavailableCapacity"]) == (4, 1)
