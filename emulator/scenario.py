@@ -35,6 +35,10 @@ regions:
     offerings:    [{instance_type: p5.48xlarge, availability_zone: us-east-1b,
                     max_instance_count: 16, price_per_instance_hour: "31.46",
                     earliest_start: "+1d", latest_start: "+56d"}]
+                  # optional: segments: 2, segment_zones: [us-east-1a, us-east-1b] (one
+                  # reservation per segment), ultraserver_type, instances_per_ultraserver,
+                  # zone_type; a capacity_blocks item's `block: LABEL` makes the items naming
+                  # the same label the segments of one block (ids.blocks[LABEL])
     spot_prices:  [{instance_type: g6.xlarge, availability_zone: us-east-1a, price: "0.3012",
                     at: "-2h", history: [{at: "-1d", price: "0.35"}]}]
     on_demand_prices: [{instance_type: g6.xlarge, price: "0.8048", operating_system: Linux}]
@@ -85,6 +89,8 @@ class ScenarioIds:
     launch_templates: dict[str, str] = field(default_factory=dict)
     reservations: dict[str, str] = field(default_factory=dict)
     images: dict[str, str] = field(default_factory=dict)
+    # Capacity Block ids by the ``block`` label that grouped their segments.
+    blocks: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, dict[str, str]]:
         return {
@@ -93,6 +99,7 @@ class ScenarioIds:
             "launch_templates": self.launch_templates,
             "reservations": self.reservations,
             "images": self.images,
+            "blocks": self.blocks,
         }
 
 
@@ -210,6 +217,10 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
         reservation = _existing_reservation(capacity, item, now)
         capacity.add_existing(reservation, item.get("tags") or {})
         ids.reservations[item.get("name") or reservation.id] = reservation.id
+    # Items naming the same ``block`` are the segments of one purchase: one CapacityBlockId
+    # ("a separate Capacity Reservation is created for each segment", botocore 1.44.5
+    # PurchaseCapacityBlockResult), each with its own zone, type and dates if the items say so.
+    block_ids: dict[str, str] = {}
     for item in spec.get("capacity_blocks") or []:
         start = when(item.get("start", "+1d"), now)
         block = capacity.new_block(
@@ -233,6 +244,10 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
         block.unavailable_count = int(item.get("unavailable", 0))
         if item.get("id"):
             block.id = item["id"]
+        if item.get("block"):
+            label = str(item["block"])
+            block.capacity_block_id = block_ids.setdefault(label, block.capacity_block_id or "")
+            ids.blocks[label] = block.capacity_block_id
         capacity.add_existing(block, item.get("tags") or {})
         ids.reservations[item.get("name") or block.id] = block.id
     for item in spec.get("future_reservations") or []:
@@ -254,6 +269,10 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
                 currency=item.get("currency", "USD"),
                 ultraserver_type=item.get("ultraserver_type"),
                 segments=int(item.get("segments", 1)),
+                # the segments' zones when they differ (one each, in turn)
+                segment_zones=tuple(item.get("segment_zones") or ()),
+                instances_per_ultraserver=int(item.get("instances_per_ultraserver", 1)),
+                zone_type=item.get("zone_type", "availability-zone"),
             )
         )
 

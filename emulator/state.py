@@ -70,6 +70,19 @@ class Settings:
     # A Capacity Block whose upfront payment has not cleared becomes payment-failed this long
     # after its purchase (12 hours).
     payment_timeout_seconds: float = 12 * 3600.0
+    # DescribeCapacityBlockOfferings answers today's two same-day blocks too ("All Capacity
+    # Blocks end at 11:30AM UTC, so the blocks starting on the same day will have durations
+    # that are the closest match to your desired duration", EC2 User Guide); False: only
+    # blocks from 11:30 to 11:30.
+    same_day_offerings: bool = True
+    # A new cancellation or date-change quote is ``pending`` (no terms, not acceptable) this
+    # long before it is ``active`` (botocore's QuoteState: pending | active | expired; how long
+    # is not documented: chosen, 0 by default).
+    quote_pending_seconds: float = 0.0
+    # How long before its end an UltraServer block's instances are ended and launches into it
+    # refused: chosen (a third party's 60 minutes; AWS's own page says thirty for every block,
+    # ``models.reservations``).
+    ultraserver_reclaim_minutes: float = 60.0
     # EC2 refuses what botocore's model does not document for the operation: filter names,
     # enum values, parameters (``emulator.documented``). False: served as before (what was
     # undocumented is still recorded in ``documented.heard``).

@@ -19,8 +19,8 @@ class CapacityBlocks(Expiry):
     ) -> list[CapacityReservation]:
         """The reservations a purchase makes: one, or one per segment of the offering ("When
         a Capacity Block offering contains multiple segments, a separate Capacity Reservation
-        is created for each segment", botocore 1.44.5 PurchaseCapacityBlockResult). The
-        scenario supply's ``segments`` says how many; the count is split between them."""
+        is created for each segment", botocore 1.44.5 PurchaseCapacityBlockResult), each in
+        the zone its offering's segment names (CapacityBlockOfferingSegments)."""
         now = world.clock.now()
         if platform not in platforms():
             raise client_error(
@@ -30,18 +30,13 @@ class CapacityBlocks(Expiry):
         with world.lock:
             offer = self.catalogue.take(offering_id, now)
             supply = self.catalogue.supply[offer.supply_index]
-            parts = max(1, min(supply.segments, offer.instance_count))
-            counts = [
-                offer.instance_count // parts + (1 if i < offer.instance_count % parts else 0)
-                for i in range(parts)
-            ]
             made = []
             block_id = new_block_id()
-            for count in counts:
+            for segment in offer.segments:
                 reservation = self.new_block(
                     instance_type=offer.instance_type,
-                    availability_zone=offer.availability_zone,
-                    count=count,
+                    availability_zone=segment.availability_zone,
+                    count=segment.instance_count,
                     start=offer.start,
                     end=offer.end,
                     platform=platform,

@@ -29,8 +29,15 @@ from .expiry import Expiry
 from .offerings import Purchase, valid_duration
 from .reservations import CapacityReservation
 
+# The emulator's own reading of "Extend Capacity Blocks" (never the broker's domain/blocks.py):
+# "You can request to extend the duration of your Capacity Block up to a minimum of 1 hour or a
+# maximum of 56 days before it expires."
 EXTEND_AT_LEAST_BEFORE_END = timedelta(hours=1)
 EXTEND_AT_MOST_BEFORE_END = timedelta(days=56)
+# "... and 7-day increments up to 182 days (26 weeks) total": the block with its extensions.
+MAX_TOTAL = timedelta(days=182)
+# "If your payment can't be processed within 12 hours, or up to 35 minutes before the Capacity
+# Block is scheduled to end (whichever comes first), your extension is not successful".
 PAYMENT_WINDOW = timedelta(hours=12)
 PAYMENT_CUTOFF_BEFORE_END = timedelta(minutes=35)
 INTERCONNECT_STATUSES = ("ok", "impaired", "insufficient-data")
@@ -119,6 +126,15 @@ class Extensions(Expiry):
                 "InvalidParameterValue",
                 f"The Capacity Block {reservation_id} can be extended from 56 days to 1 hour "
                 "before its end date.",
+            )
+        # "You can extend your Capacity Block by 1-day increments up to 14 days, and 7-day
+        # increments up to 182 days (26 weeks) total" (EC2 User Guide, "Extend Capacity
+        # Blocks"): the block with its extensions, not one extension alone.
+        if end + timedelta(hours=hours) - reservation.start_date > MAX_TOTAL:
+            raise client_error(
+                "InvalidParameterValue",
+                f"The Capacity Block {reservation_id} would last more than 182 days (26 weeks) "
+                "in total with this extension.",
             )
         return reservation
 
@@ -245,13 +261,18 @@ class Extensions(Expiry):
 
     # -- DescribeCapacityBlockStatus ----------------------------------------------------------
 
-    def block_statuses(self, block_ids: list[str]) -> list[CapacityReservation]:
+    def block_statuses(self, block_ids: list[str]) -> list[list[CapacityReservation]]:
+        """Each block asked for (every block without ids) with all its reservations: a
+        purchase of several segments is one block ("CapacityReservationStatuses: The
+        availability of capacity for the Capacity Block reservations", botocore 1.44.5)."""
         with world.lock:
             self.refresh()
-            blocks = [r for r in self.reservations.values() if r.capacity_block_id]
+            by_id: dict[str, list[CapacityReservation]] = {}
+            for r in self.reservations.values():
+                if r.capacity_block_id:
+                    by_id.setdefault(r.capacity_block_id, []).append(r)
             if not block_ids:
-                return blocks
-            by_id = {r.capacity_block_id: r for r in blocks}
+                return list(by_id.values())
             for block_id in block_ids:
                 if block_id not in by_id:
                     raise client_error(
@@ -261,33 +282,47 @@ class Extensions(Expiry):
             return [by_id[b] for b in dict.fromkeys(block_ids)]
 
 
-def interconnect_status(reservation: CapacityReservation) -> str:
-    """What the block's accelerator interconnect reports: the scenario's word, else ``ok``
-    for a running block and ``insufficient-data`` for one with no instances yet (chosen: EC2
-    documents the three values, not when each appears)."""
-    if reservation.interconnect is not None:
-        return reservation.interconnect
-    return "ok" if reservation.state == "active" else "insufficient-data"
+def interconnect_status(block: list[CapacityReservation]) -> str:
+    """What the block's accelerator interconnect reports: a segment's scenario word (the
+    worst), else ``ok`` for a running block and ``insufficient-data`` for one with no
+    instances yet (chosen: EC2 documents the three values, not when each appears)."""
+    said = [r.interconnect for r in block if r.interconnect is not None]
+    for word in ("impaired", "insufficient-data", "ok"):
+        if word in said:
+            return word
+    return "ok" if all(r.state == "active" for r in block) else "insufficient-data"
 
 
-def block_status(reservation: CapacityReservation) -> dict[str, Any]:
-    """DescribeCapacityBlockStatus's item, as botocore's model words it: TotalCapacity is
-    "the combined amount of Available and Unavailable capacity", Unavailable "unavailable for
-    use due to a system status check failure" (a scenario's ``unavailable``)."""
-    started = reservation.state == "active"
-    unavailable = min(reservation.unavailable_count, reservation.total_instance_count)
-    available = max(reservation.available_instance_count - unavailable, 0) if started else 0
-    unavailable = unavailable if started else 0
-    counts = {
-        "TotalCapacity": available + unavailable,
-        "TotalAvailableCapacity": available,
+def _counts(reservation: CapacityReservation) -> dict[str, int]:
+    """One reservation's capacity as botocore 1.44.5's CapacityReservationStatus words it:
+    Available "the amount of resources that can be launched", Unavailable "the capacity is in
+    use by resources that are running in the Capacity Reservation". The block's own
+    TotalUnavailableCapacity says "unavailable for use due to a system status check failure":
+    chosen, both count (instances in use, and a scenario's ``unavailable`` failing checks),
+    since TotalCapacity is "the combined amount of Available and Unavailable capacity"."""
+    if reservation.state != "active":
+        return {"TotalCapacity": 0, "TotalAvailableCapacity": 0, "TotalUnavailableCapacity": 0}
+    total = reservation.total_instance_count
+    unavailable = min(reservation.used_instance_count + reservation.unavailable_count, total)
+    return {
+        "TotalCapacity": total,
+        "TotalAvailableCapacity": total - unavailable,
         "TotalUnavailableCapacity": unavailable,
     }
+
+
+def block_status(block: list[CapacityReservation]) -> dict[str, Any]:
+    """DescribeCapacityBlockStatus's item: the block's totals, and each reservation's."""
+    each = [{"CapacityReservationId": r.id, **_counts(r)} for r in block]
+    totals = {
+        key: sum(int(str(item[key])) for item in each)
+        for key in ("TotalCapacity", "TotalAvailableCapacity", "TotalUnavailableCapacity")
+    }
     return {
-        "CapacityBlockId": reservation.capacity_block_id,
-        "InterconnectStatus": interconnect_status(reservation),
-        **counts,
-        "CapacityReservationStatuses": [{"CapacityReservationId": reservation.id, **counts}],
+        "CapacityBlockId": block[0].capacity_block_id,
+        "InterconnectStatus": interconnect_status(block),
+        **totals,
+        "CapacityReservationStatuses": each,
     }
 
 

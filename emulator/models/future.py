@@ -48,8 +48,13 @@ FUTURE_PARAMETERS = ("StartDate", "CommitmentDuration", "DeliveryPreference")
 MIN_LEAD = timedelta(days=5)
 MAX_LEAD = timedelta(days=120)
 MIN_COMMITMENT = timedelta(days=14)
+# botocore 1.44.5, CreateCapacityReservation.InstanceCount: "You can request future-dated
+# Capacity Reservations for an instance count with a minimum of 32 vCPUs".
 MIN_VCPUS = 32
-FAMILIES = frozenset({"c", "m", "r", "i", "im", "is", "t", "g", "gr", "u", "x"})
+# botocore 1.44.5, CreateCapacityReservation.InstanceType: "You can request future-dated
+# Capacity Reservations for instance types in the C, M, R, I, T, and G instance families only"
+# (a family is the letters before the generation digit: im4gn -> im, gr6 -> gr).
+FAMILIES = frozenset({"c", "m", "r", "i", "im", "is", "t", "g", "gr"})
 QUOTE_LIFE = timedelta(hours=24)
 MAX_PUSHOUT = timedelta(days=30)
 NO_POSTPONE_WITHIN = timedelta(hours=1)
@@ -80,9 +85,17 @@ class Quote:
     original_start: datetime | None = None
     tags: dict[str, str] = field(default_factory=dict)
     used: bool = False
+    # botocore 1.44.5 CapacityReservationCancellationQuoteState: pending | active | expired.
+    # Until ``ready_at`` the quote is ``pending``: no terms yet, and it cannot be accepted
+    # (chosen: AWS does not say how long a quote is pending; ``Settings.quote_pending_seconds``).
+    ready_at: datetime | None = None
 
     def state(self, now: datetime) -> str:
-        return "expired" if self.used or now >= self.expires else "active"
+        if self.used or now >= self.expires:
+            return "expired"
+        if self.ready_at is not None and now < self.ready_at:
+            return "pending"
+        return "active"
 
     def to_dict(self, now: datetime) -> dict[str, Any]:
         cancellation = self.kind == "cancellation"
@@ -97,6 +110,8 @@ class Quote:
             if cancellation
             else {"ModificationTerms": {"ReservationUpdate": dict(self.terms)}}
         )
+        if self.state(now) == "pending":
+            terms = {}  # the terms are not worked out yet (chosen: the model makes them optional)
         quote_id = (
             "CapacityReservationCancellationQuoteId"
             if cancellation
@@ -193,7 +208,7 @@ class FutureReservations(CapacityReservations):
             raise client_error(
                 "InvalidParameterValue",
                 f"Future-dated Capacity Reservations are not supported for {instance_type}: "
-                "use an instance type in the C, M, R, I, T, G, U or X families.",
+                "use an instance type in the C, M, R, I, T or G families.",
             )
         count = int(params["InstanceCount"])
         if 1 <= count <= 1000 and count * vcpus(instance_type) < MIN_VCPUS:
@@ -372,6 +387,7 @@ class FutureReservations(CapacityReservations):
             reservation_state=reservation.state,
             terms=terms,
             tags=dict(tags),
+            ready_at=now + timedelta(seconds=world.settings.quote_pending_seconds),
         )
         self.quotes[quote.id] = quote
         return quote.id
@@ -452,6 +468,7 @@ class FutureReservations(CapacityReservations):
                 "NewCommitmentEndDate": new_start + commitment,
             },
             tags=dict(tags),
+            ready_at=now + timedelta(seconds=world.settings.quote_pending_seconds),
         )
         self.quotes[quote.id] = quote
         return quote.id
@@ -564,7 +581,13 @@ class FutureReservations(CapacityReservations):
                 "InvalidParameterValue",
                 f"The quote {quote_id} is for {quote.reservation_id}, not {reservation_id}.",
             )
-        if quote.state(now) != "active":
+        state = quote.state(now)
+        if state == "pending":
+            raise client_error(
+                "IncorrectState",
+                f"The quote {quote_id} is pending: its terms are not ready yet.",
+            )
+        if state != "active":
             raise client_error(
                 "InvalidParameterValue",
                 f"The quote {quote_id} is expired or was already used: generate a new quote.",

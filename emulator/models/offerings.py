@@ -2,9 +2,14 @@
 
 A scenario declares *supply* (an instance type in an AZ, up to N instances, bookable from an
 earliest to a latest start, at a price per instance-hour). A search for (type, count,
-duration, date range) yields one offering per daily start time where the supply still has
-``count`` instances free over the whole block, the way EC2 offers blocks that start at
-11:30 UTC. Offering ids are derived from their terms and from how much of the supply has been
+duration, date range) yields the blocks the supply still has ``count`` instances free for,
+as the EC2 User Guide describes them ("Find and purchase Capacity Blocks"): "All Capacity
+Blocks end at 11:30AM UTC, so the blocks starting on the same day will have durations that are
+the closest match to your desired duration. One block will have a duration that is slightly
+less than your desired duration, while the other will have a duration slightly greater than
+your desired duration." So: the two same-day blocks (starting now, ending at 11:30 before and
+after the length asked; ``Settings.same_day_offerings``) and one block per later day, from
+11:30 to 11:30. Offering ids are derived from their terms and from how much of the supply has been
 sold, so a search repeated later names the same offering until a purchase from that supply
 re-issues them (the terms bought stay on offer, under a new id, while supply lasts).
 """
@@ -12,6 +17,7 @@ re-issues them (the terms bought stay on offer, under a new id, while supply las
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from decimal import Decimal
@@ -19,12 +25,21 @@ from typing import Any
 
 from ..exceptions import client_error
 
+# botocore 1.44.5, DescribeCapacityBlockOfferings.InstanceCount: "Each Capacity Block can have
+# up to 64 instances".
 MAX_BLOCK_INSTANCES = 64
-BLOCK_START = time(11, 30)
+# "All Capacity Blocks end at 11:30AM UTC" (EC2 User Guide, "Find and purchase Capacity
+# Blocks"): a block that is not a same-day one starts at that time too.
+BLOCK_END = time(11, 30)
+# A same-day block starts at the next whole 5 minutes (chosen: AWS's examples are 04:55 and
+# 08:55, botocore's CapacityBlockDurationHours/Minutes; it documents no step).
+SAME_DAY_STEP = timedelta(minutes=5)
 
 
 def valid_duration(hours: int) -> bool:
-    """EC2's durations: 1-day steps up to 14 days, then 7-day steps up to 182 days."""
+    """EC2's durations, botocore 1.44.5 DescribeCapacityBlockOfferings.CapacityDurationHours:
+    "You must specify the duration in 1-day increments up 14 days, and in 7-day increments up
+    to 182 days"."""
     if hours <= 0 or hours % 24:
         return False
     days = hours // 24
@@ -50,13 +65,30 @@ class BlockSupply:
     currency: str = "USD"
     tenancy: str = "default"
     ultraserver_type: str | None = None
-    # How many reservations a purchase of this supply makes (one per segment of the block).
+    # Instances per UltraServer, for searches by UltraserverCount (chosen: botocore says how
+    # many UltraServers an offering has, not how many instances each holds).
+    instances_per_ultraserver: int = 1
+    # How many reservations a purchase of this supply makes (one per segment of the block),
+    # and, when the segments sit in different zones, each one's zone (botocore 1.44.5: "Each
+    # segment describes a distinct block of capacity with its own Availability Zone, instance
+    # type, schedule, and pricing").
     segments: int = 1
+    segment_zones: tuple[str, ...] = ()
+    # botocore's ZoneType ("availability-zone", "local-zone").
+    zone_type: str = "availability-zone"
     purchases: list[Purchase] = field(default_factory=list)
 
     def free_between(self, start: datetime, end: datetime) -> int:
         taken = sum(p.count for p in self.purchases if p.start < end and start < p.end)
         return self.max_instance_count - taken
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One part of an offering, bought as a reservation of its own."""
+
+    availability_zone: str
+    instance_count: int
 
 
 @dataclass(frozen=True)
@@ -72,9 +104,15 @@ class Offering:
     upfront_fee: Decimal
     currency: str
     tenancy: str
+    # "The number of minutes (in addition to capacityBlockDurationHours)": a same-day block.
+    duration_minutes: int = 0
+    ultraserver_type: str | None = None
+    ultraserver_count: int | None = None
+    zone_type: str = "availability-zone"
+    segments: tuple[Segment, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "CapacityBlockOfferingId": self.id,
             "InstanceType": self.instance_type,
             "AvailabilityZone": self.availability_zone,
@@ -82,16 +120,44 @@ class Offering:
             "StartDate": self.start,
             "EndDate": self.end,
             "CapacityBlockDurationHours": self.duration_hours,
+            "CapacityBlockDurationMinutes": self.duration_minutes,
             "UpfrontFee": f"{self.upfront_fee:.2f}",
             "CurrencyCode": self.currency,
             "Tenancy": self.tenancy,
+            "ZoneType": self.zone_type,
         }
+        if self.ultraserver_type is not None:
+            data["UltraserverType"] = self.ultraserver_type
+            data["UltraserverCount"] = self.ultraserver_count
+        if len(self.segments) > 1:
+            hours = Decimal(self.duration_hours) + Decimal(self.duration_minutes) / 60
+            data["CapacityBlockOfferingSegments"] = [
+                {
+                    "InstanceType": self.instance_type,
+                    "AvailabilityZone": s.availability_zone,
+                    "InstanceCount": s.instance_count,
+                    "StartDate": self.start,
+                    "EndDate": self.end,
+                    "CapacityBlockDurationHours": self.duration_hours,
+                    "CapacityBlockDurationMinutes": self.duration_minutes,
+                    "UpfrontFee": f"{self.price_per_instance_hour * s.instance_count * hours:.2f}",
+                    "CurrencyCode": self.currency,
+                    "ZoneType": self.zone_type,
+                }
+                for s in self.segments
+            ]
+        return data
+
+    @property
+    def price_per_instance_hour(self) -> Decimal:
+        hours = Decimal(self.duration_hours) + Decimal(self.duration_minutes) / 60
+        return self.upfront_fee / (self.instance_count * hours)
 
 
 def offering_id(
-    region: str, index: int, count: int, start: datetime, hours: int, sold: int = 0
+    region: str, index: int, count: int, start: datetime, end: datetime, sold: int = 0
 ) -> str:
-    terms = f"{region}|{index}|{count}|{start.isoformat()}|{hours}|{sold}"
+    terms = f"{region}|{index}|{count}|{start.isoformat()}|{end.isoformat()}|{sold}"
     digest = hashlib.sha256(terms.encode())
     return "cb-" + digest.hexdigest()[:17]
 
@@ -106,12 +172,19 @@ class Catalogue:
     def search(
         self,
         instance_types: list[str],
-        instance_count: int,
+        instance_count: int | None,
         duration_hours: int,
         now: datetime,
         start_range: datetime | None,
         end_range: datetime | None,
+        ultraserver_type: str | None = None,
+        ultraserver_count: int | None = None,
+        same_day: bool = True,
     ) -> list[Offering]:
+        """``instance_count`` None (botocore requires only CapacityDurationHours): the
+        largest block each supply can sell at each start, up to 64 (chosen: AWS does not say
+        what it answers without a count). ``ultraserver_count``: that many UltraServers of a
+        supply that sells them (``instances_per_ultraserver`` each)."""
         if not valid_duration(duration_hours):
             raise client_error(
                 "InvalidParameterValue",
@@ -119,7 +192,7 @@ class Catalogue:
                 "durations must be in 1-day increments up to 14 days, and in 7-day increments "
                 "up to 182 days.",
             )
-        if not 1 <= instance_count <= MAX_BLOCK_INSTANCES:
+        if instance_count is not None and not 1 <= instance_count <= MAX_BLOCK_INSTANCES:
             raise client_error(
                 "InvalidParameterValue",
                 f"InstanceCount must be between 1 and {MAX_BLOCK_INSTANCES}.",
@@ -131,40 +204,69 @@ class Catalogue:
         for index, supply in enumerate(self.supply):
             if supply.instance_type not in instance_types:
                 continue
-            day = datetime.combine(earliest.date(), BLOCK_START, tzinfo=earliest.tzinfo)
-            while day <= min(supply.latest_start, horizon):
-                start, end = day, day + duration
-                day += timedelta(days=1)
+            if ultraserver_type is not None and supply.ultraserver_type != ultraserver_type:
+                continue
+            if ultraserver_count is not None and supply.ultraserver_type is None:
+                continue  # an UltraServer search finds only UltraServer supply
+            wanted = instance_count
+            if ultraserver_count is not None:
+                wanted = ultraserver_count * supply.instances_per_ultraserver
+            for start, end in _blocks(earliest, now, duration, same_day):
+                if start > min(supply.latest_start, horizon):
+                    break
                 if start < earliest or start < supply.earliest_start:
                     continue
                 if end_range is not None and end > end_range:
                     continue
-                if supply.free_between(start, end) < instance_count:
+                free = supply.free_between(start, end)
+                count = wanted if wanted is not None else min(free, MAX_BLOCK_INSTANCES)
+                if count < 1 or free < count:
                     continue
-                oid = offering_id(
-                    self.region, index, instance_count, start, duration_hours, len(supply.purchases)
-                )
-                if oid in self.bought:
-                    continue
-                fee = supply.price_per_instance_hour * instance_count * duration_hours
-                offer = Offering(
-                    id=oid,
-                    supply_index=index,
-                    instance_type=supply.instance_type,
-                    availability_zone=supply.availability_zone,
-                    instance_count=instance_count,
-                    start=start,
-                    end=end,
-                    duration_hours=duration_hours,
-                    upfront_fee=fee,
-                    currency=supply.currency,
-                    tenancy=supply.tenancy,
-                )
-                self._issued[oid] = offer
-                offers.append(offer)
+                offer = self._offer(index, supply, count, start, end)
+                if offer is not None:
+                    offers.append(offer)
         # Earliest first across every supply (then by zone and price): a stable order to page.
         offers.sort(key=lambda o: (o.start, o.availability_zone, o.upfront_fee, o.id))
         return offers
+
+    def _offer(
+        self, index: int, supply: BlockSupply, count: int, start: datetime, end: datetime
+    ) -> Offering | None:
+        oid = offering_id(self.region, index, count, start, end, len(supply.purchases))
+        if oid in self.bought:
+            return None
+        minutes = int((end - start).total_seconds() // 60)
+        hours = Decimal(minutes) / 60
+        parts = max(1, min(supply.segments, count))
+        zones = list(supply.segment_zones) or [supply.availability_zone]
+        segments = tuple(
+            Segment(
+                availability_zone=zones[i % len(zones)],
+                instance_count=count // parts + (1 if i < count % parts else 0),
+            )
+            for i in range(parts)
+        )
+        per_server = max(supply.instances_per_ultraserver, 1)
+        offer = Offering(
+            id=oid,
+            supply_index=index,
+            instance_type=supply.instance_type,
+            availability_zone=supply.availability_zone,
+            instance_count=count,
+            start=start,
+            end=end,
+            duration_hours=minutes // 60,
+            duration_minutes=minutes % 60,
+            upfront_fee=supply.price_per_instance_hour * count * hours,
+            currency=supply.currency,
+            tenancy=supply.tenancy,
+            ultraserver_type=supply.ultraserver_type,
+            ultraserver_count=count // per_server if supply.ultraserver_type else None,
+            zone_type=supply.zone_type,
+            segments=segments,
+        )
+        self._issued[oid] = offer
+        return offer
 
     def take(self, oid: str, now: datetime) -> Offering:
         offer = self._issued.get(oid)
@@ -182,3 +284,30 @@ class Catalogue:
         supply.purchases.append(Purchase(offer.start, offer.end, offer.instance_count))
         self.bought.add(oid)
         return offer
+
+
+def _blocks(
+    earliest: datetime, now: datetime, duration: timedelta, same_day: bool
+) -> Iterator[tuple[datetime, datetime]]:
+    """The (start, end) of each block a search may offer, earliest first: today's two
+    same-day blocks (when ``same_day`` and the search starts today; "One block will have a
+    duration that is slightly less than your desired duration, while the other will have a
+    duration slightly greater"), then one from 11:30 to 11:30 per day ("All Capacity Blocks
+    end at 11:30AM UTC")."""
+    tz = earliest.tzinfo
+    day = datetime.combine(earliest.date(), BLOCK_END, tzinfo=tz)
+    if same_day and earliest.date() == now.date():
+        step = SAME_DAY_STEP.total_seconds()
+        start = datetime.fromtimestamp(-(-earliest.timestamp() // step) * step, tz=tz)
+        if start.time() != BLOCK_END:
+            asked_end = start + duration
+            longer = datetime.combine(asked_end.date(), BLOCK_END, tzinfo=tz)
+            if longer < asked_end:
+                longer += timedelta(days=1)
+            shorter = longer - timedelta(days=1)
+            for end in (shorter, longer):
+                if end > start:
+                    yield start, end
+    while True:
+        yield day, day + duration
+        day += timedelta(days=1)

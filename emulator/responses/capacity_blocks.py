@@ -33,19 +33,21 @@ class CapacityBlocks(CapacityResponse):
                 "MissingParameter",
                 "The request must contain the parameter InstanceType or InstanceTypePreferences",
             )
+        # botocore 1.44.5 requires only CapacityDurationHours: InstanceCount is optional, and
+        # an UltraServer search names UltraserverCount (and UltraserverType) instead.
         count = self._get_param("InstanceCount")
-        if count is None:
-            raise client_error(
-                "MissingParameter", "The request must contain the parameter InstanceCount"
-            )
+        servers = self._get_param("UltraserverCount")
         self.error_on_dryrun()
         offers = self.capacity.catalogue.search(
             instance_types=types,
-            instance_count=int(count),
+            instance_count=int(count) if count is not None else None,
             duration_hours=int(self._get_param("CapacityDurationHours")),
             now=world.clock.now(),
             start_range=utc(self._get_param("StartDateRange")),
             end_range=utc(self._get_param("EndDateRange")),
+            ultraserver_type=self._get_param("UltraserverType"),
+            ultraserver_count=int(servers) if servers is not None else None,
+            same_day=world.settings.same_day_offerings,
         )
         page, next_token = self._page(offers)
         result: dict[str, object] = {"CapacityBlockOfferings": [o.to_dict() for o in page]}
@@ -62,9 +64,29 @@ class CapacityBlocks(CapacityResponse):
             tags,
         )
         shown = [r.to_dict(self.capacity.tags_of(r.id)) for r in made]
-        # botocore 1.44.5: CapacityReservation (the first) and CapacityReservations (every
-        # segment's).
-        return ActionResult({"CapacityReservation": shown[0], "CapacityReservations": shown})
+        first = made[0]
+        # botocore 1.44.5: CapacityReservation (the first), CapacityReservations (every
+        # segment's) and CapacityBlocks (the block, naming every reservation).
+        block = {
+            "CapacityBlockId": first.capacity_block_id,
+            "AvailabilityZone": first.availability_zone,
+            "AvailabilityZoneId": first.availability_zone_id,
+            "CapacityReservationIds": [r.id for r in made],
+            "StartDate": min(r.start_date for r in made),
+            "EndDate": max(r.end_date for r in made if r.end_date is not None),
+            "CreateDate": first.create_date,
+            "State": first.state,
+            "Tags": shown[0]["Tags"],
+        }
+        if first.ultraserver_type:
+            block["UltraserverType"] = first.ultraserver_type
+        return ActionResult(
+            {
+                "CapacityReservation": shown[0],
+                "CapacityReservations": shown,
+                "CapacityBlocks": [block],
+            }
+        )
 
     def describe_capacity_block_extension_offerings(self) -> ActionResult:
         reservation_id = self._get_param("CapacityReservationId")

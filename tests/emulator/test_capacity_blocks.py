@@ -17,9 +17,11 @@ TYPE_TAG = "aws:ec2capacityreservation:capacityReservationType"
 
 @pytest.fixture
 def catalogue(emu, world):
-    """p5 supply in us-east-1b (8 instances) and us-east-1a (2), bookable for 3 weeks."""
+    """p5 supply in us-east-1b (8 instances) and us-east-1a (2), bookable for 3 weeks; the
+    daily blocks only (same-day blocks: ``test_same_day_blocks_end_at_11_30``)."""
     emu.load_scenario(
         {
+            "settings": {"same_day_offerings": False},
             "regions": {
                 "us-east-1": {
                     "offerings": [
@@ -41,7 +43,7 @@ def catalogue(emu, world):
                         },
                     ]
                 }
-            }
+            },
         }
     )
     return world
@@ -125,13 +127,18 @@ def test_more_than_the_supply_has_is_no_offering(catalogue, ec2):
     assert offers(ec2, 1, InstanceType="trn1.32xlarge") == []
 
 
-def test_missing_instance_type_or_count(catalogue, ec2):
+def test_missing_instance_type_and_optional_count(catalogue, ec2):
     with pytest.raises(ClientError) as exc:
         ec2.describe_capacity_block_offerings(InstanceCount=1, CapacityDurationHours=24)
     assert error_of(exc) == ("MissingParameter", 400)
-    with pytest.raises(ClientError) as exc:
-        ec2.describe_capacity_block_offerings(InstanceType="p5.48xlarge", CapacityDurationHours=24)
-    assert error_of(exc) == ("MissingParameter", 400)
+    # botocore 1.44.5 requires only CapacityDurationHours (it refused a search without
+    # InstanceCount): without one, the largest block each supply sells (chosen).
+    found = ec2.describe_capacity_block_offerings(
+        InstanceType="p5.48xlarge", CapacityDurationHours=24
+    )["CapacityBlockOfferings"]
+    first = next(o for o in found if o["AvailabilityZone"] == "us-east-1b")
+    assert first["InstanceCount"] == 8
+    assert {o["InstanceCount"] for o in found if o["AvailabilityZone"] == "us-east-1a"} == {2}
 
 
 def test_instance_type_preferences(catalogue, ec2, emu):
@@ -347,18 +354,23 @@ def test_instances_in_a_block_are_terminated_from_30_minutes_before_its_end(
 
 
 @pytest.mark.parametrize(
-    ("instance_type", "ultraserver_type", "lead"),
+    ("instance_type", "ultraserver_type", "lead", "ultraserver_minutes"),
     [
-        ("p5.48xlarge", None, 30),
-        ("p6e-gb200.36xlarge", None, 60),  # a type EC2 sells only in UltraServers
-        ("trn2.48xlarge", "u-trn2x64", 60),
+        ("p5.48xlarge", None, 30, 60),
+        ("p6e-gb200.36xlarge", None, 60, 60),  # a type EC2 sells only in UltraServers
+        ("trn2.48xlarge", "u-trn2x64", 60, 60),
+        # the knob the other way: AWS's own "Thirty minutes" for every block
+        ("p6e-gb200.36xlarge", None, 30, 30),
+        ("trn2.48xlarge", "u-trn2x64", 30, 30),
     ],
 )
 def test_a_block_refuses_launches_once_ec2_is_ending_its_instances(
-    emu, api, instance_type, ultraserver_type, lead
+    emu, api, instance_type, ultraserver_type, lead, ultraserver_minutes
 ):
     """Nothing launched into a block whose instances EC2 is terminating could run: the
-    emulator used to launch into it (up to its end) and terminate the instances at once."""
+    emulator used to launch into it (up to its end) and terminate the instances at once. The
+    UltraServer hour is chosen (a third party's word): ``ultraserver_reclaim_minutes``."""
+    emu.configure(ultraserver_reclaim_minutes=ultraserver_minutes)
     now = emu.now()
     block = emu.capacity().new_block(
         instance_type=instance_type,
@@ -714,3 +726,174 @@ def test_get_capacity_reservation_usage_counts_the_owner_s_instances(world, api)
     with pytest.raises(ClientError) as unknown:
         api.ec2.get_capacity_reservation_usage(CapacityReservationId="cr-0123456789abcdef0")
     assert error_of(unknown)[0] == "InvalidCapacityReservationId.NotFound"
+
+
+# -- contract v4: same-day blocks, segments, the UltraServer fields ----------------------------
+
+
+def _supply(emu, **extra):
+    emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "offerings": [
+                        {
+                            "instance_type": "p5.48xlarge",
+                            "availability_zone": "us-east-1a",
+                            "max_instance_count": 64,
+                            "price_per_instance_hour": "30",
+                            "earliest_start": "+0h",
+                            "latest_start": "+5d",
+                            **extra,
+                        }
+                    ]
+                }
+            }
+        }
+    )
+
+
+def test_same_day_blocks_end_at_11_30(emu, ec2):
+    """EC2 User Guide, "Find and purchase Capacity Blocks": "All Capacity Blocks end at 11:30AM
+    UTC, so the blocks starting on the same day will have durations that are the closest
+    match to your desired duration. One block will have a duration that is slightly less than
+    your desired duration, while the other will have a duration slightly greater". The
+    emulator started every block at 11:30 with whole days."""
+    emu.freeze(datetime(2026, 11, 21, 4, 53, tzinfo=UTC))
+    _supply(emu)
+    found = offers(ec2, 2, 48)
+    same_day = [o for o in found if o["StartDate"].time() != FIRST_START.time()]
+    start = datetime(2026, 11, 21, 4, 55, tzinfo=UTC)
+    assert [(o["StartDate"], o["EndDate"]) for o in same_day] == [
+        (start, datetime(2026, 11, 22, 11, 30, tzinfo=UTC)),
+        (start, datetime(2026, 11, 23, 11, 30, tzinfo=UTC)),
+    ]
+    shorter, longer = same_day
+    # botocore: "if a Capacity Block starts at 04:55 and ends at 11:30, the hours field would
+    # be 6" (and the minutes 35)
+    assert (shorter["CapacityBlockDurationHours"], shorter["CapacityBlockDurationMinutes"]) == (
+        30,
+        35,
+    )
+    assert (longer["CapacityBlockDurationHours"], longer["CapacityBlockDurationMinutes"]) == (
+        54,
+        35,
+    )
+    # priced on the real length: 2 x 30 per hour x 30 h 35 min
+    assert shorter["UpfrontFee"] == "1835.00"
+    assert all(o["EndDate"].time() == FIRST_START.time() for o in found)
+    bought = buy(ec2, shorter)
+    assert bought["StartDate"] == start
+    emu.configure(same_day_offerings=False)
+    assert all(o["StartDate"].time() == FIRST_START.time() for o in offers(ec2, 2, 48))
+
+
+def test_an_offering_says_its_segments_and_the_purchase_follows_them(emu, ec2):
+    """botocore 1.44.5 CapacityBlockOffering.CapacityBlockOfferingSegments: "Each segment
+    describes a distinct block of capacity with its own Availability Zone, instance type,
+    schedule, and pricing". The emulator never returned them and split every purchase in one
+    zone."""
+    _supply(emu, segments=2, segment_zones=["us-east-1a", "us-east-1b"])
+    offer = offers(ec2, 64, 24)[0]
+    segments = offer["CapacityBlockOfferingSegments"]
+    assert [(s["AvailabilityZone"], s["InstanceCount"]) for s in segments] == [
+        ("us-east-1a", 32),
+        ("us-east-1b", 32),
+    ]
+    assert sum(float(s["UpfrontFee"]) for s in segments) == float(offer["UpfrontFee"])
+    answer = ec2.purchase_capacity_block(
+        CapacityBlockOfferingId=offer["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX"
+    )
+    made = answer["CapacityReservations"]
+    assert [(r["AvailabilityZone"], r["TotalInstanceCount"]) for r in made] == [
+        ("us-east-1a", 0),
+        ("us-east-1b", 0),
+    ]  # not started: EC2 shows no capacity yet
+    (block,) = answer["CapacityBlocks"]
+    assert block["CapacityReservationIds"] == [r["CapacityReservationId"] for r in made]
+    assert block["CapacityBlockId"] == made[0]["CapacityBlockId"] == made[1]["CapacityBlockId"]
+
+
+def test_block_status_by_block_id_lists_every_reservation(emu, ec2):
+    """DescribeCapacityBlockStatus by block id answered one segment of a block of two."""
+    _supply(emu, segments=2)
+    offer = offers(ec2, 8, 24)[0]
+    answer = ec2.purchase_capacity_block(
+        CapacityBlockOfferingId=offer["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX"
+    )
+    ids = [r["CapacityReservationId"] for r in answer["CapacityReservations"]]
+    emu.advance((offer["StartDate"] - emu.now()).total_seconds() + 60)
+    (status,) = ec2.describe_capacity_block_status(
+        CapacityBlockIds=[answer["CapacityBlocks"][0]["CapacityBlockId"]]
+    )["CapacityBlockStatuses"]
+    assert [s["CapacityReservationId"] for s in status["CapacityReservationStatuses"]] == ids
+    assert status["TotalCapacity"] == status["TotalAvailableCapacity"] == 8
+
+
+def test_ultraserver_searches_by_ultraserver_count(emu, ec2):
+    """botocore 1.44.5: DescribeCapacityBlockOfferings takes UltraserverType and
+    UltraserverCount; an offering says its UltraserverType, UltraserverCount and ZoneType."""
+    emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "offerings": [
+                        {
+                            "instance_type": "p6e-gb200.36xlarge",
+                            "availability_zone": "us-east-1a",
+                            "max_instance_count": 36,
+                            "ultraserver_type": "u-p6e-gb200x72",
+                            "instances_per_ultraserver": 18,
+                            "earliest_start": "+1d",
+                            "latest_start": "+3d",
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    found = ec2.describe_capacity_block_offerings(
+        InstanceType="p6e-gb200.36xlarge",
+        UltraserverType="u-p6e-gb200x72",
+        UltraserverCount=2,
+        CapacityDurationHours=24,
+    )["CapacityBlockOfferings"]
+    assert found
+    assert {(o["InstanceCount"], o["UltraserverCount"]) for o in found} == {(36, 2)}
+    assert {o["UltraserverType"] for o in found} == {"u-p6e-gb200x72"}
+    assert {o["ZoneType"] for o in found} == {"availability-zone"}
+
+
+def test_block_status_counts_instances_in_use_as_unavailable(emu, api, ec2):
+    """botocore 1.44.5 CapacityReservationStatus.TotalUnavailableCapacity: "The used capacity.
+    Indicates that the capacity is in use by resources that are running in the Capacity
+    Reservation". The emulator counted only instances failing their status checks, and its
+    TotalCapacity left the instances in use out."""
+    now = emu.now()
+    block = emu.capacity().new_block(
+        instance_type="p5.48xlarge",
+        availability_zone="us-east-1b",
+        count=4,
+        start=now - timedelta(hours=1),
+        end=now + timedelta(days=1),
+    )
+    emu.capacity().add_existing(block, {})
+    api.run(
+        SUBNET_B,
+        "p5.48xlarge",
+        1,
+        InstanceMarketOptions={"MarketType": "capacity-block"},
+        CapacityReservationSpecification={
+            "CapacityReservationTarget": {"CapacityReservationId": block.id}
+        },
+    )
+    (status,) = ec2.describe_capacity_block_status(CapacityBlockIds=[block.capacity_block_id])[
+        "CapacityBlockStatuses"
+    ]
+    assert (
+        status["TotalCapacity"],
+        status["TotalAvailableCapacity"],
+        status["TotalUnavailableCapacity"],
+    ) == (4, 3, 1)
+    (one,) = status["CapacityReservationStatuses"]
+    assert (one["TotalCapacity"], one["TotalUnavailableCapacity"]) == (4, 1)

@@ -227,3 +227,30 @@ def test_an_ultraserver_block_stops_an_hour_before_its_end(blocks: Any, context:
     )
     assert answer["status"] == "no_capacity", answer
     assert "60 minutes before" in answer["reason"]
+
+
+FUTURE = "cr-0fffffffffffffff9"
+
+
+def test_a_scheduled_future_dated_odcr_is_waited_for_with_its_start(
+    blocks: Any, context: Any
+) -> None:
+    """``plan`` counts a future-dated ODCR EC2 has scheduled as ready; ``reserve`` rejected it
+    ("is scheduled, not active"). It waits as for a scheduled block, naming its start."""
+    blocks.load_scenario(
+        {"regions": {"us-east-1": {"future_reservations": [
+            {"name": "future", "id": FUTURE, "instance_type": "c7i.48xlarge",
+             "availability_zone": "us-east-1b", "count": 4, "start": "+6d",
+             "state": "scheduled"}]}}}
+    )  # fmt: skip
+    assert described(FUTURE)["State"] == "scheduled"
+    start = described(FUTURE)["StartDate"]
+    answer = reserve(job(FUTURE, 4, instance_types=["c7i.48xlarge"]), context)
+    assert answer["status"] == "no_capacity", answer
+    assert 6 * 24 * HOUR - 120 <= answer["retry_after_seconds"] <= 6 * 24 * HOUR + 5
+    assert FUTURE in answer["reason"] and "scheduled" in answer["reason"]
+    assert start.strftime("%Y-%m-%dT%H:%M:%SZ") in answer["reason"]
+    nothing_was_made(blocks)
+    # larger than it holds: rejected by its size, as a block is
+    bigger = reserve(job(FUTURE, 5, instance_types=["c7i.48xlarge"]), context)
+    assert bigger["status"] == "rejected", bigger

@@ -57,16 +57,31 @@ BLOCK_COLUMNS = [
     Col("Interconnect", priority=5),
     Col("UltraCluster", priority=3),
     Col("Reservation", ident=True),
+    # the purchase a reservation is a segment of: segments of one block share it
+    Col("Block", ident=True, priority=2),
 ]
 
 
-def summary_lines(kind: str, summary: CapacitySummary) -> list[str]:
+def block_count(rows: Sequence[CapacityRow]) -> int:
+    """Capacity Blocks, not reservations: the segments of one purchase (one CapacityBlockId,
+    "a separate Capacity Reservation is created for each segment", botocore 1.44.5) are one
+    block."""
+    return len(
+        {(r.region, r.capacity_block_id or r.reservation_id) for r in rows if r.is_capacity_block}
+    )
+
+
+def summary_lines(kind: str, summary: CapacitySummary, blocks: int | None = None) -> list[str]:
     types = ", ".join(summary.instance_types)
     count = len(summary.instance_types)
     if kind == ReservationType.CAPACITY_BLOCKS:
+        shown = summary.reservations if blocks is None else blocks
+        segments = (
+            f" ({summary.reservations} reservations)" if shown != summary.reservations else ""
+        )
         lines = [
             "Capacity Block Summary:",
-            f"Total Blocks: {summary.reservations}",
+            f"Total Blocks: {shown}{segments}",
             f"Instance Types: {count} ({types})",
             f"Total Capacity: {summary.total_capacity} instances",
         ]
@@ -119,7 +134,7 @@ def show(kind: str, rows: Sequence[CapacityRow], regions: Sequence[str] = ()) ->
         render.say(out, f"No capacity reservations match{where}.")
         return
     summary = summary_of(rows)
-    for number, line in enumerate(summary_lines(kind, summary)):
+    for number, line in enumerate(summary_lines(kind, summary, block_count(rows))):
         render.say(out, line, indent=3 if number else 0, hang=3)
     tables(out, rows)
 
@@ -199,10 +214,22 @@ def _block_table(out: Console, blocks: Sequence[CapacityRow], title: str | None)
                 r.interconnect_status or "unknown",
                 render.yes_no(r.ultra_cluster_placement),
                 r.reservation_id,
+                r.capacity_block_id or "",
             ]
-            for r in blocks
+            for r in _by_block(blocks)
         ],
         title,
+    )
+
+
+def _by_block(blocks: Sequence[CapacityRow]) -> list[CapacityRow]:
+    """The rows in their order, each block's segments together (first seen first)."""
+    first: dict[tuple[str, str], int] = {}
+    for index, row in enumerate(blocks):
+        first.setdefault((row.region, row.capacity_block_id or row.reservation_id), index)
+    return sorted(
+        blocks,
+        key=lambda r: first[(r.region, r.capacity_block_id or r.reservation_id)],
     )
 
 

@@ -48,7 +48,8 @@ COLUMNS = [
     Col("Count", numeric=True),
     Col("Start", wrap=True),
     Col("End", priority=2, wrap=True),
-    Col("Hours", priority=1, numeric=True),
+    # "192 h", or "6 h 35 min" for a same-day block
+    Col("Duration", priority=1),
     Col("Upfront fee", numeric=True),
     Col("$/inst-hour", numeric=True),
 ]
@@ -82,7 +83,7 @@ def cells(o: BlockOffering) -> list[object]:
         o.instance_count,
         render.when(o.start_date),
         render.when(o.end_date),
-        o.duration_hours,
+        o.duration_text,
         render.money(o.upfront_fee, o.currency),
         render.number(o.price_per_instance_hour),
     ]
@@ -97,7 +98,7 @@ def commitment(offer: BlockOffering) -> str:
         else ""
     )
     return (
-        f"{offer.instance_count} x {offer.instance_type} for {offer.duration_hours} h in "
+        f"{offer.instance_count} x {offer.instance_type} for {offer.duration_text} in "
         f"{offer.availability_zone} ({offer.region}), {render.when(offer.start_date)} to "
         f"{render.when(offer.end_date)} UTC, upfront fee {fee}{per_hour}"
     )

@@ -36,11 +36,13 @@ MAX_COMMITMENT_SECONDS = 200_000_000
 MIN_VCPUS = 32
 DELIVERY_PREFERENCE = "incremental"
 MATCH_CRITERIA = "targeted"
+# "You can request future-dated Capacity Reservations for instance types in the C, M, R, I,
+# T, and G instance families only" (botocore 1.44.5, CreateCapacityReservation.InstanceType).
 # The letters an instance type's family starts with, before its generation digit: c7i -> c,
-# im4gn -> im, gr6 -> gr, u-6tb1 -> u. inf2 (Inferentia), trn1 (Trainium) and mac2 are
-# other families, not I, T or M.
-FAMILIES = frozenset({"c", "m", "r", "i", "im", "is", "t", "g", "gr", "u", "x"})
-FAMILY_LETTERS = "C, M, R, I, T, G, U and X"
+# im4gn -> im, gr6 -> gr. inf2 (Inferentia), trn1 (Trainium) and mac2 are other families, not
+# I, T or M; U (u-6tb1) and X (x2idn) are not among them.
+FAMILIES = frozenset({"c", "m", "r", "i", "im", "is", "t", "g", "gr"})
+FAMILY_LETTERS = "C, M, R, I, T and G"
 # States of a future-dated reservation before it is delivered (botocore's
 # CapacityReservationState: "(Future-dated Capacity Reservations)").
 NOT_DELIVERED = frozenset({"assessing", "scheduled", "delayed", "unsupported"})

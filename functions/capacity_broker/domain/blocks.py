@@ -4,8 +4,10 @@ home of EC2's end-of-block rule and of its extension rules.
 EC2 begins terminating a block's instances before the block ends: "Thirty minutes before the
 reservation expires, we begin to terminate any instances that are still running in the
 Capacity Block" (EC2 User Guide, "Work with Capacity Blocks"); UltraServer blocks an hour
-before (the team's measured facts in GUIDE.md; the P6e-GB200 UltraServer terms as
-dev.classmethod.jp summarises them, "ec2-capacity-blocks-for-ml-instance-cb-vs-ultraserver-cb").
+before: a third party's word only (dev.classmethod.jp, "ec2-capacity-blocks-for-ml-instance-
+cb-vs-ultraserver-cb", summarising the P6e-GB200 UltraServer terms: users must have ended
+their instances 60 minutes before the end). AWS's own pages at hand say thirty minutes for
+every block; the broker plans with the hour so that neither reading ends a run early.
 So a block covers a run only when the run ends by ``usable_until``, never by the block's
 ``EndDate``: everything that offers, validates or counts a block's hours (``plan``, the
 capacity listing's ``hours_left``, the extension an outliving run needs) asks this module.
@@ -169,8 +171,11 @@ def extension_refusal(
     hours: int,
     now: datetime,
     payment_pending: bool = False,
+    start_date: datetime | None = None,
 ) -> str | None:
-    """Why EC2 would refuse to extend this block now by ``hours`` (``None``: it would not)."""
+    """Why EC2 would refuse to extend this block now by ``hours`` (``None``: it would not).
+    ``start_date``: the block's start, for "up to 182 days (26 weeks) total": the block with
+    its extensions, not one extension alone."""
     if state not in EXTENDABLE_STATES:
         return f"only an active or scheduled Capacity Block can be extended (this one is {state})"
     if payment_pending:
@@ -189,6 +194,14 @@ def extension_refusal(
     if now < end - EXTEND_AT_MOST_BEFORE_END:
         opens = (end - EXTEND_AT_MOST_BEFORE_END).strftime("%Y-%m-%d %H:%M UTC")
         return f"an extension can be requested at most 56 days before the block ends (from {opens})"
+    if start_date is not None:
+        total = end + timedelta(hours=hours) - utc(start_date, "start_date")
+        if total > timedelta(days=MAX_BLOCK_DAYS):
+            days = total.total_seconds() / 86400
+            return (
+                f"a Capacity Block lasts at most {MAX_BLOCK_DAYS} days (26 weeks) in total, "
+                f"extensions included: {hours} h more would make it {days:g} days"
+            )
     return None
 
 

@@ -162,6 +162,11 @@ def validate_existing(
     from .discovery import BLOCK_NOT_STARTED
 
     waiting = existing.is_capacity_block and existing.state in BLOCK_NOT_STARTED
+    # A future-dated ODCR EC2 has confirmed (``scheduled``) holds nothing until its start ("The
+    # total instance count remains 0 ... in the scheduled state"): like a scheduled block, it
+    # is worth waiting for (``plan`` counts it as ready).
+    future = not existing.is_capacity_block and existing.state == "scheduled"
+    waiting = waiting or future
     provisioning = not existing.is_capacity_block and existing.state == "pending"
     if existing.state != "active" and not (waiting or provisioning):
         kind = "Capacity Block" if existing.is_capacity_block else "Capacity Reservation"
@@ -181,7 +186,7 @@ def validate_existing(
             f"{rid} has {existing.tenancy} tenancy, the job needs {wanted.tenancy} tenancy"
         )
     if (waiting or provisioning) and existing.size < wanted.instance_count:
-        kind = "Capacity Block" if waiting else "Capacity Reservation"
+        kind = "Capacity Block" if existing.is_capacity_block else "Capacity Reservation"
         return Rejected(
             f"{kind} {rid} is for {existing.size} instances, the job needs {wanted.instance_count}"
         )
@@ -200,13 +205,17 @@ def validate_existing(
         if late is not None:
             return late
     if waiting:
+        kind = "Capacity Block" if existing.is_capacity_block else "Future-dated reservation"
         if existing.start_date is None:
-            return Rejected(f"Capacity Block {rid} is {existing.state} but has no start date")
-        seconds = (utc(existing.start_date, "start_date") - now).total_seconds()
-        # Still waiting after its start (payment or activation not through yet): ask again
-        # shortly.
+            return Rejected(f"{kind} {rid} is {existing.state} but has no start date")
+        start = utc(existing.start_date, "start_date")
+        seconds = (start - now).total_seconds()
+        # Still waiting after its start (payment, activation or delivery not through yet):
+        # ask again shortly.
         wait = max(1, math.ceil(seconds))
-        return WaitForStart(wait, f"Capacity Block {rid} ({existing.state}) starts in {wait} s")
+        return WaitForStart(
+            wait, f"{kind} {rid} ({existing.state}) starts at {_iso(start)}, in {wait} s"
+        )
     return None
 
 

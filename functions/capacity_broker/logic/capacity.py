@@ -382,12 +382,15 @@ class CapacityLister:
     ) -> dict[str, str]:
         """Interconnect status per Capacity Block (DescribeCapacityBlockStatus), or nothing
         when EC2 would not say: like the topology, the listing stands without it (null)."""
-        ids = [
-            r.capacity_block_id
-            for r in reservations
-            if r.capacity_block_id
-            and rules.kind_of(r.reservation_type) is rules.ReservationKind.CAPACITY_BLOCK
-        ]
+        # Each block once: the segments of one purchase share their CapacityBlockId.
+        ids = list(
+            dict.fromkeys(
+                r.capacity_block_id
+                for r in reservations
+                if r.capacity_block_id
+                and rules.kind_of(r.reservation_type) is rules.ReservationKind.CAPACITY_BLOCK
+            )
+        )
         if not ids:
             return {}
         try:

@@ -233,15 +233,25 @@ class BlockOffering(ResponseModel):
     start_date: UtcDateTime | None = None
     end_date: UtcDateTime | None = None
     duration_hours: int
+    # "The number of minutes (in addition to capacityBlockDurationHours)": a same-day block
+    # that starts at 08:55 and ends at 11:30 is 2 h 35 min (botocore 1.44.5).
+    duration_minutes: int = 0
     upfront_fee: float | None = None
     price_per_instance_hour: float | None = None
     currency: str | None = None
     tenancy: str | None = None
     ultraserver_type: str | None = None
+    ultraserver_count: int | None = None
 
     @property
     def capacity_block_offering_id(self) -> str:
         return self.offering_id
+
+    @property
+    def duration_text(self) -> str:
+        """``192 h``, or ``6 h 35 min`` for a same-day block."""
+        minutes = f" {self.duration_minutes} min" if self.duration_minutes else ""
+        return f"{self.duration_hours} h{minutes}"
 
 
 class InstanceTypeRow(ResponseModel):
@@ -394,6 +404,10 @@ class ExtendAnswer(ResponseModel):
     reservation: CapacityRow | None = None
     error_code: str | None = None
     message: str
+    # A block bought as several segments (one CapacityBlockId) is extended as one: each
+    # segment's own answer (each is extended on its own, PurchaseCapacityBlockExtension naming
+    # one CapacityReservationId); empty for a block of one reservation.
+    segments: list[ExtendAnswer] = Field(default_factory=list)
 
 
 class AheadQuote(ResponseModel):

@@ -292,6 +292,20 @@ class ReserveAhead(DiscoveryBase):
         if isinstance(found, AheadAnswer):
             return found
         row, base = found
+        if row.state in ("cancelling", "cancelled"):
+            # EC2 is already winding it down (or has): there is nothing to cancel and no quote
+            # to ask for ("cancelling" is the charged wind-down a cancellation quote sets).
+            return AheadAnswer(
+                status="cancelled",
+                message=f"{reservation_id} is already {row.state}"
+                + (
+                    f" (charged until {_at(row.commitment_end_date)})"
+                    if row.state == "cancelling" and row.commitment_end_date
+                    else ""
+                )
+                + "; nothing was asked of EC2.",
+                **base,
+            )
         now = self.clock()
         future_dated = row.commitment_end_date is not None or row.state in rules.NOT_DELIVERED
         charged = rules.in_commitment(row.commitment_end_date, future_dated, row.state, now)
@@ -337,8 +351,7 @@ class ReserveAhead(DiscoveryBase):
             quote=quote,
             reservation=self._reread(row) or row,
             message=f"Cancelled {reservation_id} with quote {quote.quote_id}: "
-            f"{quote.charge_hours} h of the committed {quote.committed_instance_count} "
-            f"instances are charged, until {_at(quote.charge_end_date)}.",
+            f"{_quote_text(quote)}.",
             **{k: v for k, v in base.items() if k != "reservation"},
         )
 
@@ -495,7 +508,7 @@ class ReserveAhead(DiscoveryBase):
 def _quote_mismatch(quote: AheadQuote, reservation_id: str, new_start: datetime | None) -> str:
     if quote.reservation_id != reservation_id:
         return f"Not changed: quote {quote.quote_id} is for {quote.reservation_id}."
-    if quote.state not in (None, "active"):
+    if quote.state != "active" or (quote.kind == "cancellation" and quote.charge_hours is None):
         return f"Not changed: quote {quote.quote_id} is {quote.state}; ask for a new one."
     if new_start is not None and quote.new_start_date != new_start:
         return (
@@ -512,8 +525,13 @@ def _quote_token(reservation_id: str, kind: str, new_start: datetime | None, now
 
 
 def _quote_text(quote: AheadQuote) -> str:
+    if quote.state == "pending":
+        # QuoteState pending (botocore 1.44.5): EC2 has not worked its terms out yet.
+        return "pending: EC2 has not given its terms yet; show it again with --quote"
     if quote.kind == "cancellation":
-        if not quote.charge_hours:
+        if quote.charge_hours is None:
+            return "EC2 gave no terms: the charge is not known"
+        if quote.charge_hours == 0:
             return "no charge"
         return (
             f"{quote.charge_hours} h of {quote.committed_instance_count} committed instances "

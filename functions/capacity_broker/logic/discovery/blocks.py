@@ -38,6 +38,9 @@ def offering_of(region: str, item: dict[str, Any]) -> BlockOffering:
     """One DescribeCapacityBlockOfferings item as an offering row."""
     count = int(item.get("InstanceCount") or 0)
     hours = int(item.get("CapacityBlockDurationHours") or 0)
+    # "The number of minutes (in addition to capacityBlockDurationHours)": the price per
+    # instance-hour divides by the block's real length, not its whole hours.
+    minutes = int(item.get("CapacityBlockDurationMinutes") or 0)
     fee = rules.parse_price(item.get("UpfrontFee"))
     return BlockOffering(
         offering_id=item["CapacityBlockOfferingId"],
@@ -48,13 +51,15 @@ def offering_of(region: str, item: dict[str, Any]) -> BlockOffering:
         start_date=item.get("StartDate"),
         end_date=item.get("EndDate"),
         duration_hours=hours,
+        duration_minutes=minutes,
         upfront_fee=fee,
-        price_per_instance_hour=rules.per_instance_hour(fee, count, hours)
+        price_per_instance_hour=rules.per_instance_hour(fee, count, hours + minutes / 60)
         if fee is not None
         else None,
         currency=item.get("CurrencyCode"),
         tenancy=item.get("Tenancy"),
         ultraserver_type=item.get("UltraserverType"),
+        ultraserver_count=item.get("UltraserverCount"),
     )
 
 

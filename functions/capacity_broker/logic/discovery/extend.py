@@ -20,8 +20,9 @@ from ...adapters.aws import AwsError
 from ...domain import blocks as block_rules
 from ...domain import discovery as rules
 from ...domain.errors import ErrorClass
-from ...models.capacity import BlockExtension, ExtendAnswer, ExtensionOffer
+from ...models.capacity import BlockExtension, CapacityRow, ExtendAnswer, ExtensionOffer
 from .. import InvalidInput
+from ..capacity import to_row
 from .base import DiscoveryBase
 
 
@@ -119,6 +120,86 @@ class BlockExtensions(DiscoveryBase):
             raise InvalidInput(
                 [("reservation_id", f"{reservation_id} is an ODCR, not a Capacity Block")]
             )
+        segments = self._segments(row)
+        if len(segments) > 1:
+            return self._extend_block(row, segments, hours, buy=buy, again=again)
+        return self._extend_one(row, hours, buy=buy, again=again)
+
+    def _segments(self, row: CapacityRow) -> list[CapacityRow]:
+        """Every reservation of ``row``'s block (the segments of one purchase), ``row`` first;
+        just ``row`` when it is a block of one."""
+        if not row.capacity_block_id:
+            return [row]
+        found = self.ec2(row.region).reservations()
+        others = [
+            to_row(r, {}, self.lister.cluster_id, None, now=self.clock())
+            for r in found
+            if r.capacity_block_id == row.capacity_block_id and r.id != row.reservation_id
+        ]
+        return [row, *sorted(others, key=lambda r: r.reservation_id)]
+
+    def _extend_block(
+        self, row: CapacityRow, segments: list[CapacityRow], hours: int, *, buy: bool, again: bool
+    ) -> ExtendAnswer:
+        """Extend every segment of the block by ``hours``, or none: each segment is first asked
+        what EC2 offers (nothing bought), and only when every one can be extended (or already
+        is) is each bought, so the block never ends up with segments ending apart."""
+        block = row.capacity_block_id
+        looked = [self._extend_one(s, hours, buy=False, again=again) for s in segments]
+        blocked = [a for a in looked if a.status not in ("offered", "already_extended")]
+        if blocked or not buy:
+            first = blocked[0] if blocked else looked[0]
+            fees = [a.offer.upfront_fee if a.offer else None for a in looked]
+            total = (
+                f" ({sum(f for f in fees if f is not None):,.2f} "
+                f"{next((a.offer.currency for a in looked if a.offer), None) or 'USD'} in all)"
+                if not blocked and None not in fees
+                else ""
+            )
+            said = (
+                f"Capacity Block {block} is {len(segments)} segments, extended together or not "
+                "at all: "
+                + "; ".join(a.message.rstrip(".") for a in looked)
+                + f". Nothing was bought{total}."
+            )
+            return first.model_copy(
+                update={
+                    "reservation_id": row.reservation_id,
+                    "segments": looked,
+                    "message": said,
+                    "status": first.status if blocked else "offered",
+                }
+            )
+        bought = [
+            a
+            if a.status == "already_extended"
+            else self._extend_one(s, hours, buy=True, again=again)
+            for s, a in zip(segments, looked, strict=True)
+        ]
+        done = all(a.status in ("extended", "already_extended") for a in bought)
+        statuses = {a.status for a in bought}
+        status = (
+            "already_extended"
+            if statuses == {"already_extended"}
+            else "extended"
+            if done
+            else next(a.status for a in bought if a.status not in ("extended", "already_extended"))
+        )
+        return bought[0].model_copy(
+            update={
+                "reservation_id": row.reservation_id,
+                "status": status,
+                "segments": bought,
+                "message": f"Capacity Block {block} ({len(segments)} segments): "
+                + "; ".join(a.message.rstrip(".") for a in bought)
+                + ".",
+            }
+        )
+
+    def _extend_one(self, row: CapacityRow, hours: int, *, buy: bool, again: bool) -> ExtendAnswer:
+        """Extend the one reservation ``row`` (see ``extend``)."""
+        assert row.end_date is not None
+        reservation_id = row.reservation_id
         ec2 = self.ec2(row.region)
         now = self.clock()
         items = ec2.block_extensions([reservation_id])
@@ -154,6 +235,7 @@ class BlockExtensions(DiscoveryBase):
             hours,
             now,
             payment_pending=block_rules.pending_extension(history) is not None,
+            start_date=row.start_date,
         )
         if refusal is not None:
             return ExtendAnswer(

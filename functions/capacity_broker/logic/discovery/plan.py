@@ -20,6 +20,7 @@ exists decides the verdict, in this order:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -93,8 +94,8 @@ class Planning(BlockExtensions, BlockOfferings):
         errors.extend(listing.errors)
         blocks = [r for r in listing.items if r.is_capacity_block]
         odcrs = [r for r in listing.items if not r.is_capacity_block]
-        covering_blocks = _covering(blocks, instance_count, run, window)
-        covering_odcrs = _covering(odcrs, instance_count, run, window)
+        covering_blocks = _covering(_held(blocks), instance_count, run, window)
+        covering_odcrs = _covering(_held(odcrs), instance_count, run, window)
         base: dict[str, Any] = {
             "workload": rules.Workload(workload).value,
             "instance_type": types[0],
@@ -107,26 +108,25 @@ class Planning(BlockExtensions, BlockOfferings):
             "recommendation": choice.reservation_type.value,
             "reasons": list(choice.reasons),
             "block_duration_hours": choice.block_hours,
-            "capacity_blocks": [row for row, _ in covering_blocks],
-            "odcrs": [row for row, _ in covering_odcrs],
+            "capacity_blocks": _rows_of(covering_blocks),
+            "odcrs": _rows_of(covering_odcrs),
             "errors": errors,
         }
         notes = list(choice.notes) + _waiting_notes(odcrs, instance_count)
         blocks_first = choice.reservation_type is rules.ReservationKind.CAPACITY_BLOCK
         if blocks_first and covering_blocks:
-            row, start = covering_blocks[0]
+            unit, start = covering_blocks[0]
             return PlanAnswer(
                 status="ready",
                 run_start=start,
                 notes=notes,
-                message=f"Capacity Block {row.reservation_id} covers it: {_free(row)} x "
-                f"{row.instance_type} in {row.availability_zone}, the run from {_at(start)} "
-                f"to {_at(start + _run(run))}, before EC2 stops the block's instances at "
-                f"{_at(_usable_end(row))}.",
+                message=f"Capacity Block {unit.name} covers it: {unit.what}, the run from "
+                f"{_at(start)} to {_at(start + _run(run))}, before EC2 stops the block's "
+                f"instances at {_at(unit.usable_end)}.",
                 **base,
             )
         if covering_odcrs:
-            row, start = covering_odcrs[0]
+            row, start = covering_odcrs[0][0].rows[0], covering_odcrs[0][1]
             networking = " (standard networking, not UltraCluster)" if blocks_first else ""
             when = "" if row.state == "active" else f" from {_at(row.start_date)} ({row.state})"
             return PlanAnswer(
@@ -152,17 +152,23 @@ class Planning(BlockExtensions, BlockOfferings):
             )
         extension = self._extension(blocks, instance_count, run, window, now, notes, errors)
         if extension is not None:
-            row, grow = extension
-            start = max(window.start, utc(row.start_date or window.start))
+            unit, grow = extension
+            start = max(window.start, unit.start or window.start)
+            how = (
+                f"extending it by {grow.duration_hours} h (offering {grow.offering_id}, "
+                f"{_money(grow.upfront_fee, grow.currency)})"
+                if len(unit.rows) == 1
+                else f"extending each of its segments by {grow.duration_hours} h "
+                f"({_money(grow.upfront_fee, grow.currency)} in all; capacity-broker extend "
+                "extends them together)"
+            )
             return PlanAnswer(
                 status="extend",
                 run_start=start,
                 extension=grow,
                 notes=notes,
-                message=f"Capacity Block {row.reservation_id} holds {_free(row)} x "
-                f"{row.instance_type} but EC2 stops it at {_at(_usable_end(row))}, before the "
-                f"run ends ({_at(start + run)}): extending it by {grow.duration_hours} h "
-                f"(offering {grow.offering_id}, {_money(grow.upfront_fee, grow.currency)}) "
+                message=f"Capacity Block {unit.name} holds {unit.what} but EC2 stops it at "
+                f"{_at(unit.usable_end)}, before the run ends ({_at(start + run)}): {how} "
                 f"makes it end {_at(grow.end_date)}.",
                 **base,
             )
@@ -177,7 +183,7 @@ class Planning(BlockExtensions, BlockOfferings):
                 notes=notes,
                 message=f"Nothing held covers it; buy offering {offer.offering_id}: "
                 f"{offer.instance_count} x {offer.instance_type} in {offer.availability_zone} "
-                f"({offer.region}) from {_at(offer.start_date)} for {offer.duration_hours} h, "
+                f"({offer.region}) from {_at(offer.start_date)} for {offer.duration_text}, "
                 f"{_money(offer.upfront_fee, offer.currency)} up front"
                 + (
                     f" ({offer.price_per_instance_hour:g} per instance-hour)"
@@ -188,9 +194,7 @@ class Planning(BlockExtensions, BlockOfferings):
                 **base,
             )
         largest = self._largest(search, instance_count, wanted, errors)
-        plan = block_rules.split(
-            _pieces(blocks, largest, choice.block_hours, window), instance_count, run, window
-        )
+        plan = block_rules.split(_pieces(blocks, largest, window), instance_count, run, window)
         biggest = _biggest(largest)
         said = _largest_text(biggest, types)
         if plan is not None:
@@ -201,10 +205,10 @@ class Planning(BlockExtensions, BlockOfferings):
                 split=_split_model(plan, largest, blocks),
                 notes=notes,
                 message=f"No single Capacity Block holds {instance_count} x {types[0]}"
-                f"{said}. Split: {_pieces_text(plan)} from {_at(plan.run_start)}"
+                f"{said}. Split: {_pieces_text(plan, blocks)} from {_at(plan.run_start)}"
                 + (f", {_money(plan.fee, _currency(largest))} up front" if plan.fee else "")
-                + ". A split is "
-                + block_rules.SPLIT_COSTS[0]
+                + ". "
+                + _split_costs_text(plan, blocks)
                 + ".",
                 **base,
             )
@@ -294,62 +298,107 @@ class Planning(BlockExtensions, BlockOfferings):
         now: datetime,
         notes: list[str],
         errors: list[ItemError],
-    ) -> tuple[CapacityRow, ExtensionOffer] | None:
-        """The cheapest extension that makes a held block with the instances last the run."""
-        found: list[tuple[CapacityRow, ExtensionOffer]] = []
+    ) -> tuple[_Held, ExtensionOffer] | None:
+        """The cheapest extension that makes a held block with the instances last the run: a
+        block of several segments is extended as one (each segment by the same hours, as
+        ``extend`` does), its offer the segments' together."""
+        found: list[tuple[_Held, ExtensionOffer]] = []
         asked = 0
-        for row in blocks:
+        for unit in _held(blocks):
+            rows = unit.rows
             if (
-                _free(row) < count
-                or row.end_date is None
-                or row.state not in ("active", "scheduled")
+                unit.free < count
+                or any(r.end_date is None or r.state not in _USABLE for r in rows)
+                or unit.usable_end is None
             ):
                 continue
-            start = max(window.start, utc(row.start_date or window.start))
+            start = max(window.start, unit.start or window.start)
             if window.end is not None and start + run > window.end:
                 continue
+            row = min(rows, key=lambda r: _usable_end(r) or now)
+            assert row.end_date is not None
             hours = block_rules.extension_hours_needed(row.end_date, row.instance_type, start + run)
             if not hours:
                 continue
-            refusal = block_rules.extension_refusal(row.state, row.end_date, hours, now)
+            if len({r.end_date for r in rows}) > 1:
+                notes.append(
+                    f"Capacity Block {unit.name} would cover it extended, but its segments end "
+                    "at different times: extend each (capacity-broker extend) to the run's end"
+                )
+                continue
+            refusal = next(
+                (
+                    why
+                    for r in rows
+                    if (
+                        why := block_rules.extension_refusal(
+                            r.state, r.end_date, hours, now, start_date=r.start_date
+                        )
+                    )
+                    is not None
+                ),
+                None,
+            )
             if refusal is not None:
-                notes.append(
-                    f"{row.reservation_id} would cover it extended by {hours} h, but {refusal}"
-                )
+                notes.append(f"{unit.name} would cover it extended by {hours} h, but {refusal}")
                 continue
-            if asked >= MAX_EXTENSION_LOOKUPS:
+            if asked + len(rows) > MAX_EXTENSION_LOOKUPS:
                 break
-            asked += 1
-            try:
-                offers = self.extension_offers(row.region, row.reservation_id, hours)
-            except AwsError as error:
-                if error.error_class in (ErrorClass.INCORRECT_STATE, ErrorClass.INVALID):
-                    # EC2 answered: this block cannot be extended now (an extension still
-                    # payment-pending, say). An answer about the block, not a failed region.
-                    notes.append(
-                        f"{row.reservation_id} would cover it extended by {hours} h, but EC2 "
-                        f"would not extend it: {error.message}"[:300]
-                    )
-                    continue
-                errors.append(
-                    ItemError(
-                        region=row.region,
-                        id=row.reservation_id,
-                        error_code=error.code or "RequestFailed",
-                        message=f"{error.operation}: {error.message}"[:300],
-                    )
-                )
+            asked += len(rows)
+            offers = [self._extension_offer(r, hours, notes, errors) for r in rows]
+            if any(o is None for o in offers):
                 continue
-            if offers:
-                found.append((row, offers[0]))
-            else:
-                notes.append(
-                    f"{row.reservation_id} would cover it extended by {hours} h, but EC2 offers "
-                    "no such extension now"
+            got = [o for o in offers if o is not None]
+            fees = [o.upfront_fee for o in got]
+            found.append(
+                (
+                    unit,
+                    got[0].model_copy(
+                        update={
+                            "instance_count": sum(o.instance_count for o in got),
+                            "upfront_fee": None
+                            if None in fees
+                            else round(sum(f or 0.0 for f in fees), 2),
+                        }
+                    ),
                 )
+            )
         if not found:
             return None
         return min(found, key=lambda f: (f[1].upfront_fee is None, f[1].upfront_fee or 0.0))
+
+    def _extension_offer(
+        self, row: CapacityRow, hours: int, notes: list[str], errors: list[ItemError]
+    ) -> ExtensionOffer | None:
+        """EC2's cheapest extension of ``hours`` for the one reservation ``row``, or None (said
+        in ``notes``, or in ``errors`` when the Region could not answer)."""
+        try:
+            offers = self.extension_offers(row.region, row.reservation_id, hours)
+        except AwsError as error:
+            if error.error_class in (ErrorClass.INCORRECT_STATE, ErrorClass.INVALID):
+                # EC2 answered: this block cannot be extended now (an extension still
+                # payment-pending, say). An answer about the block, not a failed region.
+                notes.append(
+                    f"{row.reservation_id} would cover it extended by {hours} h, but EC2 "
+                    f"would not extend it: {error.message}"[:300]
+                )
+                return None
+            errors.append(
+                ItemError(
+                    region=row.region,
+                    id=row.reservation_id,
+                    error_code=error.code or "RequestFailed",
+                    message=f"{error.operation}: {error.message}"[:300],
+                )
+            )
+            return None
+        if not offers:
+            notes.append(
+                f"{row.reservation_id} would cover it extended by {hours} h, but EC2 offers "
+                "no such extension now"
+            )
+            return None
+        return offers[0]
 
     def _fitting(
         self, search: _Search, count: int, regions: Sequence[str], errors: list[ItemError]
@@ -446,27 +495,111 @@ def _usable_end(row: CapacityRow) -> datetime | None:
     return row.end_date
 
 
-def _covering(
-    rows: list[CapacityRow], count: int, run: timedelta | None, window: block_rules.Window
-) -> list[tuple[CapacityRow, datetime]]:
-    """The rows that hold ``count`` instances for the whole run inside the window, with when
-    the run can start on each; earliest first. Without a run (continuous use) an active ODCR
-    with the instances free covers it from now, a scheduled one from its start."""
-    found: list[tuple[CapacityRow, datetime]] = []
+@dataclass(frozen=True)
+class _Held:
+    """What a run can use of what is held: one reservation, or every segment of one Capacity
+    Block purchase together. Since botocore 1.44.5 a purchase may be answered as several
+    reservations ("When a Capacity Block offering contains multiple segments, a separate
+    Capacity Reservation is created for each segment"), one ``CapacityBlockId``, "each with
+    its own Availability Zone, instance type, schedule, and pricing": together they hold
+    their instances over the hours every segment is usable."""
+
+    rows: tuple[CapacityRow, ...]
+
+    @property
+    def first(self) -> CapacityRow:
+        return self.rows[0]
+
+    @property
+    def is_block(self) -> bool:
+        return self.first.is_capacity_block
+
+    @property
+    def free(self) -> int:
+        return sum(_free(r) for r in self.rows)
+
+    @property
+    def start(self) -> datetime | None:
+        """When the last segment starts (None: every one is running)."""
+        starts = [utc(r.start_date) for r in self.rows if r.state != "active" and r.start_date]
+        return max(starts) if starts else None
+
+    @property
+    def usable_end(self) -> datetime | None:
+        """When EC2 stops the first segment's instances: the segments hold the run together
+        only until then."""
+        ends = [e for r in self.rows if (e := _usable_end(r)) is not None]
+        return min(ends) if ends else None
+
+    @property
+    def name(self) -> str:
+        if len(self.rows) == 1:
+            return self.first.reservation_id
+        ids = ", ".join(r.reservation_id for r in self.rows)
+        return f"{self.first.capacity_block_id} ({len(self.rows)} segments: {ids})"
+
+    @property
+    def what(self) -> str:
+        """The instances, per segment where the segments differ (zone, type, dates)."""
+        if len(self.rows) == 1:
+            row = self.first
+            return f"{_free(row)} x {row.instance_type} in {row.availability_zone}"
+        same = len({(r.instance_type, r.availability_zone, r.start_date, r.end_date)
+                    for r in self.rows}) == 1  # fmt: skip
+        if same:
+            row = self.first
+            return (
+                f"{self.free} x {row.instance_type} in {row.availability_zone} "
+                f"({' + '.join(str(_free(r)) for r in self.rows)})"
+            )
+        return " + ".join(
+            f"{_free(r)} x {r.instance_type} in {r.availability_zone} "
+            f"({r.reservation_id}, {_at(r.start_date)} to {_at(r.end_date)})"
+            for r in self.rows
+        )
+
+
+def _held(rows: list[CapacityRow]) -> list[_Held]:
+    """Each reservation on its own, and each Capacity Block of several segments as one."""
+    units = [_Held((row,)) for row in rows]
+    segments: dict[tuple[str, str], list[CapacityRow]] = {}
     for row in rows:
-        usable_states = ("active", "scheduled")
-        if row.state not in usable_states or _free(row) < count:
+        if row.is_capacity_block and row.capacity_block_id and row.state in _USABLE:
+            segments.setdefault((row.region, row.capacity_block_id), []).append(row)
+    units.extend(_Held(tuple(group)) for group in segments.values() if len(group) > 1)
+    return units
+
+
+def _rows_of(covering: list[tuple[_Held, datetime]]) -> list[CapacityRow]:
+    return list({r.reservation_id: r for unit, _ in covering for r in unit.rows}.values())
+
+
+_USABLE = ("active", "scheduled")
+
+
+def _covering(
+    units: list[_Held], count: int, run: timedelta | None, window: block_rules.Window
+) -> list[tuple[_Held, datetime]]:
+    """What holds ``count`` instances for the whole run inside the window, with when the run
+    can start on each; earliest first (a single reservation before a block's segments
+    together). Without a run (continuous use) an active ODCR with the instances free covers it
+    from now, a scheduled one from its start."""
+    found: list[tuple[_Held, datetime]] = []
+    for unit in units:
+        if any(r.state not in _USABLE for r in unit.rows) or unit.free < count:
             continue
-        start_date = row.start_date if row.state != "active" else None
         if run is None:
-            if row.is_capacity_block:
+            if unit.is_block:
                 continue
-            begin = block_rules.run_start(start_date, None, timedelta(0), window)
+            begin = block_rules.run_start(unit.start, None, timedelta(0), window)
         else:
-            begin = block_rules.run_start(start_date, _usable_end(row), run, window)
+            begin = block_rules.run_start(unit.start, unit.usable_end, run, window)
         if begin is not None:
-            found.append((row, begin))
-    return sorted(found, key=lambda f: (f[1], f[0].region, f[0].reservation_id))
+            found.append((unit, begin))
+    return sorted(
+        found,
+        key=lambda f: (f[1], len(f[0].rows), f[0].first.region, f[0].first.reservation_id),
+    )
 
 
 def _waiting_notes(odcrs: list[CapacityRow], count: int) -> list[str]:
@@ -482,7 +615,6 @@ def _waiting_notes(odcrs: list[CapacityRow], count: int) -> list[str]:
 def _pieces(
     blocks: list[CapacityRow],
     offers: list[BlockOffering],
-    hours: int,
     window: block_rules.Window,
 ) -> list[block_rules.Piece]:
     pieces = [
@@ -513,8 +645,9 @@ def _pieces(
             else None,
             fee=o.upfront_fee or 0.0,
         )
+        # Every offering asked for fits the run (``_Search.fits``): a same-day one too, whose
+        # length is a few hours off the length asked ("All Capacity Blocks end at 11:30AM UTC").
         for o in offers
-        if o.duration_hours == hours
     )
     return pieces
 
@@ -561,7 +694,9 @@ def _split_model(
         instance_count=plan.count,
         run_start=plan.run_start,
         upfront_fee=round(plan.fee, 2) if plan.fee else None,
-        costs=list(block_rules.SPLIT_COSTS),
+        costs=list(block_rules.SPLIT_COSTS)
+        if _split_costs_text(plan, blocks).startswith("A split is")
+        else [_split_costs_text(plan, blocks), block_rules.SPLIT_COSTS[1]],
     )
 
 
@@ -584,8 +719,49 @@ def _largest_text(biggest: list[BlockOffering], types: list[str]) -> str:
     )
 
 
-def _pieces_text(plan: block_rules.SplitPlan) -> str:
-    return " + ".join(f"{p.count} ({'held ' if p.held else ''}{p.ref})" for p in plan.pieces)
+def _segments_of(blocks: list[CapacityRow]) -> dict[str, str]:
+    """Reservation id -> its Capacity Block id, for the reservations that are one segment of a
+    purchase of several."""
+    by_block: dict[str, list[str]] = {}
+    for row in blocks:
+        if row.capacity_block_id:
+            by_block.setdefault(row.capacity_block_id, []).append(row.reservation_id)
+    return {rid: block for block, ids in by_block.items() if len(ids) > 1 for rid in ids}
+
+
+def _pieces_text(plan: block_rules.SplitPlan, blocks: list[CapacityRow]) -> str:
+    segment_of = _segments_of(blocks)
+
+    def one(p: block_rules.Piece) -> str:
+        if not p.held:
+            return f"{p.count} ({p.ref})"
+        block = segment_of.get(p.ref)
+        return f"{p.count} (held {p.ref}" + (f", a segment of {block})" if block else ")")
+
+    return " + ".join(one(p) for p in plan.pieces)
+
+
+def _split_costs_text(plan: block_rules.SplitPlan, blocks: list[CapacityRow]) -> str:
+    """What the split is: separate blocks (SPLIT_COSTS) only when its pieces come from more
+    than one purchase; the segments of one purchase are one block, each segment with "its own
+    Availability Zone, instance type, schedule, and pricing" (botocore 1.44.5,
+    CapacityBlockOffering.CapacityBlockOfferingSegments), which says nothing of placement."""
+    segment_of = _segments_of(blocks)
+    purchases = {segment_of.get(p.ref, p.ref) if p.held else p.ref for p in plan.pieces}
+    zones = {
+        row.availability_zone
+        for row in blocks
+        if row.reservation_id in {p.ref for p in plan.pieces if p.held}
+    }
+    if len(purchases) > 1:
+        return "A split is " + block_rules.SPLIT_COSTS[0]
+    return (
+        "The pieces are the segments of one Capacity Block ("
+        + next(iter(purchases))
+        + "), each with its own "
+        + ("Availability Zone, " if len(zones) > 1 else "")
+        + "schedule and reservation; EC2 does not say they share placement"
+    )
 
 
 def _offer_order(o: BlockOffering) -> tuple[float, float, float, str, str]:

@@ -1,0 +1,318 @@
+"""Contract v4, Capacity Blocks: the reservations of one purchase (segments, one
+``CapacityBlockId``) are one block. Since botocore 1.44.5 "When a Capacity Block offering
+contains multiple segments, a separate Capacity Reservation is created for each segment"
+(PurchaseCapacityBlockResult.CapacityReservations), "each with its own Availability Zone,
+instance type, schedule, and pricing" (CapacityBlockOffering.CapacityBlockOfferingSegments).
+
+``plan`` tested each reservation on its own: a 64-instance block delivered as two segments of
+32 was never "ready" for 64, and ``plan`` recommended buying another block (or a split whose
+text said the segments were separate blocks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from capacity_broker import CapacityBroker
+from capacity_broker.cli import EXIT_OK, app
+from typer.testing import CliRunner
+
+from .test_training import P5, world_of
+
+pytestmark = pytest.mark.integration
+
+DECEMBER = ("2026-12-01", "2026-12-31")
+
+
+def _segments(zones: tuple[str, str], starts: tuple[str, str], supply: int) -> dict[str, Any]:
+    return {
+        "regions": {
+            "us-east-1": {
+                "capacity_blocks": [
+                    {"name": "seg-a", "block": "big", "instance_type": P5,
+                     "availability_zone": zones[0], "count": 32, "start": starts[0],
+                     "duration_hours": 24 * 14},
+                    {"name": "seg-b", "block": "big", "instance_type": P5,
+                     "availability_zone": zones[1], "count": 32, "start": starts[1],
+                     "duration_hours": 24 * 14},
+                ],
+                "offerings": [
+                    {"instance_type": P5, "availability_zone": "us-east-1a",
+                     "max_instance_count": supply, "price_per_instance_hour": "30",
+                     "earliest_start": "+1d", "latest_start": "+8w"},
+                ] if supply else [],
+            }
+        }
+    }  # fmt: skip
+
+
+def test_held_segments_that_hold_the_run_are_ready_not_bought_again(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = world_of(
+        broker,
+        container,
+        monkeypatch,
+        _segments(("us-east-1a", "us-east-1a"), ("2026-12-05T11:30:00Z",) * 2, supply=64),
+    )
+    tf = CapacityBroker(regions=["us-east-1"])
+    answer = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    assert answer.status == "ready", answer.message  # was "buy": another non-refundable block
+    assert answer.offerings == []
+    ids = {world.ids["seg-a"], world.ids["seg-b"]}
+    assert {b.reservation_id for b in answer.capacity_blocks} == ids
+    (block_id,) = {b.capacity_block_id for b in answer.capacity_blocks}
+    assert block_id and block_id in answer.message
+    assert "64 x p5.48xlarge in us-east-1a (32 + 32)" in answer.message
+
+
+def test_held_segments_are_not_called_separate_blocks(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing on sale: the two segments were a "split" across "separate Capacity Blocks"."""
+    world = world_of(
+        broker,
+        container,
+        monkeypatch,
+        _segments(("us-east-1a", "us-east-1a"), ("2026-12-05T11:30:00Z",) * 2, supply=0),
+    )
+    tf = CapacityBroker(regions=["us-east-1"])
+    answer = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    assert answer.status == "ready", answer.message
+    assert answer.split is None
+    assert "separate Capacity Blocks" not in answer.message
+    assert world.ids["seg-b"] in answer.message
+
+
+def test_segments_that_differ_are_said_per_segment_and_start_with_the_last(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = world_of(
+        broker,
+        container,
+        monkeypatch,
+        _segments(
+            ("us-east-1a", "us-east-1b"),
+            ("2026-12-05T11:30:00Z", "2026-12-06T11:30:00Z"),
+            supply=64,
+        ),
+    )
+    tf = CapacityBroker(regions=["us-east-1"])
+    answer = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    assert answer.status == "ready", answer.message
+    # The run needs both segments: it starts when the later one does.
+    assert answer.run_start is not None
+    assert answer.run_start.isoformat().startswith("2026-12-06T11:30")
+    assert f"32 x p5.48xlarge in us-east-1a ({world.ids['seg-a']}" in answer.message
+    assert f"32 x p5.48xlarge in us-east-1b ({world.ids['seg-b']}" in answer.message
+    # A run of 32 is held by one segment alone: that one, from its own start.
+    one = tf.plan("training", P5, 32, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    assert one.status == "ready", one.message
+    assert next(b.reservation_id for b in one.capacity_blocks) == world.ids["seg-a"]
+    assert one.run_start is not None
+    assert one.run_start.isoformat().startswith("2026-12-05T11:30")
+
+
+def test_segments_that_run_out_are_extended_together_not_bought_again(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two segments of 32 that stop before a 14-day run ends: the block is extended (each
+    segment by the same hours), never a new 64-instance block bought."""
+    world = world_of(
+        broker,
+        container,
+        monkeypatch,
+        _segments(("us-east-1a", "us-east-1a"), ("2026-12-05T11:30:00Z",) * 2, supply=64),
+    )
+    tf = CapacityBroker(regions=["us-east-1"])
+    answer = tf.plan("training", P5, 64, 14, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    assert answer.status == "extend", answer.message  # was "buy"
+    extension = answer.extension
+    assert extension is not None
+    assert extension.reservation_id in {world.ids["seg-a"], world.ids["seg-b"]}
+    assert extension.instance_count == 64
+    assert extension.upfront_fee == 2 * 30 * 32 * extension.duration_hours
+    assert "each of its segments" in answer.message
+    assert world.ids["seg-a"] in answer.message and world.ids["seg-b"] in answer.message
+
+
+def test_a_purchase_answered_in_segments_is_one_block_for_plan(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bought through the broker: the purchase answer's CapacityReservations."""
+    world_of(
+        broker,
+        container,
+        monkeypatch,
+        {
+            "regions": {
+                "us-east-1": {
+                    "offerings": [
+                        {
+                            "instance_type": P5,
+                            "availability_zone": "us-east-1a",
+                            "max_instance_count": 64,
+                            "price_per_instance_hour": "30",
+                            "earliest_start": "+1d",
+                            "latest_start": "+8w",
+                            "segments": 2,
+                        },
+                    ]
+                }
+            }
+        },
+    )
+    tf = CapacityBroker(regions=["us-east-1"])
+    offer = tf.offerings(P5, 64, 24 * 9, start_after=DECEMBER[0], regions=["us-east-1"])[0]
+    bought = tf.purchase_capacity_block(offer.offering_id, P5, 64, 24 * 9, regions=["us-east-1"])
+    assert bought.status == "purchased", bought.message
+    assert len(bought.reservations) == 2
+    answer = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    assert answer.status == "ready", answer.message
+    assert {b.reservation_id for b in answer.capacity_blocks} == {
+        r.reservation_id for r in bought.reservations
+    }
+
+
+def test_capacity_counts_a_purchase_of_segments_as_one_block(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``capacity --blocks`` said "Total Blocks: 2" for one purchase of two segments."""
+    world_of(
+        broker,
+        container,
+        monkeypatch,
+        _segments(("us-east-1a", "us-east-1b"), ("2026-12-05T11:30:00Z",) * 2, supply=0),
+    )
+    wide = CliRunner().invoke(app, ["capacity", "--blocks"], env={"COLUMNS": "250"})
+    assert wide.exit_code == EXIT_OK, wide.output
+    assert "Total Blocks: 1 (2 reservations)" in wide.stdout
+    rows = CapacityBroker(regions=["us-east-1"]).capacity(reservation_type="capacity-block")
+    (block_id,) = {r.capacity_block_id for r in rows}
+    assert block_id is not None
+    assert wide.stdout.count(block_id) == 2  # each segment's row names its block
+
+
+def _running_segments(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, CapacityBroker]:
+    world = world_of(
+        broker,
+        container,
+        monkeypatch,
+        {
+            "settings": {"extension_payment_seconds": 600},
+            "regions": {
+                "us-east-1": {
+                    "capacity_blocks": [
+                        {
+                            "name": name,
+                            "block": "big",
+                            "instance_type": P5,
+                            "availability_zone": "us-east-1a",
+                            "count": 32,
+                            "start": "-1d",
+                            "duration_hours": 24 * 7,
+                        }
+                        for name in ("seg-a", "seg-b")
+                    ],
+                    "offerings": [
+                        {
+                            "instance_type": P5,
+                            "availability_zone": "us-east-1a",
+                            "max_instance_count": 64,
+                            "price_per_instance_hour": "30",
+                            "earliest_start": "+0h",
+                            "latest_start": "+8w",
+                        },
+                    ],
+                }
+            },
+        },
+    )
+    return world, CapacityBroker(regions=["us-east-1"])
+
+
+def test_extend_extends_every_segment_of_the_block(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``extend`` on one segment extended that segment alone: a block whose segments end two
+    days apart, half of a 64-instance run stopped early."""
+    world, tf = _running_segments(broker, container, monkeypatch)
+    ids = [world.ids["seg-a"], world.ids["seg-b"]]
+    offer = tf.extension_offer(ids[0], 2)
+    assert offer.status == "offered", offer.message
+    assert [s.reservation_id for s in offer.segments] == sorted(ids, key=lambda i: i != ids[0])
+    assert "92,160.00 USD in all" in offer.message  # 2 x (30 x 32 x 48)
+    assert world.calls("PurchaseCapacityBlockExtension") == []
+    bought = tf.extend(ids[0], 2)
+    assert bought.status == "extended", bought.message
+    purchases = world.calls("PurchaseCapacityBlockExtension")
+    assert sorted(c.params["CapacityReservationId"] for c in purchases) == sorted(ids)
+    again = tf.extend(ids[1], 2)  # asked through the other segment: the same block, bought
+    assert again.status == "already_extended", again.message
+    assert len(world.calls("PurchaseCapacityBlockExtension")) == 2
+    world.advance(600)
+    ends = {
+        r.reservation_id: r.end_date
+        for r in tf.capacity(reservation_type="capacity-block")
+        if r.reservation_id in ids
+    }
+    assert len(set(ends.values())) == 1, ends  # one block, one end
+
+
+def test_a_block_is_never_extended_past_182_days_in_all(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EC2 User Guide, "Extend Capacity Blocks": "You can extend your Capacity Block by 1-day
+    increments up to 14 days, and 7-day increments up to 182 days (26 weeks) total". The broker
+    and the emulator read 182 days as one extension's length: a 154-day block was offered a
+    35-day extension."""
+    world = world_of(
+        broker,
+        container,
+        monkeypatch,
+        {
+            "regions": {
+                "us-east-1": {
+                    "capacity_blocks": [
+                        {
+                            "name": "long",
+                            "instance_type": P5,
+                            "availability_zone": "us-east-1a",
+                            "count": 8,
+                            "start": "-150d",
+                            "duration_hours": 24 * 154,
+                        },
+                    ],
+                    "offerings": [
+                        {
+                            "instance_type": P5,
+                            "availability_zone": "us-east-1a",
+                            "max_instance_count": 64,
+                            "price_per_instance_hour": "30",
+                            "earliest_start": "+0h",
+                            "latest_start": "+8w",
+                        },
+                    ],
+                }
+            },
+        },
+    )
+    tf = CapacityBroker(regions=["us-east-1"])
+    block = world.ids["long"]
+    past = tf.extension_offer(block, 35)
+    assert past.status == "refused", past.message
+    assert "182 days" in past.message
+    assert world.calls("DescribeCapacityBlockExtensionOfferings") == []
+    assert tf.extension_offer(block, 28).status == "offered"  # 182 days in all
+    # EC2 (the emulator, on its own reading) refuses it too
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    with pytest.raises(ClientError) as exc:
+        ec2.describe_capacity_block_extension_offerings(
+            CapacityReservationId=block, CapacityBlockExtensionDurationHours=35 * 24
+        )
+    assert exc.value.response["Error"]["Code"] == "InvalidParameterValue"
