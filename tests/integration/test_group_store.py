@@ -93,11 +93,11 @@ def test_a_group_ends_once_published_or_abandoned(store: GroupStore) -> None:
     assert store.settle(GID, GroupState.ABANDONED, "m1") is None  # its own, asked again
     assert store.settle(GID, GroupState.PUBLISHED, "lead") == Ending(GroupState.ABANDONED)
     assert store.settle(GID, GroupState.ABANDONED, "m2") == Ending(GroupState.ABANDONED)
-    store.sweep_done(GID)
-    assert store.ending(GID) == Ending(GroupState.ABANDONED, swept=True)
+    store.given_back(GID)
+    assert store.ending(GID) == Ending(GroupState.ABANDONED, given_back=True)
     other = "group-" + "3" * 32
     assert store.settle(other, GroupState.PUBLISHED, "lead") is None
-    store.sweep_done(other)  # not abandoned: nothing to say
+    store.given_back(other)  # not abandoned: nothing to say
     assert store.ending(other) == Ending(GroupState.PUBLISHED)
 
 

@@ -377,7 +377,7 @@ def test_a_leader_whose_flags_cannot_be_read_gives_its_group_up(
     assert kinds[0]["st"]["S"] == "closed"  # nobody joins it any more
     (ended,) = [i for i in items if i["id"]["S"] == group_item(kinds[0]["gid"]["S"])]
     # Abandoned, with nothing held to give back.
-    assert ended["st"]["S"] == "abandoned" and ended["swept"]["BOOL"] is True
+    assert ended["st"]["S"] == "abandoned" and ended["given_back"]["BOOL"] is True
 
 
 def test_a_member_s_container_never_makes_an_ec2_client(classroom: Any) -> None:

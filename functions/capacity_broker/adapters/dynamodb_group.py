@@ -11,7 +11,7 @@ prefix of the table's one key, ``id``::
         cb      the stamp of the arrival that closed it (its leader, or a member that left)
     meet#<group id>                        one per group, written when it ends
         st      published or abandoned (whoever writes first decides, ``by`` its stamp);
-        swept   an abandoned group's holds are given back
+        given_back  an abandoned group's holds are given back
     meet#<group id>#<slot>                 one per member: its answer (``logic.grouping.answers``)
     expiration  TTL on every item: an hour after it was written
 
@@ -229,14 +229,14 @@ class TableStore:
             return _ending(refused.item)
         return None
 
-    def sweep_done(self, group_id: str) -> None:
+    def given_back(self, group_id: str) -> None:
         with contextlib.suppress(_Refused):  # (not abandoned: nothing to say)
             self._call(
                 "UpdateItem",
                 Key=_key(group_item(group_id)),
-                UpdateExpression="SET #swept = :yes",
+                UpdateExpression="SET #given_back = :yes",
                 ConditionExpression="#st = :abandoned",
-                ExpressionAttributeNames=_names("swept", "st"),
+                ExpressionAttributeNames=_names("given_back", "st"),
                 ExpressionAttributeValues={
                     ":yes": {"BOOL": True},
                     ":abandoned": {"S": GroupState.ABANDONED.value},
@@ -378,5 +378,5 @@ def _kind(item: Mapping[str, Any]) -> KindItem:
 
 
 def _ending(item: Mapping[str, Any]) -> Ending:
-    swept = (item.get("swept") or {}).get("BOOL")
-    return Ending(_state(item), swept is True)
+    given_back = (item.get("given_back") or {}).get("BOOL")
+    return Ending(_state(item), given_back is True)

@@ -112,7 +112,7 @@ class Ending:
     """A group's own item: how it ended, and whether its holds are known given back."""
 
     state: GroupState | None = None  # PUBLISHED, ABANDONED, or None (still going)
-    swept: bool = False
+    given_back: bool = False
 
 
 def closes_now(

@@ -137,34 +137,34 @@ def test_published_first_the_members_read_their_answers() -> None:
     assert place.close(lead, clock.now() + 10) == 3
     assert place.publish(lead, {1: "one", 2: "two"})
     waited = [place.wait(m, clock.now() + 10, clock.now() + 20) for m in members]
-    assert [(w.text, w.sweep) for w in waited] == [("one", False), ("two", False)]
+    assert [(w.text, w.give_back) for w in waited] == [("one", False), ("two", False)]
 
 
 def test_a_member_that_stops_waiting_abandons_the_group_and_the_leader_cannot_publish() -> None:
-    """The two ends are one conditional write: a member that gave up first sweeps the group's
+    """The two ends are one conditional write: a member that gave up first gives the group's
     holds; the leader's answers are then never written (its members probe alone)."""
     clock = Clock()
     place = meeting(clock=clock)
     lead, (member, other) = _class_of(place, 3)
     waited = place.wait(member, clock.now() + 5, clock.now() + 10)
-    assert (waited.text, waited.sweep) == (None, True)  # it abandoned: it gives the holds back
+    assert (waited.text, waited.give_back) == (None, True)  # it abandoned: it gives the holds back
     assert place.close(lead, clock.now() + 10) is None  # (it closed the group as it left)
     assert not place.publish(lead, {1: "one", 2: "two"})
-    # Another member that stops waiting finds it abandoned: it waits for the sweep a moment,
-    # then sweeps itself (the first may have died with it).
-    assert place.wait(other, clock.now() + 1, clock.now() + 10).sweep
-    place.sweep_done(member)
-    assert place.store.ending(lead.group_id or "").swept  # type: ignore[attr-defined]
+    # Another member that stops waiting finds it abandoned: it waits a moment for that give-back,
+    # then gives them back itself (the first may have died with it).
+    assert place.wait(other, clock.now() + 1, clock.now() + 10).give_back
+    place.given_back(member)
+    assert place.store.ending(lead.group_id or "").given_back  # type: ignore[attr-defined]
 
 
-def test_a_swept_group_sends_its_other_members_alone_without_a_second_sweep() -> None:
+def test_a_group_given_back_sends_its_other_members_alone_without_a_second_give_back() -> None:
     clock = Clock()
     place = meeting(clock=clock)
     _, (member, other) = _class_of(place, 3)
-    assert place.wait(member, clock.now() + 5, clock.now() + 10).sweep
-    place.sweep_done(member)
+    assert place.wait(member, clock.now() + 5, clock.now() + 10).give_back
+    place.given_back(member)
     waited = place.wait(other, clock.now() + 1, clock.now() + 10)
-    assert (waited.text, waited.sweep) == (None, False)
+    assert (waited.text, waited.give_back) == (None, False)
 
 
 def test_a_member_that_finds_the_group_published_late_reads_its_answer_in_the_grace() -> None:
@@ -192,10 +192,10 @@ def test_a_leader_that_gives_up_sends_its_members_alone_at_once() -> None:
     lead, members = _class_of(place, 3)
     place.give_up(lead)
     ending = place.store.ending(lead.group_id or "")  # type: ignore[attr-defined]
-    assert ending.state is GroupState.ABANDONED and ending.swept  # nothing was held
+    assert ending.state is GroupState.ABANDONED and ending.given_back  # nothing was held
     start = clock.now()
     waited = [place.wait(m, start + 10, start + 20) for m in members]
-    assert [w.text for w in waited] == [ALONE, ALONE] and not any(w.sweep for w in waited)
+    assert [w.text for w in waited] == [ALONE, ALONE] and not any(w.give_back for w in waited)
     assert clock.now() - start < 1  # at its first look, not at its give-up
 
 

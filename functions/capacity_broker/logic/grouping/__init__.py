@@ -3,7 +3,8 @@
 - ``store``: the ``GroupStore`` interface (one conditional operation a method) and the store
   of one process; the state table's is ``adapters.dynamodb_group.TableStore``.
 - ``meeting``: the protocol, its named states (``domain.group.ArrivalState``, ``GroupState``).
-- ``coalescer``: what a group asks EC2, a leader's answering and a member's sweep.
+- ``coalescer``: what a group asks EC2: a leader's answering, a member's give-back of the
+  group's holds.
 - ``answers``: a member's answer as written for it, and checked as read.
 """
 

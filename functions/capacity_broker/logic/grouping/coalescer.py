@@ -11,7 +11,7 @@ The group's reservations are the broker's like any other: owned and tagged on cr
 the group's id, and the requests' own tags), targeted, limited, and the ClientToken derived
 from the part's id and the subnet. Because the group-id tag goes out with the create, a member
 that stops waiting for its leader (killed, out of time) finds whatever the group still holds
-by that exact tag and gives it back before it probes alone (``sweep``): a leader's death leaks
+by that exact tag and gives it back before it probes alone (``give_back``): a leader's death leaks
 nothing past its members' patience, and no member meets its own group's hold.
 """
 
@@ -140,11 +140,11 @@ class Coalescer:
             found = answers.decode(waited.text, subnet_ids)
             if found.answer is not None:
                 return Grouped(seat.group_id, found.size, found.answer, found.subnets)
-        if waited.sweep:
-            self.sweep(seat, deadline)
+        if waited.give_back:
+            self.give_back(seat, deadline)
         return None
 
-    def sweep(self, seat: Seat, deadline: float) -> None:
+    def give_back(self, seat: Seat, deadline: float) -> None:
         """Give back every hold of the seat's group still holding (found by its exact group-id
         tag), then say so. What cannot be given back now is the cleaner's (it is tagged)."""
         assert seat.group_id is not None
@@ -163,9 +163,9 @@ class Coalescer:
         every = True
         for reservation in found:
             if reservation.state in HOLDING_STATES:
-                every = self._give_back(reservation, deadline) and every
+                every = self._cancel(reservation, deadline) and every
         if every:
-            self.meeting.sweep_done(seat)
+            self.meeting.given_back(seat)
 
     # -- the leader -----------------------------------------------------------------------------
     def lead(
@@ -228,14 +228,14 @@ class Coalescer:
         except BaseException:
             # The members probe alone: nothing of the group may stay held behind them.
             for made in holds.values():
-                self._give_back(made.reservation, hard_deadline)
+                self._cancel(made.reservation, hard_deadline)
             raise
         for back in plan.to_give_back():
-            confirmed = self._give_back(holds.pop(back.reservation_id).reservation, hard_deadline)
+            confirmed = self._cancel(holds.pop(back.reservation_id).reservation, hard_deadline)
             plan.returned(back.reservation_id, confirmed, self.monotonic())
         return plan.answers()
 
-    def _give_back(self, reservation: Reservation, deadline: float) -> bool:
+    def _cancel(self, reservation: Reservation, deadline: float) -> bool:
         """True only when EC2 confirmed the cancel."""
         try:
             self.core.release(reservation, deadline)

@@ -18,7 +18,7 @@ patience. It arrived later, so it waits at least as long as the leader promised,
 whatever either host's clock says.
 
 The store is advice: ``StoreDown`` from any call ends this probe's part in grouping (an arrival
-goes alone; a member stops waiting and sweeps its group), never the probe.
+goes alone; a member stops waiting and gives its group's holds back), never the probe.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class Waited:
     from has given them back)."""
 
     text: str | None
-    sweep: bool = False
+    give_back: bool = False
 
 
 class Meeting:
@@ -219,7 +219,7 @@ class Meeting:
             closed = self.store.close(seat.kind, seat.group_id, seat.stamp)
             taken = closed if closed is not None else slots or 0
             if self.store.settle(seat.group_id, GroupState.ABANDONED, seat.stamp) is None:
-                self.store.sweep_done(seat.group_id)
+                self.store.given_back(seat.group_id)
             if taken > 1:
                 self.store.publish(seat.group_id, dict.fromkeys(range(1, taken), ALONE))
         except StoreDown as error:
@@ -251,22 +251,24 @@ class Meeting:
                 # This member abandoned the group: nobody joins it any more, and this member
                 # gives its holds back (the leader may be gone with them).
                 self.store.close(seat.kind, group_id, seat.stamp)
-                return Waited(None, sweep=True)
+                return Waited(None, give_back=True)
             grace = min(deadline, self.now() + GRACE_SECONDS)
             if ended.state is GroupState.PUBLISHED:
                 # The leader gave every hold back and is writing the answers.
                 return Waited(self._look_until(grace, lambda: self._answer(seat)))
-            swept = self._look_until(grace, lambda: self.store.ending(group_id).swept or None)
-            return Waited(None, sweep=not swept)
+            given_back = self._look_until(
+                grace, lambda: self.store.ending(group_id).given_back or None
+            )
+            return Waited(None, give_back=not given_back)
         except StoreDown as error:
             self._down(error)
-            return Waited(None, sweep=True)
+            return Waited(None, give_back=True)
 
-    def sweep_done(self, seat: Seat) -> None:
+    def given_back(self, seat: Seat) -> None:
         """This member gave the abandoned group's holds back."""
         assert seat.group_id is not None
         try:
-            self.store.sweep_done(seat.group_id)
+            self.store.given_back(seat.group_id)
         except StoreDown as error:
             self._down(error)
 

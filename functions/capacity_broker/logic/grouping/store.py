@@ -9,7 +9,7 @@ container, in the state table). What they hold:
 - the *kind's item*, one per kind of probe (``GroupKey``): ``seen`` (the stamp of the last
   arrival still in flight), the group it names (``group_id``), that group's state (OPEN or
   CLOSED), its ``slots`` taken (the leader's included) and its leader's ``patience`` (seconds);
-- the *group's item*, written once when the group ends: PUBLISHED or ABANDONED, and ``swept``
+- the *group's item*, written once when the group ends: PUBLISHED or ABANDONED, and ``given_back``
   once an abandoned group's holds are given back;
 - one *answer item* per member (by slot), written by the leader.
 
@@ -64,7 +64,7 @@ class GroupStore(Protocol):
         stamp, unless it has ended: None (settled so, by this write), else its item as found."""
         ...
 
-    def sweep_done(self, group_id: str) -> None:
+    def given_back(self, group_id: str) -> None:
         """An ABANDONED group's holds are given back."""
         ...
 
@@ -165,11 +165,11 @@ class MemoryStore:
             self._bound()
             return None
 
-    def sweep_done(self, group_id: str) -> None:
+    def given_back(self, group_id: str) -> None:
         with self._lock:
             found = self._endings.get(group_id)
             if found is not None and found[0].state is GroupState.ABANDONED:
-                self._endings[group_id] = (replace(found[0], swept=True), found[1])
+                self._endings[group_id] = (replace(found[0], given_back=True), found[1])
 
     def ending(self, group_id: str) -> Ending:
         with self._lock:
