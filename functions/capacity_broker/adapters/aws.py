@@ -55,6 +55,10 @@ CLIENT_CONFIG = Config(
 # table's adapters stop asking a table that failed for a while.
 STATE_TABLE_CONFIG = CLIENT_CONFIG.merge(Config(connect_timeout=1, read_timeout=1))
 _CONFIGS = {"dynamodb": STATE_TABLE_CONFIG}
+# A call with less time left than its client's read timeout uses a client whose timeout fits
+# (the largest of these at most the time left, 1 s at least): a socket that hangs must not hold
+# an invocation past its deadline (Lambda ends it there without running ``finally``).
+SHORTER_READ_TIMEOUTS = (8.0, 4.0, 2.0, 1.0)
 
 
 class Clients:
@@ -70,7 +74,7 @@ class Clients:
 
     def __init__(self, session: Any = None) -> None:
         self._session = session
-        self._made: dict[tuple[str, str], Any] = {}
+        self._made: dict[tuple[Any, ...], Any] = {}
         # botocore's session is not safe to make clients from concurrently: one lock for both.
         self._lock = threading.Lock()
         self._warmed = False
@@ -86,20 +90,24 @@ class Clients:
             self._session = boto3.session.Session()
         return self._session
 
-    def client(self, service: str, region: str) -> Any:
-        key = (service, region)
+    def client(self, service: str, region: str, within: float | None = None) -> Any:
+        """The client of ``service`` in ``region``; ``within``: the seconds the caller has left,
+        for a client whose read timeout fits in them (``SHORTER_READ_TIMEOUTS``)."""
+        timeout = _fitting(service, within)
+        key = (service, region) if timeout is None else (service, region, timeout)
         found = self._made.get(key)
         if found is None:
             with self._lock:
                 found = self._made.get(key)
                 if found is None:
-                    found = self._made[key] = _make(self._session_locked(), service, region)
+                    session = self._session_locked()
+                    found = self._made[key] = _make(session, service, region, timeout)
         return found
 
     def made(self) -> list[tuple[str, str]]:
         """The (service, region) pairs with a client, in the order they were made."""
         with self._lock:
-            return list(self._made)
+            return list(dict.fromkeys((k[0], k[1]) for k in self._made))
 
     def make_ahead(self, services: tuple[str, ...], region: str) -> None:
         """Make the clients of ``services`` in ``region`` now, before a SnapStart snapshot.
@@ -227,13 +235,23 @@ class _AfterRestore(CredentialProvider):
         }
 
 
-def _make(session: Any, service: str, region: str) -> Any:
-    _fast_timestamps(session)
-    return session.client(
-        service,
-        region_name=region,
-        config=_CONFIGS.get(service, CLIENT_CONFIG),
+def _fitting(service: str, within: float | None) -> float | None:
+    """The shorter read timeout a call with ``within`` seconds left needs (None: the client's
+    own fits)."""
+    own = float(getattr(_CONFIGS.get(service, CLIENT_CONFIG), "read_timeout", 60))
+    if within is None or within >= own:
+        return None
+    return next((t for t in SHORTER_READ_TIMEOUTS if t <= within and t < own), None) or (
+        1.0 if own > 1.0 else None
     )
+
+
+def _make(session: Any, service: str, region: str, read_timeout: float | None = None) -> Any:
+    _fast_timestamps(session)
+    config = _CONFIGS.get(service, CLIENT_CONFIG)
+    if read_timeout is not None:
+        config = config.merge(Config(read_timeout=read_timeout))
+    return session.client(service, region_name=region, config=config)
 
 
 def _parse_timestamp(value: Any) -> datetime:

@@ -346,6 +346,10 @@ class Pacer:
                 action, RATE_BUDGET_EXHAUSTED, f"paced by this container: {late}"
             ) from late
 
+    def now(self) -> float:
+        """The root's clock, on which the pacer's and its callers' deadlines are read."""
+        return self._clock()
+
     def call(
         self,
         region: str,

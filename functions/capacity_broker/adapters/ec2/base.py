@@ -52,7 +52,10 @@ class Ec2Base:
         """One attempt of a call, paced: every attempt (a retry's too) waits for the region's
         bucket, no later than the deadline, and tells it what EC2 answered, so a throttle the
         retry loop sees also slows the root's other calls down."""
-        method = getattr(self._client, _snake(action))
+        # (A client whose read timeout fits in the time left: a hung socket must not hold the
+        # invocation past its deadline.)
+        within = None if deadline is None else deadline - self.pacer.now()
+        method = getattr(self.clients.client("ec2", self.region, within), _snake(action))
 
         def once() -> Any:
             return self.pacer.call(
