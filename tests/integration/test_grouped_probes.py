@@ -89,6 +89,7 @@ class Class:
         self.answers: dict[str, ProbeResponse] = {}
         self.failures: list[BaseException] = []
         self.breaks: Callable[[Any], None] | None = None
+        self.tags: dict[str, str] = {}  # every desktop's request tags
         self.core.hold = self._hold  # this test's root only
 
     def _hold(self, spec: Any, *args: Any, **kwargs: Any) -> Any:
@@ -102,7 +103,7 @@ class Class:
         return self.real_hold(spec, *args, **kwargs)
 
     def _probe(self, request_id: str) -> None:
-        request = ProbeRequest(instance_type=TYPE, subnet_ids=SUBNETS)
+        request = ProbeRequest(instance_type=TYPE, subnet_ids=SUBNETS, tags=self.tags or None)
         now = self.time.monotonic()
         try:
             answer, _ = self.prober.probe(request, request_id, now + BUDGET, now + BUDGET + 3)
@@ -114,7 +115,16 @@ class Class:
         first = threading.Thread(target=self._probe, args=("first",))
         first.start()
         assert self.first_in.wait(60)
-        kind = kind_id(GroupKey(REGION, TYPE, tuple(SUBNETS), "Linux/UNIX", "default"))
+        kind = kind_id(
+            GroupKey(
+                REGION,
+                TYPE,
+                tuple(SUBNETS),
+                "Linux/UNIX",
+                "default",
+                tags=GroupKey.tags_of(self.tags),
+            )
+        )
         store = self.coalescer.meeting.store
 
         def waiting() -> int:
@@ -293,3 +303,22 @@ def test_a_class_answers_what_each_desktop_alone_in_order_would(
     assert {a.status for a in answers} <= {"available", "unavailable"}
     assert all(a.group is not None and a.group.size == size for a in answers)
     assert held_now(room.time.emu) == []
+
+
+def test_a_group_s_holds_carry_its_requests_tags(classroom: Any) -> None:
+    """Contract v4: grouped holds carry their requests' tags (only requests with the same tags
+    are grouped), so an organisation's tag policy treats a grouped probe as a lone one."""
+    room = classroom([0, 0, 1000])
+    room.tags = {"team": "vdi", "cost-center": "42"}
+    answers = room.run(6)
+    assert {a.status for a in answers} == {"available"}
+    assert {a.group.size for a in answers if a.group is not None} == {6}
+    assert room.group_holds and all(s.extra_tags == room.tags for s in room.group_holds)
+    creates = room.time.emu.calls("CreateCapacityReservation")
+    grouped = [c for c in creates if c.params.get("InstanceCount") == 6]
+    assert grouped
+    for call in grouped:
+        (spec,) = call.params["TagSpecifications"]
+        tags = {t["Key"]: t["Value"] for t in spec["Tags"]}
+        assert tags["team"] == "vdi" and tags["cost-center"] == "42"
+        assert tags["capacity-broker:group-id"] == answers[0].group.id  # type: ignore[union-attr]
