@@ -278,12 +278,12 @@ class BrokerPermissions(Construct):
 
     def _probe_groups(self, draft: _PolicyDraft) -> None:
         """probe's containers meet in the state table to answer a class together
-        (adapters.dynamodb_group): the items whose ids start with ``group#``, and no other."""
+        (adapters.dynamodb_group): the items whose ids start with ``meet#``, and no other."""
         draft.allow(
             "MeetInProbeGroups",
             ["dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:UpdateItem"],
             [self._state_table_arn],
-            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["group#*"]}},
+            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["meet#*"]}},
         )
 
     def _capacity_memory(self, draft: _PolicyDraft) -> None:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .adapters.aws import Clients, RetryPolicy
+from .adapters.aws import Clients, RetryPolicy, TableHealth
 from .adapters.dynamodb_memory import MemoryTable
 from .adapters.ec2 import Ec2, Pricing
 from .adapters.throttle import Pacer
@@ -155,10 +155,15 @@ class Root:
             retry,
             rate_scale=settings.ec2_rate_scale,
         )
+        # Whether the state table answered lately: one for everything of this root that asks
+        # it (the probes' meeting, the capacity memory), so a table found down is not asked.
+        self.table_health = TableHealth(monotonic)
         # The capacity memory probe and reserve learn into and ``history`` reads: the state
         # table's when there is one (every container's), else this root's own.
         self.memory = memory or CapacityMemory(
-            MemoryTable(settings.state_table, settings.region, self.clients)
+            MemoryTable(
+                settings.state_table, settings.region, self.clients, health=self.table_health
+            )
             if settings.state_table
             else None
         )
@@ -315,6 +320,7 @@ class Root:
                 wall=(lambda: clock().timestamp()) if clock is not None else time.time,
                 sleep=self.sleep,
                 retry=self.adapters.retry,
+                health=self.table_health,
             )
         else:
             store = MemoryStore()

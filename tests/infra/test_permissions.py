@@ -282,14 +282,14 @@ def test_flags_table_and_logs(broker: Synth, name: str) -> None:
         ]
     else:
         assert tables == []
-    # probe's containers meet in the table (grouped probes): only items under group#, and no
+    # probe's containers meet in the table (grouped probes): only items under meet#, and no
     # PutItem (a group and each member's place in it are UpdateItems, the answers one
     # BatchWriteItem per 25).
     groups = broker.allowed(name, "dynamodb:BatchWriteItem")
     if name == "probe":
         (table,) = groups
         assert table["Condition"] == {
-            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["group#*"]}
+            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["meet#*"]}
         }
         assert sorted(as_list(table["Action"])) == [
             "dynamodb:BatchWriteItem",

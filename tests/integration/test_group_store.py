@@ -245,3 +245,56 @@ def _world() -> dict[str, Any]:
             }
         }
     }
+
+
+# -- a join whose answer is lost -----------------------------------------------------------------
+
+
+@pytest.fixture
+def table(emu: Any) -> TableStore:
+    _table()
+    return TableStore(TABLE, REGION, Clients(boto3.session.Session()))
+
+
+def _lose_the_answer_of_the_next_join(table: TableStore, then: Any = None) -> None:
+    """The next UpdateItem lands in the table, and DynamoDB answers it with a server error
+    ("the request may or may not have been processed"; ``then`` runs in between: another
+    container's join)."""
+    from botocore.exceptions import ClientError
+
+    client = table.clients.client("dynamodb", REGION)
+    real = client.update_item
+
+    def landed_then_lost(**params: Any) -> Any:
+        client.update_item = real
+        real(**params)
+        if then is not None:
+            then()
+        raise ClientError(
+            {
+                "Error": {"Code": "InternalServerError", "Message": "Internal server error"},
+                "ResponseMetadata": {"HTTPStatusCode": 500},
+            },
+            "UpdateItem",
+        )
+
+    client.update_item = landed_then_lost
+
+
+def test_a_join_whose_answer_was_lost_takes_one_slot_and_knows_it(table: TableStore) -> None:
+    """Never asked again blindly (a second slot would be a member nobody is): the kind's item
+    says the join landed (its mark, and the slot it took)."""
+    table.open(KIND, GID, "lead", 10.0)
+    _lose_the_answer_of_the_next_join(table)
+    assert table.join(KIND, "m1", 10.0, 200) == Joined(GID, 1)
+    assert table.slots(KIND, GID) == 2  # the leader and m1, nobody else
+
+
+def test_a_join_whose_answer_was_lost_behind_another_knows_it_cannot_name_its_slot(
+    table: TableStore,
+) -> None:
+    other = TableStore(TABLE, REGION, Clients(boto3.session.Session()))
+    table.open(KIND, GID, "lead", 10.0)
+    _lose_the_answer_of_the_next_join(table, then=lambda: other.join(KIND, "m2", 10.0, 200))
+    assert table.join(KIND, "m1", 10.0, 200) == Joined(GID, None)
+    assert table.slots(KIND, GID) == 3

@@ -471,7 +471,7 @@ def test_a_table_that_fails_leaves_every_probe_alone(
 
 
 def test_the_group_item_is_the_broker_s_own(classroom: Any) -> None:
-    """Every item grouping writes is under ``group#`` and expires (TTL)."""
+    """Every item grouping writes is under ``meet#`` and expires (TTL)."""
     room = classroom([0, 0, 1000])
     room.run(3)
     items = dynamodb().scan(TableName=TABLE)["Items"]

@@ -271,6 +271,30 @@ def _fast_timestamps(session: boto3.session.Session) -> None:
     factory.set_parser_defaults(timestamp_parser=_parse_timestamp)
 
 
+class TableHealth:
+    """Whether the state table answered lately: one per root, shared by everything of the root
+    that asks the table (the probes' meeting, the capacity memory). The table is advice
+    (contract v4): a call that found it failing (no answer, a refusal, a 5xx, throttling)
+    marks it down, and while it is down nothing of the root asks it, so a table that hangs
+    costs a container one bounded call, not one per request."""
+
+    DOWN_SECONDS = 30.0
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._down_until = -float("inf")
+
+    @property
+    def up(self) -> bool:
+        with self._lock:
+            return self._monotonic() >= self._down_until
+
+    def failed(self) -> None:
+        with self._lock:
+            self._down_until = self._monotonic() + self.DOWN_SECONDS
+
+
 class AwsError(BrokerFailure):
     """An AWS call that failed, with the code EC2 (or another service) gave."""
 

@@ -29,13 +29,13 @@ method raises ``StoreDown`` at once meanwhile, and the probes go on alone.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..domain.errors import ErrorClass
 from ..domain.group import Ending, GroupState, Joined, KindItem, StoreDown
-from .aws import AwsError, Clients, RetryPolicy, call, failed_item
+from .aws import AwsError, Clients, RetryPolicy, TableHealth, call, failed_item
 from .dynamodb_memory import _n
 
 # Not "group#", the previous protocol's: during a deploy, the two versions never read each
@@ -43,7 +43,6 @@ from .dynamodb_memory import _n
 PREFIX = "meet#"
 EXPIRATION_SECONDS = 60 * 60
 CALL_SECONDS = 1.0  # how long one call may take, its retries included
-DOWN_SECONDS = 30.0  # how long a table that failed is not asked
 BATCH_WRITE = 25  # BatchWriteItem's limit per call
 UNPROCESSED_TRIES = 4
 _CONDITION = "ConditionalCheckFailedException"
@@ -74,6 +73,7 @@ class TableStore:
         wall: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         retry: RetryPolicy | None = None,
+        health: TableHealth | None = None,
     ) -> None:
         self.table = table
         self.region = region
@@ -82,19 +82,25 @@ class TableStore:
         self._monotonic = monotonic
         self._wall = wall  # only for the items' TTL (DynamoDB's expiry reads epoch seconds)
         self._sleep = sleep
-        self._lock = threading.Lock()
-        self._down_until = -float("inf")
+        self.health = health or TableHealth(monotonic)
         self.counts = {"calls": 0}
 
     # -- the kind's item ------------------------------------------------------------------------
     def join(self, kind: str, stamp: str, patience: float, max_slots: int) -> Joined | KindItem:
+        # A join is not asked twice blindly: one whose write landed but whose answer was lost
+        # would take a second slot, a member nobody is (its share of the group's hold pushes the
+        # members after it to a later subnet). A refusal that DynamoDB says it did not apply
+        # (throttling) is asked again within the call's second; any other failure is followed
+        # by a read of the kind's item, which says whether this join landed (its mark, and the
+        # slot it took) or may have (``Joined`` with no slot).
         try:
             got = self._call(
                 "UpdateItem",
+                retry=_ONCE,
                 Key=_key(kind_item(kind)),
-                UpdateExpression="SET #seen = :stamp, #exp = :exp ADD #n :one",
+                UpdateExpression="SET #seen = :stamp, #ls = #n, #exp = :exp ADD #n :one",
                 ConditionExpression="#st = :open AND #n < :most AND #p <= :mine",
-                ExpressionAttributeNames=_names("seen", "exp", "n", "st", "p"),
+                ExpressionAttributeNames=_names("seen", "ls", "exp", "n", "st", "p"),
                 ExpressionAttributeValues={
                     ":stamp": {"S": stamp},
                     ":exp": self._expiration(),
@@ -108,19 +114,39 @@ class TableStore:
             )
         except _Refused as refused:
             return _kind(refused.item)
+        except StoreDown as down:
+            if not down.maybe_applied:
+                raise
+            return self._join_unknown(kind, stamp)
         item = got.get("Attributes") or {}
         found = _kind(item)
         if found.group_id is None or found.slots < 2:
             raise self._unsound("a join's answer names no group")
         return Joined(found.group_id, found.slots - 1)
 
+    def _join_unknown(self, kind: str, stamp: str) -> Joined | KindItem:
+        """After a join whose answer was lost: whether it landed, from the kind's item."""
+        got = self._call("GetItem", gate=False, Key=_key(kind_item(kind)), ConsistentRead=True)
+        item = got.get("Item") or {}
+        found = _kind(item)
+        if found.group_id is None or found.state is None:
+            return found  # no group: nothing was joined
+        last = _number(item, "ls")
+        if found.seen == stamp and last is not None and found.state is GroupState.OPEN:
+            return Joined(found.group_id, int(last))  # its own, the last join so far
+        return Joined(found.group_id, None)
+
     def mark(self, kind: str, stamp: str) -> KindItem | None:
         try:
             self._call(
                 "UpdateItem",
                 Key=_key(kind_item(kind)),
+                # (Not over another arrival's mark: arrivals that find no group within one
+                # round trip of each other are a burst, not a crowd of lone probes.)
                 UpdateExpression="SET #seen = :stamp, #exp = :exp",
-                ConditionExpression="attribute_not_exists(#st) OR #st <> :open",
+                ConditionExpression=(
+                    "attribute_not_exists(#seen) AND (attribute_not_exists(#st) OR #st <> :open)"
+                ),
                 ExpressionAttributeNames=_names("seen", "exp", "st"),
                 ExpressionAttributeValues={
                     ":stamp": {"S": stamp},
@@ -161,7 +187,8 @@ class TableStore:
         return None
 
     def slots(self, kind: str, group_id: str) -> int | None:
-        got = self._call("GetItem", Key=_key(kind_item(kind)), ConsistentRead=False)
+        # (Strong: a read that lags would show the group not open yet, or the one before it.)
+        got = self._call("GetItem", gate=False, Key=_key(kind_item(kind)), ConsistentRead=True)
         found = _kind(got.get("Item") or {})
         if found.group_id != group_id or found.state is not GroupState.OPEN:
             return None
@@ -283,17 +310,27 @@ class TableStore:
         return text if isinstance(text, str) else None
 
     # -- one call -----------------------------------------------------------------------------
-    def _call(self, operation: str, *, table_in_request: bool = False, **params: Any) -> Any:
-        with self._lock:
-            if self._monotonic() < self._down_until:
-                raise StoreDown(f"the state table {self.table} failed a moment ago")
+    def _call(
+        self,
+        operation: str,
+        *,
+        table_in_request: bool = False,
+        gate: bool = True,
+        retry: RetryPolicy | None = None,
+        **params: Any,
+    ) -> Any:
+        """One call, retried within its second. ``gate``: refused at once while the table is
+        down (an arrival's calls: a probe goes alone); a group's own calls (its close, its
+        answers) are always asked, each bounded by its second."""
+        if gate and not self.health.up:
+            raise StoreDown(f"the state table {self.table} failed a moment ago")
         client = self.clients.client("dynamodb", self.region)
         method = getattr(client, _SNAKE[operation])
         if not table_in_request:
             params["TableName"] = self.table
         self.counts["calls"] += 1
         try:
-            return self.retry.run(
+            return (retry or self.retry).run(
                 operation,
                 lambda: call(operation, method, **params),
                 deadline=self._monotonic() + CALL_SECONDS,
@@ -306,9 +343,13 @@ class TableStore:
             raise self._failed(error) from error
 
     def _failed(self, error: AwsError) -> StoreDown:
-        with self._lock:
-            self._down_until = self._monotonic() + DOWN_SECONDS
-        return StoreDown(f"the state table {self.table}: {error}")
+        self.health.failed()
+        down = StoreDown(f"the state table {self.table}: {error}")
+        # (A server error answered: the write may have landed, and the table answers, so a
+        # read can tell. No answer at all (a table that hangs or refuses) is left there: its
+        # read would cost a probe one more second of a table that is down.)
+        down.maybe_applied = error.error_class is ErrorClass.TRANSIENT and error.code is not None
+        return down
 
     def _unsound(self, what: str) -> StoreDown:
         return self._failed(AwsError("UpdateItem", "UnsoundItem", what))
@@ -324,6 +365,9 @@ class _Refused(Exception):
         super().__init__("the condition did not hold")
         self.item = item
 
+
+# One try: a join is not asked again blindly (``join``).
+_ONCE = RetryPolicy(max_attempts=1)
 
 _SNAKE = {
     "UpdateItem": "update_item",

@@ -38,8 +38,9 @@ from typing import Any
 
 from ..domain import backoff
 from ..domain import memory as rules
+from ..domain.errors import ErrorClass
 from ..domain.memory import Seen, Tally
-from .aws import AwsError, Clients, RetryPolicy, call
+from .aws import AwsError, Clients, RetryPolicy, TableHealth, call
 
 PREFIX = "capacity-memory#"
 MAX_WARNED = 1000  # item ids whose problems were logged, kept to log each once
@@ -189,6 +190,7 @@ class MemoryTable:
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        health: TableHealth | None = None,
     ) -> None:
         self.table = table
         self.region = region
@@ -196,6 +198,7 @@ class MemoryTable:
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
         self._clock = clock
+        self.health = health or TableHealth(clock)
         self._warned: set[str] = set()  # items whose problems this table (one per root) logged
 
     @property
@@ -204,7 +207,20 @@ class MemoryTable:
 
     def _call(self, action: str, deadline: float | None, **params: Any) -> Any:
         method = getattr(self._client, _SNAKE[action])
-        return self.retry.run(action, lambda: call(action, method, **params), deadline=deadline)
+
+        def once() -> Any:
+            # The table is advice: once a call found it failing, nothing asks it for a while
+            # (not even this call's retries: each would wait out the client's timeout again).
+            if not self.health.up:
+                raise AwsError(action, "StateTableDown", f"the state table {self.table} is down")
+            try:
+                return call(action, method, **params)
+            except AwsError as error:
+                if error.error_class is not ErrorClass.INVALID:
+                    self.health.failed()
+                raise
+
+        return self.retry.run(action, once, deadline=deadline)
 
     def _batch_get(self, keys: list[dict[str, Any]], deadline: float | None) -> Any:
         request = {self.table: {"Keys": keys, "ConsistentRead": False}}

@@ -57,6 +57,10 @@ GIVE_BACK_SECONDS = 2.0
 # whose arrival came a moment later in their invocation (their patience a little shorter) still
 # join, and the leader stops asking this much sooner (``asks_until``'s ``gives_up``).
 PROMISE_SECONDS = 2.0
+# The longest a probe waits for a group (contract v4: a process killed at any line leaves nothing
+# holding past its group's patience, at most 30 s), whatever its own budget (a client's may be
+# minutes): what a dead leader's hold can cost, until its first member gives it back.
+MOST_PATIENCE_SECONDS = 28.0
 
 
 class ArrivalState(StrEnum):
@@ -84,7 +88,10 @@ class GroupState(StrEnum):
 
 
 class StoreDown(Exception):
-    """The store cannot be asked now (it failed a moment ago, or did not answer in time)."""
+    """The store cannot be asked now (it failed a moment ago, or did not answer in time).
+    ``maybe_applied``: the failed call was a write that may have landed (no answer came)."""
+
+    maybe_applied = False
 
 
 @dataclass(frozen=True)
@@ -101,10 +108,11 @@ class KindItem:
 
 @dataclass(frozen=True)
 class Joined:
-    """A join that took a slot."""
+    """A join that took a slot (``None``: it may have, but its answer was lost and another join
+    came after it: the member cannot know which slot is its own)."""
 
     group_id: str
-    slot: int
+    slot: int | None
 
 
 @dataclass(frozen=True)
@@ -152,6 +160,19 @@ def gives_up_at(answer_by: float, deadline: float) -> float:
     """When a member stops waiting for its group and probes alone: half the time left after
     its answer-by (a leader that vanished leaves it that much of its budget)."""
     return answer_by + max(0.0, deadline - answer_by) / 2
+
+
+def patience(moment: float, deadline: float) -> float:
+    """How long a probe that arrives at ``moment`` waits for a group at most: until
+    ``gives_up_at`` its answer-by (three quarters of its budget), never past
+    ``MOST_PATIENCE_SECONDS``."""
+    return min(MOST_PATIENCE_SECONDS, gives_up_at(answer_by(moment, deadline), deadline) - moment)
+
+
+def promise(patience: float) -> float:
+    """How long after its arrival a leader of ``patience`` answers its group at the latest (what
+    it writes for its members: ``PROMISE_SECONDS`` less than its patience)."""
+    return max(0.0, patience - PROMISE_SECONDS)
 
 
 def asks_until(moment: float, answer_by: float, gives_up: float) -> float:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -222,13 +221,19 @@ def validate_existing(
 # The words of the refusal of a job that runs longer than its block can ever give it: the job's
 # own request (another job of the same node set fits), which the Slurm breaker does not count.
 _RUNS_PAST = "can run a job for"
-_RUNS_PAST_REASON = re.compile(rf"^Capacity Block \S+ {_RUNS_PAST} \d+ s at most ")
 
 
 def runs_past_block(reason: str) -> bool:
     """Whether ``reason`` is the refusal of a job whose runtime no Capacity Block window
-    holds (``_block_time``)."""
-    return _RUNS_PAST_REASON.match(reason) is not None
+    holds (``_block_time``): "Capacity Block <id> can run a job for <n> s at most ..."."""
+    words = reason.split(" ", 3)
+    if len(words) < 4 or words[:2] != ["Capacity", "Block"] or not words[2]:
+        return False
+    rest = words[3]
+    if not rest.startswith(_RUNS_PAST + " "):
+        return False
+    seconds, _, tail = rest[len(_RUNS_PAST) + 1 :].partition(" ")
+    return seconds.isdigit() and tail.startswith("s at most ")
 
 
 def _block_time(

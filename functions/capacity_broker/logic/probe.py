@@ -27,12 +27,12 @@ from ..domain.errors import Outcome
 from ..domain.failures import BrokerFailure
 from ..domain.fanout import DecisionKind
 from ..domain.group import (
-    PROMISE_SECONDS,
     ArrivalState,
     GroupKey,
     answer_by,
     asks_until,
-    gives_up_at,
+    patience,
+    promise,
 )
 from ..domain.group_plan import (
     Verdict,
@@ -98,6 +98,17 @@ class Remembering:
 
 
 @dataclass(frozen=True)
+class Arriving:
+    """A probe's arrival on its way (its seat), when it arrived, when its group must answer it
+    (half its budget) and how long it waits for a group at most."""
+
+    seat: Future[Seat]
+    at: float
+    by: float
+    patience: float
+
+
+@dataclass(frozen=True)
 class Asking:
     """One probe under way: its request, its read of the memory, its deadlines, the fields
     every answer carries, and what it spends."""
@@ -155,21 +166,21 @@ class Prober:
         # for probing alone if it cannot.
         key = probe_key(self.ec2.region, request)
         now = self.monotonic()
-        by = answer_by(now, deadline)
         # How long this probe would wait for a group at most (a duration: a member joins only
-        # a group whose leader waits no longer, whatever the hosts' clocks say).
-        patience = gives_up_at(by, deadline) - now
-        arriving = self.grouping.arrive_soon(
+        # a group whose leader promised no later, whatever the hosts' clocks say).
+        waits = patience(now, deadline)
+        seat = self.grouping.arrive_soon(
             key,
             request_id,
-            patience,
+            waits,
             then=lambda seat: self._prepare_unless_member(seat, remembering),
         )
+        arriving = Arriving(seat, now, answer_by(now, deadline), waits)
         try:
-            return self._flagged(asked, (arriving, by))
+            return self._flagged(asked, arriving)
         finally:
-            if arriving.exception() is None:  # (an arrival that raised has no seat to leave)
-                self.grouping.leave(arriving.result())
+            if seat.exception() is None:  # (an arrival that raised has no seat to leave)
+                self.grouping.leave(seat.result())
 
     def _prepare_unless_member(self, seat: Seat, remembering: Remembering) -> None:
         """Once this probe knows it will ask EC2 (it is not a group's member), its memory
@@ -180,13 +191,13 @@ class Prober:
             remembering.start()
             self.ec2.warm()
 
-    def _give_up_leading(self, arriving: tuple[Future[Seat], float] | None) -> None:
+    def _give_up_leading(self, arriving: Arriving | None) -> None:
         """A probe that stops before it answers its group (its flags could not be read, or
         say that no probe is made): a group it leads takes no more members, and those it has
         probe alone at once instead of waiting for it."""
-        if arriving is None or self.grouping is None or arriving[0].exception() is not None:
+        if arriving is None or self.grouping is None or arriving.seat.exception() is not None:
             return
-        self.grouping.give_up(arriving[0].result())
+        self.grouping.give_up(arriving.seat.result())
 
     def _unflagged(self, asked: Asking) -> ProbeResponse | None:
         """The answer when the flags stop the probe (they cannot be read, or say that no
@@ -208,7 +219,7 @@ class Prober:
         return None
 
     def _flagged(
-        self, asked: Asking, arriving: tuple[Future[Seat], float] | None = None
+        self, asked: Asking, arriving: Arriving | None = None
     ) -> tuple[ProbeResponse, ProbeStats]:
         """After the flags' read: skipped, alone, or (``arriving``: this probe's seat on its
         way, and when its group must answer it) with the group it met."""
@@ -224,11 +235,11 @@ class Prober:
         if arriving is None:
             return self._alone(asked)
         assert self.grouping is not None
-        seat, by = arriving[0].result(), arriving[1]
+        seat, by = arriving.seat.result(), arriving.by
         grouped: Grouped | None = None
         known: placement.Placement | None = None  # a leader's look-up, not made twice
         if seat.state is ArrivalState.JOINED:
-            give_up = gives_up_at(by, deadline)
+            give_up = arriving.at + arriving.patience
             grouped = self.grouping.wait(seat, give_up, deadline, request.subnet_ids)
         elif seat.state is ArrivalState.LEADING:
             try:
@@ -242,9 +253,9 @@ class Prober:
             target = Target(
                 place.subnets, request.instance_type, place.platform, place.tenancy, request.tags
             )
-            # It answers its members by what it promised them (``PROMISE_SECONDS`` before its
-            # own give-up), late or not.
-            promised = gives_up_at(by, deadline) - PROMISE_SECONDS
+            # It answers its members by what it promised them (a little before its own
+            # give-up), late or not.
+            promised = arriving.at + promise(arriving.patience)
             asks = asks_until(self.monotonic(), by, promised)
             grouped = self.grouping.lead(seat, target, min(deadline, asks), asked.hard_deadline)
             known = place

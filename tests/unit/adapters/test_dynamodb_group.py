@@ -199,3 +199,26 @@ def test_a_kind_s_item_is_read_as_a_shared_table_may_hold_it() -> None:
         assert odd.slots == 0 and odd.patience == float("inf"), broken
     assert _kind({**sound, "st": {"S": "winning"}}).state is None
     assert _kind({**sound, "st": {"N": "1"}}).state is None
+
+
+VPC = "vpc-0123456789abcdef0"
+
+
+def test_local_and_wavelength_zones_are_zones() -> None:
+    """A Local Zone's or a Wavelength Zone's subnets (VDI near its users) are sound places."""
+    zones = [
+        Subnet(
+            "subnet-0a00000000000d401", "vpc-0123456789abcdef0", "us-west-2-lax-1a", "usw2-lax1-az1"
+        ),
+        Subnet(
+            "subnet-0b00000000000d402", "vpc-0123456789abcdef0", "us-east-1-bos-1a", "use1-bos1-az1"
+        ),
+        Subnet(
+            "subnet-0c00000000000d403",
+            VPC,
+            "us-east-1-wl1-bos-wlz-1",
+            "use1-wl1-bos-wlz1",
+        ),
+    ]
+    ids = [z.subnet_id for z in zones]
+    assert decode_subnets(encode_subnets(zones), ids) == zones

@@ -20,6 +20,7 @@ from capacity_broker.domain.group import (
     GIVE_BACK_SECONDS,
     MAX_GROUP_COUNT,
     MAX_MEMBERS,
+    MOST_PATIENCE_SECONDS,
     PROMISE_SECONDS,
     GroupKey,
     answer_by,
@@ -28,6 +29,8 @@ from capacity_broker.domain.group import (
     gives_up_at,
     look_pause,
     max_slots,
+    patience,
+    promise,
 )
 from capacity_broker.domain.group_plan import (
     Ask,
@@ -324,3 +327,14 @@ def test_a_member_looks_for_its_answer_less_often_as_it_waits() -> None:
     assert look_pause(10**6) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="looks must be >= 0"):
         look_pause(-1)
+
+
+def test_no_probe_waits_for_a_group_longer_than_its_patience_allows() -> None:
+    """Contract v4: nothing of a group holds past its patience, at most 30 s, whatever a
+    caller's budget (a client's may be minutes): three quarters of a short budget, 28 s at
+    most; and a leader promises its answers 2 s sooner than it would give up itself."""
+    assert patience(100.0, 100.0 + 28) == pytest.approx(21.0)
+    assert patience(100.0, 100.0 + 300) == MOST_PATIENCE_SECONDS
+    assert MOST_PATIENCE_SECONDS <= 30
+    assert promise(21.0) == pytest.approx(21.0 - PROMISE_SECONDS)
+    assert promise(1.0) == 0.0

@@ -90,7 +90,7 @@ def test_a_leader_closes_when_nobody_joined_for_the_window_and_the_marks_go() ->
     lead = place.arrive(KEY, "lead", PATIENCE)
     place.arrive(KEY, "m1", PATIENCE)
     assert place.close(lead, latest=clock.now() + 30) == 2
-    assert clock.moment - lead.opened_at == pytest.approx(0.5)  # a look, then idle a window
+    assert clock.moment - lead.since == pytest.approx(0.5)  # a look, then idle a window
     found = place.store.kind(kind_id(KEY))  # type: ignore[attr-defined]
     assert found.state is GroupState.CLOSED and found.seen is None
     # After the close: the next arrival is alone (nothing in flight that it can see), the one
@@ -325,3 +325,31 @@ def test_a_class_is_answered_as_each_desktop_alone_in_arrival_order(
     place.leave(in_flight)
     expected = oracle([1] * len(order), capacity)
     assert [answered[name] for name in order] == expected
+
+
+def test_a_member_that_cannot_know_its_slot_gives_the_group_up_and_waits_out_its_leader() -> None:
+    """A join whose answer was lost after another join came: the member may hold a slot it
+    cannot name. The group would answer the members after that slot from a hold one too large,
+    so the member abandons it at once (its leader will not publish), and waits until its
+    give-up (by when the leader has given its holds back) before it probes alone."""
+    clock = Clock()
+    place = meeting(clock=clock)
+    lead, _ = _class_of(place, 2)
+    lost = Seat(ArrivalState.JOINED, KEY, "lost", False, lead.group_id, None, clock.now())
+    start = clock.now()
+    waited = place.wait(lost, start + 15, start + 30)
+    assert (waited.text, waited.give_back) == (None, True)
+    assert clock.now() == pytest.approx(start + 15)
+    assert not place.publish(lead, {1: "one"})  # the leader cannot publish
+
+
+def test_arrivals_that_find_no_group_within_one_round_trip_are_a_burst() -> None:
+    """Two arrivals whose joins both found no group: the first to mark is alone, the other sees
+    its mark (its own mark is refused) and opens a group, which the rest join."""
+    store = MemoryStore()
+    clock = Clock()
+    place = meeting(store, clock)
+    kind = kind_id(KEY)
+    assert store.mark(kind, "a") is None
+    assert store.mark(kind, "b") is not None  # (b's join had found no group either)
+    assert place.arrive(KEY, "b", PATIENCE).state is ArrivalState.LEADING

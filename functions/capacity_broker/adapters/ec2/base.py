@@ -54,8 +54,12 @@ class Ec2Base:
         retry loop sees also slows the root's other calls down."""
         # (A client whose read timeout fits in the time left: a hung socket must not hold the
         # invocation past its deadline.)
-        within = None if deadline is None else deadline - self.pacer.now()
-        method = getattr(self.clients.client("ec2", self.region, within), _snake(action))
+        client = (
+            self._client
+            if deadline is None
+            else self.clients.client("ec2", self.region, deadline - self.pacer.now())
+        )
+        method = getattr(client, _snake(action))
 
         def once() -> Any:
             return self.pacer.call(

@@ -73,8 +73,10 @@ def decode(text: str, subnet_ids: Sequence[str]) -> Published:
     return Published(answer, size, subnets)
 
 
-_AZ = re.compile(r"[a-z]{2}(-[a-z0-9]+){2,4}[a-z]")
-_AZ_ID = re.compile(r"[a-z]{3,4}[0-9]?-az[0-9]{1,2}")
+# AZ names and ids as EC2 spells them, Local Zones and Wavelength Zones included
+# ("us-west-2-lax-1a", "usw2-lax1-az1", "use1-wl1-bos-wlz1").
+_AZ = re.compile(r"[a-z]{2}(-[a-z0-9]+){2,6}")
+_AZ_ID = re.compile(r"[a-z]{3,4}[0-9]?(-[a-z0-9]+){1,4}")
 _VPC = re.compile(r"vpc-[0-9a-f]{8,17}")
 
 

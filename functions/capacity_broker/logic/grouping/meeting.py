@@ -35,7 +35,6 @@ from typing import TypeVar
 from ...domain.group import (
     GRACE_SECONDS,
     MAX_MEMBERS,
-    PROMISE_SECONDS,
     ArrivalState,
     GroupKey,
     GroupState,
@@ -45,6 +44,7 @@ from ...domain.group import (
     group_id,
     look_pause,
     max_slots,
+    promise,
 )
 from .answers import ALONE
 from .store import GroupStore
@@ -83,8 +83,8 @@ class Seat:
     stamp: str
     marked: bool = False  # its mark is in the store until it leaves
     group_id: str | None = None
-    slot: int = 0
-    opened_at: float = 0.0  # a leader's clock when it opened its group
+    slot: int | None = 0  # its place in its group (None: a member that cannot know it)
+    since: float = 0.0  # its clock when it opened its group (a leader) or joined (a member)
     slots: int = 1  # the most slots of its group
 
     @property
@@ -136,7 +136,9 @@ class Meeting:
                 got = self.store.join(kind, stamp, patience, most)
                 if isinstance(got, Joined):
                     # (Its mark goes when its group closes: a member never leaves.)
-                    return Seat(ArrivalState.JOINED, key, stamp, False, got.group_id, got.slot)
+                    return Seat(
+                        ArrivalState.JOINED, key, stamp, False, got.group_id, got.slot, self.now()
+                    )
                 if got.state is GroupState.OPEN:
                     # A group takes members but not this one (full, or its leader waits longer
                     # than this probe may): a burst is plain, no mark is needed.
@@ -148,8 +150,7 @@ class Meeting:
                 opened = group_id(request_id, key, stamp)
                 # It promises less than its own patience (``PROMISE_SECONDS``), so members
                 # whose patience is a moment shorter than its own still join.
-                promise = max(0.0, patience - PROMISE_SECONDS)
-                if self.store.open(kind, opened, stamp, promise) is None:
+                if self.store.open(kind, opened, stamp, promise(patience)) is None:
                     return Seat(
                         ArrivalState.LEADING, key, stamp, False, opened, 0, self.now(), most
                     )
@@ -173,12 +174,12 @@ class Meeting:
         slots, or None when it cannot be closed (a member abandoned it, the store is down)."""
         assert seat.state is ArrivalState.LEADING
         assert seat.group_id is not None
-        slots, changed = 1, seat.opened_at
+        slots, changed = 1, seat.since
         try:
             while True:
                 moment = self.now()
                 if moment >= latest or closes_now(
-                    moment - seat.opened_at,
+                    moment - seat.since,
                     moment - changed,
                     slots,
                     window=self.window,
@@ -188,9 +189,8 @@ class Meeting:
                     break
                 self.pause(max(0.0, min(self.window, latest - moment)))
                 seen = self.store.slots(seat.kind, seat.group_id)
-                if seen is None:
-                    return None
-                if seen != slots:
+                # (None: a member gave the group up; the close below says so.)
+                if seen is not None and seen != slots:
                     slots, changed = seen, self.now()
             return self.store.close(seat.kind, seat.group_id, seat.stamp)
         except StoreDown as error:
@@ -231,6 +231,8 @@ class Meeting:
         this member, or already by another), or found PUBLISHED and its answer read."""
         assert seat.state is ArrivalState.JOINED
         assert seat.group_id is not None
+        if seat.slot is None:
+            return self._unplaced(seat, give_up_at)
         # The leader closes no sooner than the window after this join: a look before then
         # finds nothing.
         self._pause_until(min(give_up_at, self.now() + self.window))
@@ -264,6 +266,21 @@ class Meeting:
             self._down(error)
             return Waited(None, give_back=True)
 
+    def _unplaced(self, seat: Seat, give_up_at: float) -> Waited:
+        """A member whose join may have landed, its slot unknown: its group would count a
+        member nobody is, and answer the members after it from a hold too large. So it gives
+        the group up at once (unless published already), then waits until its give-up, by
+        when the group's leader has given its holds back, and probes alone (giving back
+        whatever the group still holds: its leader may be gone)."""
+        assert seat.group_id is not None
+        try:
+            if self.store.settle(seat.group_id, GroupState.ABANDONED, seat.stamp) is None:
+                self.store.close(seat.kind, seat.group_id, seat.stamp)
+        except StoreDown as error:
+            self._down(error)
+        self._pause_until(give_up_at)
+        return Waited(None, give_back=True)
+
     def given_back(self, seat: Seat) -> None:
         """This member gave the abandoned group's holds back."""
         assert seat.group_id is not None
@@ -275,6 +292,7 @@ class Meeting:
     # -- helpers --------------------------------------------------------------------------------
     def _answer(self, seat: Seat) -> str | None:
         assert seat.group_id is not None
+        assert seat.slot is not None
         try:
             return self.store.answer(seat.group_id, seat.slot)
         except StoreDown as error:

@@ -31,12 +31,14 @@ from ...domain.group import Ending, GroupState, Joined, KindItem
 class GroupStore(Protocol):
     def join(self, kind: str, stamp: str, patience: float, max_slots: int) -> Joined | KindItem:
         """Take the next slot of the OPEN group the kind's item names, if it has one free and
-        its leader's patience is at most ``patience``, and mark ``stamp``: the slot; else the
-        item as found (nothing written)."""
+        its leader's promise is at most ``patience``, and mark ``stamp``: the slot (None: the
+        join may have landed, its answer lost, and which slot is unknown); else the item as
+        found (nothing written)."""
         ...
 
     def mark(self, kind: str, stamp: str) -> KindItem | None:
-        """Mark ``stamp`` unless a group is OPEN: None (marked), else the item as found."""
+        """Mark ``stamp`` unless a group is OPEN or another arrival's mark is there (the two
+        are a burst): None (marked), else the item as found."""
         ...
 
     def open(self, kind: str, group_id: str, stamp: str, patience: float) -> KindItem | None:
@@ -45,8 +47,8 @@ class GroupStore(Protocol):
         ...
 
     def slots(self, kind: str, group_id: str) -> int | None:
-        """The slots the OPEN group ``group_id`` has taken (a read: it may lag a little);
-        None when the kind's item no longer names it OPEN."""
+        """The slots the OPEN group ``group_id`` has taken (a strong read); None when the
+        kind's item no longer names it OPEN."""
         ...
 
     def close(self, kind: str, group_id: str, by: str) -> int | None:
@@ -117,7 +119,7 @@ class MemoryStore:
     def mark(self, kind: str, stamp: str) -> KindItem | None:
         with self._lock:
             found = self._kinds.get(kind, KindItem())
-            if found.state is GroupState.OPEN:
+            if found.state is GroupState.OPEN or found.seen is not None:
                 return found
             self._kinds[kind] = replace(found, seen=stamp)
             return None
