@@ -27,13 +27,16 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--only", default=",".join(BENCHES), help="comma list of " + ", ".join(BENCHES)
     )
     parser.add_argument(
-        "--reps", type=int, default=9, help="timed repetitions of probe/reserve/fanout/capacity"
+        "--reps",
+        type=int,
+        default=5,
+        help="timed repetitions of probe/reserve/fanout/capacity (9 before issue 39's rows)",
     )
     parser.add_argument(
         "--scales",
-        default="1,5",
+        default="5",
         help="cleaner time compressions S, comma list (the first is the measurement of record; "
-        "1 = EC2's real rates)",
+        "1 = EC2's real rates, 2 more minutes: '1,5' before issue 39's rows)",
     )
     parser.add_argument(
         "--owned", type=int, default=2000, help="owned leaked reservations (cleaner)"
@@ -49,11 +52,15 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--pacing-scale",
         type=float,
-        default=1.0,
-        help="time compression S of the pacing runs (1 = EC2's real rates)",
+        default=5.0,
+        help="time compression S of the pacing runs (1 = EC2's real rates, about 6 minutes: "
+        "the default before issue 39's rows)",
     )
     parser.add_argument(
-        "--rounds", type=int, default=9, help="fresh interpreters per module (imports)"
+        "--rounds",
+        type=int,
+        default=5,
+        help="fresh interpreters per module (imports; 9 before issue 39's rows)",
     )
     parser.add_argument(
         "--reserve-concurrency",
@@ -110,8 +117,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--lone-reps",
         type=int,
-        default=7,
-        help="lone probes each way (burst; with a table, without, with a hung one)",
+        default=5,
+        help="lone probes each way (burst; with a table, without, with a hung one; 11 before)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="a fast smoke run (fewer of everything)"
@@ -121,6 +128,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     if args.quick:
         args.reps, args.rounds, args.owned, args.foreign, args.scales = 3, 3, 600, 600, "5"
         args.pacing_owned, args.pacing_foreign, args.pacing_scale = 300, 300, 5.0
+        args.class_runs, args.snapstart_size, args.lone_reps = 2, 50, 3
     return args
 
 
