@@ -8,25 +8,28 @@ built cold in a worker process before the start; the containers are spread over 
 ``--burst-processes`` processes (each process imports boto3 and the broker once: 200
 processes would need ~20 GB, and this machine is shared). Every container starts its probe at
 the same wall-clock instant, with a 30 s Lambda budget. The world: 4 subnets, the first two
-AZs empty, so the right answer is always the third subnet; capacity is plentiful there.
+AZs empty, so the right answer is always the third subnet; capacity is plentiful there (the
+skew and crash rows give the first subnet room for a few, so that order matters).
 
-Two classes: one instance type for everyone (what grouping can merge, when the code has it:
-``BROKER_PROBE_GROUPING``), and the same class over several types (no grouping possible). Each
-in the deployment's default (the state table, grouping on, every container's pacer alone: the
-shared EC2 budget that once leased their tokens from the table is gone, docs/performance.md)
-and, for comparison, without the table (no grouping: what issue 23 measured). Then a lone
-probe in the default, as deployed when issue 23 was filed (the table for the capacity memory
-only, no grouping) and without the table, several times: what grouping and the table cost one
-desktop when there is no burst.
+The default plan is issue 39's "Numbers", every class in the deployment's default (the state
+table, grouping on; the shared EC2 budget that once leased the containers' tokens from the table
+is gone, docs/performance.md): a cold one-type class of 40, 10 runs in a row, each interleaved
+with the same class arriving spread evenly over 10 s (probe i at i*10/40 s); one one-type class
+of 200 restored from SnapStart (its table bill is judged); a class whose containers' clocks are
+off by up to 60 s next to the same class in step (the answers compared as a multiset); a
+leader SIGKILLed after its create (``bench.crash``); and a lone probe with the table, without
+it, and with a table that accepts and never answers (``bench.hung``). ``full_sizes`` (``--full``)
+adds issue 23's matrix: one-type and mixed classes per size, cold and SnapStart, the largest
+without a table, and the lone probe as deployed when issue 23 was filed.
 
 What a run reports, from the answers and from the emulator's call log: wrong answers (an
-``available`` answer that is not the third subnet), answers not ``available``, EC2 calls and
-throttled calls, mutating calls per desktop, p50/p99 of the probes' wall time, reservations
-left holding that no answer flagged, and the workers' CPU seconds against the wall; and what the
-class cost the state table as DynamoDB bills it (the table emulator's meter,
-``bench.table_bill``): write and read units per desktop and the busiest partition key's write
-units in any one second, the table throttled as DynamoDB throttles a key (the emulator's
-default).
+``available`` answer the sequential oracle does not allow: ``wrong``), answers not
+``available``, EC2 calls and throttled calls, mutating calls per desktop, p50/p99 of the probes'
+wall time, reservations left holding that no answer flagged, and the workers' CPU seconds
+against the wall; and what the class cost the state table as DynamoDB bills it (the table
+emulator's meter, ``bench.table_bill``): write and read units per desktop and the busiest
+partition key's write units in any one second, the table throttled as DynamoDB throttles a key
+(the emulator's default).
 """
 
 from __future__ import annotations
