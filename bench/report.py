@@ -236,7 +236,7 @@ def rows_for(results: dict[str, Any]) -> list[Row]:
 def class_run_met(run: dict[str, Any]) -> bool:
     """One run of issue 39's class met its row: every desktop answered available on the
     oracle's subnet, EC2 calls throttled at most 5%, p99 at most 10 s."""
-    return (
+    return bool(
         run["not_available"] == 0
         and run["wrong"] == 0
         and run["throttled_share"] <= CLASS_THROTTLED_SHARE
