@@ -27,13 +27,16 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--only", default=",".join(BENCHES), help="comma list of " + ", ".join(BENCHES)
     )
     parser.add_argument(
-        "--reps", type=int, default=9, help="timed repetitions of probe/reserve/fanout/capacity"
+        "--reps",
+        type=int,
+        default=5,
+        help="timed repetitions of probe/reserve/fanout/capacity (9 before issue 39's rows)",
     )
     parser.add_argument(
         "--scales",
-        default="1,5",
+        default="5",
         help="cleaner time compressions S, comma list (the first is the measurement of record; "
-        "1 = EC2's real rates)",
+        "1 = EC2's real rates, 2 more minutes: '1,5' before issue 39's rows)",
     )
     parser.add_argument(
         "--owned", type=int, default=2000, help="owned leaked reservations (cleaner)"
@@ -49,11 +52,15 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--pacing-scale",
         type=float,
-        default=1.0,
-        help="time compression S of the pacing runs (1 = EC2's real rates)",
+        default=5.0,
+        help="time compression S of the pacing runs (1 = EC2's real rates, about 6 minutes: "
+        "the default before issue 39's rows)",
     )
     parser.add_argument(
-        "--rounds", type=int, default=9, help="fresh interpreters per module (imports)"
+        "--rounds",
+        type=int,
+        default=5,
+        help="fresh interpreters per module (imports; 9 before issue 39's rows)",
     )
     parser.add_argument(
         "--reserve-concurrency",
@@ -61,9 +68,45 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         help="BROKER_MAX_CONCURRENCY values for reserve (32 is the default; 16 = two waves)",
     )
     parser.add_argument(
+        "--class-size",
+        type=int,
+        default=40,
+        help="the burst's class of N cold one-type containers (issue 39: 40)",
+    )
+    parser.add_argument(
+        "--class-runs",
+        type=int,
+        default=10,
+        help="runs in a row of that class, all at once and spread (issue 39: 10 of 10)",
+    )
+    parser.add_argument(
+        "--spread-s",
+        type=float,
+        default=10.0,
+        help="seconds the spread class arrives over (probe i starts at i*S/N)",
+    )
+    parser.add_argument(
+        "--snapstart-size",
+        type=int,
+        default=200,
+        help="the one-type class restored from SnapStart whose table bill is judged (200)",
+    )
+    parser.add_argument(
+        "--skew-size",
+        type=int,
+        default=16,
+        help="the class whose containers' clocks are off by up to 60 s (and its in-step twin)",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="also issue 23's burst matrix: one-type and mixed classes of --burst-sizes, cold "
+        "and SnapStart, the largest with no table, and the lone probe as deployed at 367ccc0",
+    )
+    parser.add_argument(
         "--burst-sizes",
         default="10,50,200",
-        help="class sizes N of the burst bench (N cold containers probing at once)",
+        help="class sizes N of the --full matrix (N cold containers probing at once)",
     )
     parser.add_argument(
         "--burst-processes",
@@ -74,8 +117,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--lone-reps",
         type=int,
-        default=11,
-        help="lone probes each way (burst; single ones spread +-15%%)",
+        default=5,
+        help="lone probes each way (burst; with a table, without, with a hung one; 11 before)",
     )
     parser.add_argument(
         "--quick", action="store_true", help="a fast smoke run (fewer of everything)"
@@ -85,7 +128,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     if args.quick:
         args.reps, args.rounds, args.owned, args.foreign, args.scales = 3, 3, 600, 600, "5"
         args.pacing_owned, args.pacing_foreign, args.pacing_scale = 300, 300, 5.0
+        args.class_runs, args.snapstart_size, args.lone_reps = 2, 50, 3
     return args
+
+
+def _plan(args: argparse.Namespace) -> dict[str, Any]:
+    """What a run measures: its arguments but where it writes."""
+    return {k: v for k, v in vars(args).items() if k != "output"}
 
 
 def _say(text: str) -> None:
@@ -137,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"bench: {name} done in {results[name]['bench_wall_s']} s")
     results["meta"]["load_average_after"] = harness.load_average()
     results["meta"]["wall_s"] = round(time.perf_counter() - begun, 1)
+    # The wall-time row judges the default plan only: every benchmark, nothing --full.
+    results["meta"]["default_plan"] = _plan(args) == _plan(_arguments([]))
     rows = rows_for(results)
     results["table"] = [row.to_dict() for row in rows]
     args.output.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
@@ -185,7 +236,16 @@ def _run(name: str, args: argparse.Namespace) -> dict[str, Any]:
         from .burst import bench_burst
 
         sizes = [int(n) for n in args.burst_sizes.split(",") if n.strip()]
-        return bench_burst(sizes, args.burst_processes, args.lone_reps)
+        return bench_burst(
+            args.burst_processes,
+            args.lone_reps,
+            class_size=args.class_size,
+            class_runs=args.class_runs,
+            spread_s=args.spread_s,
+            snapstart_size=args.snapstart_size,
+            skew_size=args.skew_size,
+            full_sizes=sizes if args.full else None,
+        )
     from .imports import bench_imports
 
     return bench_imports(args.rounds)

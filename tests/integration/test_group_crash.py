@@ -1,6 +1,7 @@
 """Grouped probes survive their leader's and members' death (contract v4): each desktop's probe
 is a process of its own against the served emulator (EC2 and the state table), and one of them
-is killed with SIGKILL at a chosen line (``processes/group_probe.py``): no ``finally`` runs.
+is killed with SIGKILL at a chosen line (``bench/group_probe.py``, the crash row of the burst bench
+runs it too): no ``finally`` runs.
 
 The world is the issue's: room for 5 in the first subnet, none in the second, plenty in the
 third. A group of 5 holds the first subnet whole; killed with its hold, a leader that told
@@ -145,7 +146,7 @@ class Probe:
             PROBE_TIMEOUT_MS=str(TIMEOUT_MS),
         )
         self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests/integration/processes/group_probe.py")],
+            [sys.executable, "-m", "bench.group_probe"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -7,7 +7,6 @@ that hangs or refuses is asked once, then not for a while, and a probe answers a
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +17,8 @@ from capacity_broker.adapters.aws import Clients
 from capacity_broker.adapters.dynamodb_group import TableStore
 from capacity_broker.domain.group import Ending, GroupState, Joined, StoreDown
 from capacity_broker.logic.grouping.store import GroupStore, MemoryStore
+
+from bench.hung import Hung
 
 pytestmark = pytest.mark.integration
 
@@ -108,38 +109,6 @@ def test_answers_are_read_by_slot(store: GroupStore) -> None:
 
 
 # -- a table that hangs or refuses -------------------------------------------------------------
-
-
-class Hung:
-    """A socket that accepts every connection and never answers."""
-
-    def __init__(self) -> None:
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(64)
-        self.accepted: list[socket.socket] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-
-    def _accept(self) -> None:
-        self.listener.settimeout(0.1)
-        while not self.stop.is_set():
-            try:
-                self.accepted.append(self.listener.accept()[0])
-            except TimeoutError:
-                continue
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(5)
-        for s in self.accepted:
-            s.close()
-        self.listener.close()
 
 
 def _refusing_endpoint() -> str:

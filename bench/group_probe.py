@@ -1,5 +1,6 @@
-"""One container's probe, as a process of its own, for the crash tests of grouped probes
-(``tests/integration/test_group_crash.py``): it builds a cold root from its environment (the
+"""One container's probe, as a process of its own (``python -m bench.group_probe``), for the
+crash tests of grouped probes (``tests/integration/test_group_crash.py``) and the burst bench's
+crash row (``bench.crash``): it builds a cold root from its environment (the
 served emulator, the state table), says ``ready``, probes once when a line arrives on its
 standard input, and prints the answer as JSON.
 

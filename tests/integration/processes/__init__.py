@@ -1,1 +1,0 @@
-"""Programs the integration tests run as processes of their own."""
