@@ -12,11 +12,17 @@ instance"):
 - tags on create are a second authorization, ``ec2:CreateTags`` with ``ec2:CreateAction`` =
   the creating action, "only evaluated if tags are applied during the resource-creating
   action"; tags in a launch template count too;
-- an instant fleet is ``ec2:CreateFleet`` on the fleet and on everything its launches use, and
+- an instant fleet is ``ec2:CreateFleet`` on the fleet, its instances and what the request
+  names (the template, each override's subnet, image and placement group), never on what the
+  template specifies ("Resource-level permissions for this action do not include the resources
+  specified in a launch template", Service Authorization Reference), and
   ``ec2:RunInstances`` (with ``ec2:LaunchTemplate``) on what each launch uses: the template,
-  subnet, security groups, image, key pair, placement group, the targeted reservation, and the
-  instances, volumes and interfaces it creates; an instance profile is ``iam:PassRole`` on its
-  role (``iam:PassedToService`` ``ec2.amazonaws.com``);
+  subnet, security groups, image, key pair, placement group, the targeted reservation (its
+  ``aws:ResourceTag`` keys only), and the instances, volumes and interfaces it creates;
+- the launch path's dependent actions: an instance profile is ``iam:PassRole`` on its role
+  (``iam:PassedToService`` ``ec2.amazonaws.com``) for RunInstances, CreateFleet and a
+  CreateLaunchTemplateVersion whose data names one; an image given as ``resolve:ssm:…`` is
+  ``ssm:GetParameters`` on its parameter for the same calls;
 - a call that names a resource that does not exist is left to EC2's own answer (NotFound):
   there is nothing whose tags IAM could read (chosen; EC2 documents no order);
 - ``Describe*`` and every action not modelled here: ``Resource: *``.
@@ -156,6 +162,21 @@ class _Ec2:
     def template_resource(self, template: Any) -> _Resource:
         return self.existing("launch-template", template.id)
 
+    def named(self, override: Mapping[str, Any]) -> list[_Resource]:
+        """What a fleet's override names itself: its subnet, image and placement group."""
+        used: list[_Resource] = []
+        subnet_id = override.get("SubnetId")
+        subnet = _quiet(lambda: self.backend.get_subnet(subnet_id)) if subnet_id else None
+        if subnet is not None:
+            used.append(self.existing("subnet", subnet.id, _owner(subnet, self.caller)))
+        image_id = override.get("ImageId")
+        if image_id and not str(image_id).startswith(_SSM_IMAGE):
+            used.append(self.existing("image", str(image_id), account=""))
+        group_name = (override.get("Placement") or {}).get("GroupName")
+        if group_name:
+            used.append(self.existing("placement-group", str(group_name)))
+        return used
+
     def launch(
         self,
         data: Mapping[str, Any],
@@ -180,7 +201,7 @@ class _Ec2:
             if group is not None:
                 used.append(self.existing("security-group", group.id, _owner(group, self.caller)))
         image_id = data.get("ImageId")
-        if image_id and not str(image_id).startswith("resolve:ssm:"):
+        if image_id and not str(image_id).startswith(_SSM_IMAGE):
             used.append(self.existing("image", image_id, account=""))
         if data.get("KeyName"):
             used.append(self.existing("key-pair", str(data["KeyName"])))
@@ -190,11 +211,29 @@ class _Ec2:
         spec = data.get("CapacityReservationSpecification") or {}
         target = (spec.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
         if target:
-            found = self.reservation(target)
-            used.append(found or self.existing("capacity-reservation", target))
+            found = self.reservation(target) or self.existing("capacity-reservation", target)
+            # RunInstances' capacity-reservation lists aws:ResourceTag,
+            # ec2:IsLaunchTemplateResource, ec2:LaunchTemplate and ec2:Region, no
+            # ec2:ResourceTag (Service Authorization Reference, Amazon EC2, RunInstances): a
+            # launch's reservation carries no such key.
+            keys = {k: v for k, v in found.keys.items() if not k.startswith("ec2:ResourceTag/")}
+            used.append(_Resource(found.arn, keys))
         for kind in ("instance", "volume", "network-interface"):
             used.append(self.created(kind, tag_specs.get(kind, {})))
         return used
+
+    def image_parameter(self, data: Mapping[str, Any]) -> list[Request]:
+        """An image given as ``resolve:ssm:<parameter>[:<version or label>]``: ``ssm:GetParameters``
+        on the parameter, asked of the caller (EC2 Auto Scaling User Guide, "Use AWS Systems
+        Manager parameters instead of AMI IDs in launch templates": "To specify a parameter
+        from the Parameter Store in a launch template, you must have the ssm:GetParameters
+        permission for the specified parameter. Anyone who uses the launch template also needs
+        the ssm:GetParameters permission in order for the parameter value to be validated")."""
+        image_id = str(data.get("ImageId") or "")
+        if not image_id.startswith(_SSM_IMAGE):
+            return []
+        name = _parameter_name(image_id[len(_SSM_IMAGE) :])
+        return [_request("ssm:GetParameters", _parameter_arn(name, self.caller), self.caller)]
 
     def pass_role(self, data: Mapping[str, Any]) -> list[Request]:
         """An instance profile: ``iam:PassRole`` on its role (EC2 User Guide, IAM roles for
@@ -220,6 +259,22 @@ class _Ec2:
             )
             for role in found.roles
         ]
+
+
+# "resolve:ssm:<parameter>" (EC2 User Guide, "Use a Systems Manager parameter instead of an AMI
+# ID"), the parameter being a name or, shared from another account, its ARN, either one
+# optionally followed by ":<version>" or ":<label>".
+_SSM_IMAGE = "resolve:ssm:"
+
+
+def _parameter_name(reference: str) -> str:
+    """The parameter a ``resolve:ssm:`` reference names, without its version or label: a name
+    holds no ':' (Systems Manager allows letters, digits, '.', '-', '_' and '/' in one), an
+    ARN's resource part begins after its fifth ':'."""
+    if reference.startswith("arn:"):
+        parts = reference.split(":")
+        return ":".join(parts[:6])
+    return reference.split(":", 1)[0]
 
 
 def _quiet(get: Callable[[], Any]) -> Any:
@@ -281,6 +336,19 @@ def _named_template(action: str) -> Callable[[_Ec2, Mapping[str, Any]], list[Req
     return build
 
 
+def _create_version(ec2: _Ec2, params: Mapping[str, Any]) -> list[Request]:
+    """The template; the image parameter the new version's own data names ("To specify a
+    parameter ... in a launch template, you must have the ssm:GetParameters permission");
+    the role of the instance profile it names (Service Authorization Reference, Amazon EC2,
+    CreateLaunchTemplateVersion: dependent action ``iam:PassRole``). What the version inherits
+    from its source is not named by this call and not evaluated (chosen: the pages are silent)."""
+    out = _named_template("CreateLaunchTemplateVersion")(ec2, params)
+    if not out:
+        return out
+    data = params.get("LaunchTemplateData") or {}
+    return out + ec2.image_parameter(data) + ec2.pass_role(data)
+
+
 def _template_data(ec2: _Ec2, spec: Mapping[str, Any]) -> tuple[Any, dict[str, Any]] | None:
     template = ec2.template(spec)
     if template is None:
@@ -292,9 +360,18 @@ def _template_data(ec2: _Ec2, spec: Mapping[str, Any]) -> tuple[Any, dict[str, A
 
 
 def _create_fleet(ec2: _Ec2, params: Mapping[str, Any]) -> list[Request]:
+    """``ec2:CreateFleet`` on the fleet, the instances it launches and what the request itself
+    names (the template, each override's subnet, image and placement group), never on what the
+    template specifies: "Resource-level permissions for this action do not include the
+    resources specified in a launch template. To specify resource-level permissions for
+    resources specified in a launch template, you must include the resources in the
+    RunInstances action statement" (Service Authorization Reference, Amazon EC2, CreateFleet;
+    its resource types: fleet*, image, instance*, launch-template, placement-group, subnet,
+    volume). ``ec2:RunInstances`` on everything each launch uses, the template's included."""
     fleet_specs = _tag_specs(params.get("TagSpecifications"))
     fleet = ec2.created("fleet", fleet_specs.get("fleet", {}))
     out = [*ec2.requests("CreateFleet", [fleet]), *ec2.tag_on_create("CreateFleet", fleet)]
+    instances = ec2.created("instance", fleet_specs.get("instance", {}))
     for config in params.get("LaunchTemplateConfigs") or []:
         found = _template_data(ec2, config.get("LaunchTemplateSpecification") or {})
         if found is None:
@@ -308,14 +385,17 @@ def _create_fleet(ec2: _Ec2, params: Mapping[str, Any]) -> list[Request]:
         }
         launch_template = {"ec2:LaunchTemplate": ec2.template_resource(template).arn}
         for override in config.get("Overrides") or [{}]:
-            merged = {**data, **{k: v for k, v in override.items() if k != "Priority"}}
+            own = {k: v for k, v in override.items() if k != "Priority"}
+            merged = {**data, **own}
+            named = [ec2.template_resource(template), *ec2.named(own), instances]
+            out += ec2.requests("CreateFleet", named)
             used = ec2.launch(merged, specs, template)
-            out += ec2.requests("CreateFleet", used)
             out += ec2.requests("RunInstances", used, launch_template)
             for kind in ("instance", "volume", "network-interface"):
                 made = ec2.created(kind, specs[kind])
                 creating = "CreateFleet" if fleet_specs.get(kind) else "RunInstances"
                 out += ec2.tag_on_create(creating, made)
+            out += ec2.image_parameter(merged)
             out += ec2.pass_role(merged)
     return out
 
@@ -334,7 +414,7 @@ def _run_instances(ec2: _Ec2, params: Mapping[str, Any]) -> list[Request]:
     out = ec2.requests("RunInstances", used, extra)
     for kind in ("instance", "volume", "network-interface"):
         out += ec2.tag_on_create("RunInstances", ec2.created(kind, specs.get(kind, {})))
-    return out + ec2.pass_role(merged)
+    return out + ec2.image_parameter(merged) + ec2.pass_role(merged)
 
 
 def _tags(action: str) -> Callable[[_Ec2, Mapping[str, Any]], list[Request]]:
@@ -367,7 +447,7 @@ _EC2: dict[str, Callable[[_Ec2, Mapping[str, Any]], list[Request]]] = {
     "CreateCapacityReservation": _create_reservation,
     "CancelCapacityReservation": _named_reservation("CancelCapacityReservation"),
     "ModifyCapacityReservation": _named_reservation("ModifyCapacityReservation"),
-    "CreateLaunchTemplateVersion": _named_template("CreateLaunchTemplateVersion"),
+    "CreateLaunchTemplateVersion": _create_version,
     "DeleteLaunchTemplateVersions": _named_template("DeleteLaunchTemplateVersions"),
     "ModifyLaunchTemplate": _named_template("ModifyLaunchTemplate"),
     "DeleteLaunchTemplate": _named_template("DeleteLaunchTemplate"),

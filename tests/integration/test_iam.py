@@ -431,6 +431,100 @@ def test_an_instance_profile_needs_its_role_listed(demo: Any, profile_template: 
     assert f"iam:PassRole on resource: {role_arn}" in message
 
 
+def test_an_image_parameter_needs_its_parameter_listed(demo: Any) -> None:
+    """A template whose image is ``resolve:ssm:<parameter>``: "Anyone who uses the launch
+    template also needs the ssm:GetParameters permission" (EC2 Auto Scaling User Guide), and
+    so does whoever specifies it in a version. The default deployment lists no parameter of the
+    account's own (docs/deploy.md, imageParameters): the fleet and the version are refused."""
+    boto3.client("ssm", region_name=EAST).put_parameter(
+        Name="/golden-ami/rhel9", Value=IMAGE, Type="String", DataType="aws:ec2:image"
+    )
+    parameter = "arn:aws:ssm:us-east-1:123456789012:parameter/golden-ami/rhel9"
+    made = boto3.client("ec2", region_name=EAST).create_launch_template(
+        LaunchTemplateName="golden",
+        LaunchTemplateData={"ImageId": "resolve:ssm:/golden-ami/rhel9:1"},
+        TagSpecifications=[
+            {"ResourceType": "launch-template", "Tags": [{"Key": CLUSTER_TAG, "Value": CLUSTER}]}
+        ],
+    )
+    template_id = made["LaunchTemplate"]["LaunchTemplateId"]
+    reserve = as_role(demo, "reserve")
+    message = refused(lambda: reserve.create_fleet(**fleet(template_id)))
+    assert f"ssm:GetParameters on resource: {parameter} " in message
+    message = refused(
+        lambda: reserve.create_launch_template_version(
+            LaunchTemplateId=TEMPLATE,
+            SourceVersion="1",
+            LaunchTemplateData={"ImageId": "resolve:ssm:/golden-ami/rhel9"},
+        )
+    )
+    assert f"ssm:GetParameters on resource: {parameter} " in message
+
+
+def test_a_version_naming_an_instance_profile_needs_its_role_listed(
+    demo: Any, profile_template: Any
+) -> None:
+    """CreateLaunchTemplateVersion's dependent action is iam:PassRole (Service Authorization
+    Reference, Amazon EC2): a version whose data names a profile whose role is not in
+    instanceRoleArns is refused, as the launch from it would be."""
+    ec2, iam = (boto3.client(service, region_name=EAST) for service in ("ec2", "iam"))
+    role_arn, _ = profile_template(ec2, iam, CLUSTER)
+    profile = iam.get_instance_profile(InstanceProfileName="compute-node")["InstanceProfile"]
+    message = refused(
+        lambda: as_role(demo, "reserve").create_launch_template_version(
+            LaunchTemplateId=TEMPLATE,
+            SourceVersion="1",
+            LaunchTemplateData={"IamInstanceProfile": {"Arn": profile["Arn"]}},
+        )
+    )
+    assert f"iam:PassRole on resource: {role_arn} " in message
+
+
+def test_a_fleet_is_not_decided_on_what_its_template_specifies(demo: Any) -> None:
+    """CreateFleet: "Resource-level permissions for this action do not include the resources
+    specified in a launch template ... you must include the resources in the RunInstances
+    action statement" (Service Authorization Reference, Amazon EC2). The fleet is decided on
+    itself, its instances and what it names (template, override subnet); RunInstances on
+    everything each launch uses."""
+    world.iam.decisions.clear()
+    as_role(demo, "reserve").create_fleet(**fleet(TEMPLATE))
+    kinds: dict[str, set[str]] = {}
+    for _, decision in world.iam.decisions:
+        kind = decision.request.resource.split(":")[-1].split("/")[0]
+        kinds.setdefault(decision.request.action, set()).add(kind)
+    assert kinds["ec2:CreateFleet"] == {"fleet", "instance", "launch-template", "subnet"}
+    assert {"launch-template", "subnet", "image", "instance", "volume", "network-interface"} <= (
+        kinds["ec2:RunInstances"]
+    )
+
+
+def test_a_launchs_reservation_carries_only_aws_resource_tags(demo: Any) -> None:
+    """RunInstances' capacity-reservation resource lists aws:ResourceTag/${TagKey}, not
+    ec2:ResourceTag/${TagKey} (Service Authorization Reference, Amazon EC2): a grant written
+    with the latter would never match it on AWS, so it matches nothing here either."""
+    ec2 = boto3.client("ec2", region_name=EAST)
+    reservation = create(ec2, hold_tags("hold"), zone="us-east-1c")
+    demo.settle(EAST)
+    spec = {
+        "CapacityReservationPreference": "capacity-reservations-only",
+        "CapacityReservationTarget": {"CapacityReservationId": reservation},
+    }
+    ec2.create_launch_template_version(
+        LaunchTemplateId=TEMPLATE,
+        SourceVersion="1",
+        LaunchTemplateData={"CapacityReservationSpecification": spec},
+    )
+    world.iam.decisions.clear()
+    as_role(demo, "reserve").create_fleet(**fleet(TEMPLATE))
+    (keys,) = [
+        d.request.keys
+        for _, d in world.iam.decisions
+        if d.request.action == "ec2:RunInstances" and reservation in d.request.resource
+    ]
+    assert keys[f"aws:ResourceTag/{CLUSTER_TAG}"] == (CLUSTER,)
+    assert not [k for k in keys if k.startswith("ec2:ResourceTag/")]
+
+
 def test_reservations_only_in_the_brokers_regions(demo: Any) -> None:
     """ "IAM grants for creating/cancelling reservations cover exactly these regions", and
     the mutating functions' describes are limited to them; capacity describes any region."""
