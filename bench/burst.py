@@ -459,13 +459,13 @@ def _measure(
 
 
 def wrong(available: list[dict[str, Any]], n: int, capacity: tuple[int, ...]) -> int:
-    """Available answers the sequential oracle does not allow (``domain.group.oracle``: each
+    """Available answers the sequential oracle does not allow (``domain.group_plan.oracle``: each
     desktop alone, in arrival order, the first subnet with room). Arrival order is the class's
     to choose, so the answers are compared as a multiset: those in excess of the oracle's count
     for their subnet are wrong. In the plentiful world that is every answer not the third."""
     from collections import Counter
 
-    from capacity_broker.domain.group import oracle
+    from capacity_broker.domain.group_plan import oracle
 
     allowed = Counter(SUBNETS[s] for s in oracle([1] * n, capacity) if s is not None)
     return sum((Counter(a["subnet_id"] for a in available) - allowed).values())

@@ -24,6 +24,7 @@ from capacity_broker.client.in_process import IN_PROCESS_TIMEOUT_MS, run_functio
 from capacity_broker.config import Settings
 from capacity_broker.domain.group import (
     MAX_WINDOW_SECONDS,
+    MOST_PATIENCE_SECONDS,
 )
 from capacity_broker.domain.group_plan import (
     oracle,
@@ -287,7 +288,8 @@ def test_a_leader_slower_than_its_members_answer_by_still_answers_them(classroom
 
         def slow(request: Any, deadline: float, looked_up: Any = looked_up) -> Any:
             assert joined.wait(120)  # every member is in the group first
-            room.time.sleep(IN_PROCESS_TIMEOUT_MS / 1000 * 0.55)  # past every answer-by
+            # Past every answer-by (half a budget, two thirds of the longest patience at most).
+            room.time.sleep(min(IN_PROCESS_TIMEOUT_MS / 1000 * 0.55, MOST_PATIENCE_SECONDS * 0.7))
             return looked_up(request, deadline)
 
         root.probe._place = slow  # type: ignore[method-assign]

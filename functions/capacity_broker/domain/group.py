@@ -151,9 +151,10 @@ def look_pause(looks: int) -> float:
 
 
 def answer_by(moment: float, deadline: float) -> float:
-    """When a probe that may be grouped wants its group's answer: half the time it has left.
-    The other half is for probing alone if the group cannot answer it."""
-    return moment + max(0.0, deadline - moment) / 2
+    """When a probe that may be grouped wants its group's answer: half the time it has left,
+    and no later than two thirds of the longest patience (as half a budget is two thirds of
+    three quarters of it). The rest is for probing alone if the group cannot answer it."""
+    return moment + min(max(0.0, deadline - moment) / 2, MOST_PATIENCE_SECONDS * 2 / 3)
 
 
 def gives_up_at(answer_by: float, deadline: float) -> float:
