@@ -116,6 +116,7 @@ FLOW_MODULES: tuple[str, ...] = (
     ".adapters.cloudformation",
     ".adapters.dynamodb",
     ".adapters.dynamodb_group",
+    ".adapters.dynamodb_group_items",
     ".adapters.ssm",
     ".logic.capacity",
     ".logic.cleaner",

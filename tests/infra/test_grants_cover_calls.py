@@ -145,7 +145,7 @@ def _member_of_an_open_group() -> None:
     """The probe kind's item names an open group of one whose next member (slot 1) is told to
     probe alone (what a leader writes for a group it cannot answer)."""
     import boto3
-    from capacity_broker.adapters.dynamodb_group import answer_item
+    from capacity_broker.adapters.dynamodb_group_items import answer_item
 
     table = boto3.client("dynamodb", region_name="us-east-1")
     (kind,) = [

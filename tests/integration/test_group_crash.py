@@ -30,7 +30,8 @@ from typing import Any
 import boto3
 import pytest
 from capacity_broker.adapters.aws import Clients
-from capacity_broker.adapters.dynamodb_group import PREFIX, TableStore
+from capacity_broker.adapters.dynamodb_group import TableStore
+from capacity_broker.adapters.dynamodb_group_items import PREFIX
 from capacity_broker.logic.grouping.meeting import kind_id
 from capacity_broker.logic.probe import probe_key
 from capacity_broker.models import ProbeRequest

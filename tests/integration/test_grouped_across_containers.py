@@ -19,7 +19,8 @@ from typing import Any
 
 import boto3
 import pytest
-from capacity_broker.adapters.dynamodb_group import PREFIX, TableStore, group_item
+from capacity_broker.adapters.dynamodb_group import TableStore
+from capacity_broker.adapters.dynamodb_group_items import PREFIX, group_item
 from capacity_broker.client.in_process import IN_PROCESS_TIMEOUT_MS, run_function
 from capacity_broker.config import Settings
 from capacity_broker.domain.group import (

@@ -35,29 +35,15 @@ from typing import Any
 
 from ..domain.errors import ErrorClass
 from ..domain.group import Ending, GroupState, Joined, KindItem, StoreDown
+from . import dynamodb_group_items as items
 from .aws import AwsError, Clients, RetryPolicy, TableHealth, call, failed_item
 from .dynamodb_memory import _n
 
-# Not "group#", the previous protocol's: during a deploy, the two versions never read each
-# other's items (the new one's containers meet apart from the old one's).
-PREFIX = "meet#"
 EXPIRATION_SECONDS = 60 * 60
 CALL_SECONDS = 1.0  # how long one call may take, its retries included
 BATCH_WRITE = 25  # BatchWriteItem's limit per call
 UNPROCESSED_TRIES = 4
 _CONDITION = "ConditionalCheckFailedException"
-
-
-def kind_item(kind: str) -> str:
-    return f"{PREFIX}{kind}"
-
-
-def group_item(group_id: str) -> str:
-    return f"{PREFIX}{group_id}"
-
-
-def answer_item(group_id: str, slot: int) -> str:
-    return f"{PREFIX}{group_id}#{slot}"
 
 
 class TableStore:
@@ -97,10 +83,10 @@ class TableStore:
             got = self._call(
                 "UpdateItem",
                 retry=_ONCE,
-                Key=_key(kind_item(kind)),
+                Key=items.key(items.kind_item(kind)),
                 UpdateExpression="SET #seen = :stamp, #ls = #n, #exp = :exp ADD #n :one",
                 ConditionExpression="#st = :open AND #n < :most AND #p <= :mine",
-                ExpressionAttributeNames=_names("seen", "ls", "exp", "n", "st", "p"),
+                ExpressionAttributeNames=items.names("seen", "ls", "exp", "n", "st", "p"),
                 ExpressionAttributeValues={
                     ":stamp": {"S": stamp},
                     ":exp": self._expiration(),
@@ -113,25 +99,27 @@ class TableStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except _Refused as refused:
-            return _kind(refused.item)
+            return items.kind(refused.item)
         except StoreDown as down:
             if not down.maybe_applied:
                 raise
             return self._join_unknown(kind, stamp)
         item = got.get("Attributes") or {}
-        found = _kind(item)
+        found = items.kind(item)
         if found.group_id is None or found.slots < 2:
             raise self._unsound("a join's answer names no group")
         return Joined(found.group_id, found.slots - 1)
 
     def _join_unknown(self, kind: str, stamp: str) -> Joined | KindItem:
         """After a join whose answer was lost: whether it landed, from the kind's item."""
-        got = self._call("GetItem", gate=False, Key=_key(kind_item(kind)), ConsistentRead=True)
+        got = self._call(
+            "GetItem", gate=False, Key=items.key(items.kind_item(kind)), ConsistentRead=True
+        )
         item = got.get("Item") or {}
-        found = _kind(item)
+        found = items.kind(item)
         if found.group_id is None or found.state is None:
             return found  # no group: nothing was joined
-        last = _number(item, "ls")
+        last = items.number(item, "ls")
         if found.seen == stamp and last is not None and found.state is GroupState.OPEN:
             return Joined(found.group_id, int(last))  # its own, the last join so far
         return Joined(found.group_id, None)
@@ -140,14 +128,14 @@ class TableStore:
         try:
             self._call(
                 "UpdateItem",
-                Key=_key(kind_item(kind)),
+                Key=items.key(items.kind_item(kind)),
                 # (Not over another arrival's mark: arrivals that find no group within one
                 # round trip of each other are a burst, not a crowd of lone probes.)
                 UpdateExpression="SET #seen = :stamp, #exp = :exp",
                 ConditionExpression=(
                     "attribute_not_exists(#seen) AND (attribute_not_exists(#st) OR #st <> :open)"
                 ),
-                ExpressionAttributeNames=_names("seen", "exp", "st"),
+                ExpressionAttributeNames=items.names("seen", "exp", "st"),
                 ExpressionAttributeValues={
                     ":stamp": {"S": stamp},
                     ":exp": self._expiration(),
@@ -156,19 +144,19 @@ class TableStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except _Refused as refused:
-            return _kind(refused.item)
+            return items.kind(refused.item)
         return None
 
     def open(self, kind: str, group_id: str, stamp: str, patience: float) -> KindItem | None:
         try:
             self._call(
                 "UpdateItem",
-                Key=_key(kind_item(kind)),
+                Key=items.key(items.kind_item(kind)),
                 UpdateExpression=(
                     "SET #seen = :stamp, #gid = :gid, #st = :open, #n = :one, #p = :p, #exp = :exp"
                 ),
                 ConditionExpression="attribute_not_exists(#st) OR #st <> :open",
-                ExpressionAttributeNames=_names("seen", "gid", "st", "n", "p", "exp"),
+                ExpressionAttributeNames=items.names("seen", "gid", "st", "n", "p", "exp"),
                 ExpressionAttributeValues={
                     ":stamp": {"S": stamp},
                     ":gid": {"S": group_id},
@@ -180,7 +168,7 @@ class TableStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except _Refused as refused:
-            found = _kind(refused.item)
+            found = items.kind(refused.item)
             if found.group_id == group_id and found.state is GroupState.OPEN:
                 return None  # (this open's own write: its first answer was lost)
             return found
@@ -188,8 +176,10 @@ class TableStore:
 
     def slots(self, kind: str, group_id: str) -> int | None:
         # (Strong: a read that lags would show the group not open yet, or the one before it.)
-        got = self._call("GetItem", gate=False, Key=_key(kind_item(kind)), ConsistentRead=True)
-        found = _kind(got.get("Item") or {})
+        got = self._call(
+            "GetItem", gate=False, Key=items.key(items.kind_item(kind)), ConsistentRead=True
+        )
+        found = items.kind(got.get("Item") or {})
         if found.group_id != group_id or found.state is not GroupState.OPEN:
             return None
         return found.slots
@@ -198,12 +188,12 @@ class TableStore:
         try:
             got = self._call(
                 "UpdateItem",
-                Key=_key(kind_item(kind)),
+                Key=items.key(items.kind_item(kind)),
                 # (The marks go with the close: a member never leaves, and an arrival after
                 # the close is alone, or opens the next group once one alike is in flight.)
                 UpdateExpression="SET #st = :closed, #cb = :by REMOVE #seen",
                 ConditionExpression="#gid = :gid AND #st = :open",
-                ExpressionAttributeNames=_names("st", "cb", "gid", "seen"),
+                ExpressionAttributeNames=items.names("st", "cb", "gid", "seen"),
                 ExpressionAttributeValues={
                     ":closed": {"S": GroupState.CLOSED.value},
                     ":by": {"S": by},
@@ -214,21 +204,21 @@ class TableStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except _Refused as refused:
-            found = _kind(refused.item)
+            found = items.kind(refused.item)
             if found.group_id == group_id and found.closed_by == by:
                 return found.slots  # (this close's own write: its first answer was lost)
             return None
-        return _kind(got.get("Attributes") or {}).slots
+        return items.kind(got.get("Attributes") or {}).slots
 
     def leave(self, kind: str, stamp: str) -> None:
         # (A refusal: another arrival's mark, that one's to remove.)
         with contextlib.suppress(_Refused):
             self._call(
                 "UpdateItem",
-                Key=_key(kind_item(kind)),
+                Key=items.key(items.kind_item(kind)),
                 UpdateExpression="REMOVE #seen",
                 ConditionExpression="#seen = :stamp",
-                ExpressionAttributeNames=_names("seen"),
+                ExpressionAttributeNames=items.names("seen"),
                 ExpressionAttributeValues={":stamp": {"S": stamp}},
             )
 
@@ -239,10 +229,10 @@ class TableStore:
         try:
             self._call(
                 "UpdateItem",
-                Key=_key(group_item(group_id)),
+                Key=items.key(items.group_item(group_id)),
                 UpdateExpression="SET #st = :st, #by = :by, #exp = :exp",
                 ConditionExpression="attribute_not_exists(#st)",
-                ExpressionAttributeNames=_names("st", "by", "exp"),
+                ExpressionAttributeNames=items.names("st", "by", "exp"),
                 ExpressionAttributeValues={
                     ":st": {"S": state.value},
                     ":by": {"S": by},
@@ -251,19 +241,19 @@ class TableStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except _Refused as refused:
-            if _text(refused.item, "by") == by:
+            if items.text(refused.item, "by") == by:
                 return None  # (this write's own: its first answer was lost)
-            return _ending(refused.item)
+            return items.ending(refused.item)
         return None
 
     def given_back(self, group_id: str) -> None:
         with contextlib.suppress(_Refused):  # (not abandoned: nothing to say)
             self._call(
                 "UpdateItem",
-                Key=_key(group_item(group_id)),
+                Key=items.key(items.group_item(group_id)),
                 UpdateExpression="SET #given_back = :yes",
                 ConditionExpression="#st = :abandoned",
-                ExpressionAttributeNames=_names("given_back", "st"),
+                ExpressionAttributeNames=items.names("given_back", "st"),
                 ExpressionAttributeValues={
                     ":yes": {"BOOL": True},
                     ":abandoned": {"S": GroupState.ABANDONED.value},
@@ -271,8 +261,8 @@ class TableStore:
             )
 
     def ending(self, group_id: str) -> Ending:
-        got = self._call("GetItem", Key=_key(group_item(group_id)), ConsistentRead=True)
-        return _ending(got.get("Item") or {})
+        got = self._call("GetItem", Key=items.key(items.group_item(group_id)), ConsistentRead=True)
+        return items.ending(got.get("Item") or {})
 
     # -- the answers --------------------------------------------------------------------------
     def publish(self, group_id: str, answers: Mapping[int, str]) -> None:
@@ -281,7 +271,7 @@ class TableStore:
             {
                 "PutRequest": {
                     "Item": {
-                        "id": {"S": answer_item(group_id, slot)},
+                        "id": {"S": items.answer_item(group_id, slot)},
                         "answer": {"S": text},
                         "expiration": expiration,
                     }
@@ -305,7 +295,9 @@ class TableStore:
                 )
 
     def answer(self, group_id: str, slot: int) -> str | None:
-        got = self._call("GetItem", Key=_key(answer_item(group_id, slot)), ConsistentRead=False)
+        got = self._call(
+            "GetItem", Key=items.key(items.answer_item(group_id, slot)), ConsistentRead=False
+        )
         text = (got.get("Item") or {}).get("answer", {}).get("S")
         return text if isinstance(text, str) else None
 
@@ -374,53 +366,3 @@ _SNAKE = {
     "GetItem": "get_item",
     "BatchWriteItem": "batch_write_item",
 }
-
-
-def _key(item_id: str) -> dict[str, Any]:
-    return {"id": {"S": item_id}}
-
-
-def _names(*names: str) -> dict[str, str]:
-    """Every attribute by a placeholder (DynamoDB reserves words such as ``st``'s neighbours)."""
-    return {f"#{name}": ("expiration" if name == "exp" else name) for name in names}
-
-
-def _text(item: Mapping[str, Any], name: str) -> str | None:
-    value = (item.get(name) or {}).get("S")
-    return value if isinstance(value, str) else None
-
-
-def _number(item: Mapping[str, Any], name: str) -> float | None:
-    """A finite number attribute, or None (the table is shared: what is read is checked)."""
-    text = (item.get(name) or {}).get("N")
-    try:
-        value = float(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-    return value if value is not None and abs(value) < 1e12 else None
-
-
-def _state(item: Mapping[str, Any]) -> GroupState | None:
-    try:
-        text = _text(item, "st")
-        return GroupState(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def _kind(item: Mapping[str, Any]) -> KindItem:
-    slots = _number(item, "n")
-    patience = _number(item, "p")
-    return KindItem(
-        seen=_text(item, "seen"),
-        group_id=_text(item, "gid"),
-        state=_state(item),
-        slots=int(slots) if slots is not None and slots >= 0 else 0,
-        patience=patience if patience is not None and patience >= 0 else float("inf"),
-        closed_by=_text(item, "cb"),
-    )
-
-
-def _ending(item: Mapping[str, Any]) -> Ending:
-    given_back = (item.get("given_back") or {}).get("BOOL")
-    return Ending(_state(item), given_back is True)

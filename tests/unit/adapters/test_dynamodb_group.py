@@ -1,19 +1,19 @@
 """The grouped probes' answers (``logic.grouping.answers``) and items in the state table
-(``adapters.dynamodb_group``): a member's answer goes through the table and back unchanged,
-and whatever the shared table holds that is not a sound answer is dropped (the member then
-probes alone), never believed."""
+(``adapters.dynamodb_group_items``): a member's answer goes through the table and back
+unchanged, and whatever the shared table holds that is not a sound answer is dropped (the
+member then probes alone), never believed."""
 
 from __future__ import annotations
 
 import json
 
-from capacity_broker.adapters.dynamodb_group import (
+from capacity_broker.adapters.dynamodb_group_items import (
     PREFIX,
-    _kind,
     answer_item,
     group_item,
     kind_item,
 )
+from capacity_broker.adapters.dynamodb_group_items import kind as _kind
 from capacity_broker.adapters.ec2 import Subnet
 from capacity_broker.domain.errors import Outcome
 from capacity_broker.domain.group import (
