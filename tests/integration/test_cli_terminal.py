@@ -259,9 +259,10 @@ def test_every_table_fits_with_ids_whole_and_key_columns(
 
 
 def hours_left(text: str) -> str:
-    """``text`` with each block's hours left (``143.49h``) as ``<hours>``: a table of the live
-    broker is rendered at one moment, the next a moment later."""
-    return re.sub(r"\b\d+(\.\d+)?h\b", "<hours>", text)
+    """``text`` with each block's hours left (``143.49h``) as ``<hours>``, and the spaces that
+    right-align it: a table of the live broker is rendered at one moment, the next a moment
+    later (a column of ``99.99h`` is one character narrower than one of ``100.00h``)."""
+    return re.sub(r" +\d+(\.\d+)?h\b", " <hours>", text)
 
 
 def test_wider_terminals_show_more(rendered: Any) -> None:
