@@ -410,11 +410,17 @@ def test_a_plan_asks_ec2_the_block_sizes_not_a_halving(tf: CapacityBroker, ml: A
     answer = tf.plan(
         "training", P5, 64, 7, start_after=DECEMBER[0], end_before="2026-12-15", asking=asked.append
     )
-    assert answer.status == "unavailable", answer.message  # 32 + 16 held nowhere together
+    assert answer.status == "unavailable", answer.message  # 32 + 16 on sale, not 64
     calls = ml.calls("DescribeCapacityBlockOfferings")
     assert [c.params["InstanceCount"] for c in calls] == [64, 4, 16, 32]
     assert asked == [f"{n} x {P5} for 192 h in us-east-1" for n in (64, 4, 16, 32)]
     assert answer.largest_offerings[0].instance_count == 32
+    # 48 is 32 + 16, and 16 was asked on the way to 32: not asked again
+    ml.clear_calls()
+    split = tf.plan("training", P5, 48, 7, start_after=DECEMBER[0], end_before="2026-12-15")
+    assert split.status == "split", split.message
+    calls = ml.calls("DescribeCapacityBlockOfferings")
+    assert [c.params["InstanceCount"] for c in calls] == [48, 4, 16, 32]
 
 
 def test_a_plan_on_a_terminal_says_what_it_asks_ec2(

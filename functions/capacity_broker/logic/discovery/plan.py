@@ -447,21 +447,27 @@ class Planning(BlockExtensions, BlockOfferings):
         sizes = [n for n in rules.BLOCK_SIZES if n < count]
 
         def one(region: str) -> list[BlockOffering]:
+            # Each size's answer, kept: the rest may be a size already asked (48: 32 + 16).
+            answers: dict[int, list[BlockOffering]] = {}
+
+            def ask(size: int) -> list[BlockOffering]:
+                if size not in answers:
+                    answers[size] = self._offers(region, search, size)
+                return answers[size]
+
             # Indexes into ``sizes``: ``low`` on sale (-1: none yet), ``high`` not.
             low, high = -1, len(sizes)
-            best: list[BlockOffering] = []
             while high - low > 1:
                 middle = (low + high) // 2
-                offers = self._offers(region, search, sizes[middle])
-                if offers:
-                    low, best = middle, offers
+                if ask(sizes[middle]):
+                    low = middle
                 else:
                     high = middle
-            if not best:
+            if low < 0:
                 return []
+            best = answers[sizes[low]]
             rest = count % sizes[low]
-            extra = self._offers(region, search, rest) if rest else []
-            return best + extra
+            return best + (ask(rest) if rest else [])
 
         found, failed = fan_out(regions, one, self.max_workers)
         errors.extend(e for e in failed if e not in errors)
