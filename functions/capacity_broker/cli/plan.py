@@ -168,6 +168,8 @@ def show(answer: PlanAnswer) -> None:
         )
     if answer.commands:
         # Whole lines, never wrapped at the terminal's width: they are to be copied.
-        out.print("To do it:" if len(answer.commands) == 1 else "To do it, each of:")
+        out.print(
+            {"buy": "Buy it:", "extend": "Extend it:"}.get(answer.status, "Buy each offering:")
+        )
         for command in answer.commands:
             out.print(f"  {command}", soft_wrap=True, markup=False, highlight=False)
