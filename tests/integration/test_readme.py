@@ -91,7 +91,8 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     # What the examples say they show, they show.
     assert "Capacity Reservation Summary (ODCRs and Capacity Blocks):" in out
     assert "Capacity Block Summary:" in out
-    assert "Capacity Block offerings: 8 x p5.48xlarge, 168 h" in out
+    # the block the 7-day plan needs: 8 days (a block must outlast the run), its count
+    assert "Capacity Block offerings: 2 x p5.48xlarge, 192 h" in out
     assert re.search(r"g6\.xlarge\s+us-east-1a\s+0\.3012\s+0\.8048\s+62\.6%", out), out
     assert "Recommendation: Capacity Blocks" in out
     # contract v3: the running 2-instance block has 143.5 h left, not the 168 h it used to

@@ -395,3 +395,105 @@ def test_at_80_columns_capacity_keeps_hours_left(tf: CapacityBroker, ml: Any) ->
     # every id whole
     for reservation_id in (ml.ids["short"], ml.ids["later"]):
         assert reservation_id in narrow.stdout
+
+
+# -- issue 42: fewer questions, said while asked; the command each verdict asks for -----------
+
+
+def test_a_plan_asks_ec2_the_block_sizes_not_a_halving(tf: CapacityBroker, ml: Any) -> None:
+    """64 x p5 for 7 days is on sale nowhere; the largest block is 32 in us-east-1a. The plan
+    asked 64, then halved 1..63 (32, 48, 40, 36, 34, 33: seven questions from a bucket of 10
+    that refills at 0.15 a second); it asks 64, then the sizes EC2 sells below it, halving
+    1, 2, 4, 8, 16, 32 (4, 16, 32): four, each said as it is asked."""
+    ml.clear_calls()
+    asked: list[str] = []
+    answer = tf.plan(
+        "training", P5, 64, 7, start_after=DECEMBER[0], end_before="2026-12-15", asking=asked.append
+    )
+    assert answer.status == "unavailable", answer.message  # 32 + 16 on sale, not 64
+    calls = ml.calls("DescribeCapacityBlockOfferings")
+    assert [c.params["InstanceCount"] for c in calls] == [64, 4, 16, 32]
+    assert asked == [f"{n} x {P5} for 192 h in us-east-1" for n in (64, 4, 16, 32)]
+    assert answer.largest_offerings[0].instance_count == 32
+    # 48 is 32 + 16, and 16 was asked on the way to 32: not asked again
+    ml.clear_calls()
+    split = tf.plan("training", P5, 48, 7, start_after=DECEMBER[0], end_before="2026-12-15")
+    assert split.status == "split", split.message
+    calls = ml.calls("DescribeCapacityBlockOfferings")
+    assert [c.params["InstanceCount"] for c in calls] == [48, 4, 16, 32]
+
+
+def test_a_plan_on_a_terminal_says_what_it_asks_ec2(
+    ml: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan's offerings search on a terminal shows on stderr what EC2 is being asked (it
+    used to show nothing for one Region, for up to 50 s); piped, stderr stays empty."""
+    args = ["plan", "-w", "training", "-t", P5, "-n", "100", "--days", "7",
+            "--start-after", DECEMBER[0], "--end-before", DECEMBER[1]]  # fmt: skip
+    monkeypatch.setenv("COLUMNS", "120")  # wide enough for the whole question
+    piped = cli(*args)
+    assert piped.exit_code == EXIT_NO_CAPACITY
+    assert piped.stderr == ""
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # Rich: stderr is a terminal
+    shown = cli(*args)
+    assert shown.exit_code == EXIT_NO_CAPACITY
+    assert f"plan: EC2 offerings of 4 x {P5} for 192 h in us-east-1" in shown.stderr
+    assert "unavailable: Nothing held or on sale" in shown.stdout
+
+
+def _run(command: str) -> Any:
+    """A command a verdict printed, run as printed."""
+    words = command.split()
+    assert words[0] == "capacity-broker"
+    return cli(*words[1:])
+
+
+def test_buy_prints_the_purchase_that_works(ml: Any) -> None:
+    """``buy`` named the offering only; ``offerings --purchase`` then needs the count, the
+    block's days (8 for a 7-day run) and the Region again. The verdict prints that command,
+    and it buys the offering as printed."""
+    shown = cli("plan", "-w", "training", "-t", P5, "-n", "16", "--days", "7",
+                "--regions", "us-west-2", "--start-after", DECEMBER[0])  # fmt: skip
+    assert shown.exit_code == EXIT_OK, shown.stderr
+    data = json.loads(
+        cli("plan", "-w", "training", "-t", P5, "-n", "16", "--days", "7",
+            "--regions", "us-west-2", "--start-after", DECEMBER[0], "-o", "json").stdout
+    )  # fmt: skip
+    assert data["status"] == "buy"
+    offer = data["offerings"][0]["offering_id"]
+    (command,) = data["commands"]
+    assert command == (
+        f"capacity-broker offerings --instance-type {P5} --count 16 --days 8 "
+        f"--regions us-west-2 --purchase {offer} --yes"
+    )
+    assert command in shown.stdout  # whole, on one line
+    bought = _run(command)
+    assert bought.exit_code == EXIT_OK, bought.stderr
+    assert bought.stdout.startswith("purchased:")
+    assert len(ml.calls("PurchaseCapacityBlock")) == 1
+
+
+def test_extend_prints_the_extension_that_works(tf: CapacityBroker, ml: Any) -> None:
+    extend = tf.plan("training", P5, 32, 7, start_after=DECEMBER[0], end_before="2026-12-15")
+    assert extend.status == "extend", extend.message
+    (command,) = extend.commands
+    assert command == (
+        f"capacity-broker extend --reservation-id {ml.ids['extendable']} --days 4 "
+        "--regions us-east-1 --yes"
+    )
+    extended = _run(command)
+    assert extended.exit_code == EXIT_OK, extended.stderr
+    assert extended.stdout.startswith("extended:")
+
+
+def test_split_prints_a_purchase_per_offering(tf: CapacityBroker, ml: Any) -> None:
+    split = tf.plan("training", P5, 48, 7, start_after=DECEMBER[0], end_before="2026-12-15")
+    assert split.status == "split", split.message
+    assert split.split is not None
+    offered = [p for p in split.split.pieces if p.source == "offering"]
+    assert len(split.commands) == len(offered) == 2
+    for piece, command in zip(offered, split.commands, strict=True):
+        assert f"--count {piece.instance_count} --days 8" in command
+        assert f"--purchase {piece.id} --yes" in command
+        assert _run(command).exit_code == EXIT_OK
+    assert len(ml.calls("PurchaseCapacityBlock")) == 2

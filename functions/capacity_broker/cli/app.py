@@ -11,7 +11,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from typer.core import TyperGroup, TyperOption
 
 from ..client import CapacityBroker
@@ -213,16 +220,22 @@ def make_broker(state: State, state_table: str | None = None) -> CapacityBroker:
 
 
 Advance = Callable[[str, bool], None]
+Asking = Callable[[str], None]
+
+
+def _terminal(state: State) -> Console | None:
+    """stderr's console when a progress display may be shown there: a terminal, a table."""
+    if not state.progress or state.output is not Output.table:
+        return None
+    console = Console(stderr=True)
+    return console if console.is_terminal else None
 
 
 @contextlib.contextmanager
 def progress_bar(state: State, regions: Sequence[str], label: str) -> Iterator[Advance | None]:
     """A transient region-by-region progress display on stderr (terminals only)."""
-    if not state.progress or state.output is not Output.table or len(regions) < 2:
-        yield None
-        return
-    console = Console(stderr=True)
-    if not console.is_terminal:
+    console = _terminal(state) if len(regions) >= 2 else None
+    if console is None:
         yield None
         return
     with Progress(
@@ -245,3 +258,54 @@ def progress_bar(state: State, regions: Sequence[str], label: str) -> Iterator[A
                 )
 
         yield advance
+
+
+@contextlib.contextmanager
+def search_progress(
+    state: State, regions: Sequence[str], label: str
+) -> Iterator[tuple[Advance | None, Asking | None]]:
+    """``progress_bar``'s region display, then a line saying which question EC2 is being
+    asked and for how long the search has run: a search of offerings waits on EC2's Capacity
+    Block bucket (0.15 calls a second) and must not look hung. One display (Rich runs one at
+    a time), on a terminal's stderr only, gone when the command answers."""
+    console = _terminal(state)
+    if console is None:
+        yield None, None
+        return
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=10),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        lock = threading.Lock()
+        listing = (
+            bar.add_task(f"{label}: {len(regions)} regions", total=len(regions))
+            if len(regions) >= 2
+            else None
+        )
+        search: list[Any] = []  # the search's task, once the first question is asked
+
+        def advance(region: str, ok: bool) -> None:
+            if listing is None:
+                return
+            with lock:
+                bar.update(
+                    listing,
+                    advance=1,
+                    description=f"{label}: {region} {'done' if ok else 'failed'}",
+                )
+
+        def asking(question: str) -> None:
+            with lock:
+                text = f"{label}: EC2 offerings of {question}"
+                if not search:
+                    search.append(bar.add_task(text, total=None))
+                    if listing is not None:
+                        bar.update(listing, visible=False)
+                bar.update(search[0], description=text, refresh=True)
+
+        yield advance, asking

@@ -20,7 +20,7 @@ from .app import (
     StartAfterOpt,
     app,
     make_broker,
-    progress_bar,
+    search_progress,
     split,
     state_of,
 )
@@ -90,7 +90,7 @@ def plan(
     with guard():
         broker = make_broker(state)
         wanted = broker.resolve_regions(state.regions)
-        with progress_bar(state, wanted, "plan") as advance:
+        with search_progress(state, wanted, "plan") as (advance, asking):
             answer = broker.plan(
                 workload.value,
                 split(instance_type),
@@ -100,6 +100,7 @@ def plan(
                 after,
                 before,
                 progress=advance,
+                asking=asking,
             )
     if state.output is Output.table:
         show(answer)
@@ -126,8 +127,7 @@ def show(answer: PlanAnswer) -> None:
         render.say(
             out,
             f"Extension: {e.offering_id} for {e.reservation_id}, {e.duration_hours} h, "
-            f"{render.money(e.upfront_fee, e.currency)} (capacity-broker extend "
-            f"--reservation-id {e.reservation_id} --days {e.duration_hours // 24})",
+            f"{render.money(e.upfront_fee, e.currency)}",
             hang=2,
         )
     if answer.offerings:
@@ -166,3 +166,10 @@ def show(answer: PlanAnswer) -> None:
             [offerings_view.cells(o) for o in answer.largest_offerings],
             "Largest offerings",
         )
+    if answer.commands:
+        # Whole lines, never wrapped at the terminal's width: they are to be copied.
+        out.print(
+            {"buy": "Buy it:", "extend": "Extend it:"}.get(answer.status, "Buy each offering:")
+        )
+        for command in answer.commands:
+            out.print(f"  {command}", soft_wrap=True, markup=False, highlight=False)

@@ -8,7 +8,7 @@ broker's transport (``client.transport``): listed here, or by the ``<prefix>-cap
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -223,11 +223,14 @@ class DiscoveryCalls(BrokerBase):
         end_before: datetime | str | None = None,
         *,
         progress: Progress | None = None,
+        asking: Callable[[str], None] | None = None,
     ) -> PlanAnswer:
         """Can ``instance_count`` x ``instance_type`` (one type, or several in preference
         order) run for ``days`` between ``start_after`` and ``end_before`` (ISO dates or times,
         ``+3d``, datetimes: as ``offerings``)? ``status`` is the verdict: ``ready``, ``buy``,
-        ``split``, ``extend`` or ``unavailable`` (contract v3, ``plan``)."""
+        ``split``, ``extend`` or ``unavailable`` (contract v3, ``plan``); ``commands`` are the
+        CLI commands that do what it asks. ``progress``: told as each Region's reservations are
+        listed; ``asking``: told before each question to EC2 about offerings."""
         now = self.discovery.clock()
         with _arguments():
             return self.discovery.plan(
@@ -239,6 +242,7 @@ class DiscoveryCalls(BrokerBase):
                 when.optional_moment(start_after, "start_after", now),
                 when.optional_moment(end_before, "end_before", now),
                 progress=progress,
+                asking=asking,
             )
 
     def validate_training_capacity(

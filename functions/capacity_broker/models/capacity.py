@@ -344,7 +344,9 @@ class PlanAnswer(ResponseModel):
     ``buy`` (an offering does: ``offerings[0]``, the cheapest), ``split`` (no single block
     holds the count: ``split``), ``extend`` (a held block would, extended: ``extension``),
     ``unavailable`` (nothing does: ``largest_offerings`` say what is on sale), or ``error``
-    (no region could be asked). ``run_start`` is when the run can start under the verdict."""
+    (no region could be asked). ``run_start`` is when the run can start under the verdict.
+    ``commands``: the CLI commands that do what the verdict asks (``buy``: the purchase;
+    ``extend``: the extension; ``split``: a purchase per offering in it), else empty."""
 
     status: Literal["ready", "buy", "split", "extend", "unavailable", "error"]
     workload: str
@@ -366,6 +368,7 @@ class PlanAnswer(ResponseModel):
     largest_offerings: list[BlockOffering] = Field(default_factory=list)
     split: Split | None = None
     extension: ExtensionOffer | None = None
+    commands: list[str] = Field(default_factory=list)
     errors: list[ItemError] = Field(default_factory=list)
     message: str
 

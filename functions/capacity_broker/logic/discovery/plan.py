@@ -12,14 +12,19 @@ exists decides the verdict, in this order:
    in the lengths EC2 sells), across the instance-type preferences in one call
    (``InstanceTypePreferences``); the first type in preference order that has one, cheapest.
 4. ``split``: no single block holds the count (or more than 64): the largest offerings (found
-   by asking for fewer instances, halving the gap) and held blocks, combined over the same
+   by asking for the block sizes below the count, ``domain.discovery.BLOCK_SIZES``, halving
+   the list) and held blocks, combined over the same
    hours in one Region and type (``domain.blocks.split``), with what splitting costs.
 5. ``unavailable``: nothing does; the largest offering is said.
+
+A verdict that asks the user to act (``buy``, ``extend``, a ``split`` with offerings in it)
+carries in ``commands`` the CLI commands that do it, with the count, days and Region the
+offering was found with: ``offerings --purchase`` looks the offering up again with them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -48,6 +53,10 @@ MAX_TYPES = 10
 # Blocks whose extension EC2 is asked about, at most (each is one call in its Region).
 MAX_EXTENSION_LOOKUPS = 3
 SHOWN = 5
+# Told before each question to EC2 about offerings ("16 x p5.48xlarge for 192 h in
+# us-east-1"): a search can take a while at the Capacity Block bucket's 0.15 calls a second,
+# and the CLI shows what it is waiting on.
+Asking = Callable[[str], None]
 
 
 def preference_list(instance_type: str | Sequence[str]) -> list[str]:
@@ -70,6 +79,7 @@ class Planning(BlockExtensions, BlockOfferings):
         start_after: datetime | None = None,
         end_before: datetime | None = None,
         progress: Progress | None = None,
+        asking: Asking | None = None,
     ) -> PlanAnswer:
         """Whether ``instance_count`` x ``instance_type`` (a preference list) for ``days``
         can run between ``start_after`` and ``end_before``, and on what (see the module)."""
@@ -167,12 +177,13 @@ class Planning(BlockExtensions, BlockOfferings):
                 run_start=start,
                 extension=grow,
                 notes=notes,
+                commands=[extend_command(grow)],
                 message=f"Capacity Block {unit.name} holds {unit.what} but EC2 stops it at "
                 f"{_at(unit.usable_end)}, before the run ends ({_at(start + run)}): {how} "
                 f"makes it end {_at(grow.end_date)}.",
                 **base,
             )
-        search = _Search(types, choice.block_hours, run, window, start_after, end_before)
+        search = _Search(types, choice.block_hours, run, window, start_after, end_before, asking)
         offers = self._fitting(search, instance_count, wanted, errors)
         if offers:
             offer = offers[0]
@@ -180,6 +191,7 @@ class Planning(BlockExtensions, BlockOfferings):
                 status="buy",
                 run_start=offer.start_date,
                 offerings=offers[:SHOWN],
+                commands=[purchase_command(offer, search.hours)],
                 notes=notes,
                 message=f"Nothing held covers it; buy offering {offer.offering_id}: "
                 f"{offer.instance_count} x {offer.instance_type} in {offer.availability_zone} "
@@ -203,6 +215,13 @@ class Planning(BlockExtensions, BlockOfferings):
                 run_start=plan.run_start,
                 largest_offerings=biggest[:SHOWN],
                 split=_split_model(plan, largest, blocks),
+                commands=[
+                    purchase_command(o, search.hours)
+                    for p in plan.pieces
+                    if not p.held
+                    for o in largest
+                    if o.offering_id == p.ref
+                ],
                 notes=notes,
                 message=f"No single Capacity Block holds {instance_count} x {types[0]}"
                 f"{said}. Split: {_pieces_text(plan, blocks)} from {_at(plan.run_start)}"
@@ -420,31 +439,43 @@ class Planning(BlockExtensions, BlockOfferings):
     def _largest(
         self, search: _Search, count: int, regions: Sequence[str], errors: list[ItemError]
     ) -> list[BlockOffering]:
-        """Per Region, the offerings of the largest count below ``count`` that fit (asked by
-        halving the gap: EC2 answers for an exact count only), and of the rest that count
-        leaves, for a split."""
+        """Per Region, the offerings of the largest block size below ``count`` that fit, and
+        of the rest that size leaves, for a split. EC2 answers for an exact count only, so the
+        sizes it sells (``rules.BLOCK_SIZES``) are asked, halving the list: a size on sale
+        means the smaller ones are too (the same supply holds them), so three questions at
+        most where halving 1..63 took six."""
+        sizes = [n for n in rules.BLOCK_SIZES if n < count]
 
         def one(region: str) -> list[BlockOffering]:
-            low, high = 0, min(count, rules.MAX_BLOCK_INSTANCES + 1)
-            best: list[BlockOffering] = []
+            # Each size's answer, kept: the rest may be a size already asked (48: 32 + 16).
+            answers: dict[int, list[BlockOffering]] = {}
+
+            def ask(size: int) -> list[BlockOffering]:
+                if size not in answers:
+                    answers[size] = self._offers(region, search, size)
+                return answers[size]
+
+            # Indexes into ``sizes``: ``low`` on sale (-1: none yet), ``high`` not.
+            low, high = -1, len(sizes)
             while high - low > 1:
                 middle = (low + high) // 2
-                offers = self._offers(region, search, middle)
-                if offers:
-                    low, best = middle, offers
+                if ask(sizes[middle]):
+                    low = middle
                 else:
                     high = middle
-            if not best:
+            if low < 0:
                 return []
-            rest = count % low
-            extra = self._offers(region, search, rest) if rest else []
-            return best + extra
+            best = answers[sizes[low]]
+            rest = count % sizes[low]
+            return best + (ask(rest) if rest else [])
 
         found, failed = fan_out(regions, one, self.max_workers)
         errors.extend(e for e in failed if e not in errors)
         return [o for region in regions for o in found.get(region, [])]
 
     def _offers(self, region: str, search: _Search, count: int) -> list[BlockOffering]:
+        if search.asking is not None:
+            search.asking(f"{count} x {search.types[0]} for {search.hours} h in {region}")
         items = self.ec2(region).block_offerings(
             search.types, count, search.hours, search.start_after, search.end_before
         )
@@ -463,8 +494,10 @@ class _Search:
         window: block_rules.Window,
         start_after: datetime | None,
         end_before: datetime | None,
+        asking: Asking | None = None,
     ) -> None:
         self.types = types
+        self.asking = asking
         self.hours = hours
         self.run = run
         self.window = window
@@ -477,6 +510,28 @@ class _Search:
             return False
         usable = block_rules.usable_until(offer.end_date, offer.instance_type)
         return block_rules.run_start(offer.start_date, usable, self.run, self.window) is not None
+
+
+# -- the commands a verdict asks the user to run ----------------------------------------------
+
+
+def purchase_command(offer: BlockOffering, hours: int) -> str:
+    """The ``offerings --purchase`` that buys ``offer``: it finds the offering again only with
+    the terms it was offered for (its type and count, the block length asked, which for a
+    same-day block is not its own length, and its Region)."""
+    return (
+        f"capacity-broker offerings --instance-type {offer.instance_type} "
+        f"--count {offer.instance_count} --days {hours // 24} --regions {offer.region} "
+        f"--purchase {offer.offering_id} --yes"
+    )
+
+
+def extend_command(offer: ExtensionOffer) -> str:
+    """The ``extend`` that buys ``offer`` (EC2 sells extensions in whole days)."""
+    return (
+        f"capacity-broker extend --reservation-id {offer.reservation_id} "
+        f"--days {offer.duration_hours // 24} --regions {offer.region} --yes"
+    )
 
 
 # -- helpers --------------------------------------------------------------------------------
