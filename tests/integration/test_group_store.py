@@ -133,8 +133,11 @@ def dead_table(
 
 
 def test_a_dead_table_is_asked_once_and_then_not_for_a_while(dead_table: dict[str, Any]) -> None:
-    """One call (botocore's one attempt, its timeouts about a second), then ``StoreDown`` at
-    once for every call, without a connection (the hung socket accepts no second one)."""
+    """An arrival's call: one (botocore's one attempt, its timeouts about a second), then
+    ``StoreDown`` at once for every arrival's call, without a connection (the hung socket
+    accepts no second one), until the table is asked again a while later. A group's own calls
+    (a member's look for its answer) are still asked, each bounded by its second: the group's
+    leader may be answering through a table that only this container found failing."""
     later = [0.0]  # (real time: a call's retries end with its second; moved on by the test)
     table = TableStore(
         TABLE,
@@ -147,18 +150,21 @@ def test_a_dead_table_is_asked_once_and_then_not_for_a_while(dead_table: dict[st
     calls = table.counts["calls"]
     for ask in (
         lambda: table.mark(KIND, "s1"),
-        lambda: table.answer(GID, 1),
-        lambda: table.settle(GID, GroupState.ABANDONED, "s1"),
+        lambda: table.open(KIND, GID, "s1", 10.0),
+        lambda: table.leave(KIND, "s1"),
     ):
         with pytest.raises(StoreDown):
             ask()
     assert table.counts["calls"] == calls  # none of them asked the table
     if dead_table["accepted"] is not None:
         assert len(dead_table["accepted"]) == 1
+    with pytest.raises(StoreDown):
+        table.answer(GID, 1)  # asked, and bounded
+    assert table.counts["calls"] == calls + 1
     later[0] += 31  # the table is asked again after a while
     with pytest.raises(StoreDown):
         table.join(KIND, "s2", 10.0, 200)
-    assert table.counts["calls"] == calls + 1
+    assert table.counts["calls"] == calls + 2
 
 
 def test_the_state_table_s_client_answers_within_about_a_second() -> None:
