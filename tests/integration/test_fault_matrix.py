@@ -294,10 +294,14 @@ class Run:
           made certain;
         - kill: see ``test_the_lambda_dies_right_after_*``.
         """
-        events = self.root.clients.client("ec2", REGION).meta.events
-        events.register("before-parameter-build.ec2", self._before)
-        events.register("after-call.ec2", self._after)
-        events.register("after-call-error.ec2", self._after_error)
+        # On the root's EC2 client, and on its session for the clients it makes later (a call
+        # with less time left than the client's read timeout goes through a client of its own,
+        # ``Clients.client(within=...)``).
+        clients = self.root.clients
+        for events in (clients.client("ec2", REGION).meta.events, clients.session.events):
+            events.register("before-parameter-build.ec2", self._before)
+            events.register("after-call.ec2", self._after)
+            events.register("after-call-error.ec2", self._after_error)
 
     def _pair(self, params: dict[str, Any]) -> str | None:
         if params.get("InstanceType") != "hpc7a.96xlarge":

@@ -60,9 +60,11 @@ def first_arrives_late(emu: Any, instance_type: str, az: str, seconds: float) ->
         ):
             time.sleep(seconds)
 
-    CONTAINER.root().clients.client("ec2", REGION).meta.events.register(
-        "before-parameter-build.ec2.CreateCapacityReservation", before
-    )
+    # (On the root's EC2 client and on its session, for the clients it makes later: a call
+    # with little time left goes through a client whose read timeout fits.)
+    clients = CONTAINER.root().clients
+    for events in (clients.client("ec2", REGION).meta.events, clients.session.events):
+        events.register("before-parameter-build.ec2.CreateCapacityReservation", before)
 
 
 def remember(emu: Any, instance_type: str, seen: dict[str, Seen], latency: float = 0.1) -> None:
