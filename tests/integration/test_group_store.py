@@ -7,8 +7,10 @@ that hangs or refuses is asked once, then not for a while, and a probe answers a
 from __future__ import annotations
 
 import socket
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -18,9 +20,15 @@ from capacity_broker.adapters.dynamodb_group import TableStore
 from capacity_broker.domain.group import Ending, GroupState, Joined, StoreDown
 from capacity_broker.logic.grouping.store import GroupStore, MemoryStore
 
-from bench.hung import Hung
 
 pytestmark = pytest.mark.integration
+
+# The bench's hung socket (one home for it): the repository root on the path, as the bench's
+# own unit tests put it (the bench is not an installed package).
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
+from bench.hung import Hung  # noqa: E402 - the repository root is put on sys.path first
 
 REGION = "us-east-1"
 TABLE = "broker-state"
