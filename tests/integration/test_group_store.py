@@ -20,7 +20,6 @@ from capacity_broker.adapters.dynamodb_group import TableStore
 from capacity_broker.domain.group import Ending, GroupState, Joined, StoreDown
 from capacity_broker.logic.grouping.store import GroupStore, MemoryStore
 
-
 pytestmark = pytest.mark.integration
 
 # The bench's hung socket (one home for it): the repository root on the path, as the bench's
