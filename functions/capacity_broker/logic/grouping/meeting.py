@@ -85,7 +85,7 @@ class Seat:
     group_id: str | None = None
     slot: int | None = 0  # its place in its group (None: a member that cannot know it)
     since: float = 0.0  # its clock when it opened its group (a leader) or joined (a member)
-    slots: int = 1  # the most slots of its group
+    most_slots: int = 1  # the most slots its group may take (``KindItem.slots``: those taken)
 
     @property
     def kind(self) -> str:
@@ -184,7 +184,7 @@ class Meeting:
                     slots,
                     window=self.window,
                     max_window=self.max_window,
-                    max_slots=seat.slots,
+                    max_slots=seat.most_slots,
                 ):
                     break
                 self.pause(max(0.0, min(self.window, latest - moment)))
