@@ -15,59 +15,37 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from doc_blocks import REPO, Block, marked, newcomer_env
+from doc_blocks import blocks as all_blocks
+from doc_blocks import script as as_script
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
-FENCE = re.compile(r"^```(?P<lang>\w+)(?P<info>[^\n]*)\n(?P<body>.*?)^```\s*$", re.M | re.S)
 
 
-def blocks(kind: str | None = None) -> list[tuple[str, str, str]]:
-    """(language, info string, body) of every fenced block (of ``kind``: run or norun)."""
-    found = [
-        (m["lang"], m["info"].strip(), m["body"])
-        for m in FENCE.finditer(README.read_text(encoding="utf-8"))
-        if m["lang"] in ("sh", "bash", "python")
-    ]
+def blocks(kind: str | None = None) -> list[Block]:
+    """The README's shell and Python blocks (of ``kind``: run or norun)."""
     if kind == "run":
-        return [b for b in found if "norun" not in b[1].split()]
+        return [b for b in all_blocks(README) if "norun" not in b[1].split()]
     if kind == "norun":
-        return [b for b in found if "norun" in b[1].split()]
-    return found
+        return marked(README, "norun")
+    return all_blocks(README)
 
 
 def script() -> str:
     """The runnable blocks as one bash script; a Python block runs with the venv's python."""
-    lines = [
-        "set -euo pipefail",
-        # Whatever happens, no local broker outlives the test.
-        'trap \'[ -n "${AWS_ENDPOINT_URL:-}" ] && capacity-broker local --stop >/dev/null '
-        "2>&1 || true' EXIT",
-    ]
-    for number, (lang, _, body) in enumerate(blocks("run")):
-        lines.append(f"echo '::block {number} ({lang})::'")
-        if lang == "python":
-            lines.append(f"python - <<'README_PY'\n{body}README_PY")
-        else:
-            lines.append(body)
-    return "\n".join(lines) + "\n"
-
-
-def newcomer_env(runtime: Path | None = None) -> dict[str, str]:
-    """A shell after `make run`: no AWS configuration, no broker variables, a terminal of
-    its own width left to the tools (piped output: 80 columns); with ``runtime``, a login's
-    private runtime directory of its own (where `local --background` keeps its records: no
-    other test's background broker is found there)."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("AWS_", "BROKER_", "CAPACITY_BROKER_", "POWERTOOLS_"))
-        and k not in ("COLUMNS", "LINES", "VIRTUAL_ENV", "PYTHONPATH")
-    }
-    if runtime is not None:
-        runtime.mkdir(mode=0o700)
-        env["XDG_RUNTIME_DIR"] = str(runtime)
-    return env
+    return as_script(
+        blocks("run"),
+        [
+            "set -euo pipefail",
+            # Whatever happens, no local broker outlives the test.
+            'trap \'[ -n "${AWS_ENDPOINT_URL:-}" ] && capacity-broker local --stop >/dev/null '
+            "2>&1 || true' EXIT",
+        ],
+    )
 
 
 def test_the_readme_runs_as_written(tmp_path: Path) -> None:
