@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from capacity_broker.cli import render
 from capacity_broker.client import InProcessContext
 from rich.console import Console
-from rich.table import Table
 
 from emulator.remote import RemoteEmulator
 
@@ -31,22 +31,36 @@ def event(name: str) -> dict[str, Any]:
     return data
 
 
-def attempts_table(answer: dict[str, Any]) -> Table:
-    table = Table(show_edge=False, pad_edge=False, box=None)
-    for column in ("  instance type", "subnet", "AZ", "outcome", "reservation", "cancelled"):
-        table.add_column(column, no_wrap=True)
-    for a in answer.get("attempts", []):
-        outcome = a["outcome"]
-        colour = "green" if outcome == "available" else "red" if outcome != "not_tried" else "dim"
-        table.add_row(
-            "  " + (a.get("instance_type") or answer.get("instance_type", "")),
-            a["subnet_id"],
-            a.get("availability_zone_id", ""),
-            f"[{colour}]{a.get('error_code') or outcome}[/]",
-            a.get("reservation_id", ""),
-            {True: "yes", False: "NO", None: ""}[a.get("cancelled")],
-        )
-    return table
+# The CLI's columns for an answer's attempts: ids are never cut (issue 42: at 100 columns the
+# story's first tables cut every one); at 80 the AZ id, the hold and `cancelled` give way
+# first, and the line under the table names them.
+ATTEMPT_COLUMNS = (
+    render.Col("instance type", ident=True),
+    render.Col("subnet", ident=True),
+    render.Col("AZ", priority=2, ident=True),
+    render.Col("outcome"),
+    render.Col("reservation", priority=1, ident=True),
+    render.Col("cancelled", priority=3),
+)
+
+
+def attempts_table(console: Console, answer: dict[str, Any]) -> None:
+    """The answer's attempts, in the order the broker made them, laid out as the CLI's are."""
+    render.print_table(
+        console,
+        ATTEMPT_COLUMNS,
+        [
+            (
+                a.get("instance_type") or answer.get("instance_type", ""),
+                a["subnet_id"],
+                a.get("availability_zone_id", ""),
+                a.get("error_code") or a["outcome"],
+                a.get("reservation_id", ""),
+                {True: "yes", False: "NO", None: ""}[a.get("cancelled")],
+            )
+            for a in answer.get("attempts", [])
+        ],
+    )
 
 
 def probe(console: Console, emu: RemoteEmulator) -> None:
@@ -56,7 +70,7 @@ def probe(console: Console, emu: RemoteEmulator) -> None:
         "subnets, in order of preference"
     )
     answer = invoke("probe", request)
-    console.print(attempts_table(answer))
+    attempts_table(console, answer)
     console.print(
         f"  ← [bold]{answer['status']}[/]: {answer['message']}; "
         f"every probe reservation was cancelled before the answer "
@@ -72,7 +86,7 @@ def hold(console: Console, emu: RemoteEmulator) -> None:
         f"{' or '.join(request['instance_types'])} in {len(request['subnet_ids'])} subnets"
     )
     answer = invoke("reserve", request)
-    console.print(attempts_table(answer))
+    attempts_table(console, answer)
     reservation = answer["reservation"]
     template = answer["launch_template"]
     console.print(

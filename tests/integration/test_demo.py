@@ -6,6 +6,7 @@ test holds it to finishing, every act shown."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,13 +26,15 @@ ACTS = (
 )
 
 
-def test_make_run_tells_the_whole_story() -> None:
+@pytest.mark.parametrize("columns", [None, 100], ids=["piped", "100-columns"])
+def test_make_run_tells_the_whole_story(columns: int | None) -> None:
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("AWS_", "BROKER_", "CAPACITY_BROKER_", "POWERTOOLS_"))
         and k not in ("COLUMNS", "LINES")
-    }
+    } | ({"COLUMNS": str(columns)} if columns else {})
+    width = columns or 80
     run = subprocess.run(
         [sys.executable, "-m", "demo"],
         cwd=ROOT,
@@ -50,7 +53,16 @@ def test_make_run_tells_the_whole_story() -> None:
     # Piped, the story is 80 columns wide, as the CLI's tables are (it printed a 143-column
     # table), and it is the story only: no log line of the functions it runs (a JSON
     # "feature flag parameter missing" warning, the flags the stack would have written).
-    wide = [line for line in run.stdout.splitlines() if len(line) > 80]
+    wide = [line for line in run.stdout.splitlines() if len(line) > width]
     assert wide == [], wide
+    # Its tables cut no id, nor any other word (issue 42: the probe's and the hold's attempts
+    # cut every id, even at 100 columns): what does not fit is left out and named.
+    cut = [line for line in run.stdout.splitlines() if re.search(r"\S…", line)]
+    assert cut == [], cut
+    assert re.search(
+        r"^g6\.xlarge +subnet-01a0000000000000a +(use1-az6 +)?InsufficientInstanceCapacity",
+        run.stdout,
+        re.M,
+    ), run.stdout
     logged = [line for line in run.stdout.splitlines() if line.lstrip().startswith("{")]
     assert logged == [], logged
