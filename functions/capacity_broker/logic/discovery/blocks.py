@@ -219,9 +219,7 @@ class BlockOfferings(DiscoveryBase):
             reservation=rows[0],
             reservations=rows,
             offering=offer,
-            message=f"Bought Capacity Block {_ids(rows)}: {offer.instance_count} x "
-            f"{offer.instance_type} in {offer.availability_zone} from "
-            f"{offer.start_date:%Y-%m-%d %H:%M} UTC for {offer.duration_hours} h." + note,
+            message=f"Bought Capacity Block {_ids(rows)}: {_bought(offer, rows)}." + note,
             **base,
         )
 
@@ -240,6 +238,25 @@ class BlockOfferings(DiscoveryBase):
         found, errors = fan_out(regions, one, self.max_workers)
         rows = [row for region in regions for row in found.get(region, [])]
         return rows, errors
+
+
+def _bought(offer: Any, rows: Sequence[CapacityRow]) -> str:
+    """What the purchase made: the offering's terms, or each segment's own where EC2 made
+    segments that differ ("each with its own Availability Zone, instance type, schedule, and
+    pricing", botocore 1.44.5): never one type, zone and start for them all."""
+    kinds = {(r.instance_type, r.availability_zone, r.start_date, r.end_date) for r in rows}
+    if len(kinds) <= 1:
+        return (
+            f"{offer.instance_count} x {offer.instance_type} in {offer.availability_zone} from "
+            f"{offer.start_date:%Y-%m-%d %H:%M} UTC for {offer.duration_hours} h"
+        )
+    return " + ".join(
+        f"{r.total_capacity} x {r.instance_type} in {r.availability_zone} from "
+        + (f"{r.start_date:%Y-%m-%d %H:%M} UTC" if r.start_date else "a start EC2 did not say")
+        + (f" for {r.duration_hours:g} h" if r.duration_hours is not None else "")
+        + f" ({r.reservation_id})"
+        for r in rows
+    )
 
 
 def _ids(rows: Sequence[CapacityRow]) -> str:
