@@ -81,14 +81,33 @@ class BlockOfferings(DiscoveryBase):
         end_before: datetime | None = None,
         regions: Sequence[str] | None = None,
         progress: Progress | None = None,
+        *,
+        ultraservers: int | None = None,
+        ultraserver_type: str | None = None,
     ) -> Listing[BlockOffering]:
-        check_offering_terms(instance_type, instance_count, duration_hours, start_after, end_before)
+        """``ultraservers``: offerings of that many UltraServers (``instance_count`` is then
+        not asked); ``ultraserver_type``: of that UltraServer type only."""
+        check_offering_terms(
+            instance_type,
+            instance_count,
+            duration_hours,
+            start_after,
+            end_before,
+            ultraservers=ultraservers,
+            ultraserver_type=ultraserver_type,
+        )
         wanted = self._regions(regions)
         self.check_types([("instance_type", instance_type)], wanted)
 
         def one(region: str) -> list[BlockOffering]:
             items = self.ec2(region).block_offerings(
-                instance_type, instance_count, duration_hours, start_after, end_before
+                instance_type,
+                instance_count,
+                duration_hours,
+                start_after,
+                end_before,
+                ultraservers=ultraservers,
+                ultraserver_type=ultraserver_type,
             )
             return [offering_of(region, item) for item in items]
 
@@ -107,6 +126,9 @@ class BlockOfferings(DiscoveryBase):
         regions: Sequence[str] | None = None,
         platform: str = "Linux/UNIX",
         key: str | None = None,
+        *,
+        ultraservers: int | None = None,
+        ultraserver_type: str | None = None,
     ) -> PurchaseAnswer:
         """Buy the Capacity Block offering ``offering_id``, at most once.
 
@@ -144,15 +166,23 @@ class BlockOfferings(DiscoveryBase):
                 **base,
             )
         listing = self.offerings(
-            instance_type, instance_count, duration_hours, start_after, end_before, wanted
+            instance_type,
+            instance_count,
+            duration_hours,
+            start_after,
+            end_before,
+            wanted,
+            ultraservers=ultraservers,
+            ultraserver_type=ultraserver_type,
         )
         offer = next((o for o in listing.items if o.offering_id == offering_id), None)
         if offer is None:
             failed = f" (could not search {', '.join(str(e.region) for e in listing.errors)})"
             return PurchaseAnswer(
                 status="not_found",
-                message=f"Offering {offering_id} is not on sale for {instance_count} x "
-                f"{instance_type} for {duration_hours} h in {', '.join(wanted)}"
+                message=f"Offering {offering_id} is not on sale for "
+                f"{rules.searched(instance_type, instance_count, ultraservers, ultraserver_type)} "
+                f"for {duration_hours} h in {', '.join(wanted)}"
                 + (failed if listing.errors else "")
                 + "; nothing was bought.",
                 **base,
@@ -275,13 +305,24 @@ def check_offering_terms(
     duration_hours: int,
     start_after: datetime | None,
     end_before: datetime | None,
+    *,
+    ultraservers: int | None = None,
+    ultraserver_type: str | None = None,
 ) -> None:
     """Refuse what EC2 would refuse, before asking it."""
     problems: list[tuple[str, str]] = []
     if not instance_type or rules.has_wildcard(instance_type) or "." not in instance_type:
         problems.append(("instance_type", "must be one instance type, such as p5.48xlarge"))
-    if not 1 <= instance_count <= rules.MAX_BLOCK_INSTANCES:
+    if ultraservers is not None:
+        # A search by UltraServers asks no instance count (botocore: UltraserverCount).
+        if ultraservers < 1:
+            problems.append(("ultraservers", "must be at least 1"))
+    elif not 1 <= instance_count <= rules.MAX_BLOCK_INSTANCES:
         problems.append(("instance_count", f"must be between 1 and {rules.MAX_BLOCK_INSTANCES}"))
+    if ultraserver_type is not None and (
+        not ultraserver_type or rules.has_wildcard(ultraserver_type)
+    ):
+        problems.append(("ultraserver_type", "must be one UltraServer type"))
     message = rules.block_duration_error(duration_hours)
     if message:
         problems.append(("duration_hours", message))
