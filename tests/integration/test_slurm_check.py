@@ -440,3 +440,17 @@ def test_a_host_that_may_not_simulate_is_warned_not_passed(
     [warning] = [w for w in report["warnings"] if "SimulatePrincipalPolicy" in w]
     assert f"Grant it iam:SimulatePrincipalPolicy on {RESERVE_ROLE}" in warning
     assert "imageParameters" in warning
+
+
+def test_an_instance_profile_that_does_not_exist_fails_the_check(
+    deployed: Any, tmp_path: Path
+) -> None:
+    template_id = template(
+        deployed, "no-profile", {"ImageId": AMI, "IamInstanceProfile": {"Name": "gone"}}
+    )
+    result, report = check_deployed(tmp_path, deployed, template_id)
+    assert result.exit_code == 3, result.output
+    [found] = report["nodesets"]
+    assert f"instance profile gone of launch template {template_id} does not exist" in " ".join(
+        found["problems"]
+    )
