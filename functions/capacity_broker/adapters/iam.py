@@ -9,8 +9,8 @@ from typing import Any
 
 from .aws import Clients, RetryPolicy, call
 
-# IAM's answers for a caller its policies do not allow: IAM's query API says AccessDenied;
-# the errors common to every service's API say AccessDeniedException.
+# A caller its policies do not allow: AccessDeniedException (the errors common to every
+# service's API); AccessDenied read the same way (chosen: either spelling is a refusal).
 DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException"})
 ALLOWED = "allowed"
 
