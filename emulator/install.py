@@ -73,6 +73,7 @@ def install() -> None:
             _authorize(BaseResponse._authenticate_and_authorize_normal_action),
         )
         _install_sts()
+        _install_iam()
         _replace(
             EC2Backend, "do_resources_exist", _wrap_resources_exist(EC2Backend.do_resources_exist)
         )
@@ -157,6 +158,16 @@ def _install_sts() -> None:
         return ActionResult({"DecodedMessage": decoded})
 
     _replace(TokenResponse, "decode_authorization_message", decode_authorization_message)
+
+
+def _install_iam() -> None:
+    """``iam:SimulatePrincipalPolicy`` (moto has none): the emulator's own evaluation of a
+    role's policies (``iam.simulation``, ``responses.iam``)."""
+    from moto.iam.responses import IamResponse
+
+    from .responses.iam import simulate_principal_policy
+
+    _replace(IamResponse, "simulate_principal_policy", simulate_principal_policy)
 
 
 def _authorize(original: Callable[..., None]) -> Callable[..., None]:

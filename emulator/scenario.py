@@ -36,9 +36,11 @@ regions:
                     max_instance_count: 16, price_per_instance_hour: "31.46",
                     earliest_start: "+1d", latest_start: "+56d"}]
                   # optional: segments: 2, segment_zones: [us-east-1a, us-east-1b] (one
-                  # reservation per segment), ultraserver_type, instances_per_ultraserver,
-                  # zone_type; a capacity_blocks item's `block: LABEL` makes the items naming
-                  # the same label the segments of one block (ids.blocks[LABEL])
+                  # reservation per segment; segment_types: [p5.48xlarge, p5e.48xlarge] and
+                  # segment_start_hours: [0, 24] when those differ too), ultraserver_type,
+                  # instances_per_ultraserver, zone_type; a capacity_blocks item's
+                  # `block: LABEL` makes the items naming the same label the segments of one
+                  # block (ids.blocks[LABEL])
     spot_prices:  [{instance_type: g6.xlarge, availability_zone: us-east-1a, price: "0.3012",
                     at: "-2h", history: [{at: "-1d", price: "0.35"}]}]
     on_demand_prices: [{instance_type: g6.xlarge, price: "0.8048", operating_system: Linux}]
@@ -271,6 +273,9 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
                 segments=int(item.get("segments", 1)),
                 # the segments' zones when they differ (one each, in turn)
                 segment_zones=tuple(item.get("segment_zones") or ()),
+                # and their instance types and start delays (hours) when those differ
+                segment_types=tuple(item.get("segment_types") or ()),
+                segment_start_hours=tuple(int(h) for h in item.get("segment_start_hours") or ()),
                 instances_per_ultraserver=int(item.get("instances_per_ultraserver", 1)),
                 zone_type=item.get("zone_type", "availability-zone"),
             )

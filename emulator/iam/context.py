@@ -30,7 +30,8 @@ instance"):
 Other services: SSM parameters (``arn:…:parameter/<name>``, AWS's public ones with no
 account), DynamoDB tables (every table of a batch or transaction; an item-level call with
 ``dynamodb:LeadingKeys``, the partition-key values of its items), CloudFormation stacks
-(``stack/<name>/<id>``, ``stack/<name>/*`` for a name not found). Every request carries the
+(``stack/<name>/<id>``, ``stack/<name>/*`` for a name not found), IAM's simulation (the
+simulated role) and instance profiles (the profile). Every request carries the
 global keys ``aws:RequestedRegion``, ``aws:PrincipalArn``, ``aws:PrincipalAccount``,
 ``aws:PrincipalType``, ``aws:userid``, ``aws:CurrentTime`` and ``aws:EpochTime``.
 """
@@ -562,8 +563,31 @@ def _cloudformation(action: str, params: Mapping[str, Any], caller: Caller) -> l
     return [_request(f"cloudformation:{action}", name, caller)]
 
 
+def _iam(action: str, params: Mapping[str, Any], caller: Caller) -> list[Request] | None:
+    """The IAM calls a Slurm host's check makes (Service Authorization Reference, AWS Identity
+    and Access Management, resource types): ``SimulatePrincipalPolicy`` on the simulated user,
+    group or role (``PolicySourceArn``), ``GetInstanceProfile`` on the instance profile
+    (``arn:…:iam::<account>:instance-profile/<name>``, its path unknown to the request: any)."""
+    if action == "SimulatePrincipalPolicy" and params.get("PolicySourceArn"):
+        return [_request(f"iam:{action}", str(params["PolicySourceArn"]), caller)]
+    if action == "GetInstanceProfile" and params.get("InstanceProfileName"):
+        from moto.iam.models import iam_backends
+
+        name = str(params["InstanceProfileName"])
+        iam = iam_backends[caller.account][caller.partition]
+        found = _quiet(lambda: iam.get_instance_profile(name))
+        arn = (
+            found.arn
+            if found is not None
+            else f"arn:{caller.partition}:iam::{caller.account}:instance-profile/{name}"
+        )
+        return [_request(f"iam:{action}", arn, caller)]
+    return None
+
+
 _SERVICES: dict[str, Callable[[str, Mapping[str, Any], Caller], list[Request] | None]] = {
     "ec2": _ec2,
+    "iam": _iam,
     "ssm": _ssm,
     "dynamodb": _dynamodb,
     "cloudformation": _cloudformation,

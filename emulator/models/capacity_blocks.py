@@ -19,8 +19,10 @@ class CapacityBlocks(Expiry):
     ) -> list[CapacityReservation]:
         """The reservations a purchase makes: one, or one per segment of the offering ("When
         a Capacity Block offering contains multiple segments, a separate Capacity Reservation
-        is created for each segment", botocore 1.44.5 PurchaseCapacityBlockResult), each in
-        the zone its offering's segment names (CapacityBlockOfferingSegments)."""
+        is created for each segment", botocore 1.44.5 PurchaseCapacityBlockResult), each with
+        the zone, instance type and schedule its offering's segment names
+        (CapacityBlockOfferingSegments: "each with its own Availability Zone, instance type,
+        schedule, and pricing")."""
         now = world.clock.now()
         if platform not in platforms():
             raise client_error(
@@ -34,11 +36,11 @@ class CapacityBlocks(Expiry):
             block_id = new_block_id()
             for segment in offer.segments:
                 reservation = self.new_block(
-                    instance_type=offer.instance_type,
+                    instance_type=segment.instance_type,
                     availability_zone=segment.availability_zone,
                     count=segment.instance_count,
-                    start=offer.start,
-                    end=offer.end,
+                    start=segment.start,
+                    end=segment.end,
                     platform=platform,
                     tenancy=offer.tenancy,
                     ultraserver_type=supply.ultraserver_type,

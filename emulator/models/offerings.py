@@ -74,6 +74,12 @@ class BlockSupply:
     # type, schedule, and pricing").
     segments: int = 1
     segment_zones: tuple[str, ...] = ()
+    # Each segment's instance type and how many hours after the offering's start it starts,
+    # in turn, when they differ (the same sentence: "its own ... instance type, schedule").
+    # Chosen: AWS says segments may differ, not how; a segment ends with its offering (every
+    # block ends at 11:30 UTC) and is priced at the supply's rate for its own hours.
+    segment_types: tuple[str, ...] = ()
+    segment_start_hours: tuple[int, ...] = ()
     # botocore's ZoneType ("availability-zone", "local-zone").
     zone_type: str = "availability-zone"
     purchases: list[Purchase] = field(default_factory=list)
@@ -89,6 +95,14 @@ class Segment:
 
     availability_zone: str
     instance_count: int
+    instance_type: str
+    start: datetime
+    end: datetime
+    upfront_fee: Decimal
+
+    @property
+    def minutes(self) -> int:
+        return int((self.end - self.start).total_seconds() // 60)
 
 
 @dataclass(frozen=True)
@@ -130,28 +144,22 @@ class Offering:
             data["UltraserverType"] = self.ultraserver_type
             data["UltraserverCount"] = self.ultraserver_count
         if len(self.segments) > 1:
-            hours = Decimal(self.duration_hours) + Decimal(self.duration_minutes) / 60
             data["CapacityBlockOfferingSegments"] = [
                 {
-                    "InstanceType": self.instance_type,
+                    "InstanceType": s.instance_type,
                     "AvailabilityZone": s.availability_zone,
                     "InstanceCount": s.instance_count,
-                    "StartDate": self.start,
-                    "EndDate": self.end,
-                    "CapacityBlockDurationHours": self.duration_hours,
-                    "CapacityBlockDurationMinutes": self.duration_minutes,
-                    "UpfrontFee": f"{self.price_per_instance_hour * s.instance_count * hours:.2f}",
+                    "StartDate": s.start,
+                    "EndDate": s.end,
+                    "CapacityBlockDurationHours": s.minutes // 60,
+                    "CapacityBlockDurationMinutes": s.minutes % 60,
+                    "UpfrontFee": f"{s.upfront_fee:.2f}",
                     "CurrencyCode": self.currency,
                     "ZoneType": self.zone_type,
                 }
                 for s in self.segments
             ]
         return data
-
-    @property
-    def price_per_instance_hour(self) -> Decimal:
-        hours = Decimal(self.duration_hours) + Decimal(self.duration_minutes) / 60
-        return self.upfront_fee / (self.instance_count * hours)
 
 
 def offering_id(
@@ -239,13 +247,25 @@ class Catalogue:
         hours = Decimal(minutes) / 60
         parts = max(1, min(supply.segments, count))
         zones = list(supply.segment_zones) or [supply.availability_zone]
-        segments = tuple(
-            Segment(
-                availability_zone=zones[i % len(zones)],
-                instance_count=count // parts + (1 if i < count % parts else 0),
+        types = list(supply.segment_types) or [supply.instance_type]
+        delays = list(supply.segment_start_hours) or [0]
+        segments = []
+        for i in range(parts):
+            size = count // parts + (1 if i < count % parts else 0)
+            begins = min(start + timedelta(hours=delays[i % len(delays)]), end)
+            segments.append(
+                Segment(
+                    availability_zone=zones[i % len(zones)],
+                    instance_count=size,
+                    instance_type=types[i % len(types)],
+                    start=begins,
+                    end=end,
+                    upfront_fee=supply.price_per_instance_hour
+                    * size
+                    * Decimal(int((end - begins).total_seconds() // 60))
+                    / 60,
+                )
             )
-            for i in range(parts)
-        )
         per_server = max(supply.instances_per_ultraserver, 1)
         offer = Offering(
             id=oid,
@@ -257,13 +277,16 @@ class Catalogue:
             end=end,
             duration_hours=minutes // 60,
             duration_minutes=minutes % 60,
-            upfront_fee=supply.price_per_instance_hour * count * hours,
+            # The segments' fees together (the whole block's when they share its schedule).
+            upfront_fee=sum((seg.upfront_fee for seg in segments), Decimal(0))
+            if len(segments) > 1
+            else supply.price_per_instance_hour * count * hours,
             currency=supply.currency,
             tenancy=supply.tenancy,
             ultraserver_type=supply.ultraserver_type,
             ultraserver_count=count // per_server if supply.ultraserver_type else None,
             zone_type=supply.zone_type,
-            segments=segments,
+            segments=tuple(segments),
         )
         self._issued[oid] = offer
         return offer

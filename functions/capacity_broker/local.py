@@ -268,6 +268,9 @@ class LambdaInvoke:
             "FunctionArn": self.arn(name),
             "Runtime": f"python{sys.version_info.major}.{sys.version_info.minor}",
             "Handler": f"capacity_broker.handlers.{entry}.handler",
+            # "The function's execution role": the one the emulator makes for it, named as the
+            # function (emulator.iam, ``LocalBroker(iam=True)``), which its calls are signed as.
+            "Role": f"arn:aws:iam::{ACCOUNT_ID}:role/{name}",
             "Description": f"capacity-broker {entry} (served by capacity-broker local)",
             "Timeout": self.timeout_ms // 1000,
             "MemorySize": LOCAL_MEMORY_MB,

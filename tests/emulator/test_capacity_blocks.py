@@ -814,6 +814,42 @@ def test_an_offering_says_its_segments_and_the_purchase_follows_them(emu, ec2):
     assert block["CapacityBlockId"] == made[0]["CapacityBlockId"] == made[1]["CapacityBlockId"]
 
 
+def test_segments_may_differ_in_instance_type_and_schedule_too(emu, ec2):
+    """The same sentence: "its own Availability Zone, instance type, schedule, and pricing".
+    The emulator's segments differed in zone only. A supply's ``segment_types`` and
+    ``segment_start_hours`` (chosen: AWS says that they may differ, not how) give each
+    segment its own type and start; each is priced at the supply's rate for its own hours,
+    and the purchase makes each reservation as its segment says."""
+    emu.configure(same_day_offerings=False)
+    _supply(
+        emu,
+        segments=2,
+        segment_zones=["us-east-1a", "us-east-1b"],
+        segment_types=["p5.48xlarge", "p5e.48xlarge"],
+        segment_start_hours=[0, 24],
+    )
+    offer = offers(ec2, 64, 72)[0]
+    first, second = offer["CapacityBlockOfferingSegments"]
+    assert (first["InstanceType"], second["InstanceType"]) == ("p5.48xlarge", "p5e.48xlarge")
+    assert first["StartDate"] == offer["StartDate"]
+    assert second["StartDate"] == offer["StartDate"] + timedelta(hours=24)
+    assert first["EndDate"] == second["EndDate"] == offer["EndDate"]
+    assert (first["CapacityBlockDurationHours"], second["CapacityBlockDurationHours"]) == (72, 48)
+    # 32 instances x 30 an hour, each for its own hours; the offering's fee is theirs together
+    assert (first["UpfrontFee"], second["UpfrontFee"]) == ("69120.00", "46080.00")
+    assert offer["UpfrontFee"] == "115200.00"
+    made = ec2.purchase_capacity_block(
+        CapacityBlockOfferingId=offer["CapacityBlockOfferingId"], InstancePlatform="Linux/UNIX"
+    )["CapacityReservations"]
+    assert [
+        (r["InstanceType"], r["AvailabilityZone"], r["StartDate"], r["EndDate"]) for r in made
+    ] == [
+        (s["InstanceType"], s["AvailabilityZone"], s["StartDate"], s["EndDate"])
+        for s in (first, second)
+    ]
+    assert len({r["CapacityBlockId"] for r in made}) == 1
+
+
 def test_block_status_by_block_id_lists_every_reservation(emu, ec2):
     """DescribeCapacityBlockStatus by block id answered one segment of a block of two."""
     _supply(emu, segments=2)

@@ -22,6 +22,8 @@ from typer.testing import CliRunner
 
 from .test_training import P5, world_of
 
+P5E = "p5e.48xlarge"
+
 pytestmark = pytest.mark.integration
 
 DECEMBER = ("2026-12-01", "2026-12-31")
@@ -316,3 +318,65 @@ def test_a_block_is_never_extended_past_182_days_in_all(
             CapacityReservationId=block, CapacityBlockExtensionDurationHours=35 * 24
         )
     assert exc.value.response["Error"]["Code"] == "InvalidParameterValue"
+
+
+def test_a_purchase_whose_segments_differ_in_type_and_start(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A purchase whose offering's segments differ in instance type and schedule too ("each
+    with its own Availability Zone, instance type, schedule, and pricing"; the emulator's
+    differed in zone only): the purchase says what each segment is (it said "64 x
+    p5.48xlarge ... from 12-01 for 216 h" for 32 x p5 and 32 x p5e a day later), ``capacity``
+    shows one block of two types, and ``plan`` counts only what launches of the run's type
+    can use: 32 p5 are ready from the p5 segment, 64 are not."""
+    world_of(
+        broker,
+        container,
+        monkeypatch,
+        {
+            "settings": {"same_day_offerings": False},
+            "regions": {
+                "us-east-1": {
+                    "offerings": [
+                        {
+                            "instance_type": P5,
+                            "availability_zone": "us-east-1a",
+                            "max_instance_count": 64,
+                            "price_per_instance_hour": "30",
+                            "earliest_start": "+1d",
+                            "latest_start": "+8w",
+                            "segments": 2,
+                            "segment_types": [P5, P5E],
+                            "segment_start_hours": [0, 24],
+                        },
+                    ]
+                }
+            },
+        },
+    )
+    tf = CapacityBroker(regions=["us-east-1"])
+    offer = tf.offerings(P5, 64, 24 * 9, start_after=DECEMBER[0], regions=["us-east-1"])[0]
+    bought = tf.purchase_capacity_block(offer.offering_id, P5, 64, 24 * 9, regions=["us-east-1"])
+    assert bought.status == "purchased", bought.message
+    first, second = bought.reservations
+    assert (first.instance_type, second.instance_type) == (P5, P5E)
+    assert (
+        f"32 x {P5} in us-east-1a from 2026-12-01 11:30 UTC for 216 h ({first.reservation_id})"
+        f" + 32 x {P5E} in us-east-1a from 2026-12-02 11:30 UTC for 192 h "
+        f"({second.reservation_id})"
+    ) in bought.message
+    assert f"64 x {P5}" not in bought.message
+
+    wide = CliRunner().invoke(app, ["capacity", "--blocks"], env={"COLUMNS": "250"})
+    assert wide.exit_code == EXIT_OK, wide.output
+    assert "Total Blocks: 1 (2 reservations)" in wide.stdout
+    assert f"Instance Types: 2 ({P5}, {P5E})" in wide.stdout
+
+    one = tf.plan("training", P5, 32, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    assert one.status == "ready", one.message
+    assert [b.reservation_id for b in one.capacity_blocks] == [first.reservation_id]
+    assert one.run_start is not None
+    assert one.run_start.isoformat().startswith("2026-12-01T11:30")
+    both = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    assert both.status != "ready", both.message  # the p5e segment runs no p5 instance
+    assert second.reservation_id not in both.message

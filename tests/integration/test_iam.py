@@ -629,3 +629,134 @@ def test_a_fresh_world_keeps_the_roles_only_when_asked(demo: Any) -> None:
     refused(lambda: create(as_role(demo, "probe")))
     demo.reset()
     assert demo.role_credentials("probe") is None
+
+
+# -- IAM's policy simulator (iam:SimulatePrincipalPolicy) ----------------------------------------
+
+
+def simulate(role_arn: str, action: str, resources: list[str], **context: str) -> dict[str, Any]:
+    iam = boto3.client("iam", region_name=EAST)
+    entries = [
+        {
+            "ContextKeyName": k.replace("__", ":"),
+            "ContextKeyValues": [v],
+            "ContextKeyType": "string",
+        }
+        for k, v in context.items()
+    ]
+    [result] = iam.simulate_principal_policy(
+        PolicySourceArn=role_arn,
+        ActionNames=[action],
+        ResourceArns=resources,
+        ContextEntries=entries,
+    )["EvaluationResults"]
+    return dict(result)
+
+
+def test_the_simulator_answers_what_the_launch_path_enforces(
+    demo: Any, profile_template: Any
+) -> None:
+    """The simulator and enforcement read the same policies the same way: every request a
+    launch was allowed, simulated with its condition keys, is ``allowed``; the launch refused
+    for a profile's role is ``implicitDeny`` until the role gets the grant a deploy with that
+    role in instanceRoleArns has, and then the launch goes through too."""
+    reserve_role = world.iam.sessions["reserve"].role_arn
+    world.iam.decisions.clear()
+    as_role(demo, "reserve").create_fleet(**fleet(TEMPLATE))
+    decided = [d for _, d in world.iam.decisions]
+    assert decided
+    iam = boto3.client("iam", region_name=EAST)
+    for decision in decided:
+        request = decision.request
+        [result] = iam.simulate_principal_policy(
+            PolicySourceArn=reserve_role,
+            ActionNames=[request.action],
+            ResourceArns=[request.resource],
+            ContextEntries=[
+                {"ContextKeyName": k, "ContextKeyValues": list(v), "ContextKeyType": "stringList"}
+                for k, v in request.keys.items()
+            ],
+        )["EvaluationResults"]
+        [specific] = result["ResourceSpecificResults"]
+        assert specific["EvalResourceDecision"] == "allowed", request
+
+    ec2 = boto3.client("ec2", region_name=EAST)
+    role_arn, template_id = profile_template(ec2, iam, CLUSTER)
+    refused(lambda: as_role(demo, "reserve").create_fleet(**fleet(template_id)))
+    passed = {"iam__PassedToService": "ec2.amazonaws.com"}
+    result = simulate(reserve_role, "iam:PassRole", [role_arn], **passed)
+    assert result["EvalDecision"] == "implicitDeny"
+    assert result["ResourceSpecificResults"][0]["EvalResourceName"] == role_arn
+    iam.put_role_policy(
+        RoleName=f"{PREFIX}-reserve",
+        PolicyName="instance-roles",
+        PolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Action": "iam:PassRole",
+                        "Resource": role_arn,
+                        "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+                    }
+                ],
+            }
+        ),
+    )
+    result = simulate(reserve_role, "iam:PassRole", [role_arn], **passed)
+    assert result["EvalDecision"] == "allowed"
+    assert result["MatchedStatements"] == [
+        {"SourcePolicyId": "instance-roles", "SourcePolicyType": "role"}
+    ]
+    as_role(demo, "reserve").create_fleet(**fleet(template_id))
+    # Without the key the condition asks about: undecided for want of it, and said so.
+    result = simulate(reserve_role, "iam:PassRole", [role_arn])
+    [specific] = result["ResourceSpecificResults"]
+    assert specific["EvalResourceDecision"] == "implicitDeny"
+    assert specific["MissingContextValues"] == ["iam:PassedToService"]
+
+
+@pytest.mark.filterwarnings("ignore:Exception\\(NotEmulated\\):UserWarning")
+def test_the_simulator_per_resource_deny_and_refusals(demo: Any) -> None:
+    """ "Each API in the ActionNames parameter is evaluated for each resource in this list";
+    an explicit deny decides; a role that does not exist is NoSuchEntity; what the emulator
+    does not simulate is refused, never ignored."""
+    reserve_role = world.iam.sessions["reserve"].role_arn
+    public = "arn:aws:ssm:us-east-1::parameter/aws/service/ami-amazon-linux-latest/x"
+    own = "arn:aws:ssm:us-east-1:123456789012:parameter/golden-ami/rhel9"
+    result = simulate(reserve_role, "ssm:GetParameters", [public, own])
+    assert [
+        (r["EvalResourceName"], r["EvalResourceDecision"])
+        for r in result["ResourceSpecificResults"]
+    ] == [
+        (public, "allowed"),
+        (own, "implicitDeny"),
+    ]
+    assert result["EvalDecision"] == "implicitDeny"  # the most restrictive (chosen)
+    iam = boto3.client("iam", region_name=EAST)
+    iam.put_role_policy(
+        RoleName=f"{PREFIX}-reserve",
+        PolicyName="no-public",
+        PolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Deny", "Action": "ssm:*", "Resource": public}],
+            }
+        ),
+    )
+    result = simulate(reserve_role, "ssm:GetParameters", [public])
+    assert result["EvalDecision"] == "explicitDeny"
+    assert result["MatchedStatements"] == [
+        {"SourcePolicyId": "no-public", "SourcePolicyType": "role"}
+    ]
+    with pytest.raises(ClientError) as missing:
+        simulate("arn:aws:iam::123456789012:role/nobody", "ssm:GetParameters", [public])
+    assert missing.value.response["Error"]["Code"] == "NoSuchEntity"
+    with pytest.raises(ClientError) as refused_here:
+        iam.simulate_principal_policy(
+            PolicySourceArn=reserve_role,
+            ActionNames=["ssm:GetParameters"],
+            ResourcePolicy=json.dumps({"Version": "2012-10-17", "Statement": []}),
+        )
+    assert refused_here.value.response["Error"]["Code"] == "UnsupportedOperation"

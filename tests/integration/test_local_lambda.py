@@ -63,6 +63,11 @@ def test_lambda_knows_its_functions(local: LocalBroker) -> None:
     assert probe["FunctionArn"] == f"arn:aws:lambda:us-east-1:123456789012:function:{PROBE_NAME}"
     assert probe["Handler"] == "capacity_broker.handlers.probe.handler"
     assert probe["State"] == "Active"
+    # "The function's execution role": the role the emulator signs the function's calls as.
+    role = boto3.client("iam", endpoint_url=local.endpoint, region_name="us-east-1").get_role(
+        RoleName=PROBE_NAME
+    )["Role"]
+    assert probe["Role"] == role["Arn"]
     by_arn = client.get_function_configuration(FunctionName=probe["FunctionArn"])
     assert {key: by_arn[key] for key in probe} == probe
     page = client.list_functions(MaxItems=2)

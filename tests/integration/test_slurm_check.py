@@ -250,3 +250,207 @@ def test_latest_is_the_number_ec2_gives_and_the_version_built_on_is_said(
     table = " ".join(check(tmp_path, nodeset()).stdout.split())
     assert "$Latest is version 4" in table
     assert "the broker builds on version 1" in table
+
+
+# -- deployed mode: what the reserve function may launch with (issue 40, item 5) ----------------
+
+PREFIX = "cb-check"
+PARAMETER = "/golden-ami/hpc"
+PARAMETER_ARN = f"arn:aws:ssm:us-east-1:123456789012:parameter{PARAMETER}"
+NODE_ROLE = "compute-node"
+NODE_ROLE_ARN = f"arn:aws:iam::123456789012:role/{NODE_ROLE}"
+RESERVE_ROLE = f"arn:aws:iam::123456789012:role/{PREFIX}-reserve"
+
+
+@pytest.fixture
+def deployed(tmp_path: Path) -> Any:
+    """The functions of cluster c1 served locally as their deployed roles (roles.json: a
+    deploy with no imageParameters and no instanceRoleArns), the check's world in the
+    emulator, and an instance profile for compute nodes."""
+    import boto3
+    from capacity_broker.local import LocalBroker
+
+    with LocalBroker(scenario=WORLD | {"cluster_id": "c1"}, prefix=PREFIX) as local:
+        iam = boto3.client("iam", endpoint_url=local.endpoint, region_name="us-east-1")
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "ec2.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+        iam.create_role(RoleName=NODE_ROLE, AssumeRolePolicyDocument=json.dumps(trust))
+        iam.create_instance_profile(InstanceProfileName=NODE_ROLE)
+        iam.add_role_to_instance_profile(InstanceProfileName=NODE_ROLE, RoleName=NODE_ROLE)
+        yield local
+
+
+def template(local: Any, name: str, data: dict[str, Any]) -> str:
+    import boto3
+
+    ec2 = boto3.client("ec2", endpoint_url=local.endpoint, region_name="us-east-1")
+    made = ec2.create_launch_template(
+        LaunchTemplateName=name,
+        LaunchTemplateData=data,
+        TagSpecifications=[
+            {
+                "ResourceType": "launch-template",
+                "Tags": [{"Key": "capacity-broker:cluster-id", "Value": "c1"}],
+            }
+        ],
+    )
+    return str(made["LaunchTemplate"]["LaunchTemplateId"])
+
+
+def check_deployed(
+    tmp_path: Path, local: Any, template_id: str, credentials: tuple[str, ...] = ("x", "y")
+) -> tuple[Any, dict[str, Any]]:
+    """``slurm check`` in deployed mode against the local functions, signed with
+    ``credentials`` (the operator's, unless a role session's)."""
+    lines = [f"aws_access_key_id = {credentials[0]}", f"aws_secret_access_key = {credentials[1]}"]
+    if len(credentials) > 2:
+        lines.append(f"aws_session_token = {credentials[2]}")
+    path = tmp_path / "credentials"
+    path.write_text("[default]\n" + "\n".join(lines) + "\n")
+    aws = {"endpoint_url": local.endpoint, "credentials_file": str(path)}
+    change = {"launch_template": {"id": template_id, "version": "$Latest"}}
+    result = check(
+        tmp_path, nodeset(**change), output="json", cluster_id=None, function_prefix=PREFIX, aws=aws
+    )
+    # The local functions run in this process and log their lines to the same stdout.
+    return result, json.loads(result.stdout[result.stdout.index('{\n  "config"') :])
+
+
+def allow_as_deployed_with(local: Any, parameter: bool, role: bool) -> None:
+    """The reserve role as a deploy with ``-c imageParameters=/golden-ami/hpc`` and ``-c
+    instanceRoleArns=<the compute node role>`` grants it: the statements
+    infra/permissions.py writes for those settings (ResolveImageParameters,
+    PassInstanceRolesToEc2)."""
+    import boto3
+
+    statements = []
+    if parameter:
+        statements.append(
+            {"Effect": "Allow", "Action": "ssm:GetParameters", "Resource": [PARAMETER_ARN]}
+        )
+    if role:
+        statements.append(
+            {
+                "Effect": "Allow",
+                "Action": "iam:PassRole",
+                "Resource": [NODE_ROLE_ARN],
+                "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+            }
+        )
+    boto3.client("iam", endpoint_url=local.endpoint, region_name="us-east-1").put_role_policy(
+        RoleName=f"{PREFIX}-reserve",
+        PolicyName="settings",
+        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": statements}),
+    )
+
+
+def test_an_image_parameter_the_deploy_does_not_list_fails_the_check(
+    deployed: Any, tmp_path: Path
+) -> None:
+    """A ``resolve:ssm:`` image whose parameter is not in the deploy's imageParameters: AWS
+    refuses every launch (ssm:GetParameters), so the check exits 3 naming the parameter and
+    the setting."""
+    template_id = template(deployed, "golden", {"ImageId": f"resolve:ssm:{PARAMETER}:3"})
+    result, report = check_deployed(tmp_path, deployed, template_id)
+    assert result.exit_code == 3, result.output
+    [found] = report["nodesets"]
+    [problem] = [p for p in found["problems"] if "ssm:GetParameters" in p]
+    assert f"image parameter {PARAMETER} ({PARAMETER_ARN})" in problem
+    assert "imageParameters" in problem and "implicitDeny" in problem
+    assert found["launch_template"]["iam"] == {f"ssm:GetParameters {PARAMETER_ARN}": "implicitDeny"}
+    assert report["problems"] == [] and report["warnings"] == []
+
+
+def test_an_instance_profile_whose_role_the_deploy_does_not_list_fails_the_check(
+    deployed: Any, tmp_path: Path
+) -> None:
+    template_id = template(
+        deployed, "with-profile", {"ImageId": AMI, "IamInstanceProfile": {"Name": NODE_ROLE}}
+    )
+    result, report = check_deployed(tmp_path, deployed, template_id)
+    assert result.exit_code == 3, result.output
+    [found] = report["nodesets"]
+    [problem] = [p for p in found["problems"] if "iam:PassRole" in p]
+    assert (
+        f"instance profile {NODE_ROLE}: {PREFIX}-reserve may not pass its role {NODE_ROLE_ARN}"
+        in problem
+    )
+    assert "instanceRoleArns" in problem
+    assert report["problems"] == [] and report["warnings"] == []
+
+
+def test_a_template_the_deploy_allows_passes_the_check(deployed: Any, tmp_path: Path) -> None:
+    """Both listed (the deploy's statements for both settings on the reserve role): the check
+    passes, and says what IAM decided. Each grant alone still fails: the check asks about
+    each."""
+    import boto3
+
+    profile = boto3.client("iam", endpoint_url=deployed.endpoint, region_name="us-east-1")
+    profile_arn = profile.get_instance_profile(InstanceProfileName=NODE_ROLE)["InstanceProfile"][
+        "Arn"
+    ]
+    template_id = template(
+        deployed,
+        "golden-with-profile",
+        {"ImageId": f"resolve:ssm:{PARAMETER}", "IamInstanceProfile": {"Arn": profile_arn}},
+    )
+    allow_as_deployed_with(deployed, parameter=True, role=False)
+    result, _ = check_deployed(tmp_path, deployed, template_id)
+    assert result.exit_code == 3, result.output
+    allow_as_deployed_with(deployed, parameter=False, role=True)
+    result, _ = check_deployed(tmp_path, deployed, template_id)
+    assert result.exit_code == 3, result.output
+    allow_as_deployed_with(deployed, parameter=True, role=True)
+    result, report = check_deployed(tmp_path, deployed, template_id)
+    assert result.exit_code == 0, result.output
+    [found] = report["nodesets"]
+    assert found["problems"] == [] and report["warnings"] == []
+    assert found["launch_template"]["iam"] == {
+        f"ssm:GetParameters {PARAMETER_ARN}": "allowed",
+        f"iam:PassRole {NODE_ROLE_ARN}": "allowed",
+    }
+    assert found["launch_template"]["instance_profile"] == profile_arn
+
+
+@pytest.mark.filterwarnings("ignore:Exception\\(AnyServiceError\\):UserWarning")
+def test_a_host_that_may_not_simulate_is_warned_not_passed(
+    deployed: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Slurm host signs as a principal without iam:SimulatePrincipalPolicy (here the
+    reserve function's own role session, which has none): the check cannot know, says so with
+    the permission to add, and claims nothing about the template."""
+    template_id = template(deployed, "golden", {"ImageId": f"resolve:ssm:{PARAMETER}"})
+    credentials = deployed.server.emulator.role_credentials("reserve")
+    # As slurmctld runs the check: no credentials in the environment (they would come first).
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    result, report = check_deployed(tmp_path, deployed, template_id, credentials)
+    assert result.exit_code == 0, result.output
+    [found] = report["nodesets"]
+    assert found["problems"] == []
+    assert "iam" not in found["launch_template"]
+    [warning] = [w for w in report["warnings"] if "SimulatePrincipalPolicy" in w]
+    assert f"Grant it iam:SimulatePrincipalPolicy on {RESERVE_ROLE}" in warning
+    assert "imageParameters" in warning
+
+
+def test_an_instance_profile_that_does_not_exist_fails_the_check(
+    deployed: Any, tmp_path: Path
+) -> None:
+    template_id = template(
+        deployed, "no-profile", {"ImageId": AMI, "IamInstanceProfile": {"Name": "gone"}}
+    )
+    result, report = check_deployed(tmp_path, deployed, template_id)
+    assert result.exit_code == 3, result.output
+    [found] = report["nodesets"]
+    assert f"instance profile gone of launch template {template_id} does not exist" in " ".join(
+        found["problems"]
+    )

@@ -7,12 +7,13 @@ what buying it would commit to (block, dates, upfront fee) before refusing.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import typer
 from rich.markup import escape
 
 from ..client import CapacityBroker, ReservationType, when
+from ..domain.discovery import searched
 from ..models.capacity import BlockOffering, PurchaseAnswer
 from . import capacity as capacity_view
 from . import render
@@ -114,8 +115,35 @@ def offerings(
         ),
     ],
     count: Annotated[
-        int, typer.Option("--count", "-n", min=1, max=64, help="Instances in the block.")
-    ] = 1,
+        int | None,
+        typer.Option(
+            "--count",
+            "-n",
+            min=1,
+            max=64,
+            help="Instances in the block (default 1).",
+            show_default=False,
+        ),
+    ] = None,
+    ultraservers: Annotated[
+        int | None,
+        typer.Option(
+            "--ultraservers",
+            min=1,
+            metavar="N",
+            help="UltraServers in the block, instead of --count (EC2's UltraserverCount).",
+            show_default=False,
+        ),
+    ] = None,
+    ultraserver_type: Annotated[
+        str | None,
+        typer.Option(
+            "--ultraserver-type",
+            metavar="TYPE",
+            help="Only blocks of this UltraServer type, e.g. u-p6e-gb200x72.",
+            show_default=False,
+        ),
+    ] = None,
     days: Annotated[
         int | None,
         typer.Option(
@@ -159,19 +187,35 @@ def offerings(
     """Capacity Blocks on sale, cheapest per instance-hour first; --purchase to buy one."""
     state = state_of(ctx, output, regions, profile)
     duration = block_hours(days, hours)
+    if count is not None and ultraservers is not None:
+        raise typer.BadParameter("give --count or --ultraservers, not both")
+    instances = count if count is not None else 1
     after = parse_when(start_after, "--start-after")
     before = parse_when(end_before, "--end-before")
+    servers = Servers(ultraservers, ultraserver_type)
+    asked = searched(instance_type, instances, ultraservers, ultraserver_type)
     with guard():
         broker = make_broker(state)
         wanted = broker.resolve_regions(state.regions)
-        terms = (instance_type, count, duration, after, before, wanted)
+        terms = (instance_type, instances, duration, after, before, wanted)
         if purchase and not yes:
-            _refuse(broker, purchase, terms)
+            _refuse(broker, purchase, terms, servers)
         if purchase:
-            answer = broker.purchase_capacity_block(purchase, *terms, platform)
+            answer = broker.purchase_capacity_block(
+                purchase,
+                *terms,
+                platform,
+                ultraservers=servers.number,
+                ultraserver_type=servers.kind,
+            )
             raise typer.Exit(_show_purchase(state, answer))
         with progress_bar(state, wanted, "offerings") as advance:
-            results = broker.offerings(*terms, progress=advance)
+            results = broker.offerings(
+                *terms,
+                progress=advance,
+                ultraservers=servers.number,
+                ultraserver_type=servers.kind,
+            )
     if limit is not None:
         del results[limit:]
     render.listing(
@@ -179,10 +223,10 @@ def offerings(
         BlockOffering,
         results,
         results.regions,
-        f"No Capacity Block offerings for {count} x {instance_type} for {duration} h",
+        f"No Capacity Block offerings for {asked} for {duration} h",
         COLUMNS,
         [cells(o) for o in results],
-        f"Capacity Block offerings: {count} x {instance_type}, {duration} h",
+        f"Capacity Block offerings: {asked}, {duration} h",
     )
     finish_verdict(results)
 
@@ -190,14 +234,22 @@ def offerings(
 Terms = tuple[str, int, int, datetime | None, datetime | None, list[str]]
 
 
-def _refuse(broker: CapacityBroker, offering_id: str, terms: Terms) -> None:
+class Servers(NamedTuple):
+    """A search by UltraServers: how many (None: by instances), and of which type."""
+
+    number: int | None
+    kind: str | None
+
+
+def _refuse(broker: CapacityBroker, offering_id: str, terms: Terms, servers: Servers) -> None:
     """No ``--yes``: say what the purchase would commit to (a read-only look-up), buy nothing."""
     instance_type, count, duration, _, _, regions = terms
-    listing = broker.offerings(*terms)
+    listing = broker.offerings(*terms, ultraservers=servers.number, ultraserver_type=servers.kind)
     offer = next((o for o in listing if o.offering_id == offering_id), None)
     if offer is None:
+        asked = searched(instance_type, count, servers.number, servers.kind)
         raise fail(
-            f"offering {offering_id} is not on sale for {count} x {instance_type} for "
+            f"offering {offering_id} is not on sale for {asked} for "
             f"{duration} h in {', '.join(regions)}; nothing was bought",
             EXIT_NO_CAPACITY,
         )

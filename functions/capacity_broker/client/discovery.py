@@ -94,9 +94,13 @@ class DiscoveryCalls(BrokerBase):
         regions: Sequence[str] | str | None = None,
         *,
         progress: Progress | None = None,
+        ultraservers: int | None = None,
+        ultraserver_type: str | None = None,
     ) -> Results[BlockOffering]:
         """Capacity Blocks on sale, cheapest per instance-hour first, then soonest
         (``start_after``/``end_before``: ISO dates or times, ``+3d``, or datetimes).
+        ``ultraservers``: blocks of that many UltraServers instead of ``instance_count``
+        instances; ``ultraserver_type``: of that UltraServer type only.
         ``.verdict``: ``buy`` when something is on sale, ``unavailable`` when not."""
         now = self.discovery.clock()
         with _arguments():
@@ -108,6 +112,8 @@ class DiscoveryCalls(BrokerBase):
                 when.optional_moment(end_before, "end_before", now),
                 self.resolve_regions(regions),
                 progress,
+                ultraservers=ultraservers,
+                ultraserver_type=ultraserver_type,
             )
         return self._results(listing, when_found=Verdict.BUY)
 
@@ -122,8 +128,12 @@ class DiscoveryCalls(BrokerBase):
         regions: Sequence[str] | str | None = None,
         instance_platform: str = "Linux/UNIX",
         purchase_key: str | None = None,
+        *,
+        ultraservers: int | None = None,
+        ultraserver_type: str | None = None,
     ) -> PurchaseAnswer:
-        """Buy one Capacity Block, at most once per offering (see ``Discovery.purchase``).
+        """Buy one Capacity Block, at most once per offering (see ``Discovery.purchase``;
+        ``ultraservers``/``ultraserver_type``: the terms it was found by, as ``offerings``).
         Capacity Blocks cannot be cancelled."""
         if not offering_id:
             raise InvalidArguments([("offering_id", "is required")])
@@ -138,6 +148,8 @@ class DiscoveryCalls(BrokerBase):
                 self.resolve_regions(regions),
                 instance_platform,
                 purchase_key,
+                ultraservers=ultraservers,
+                ultraserver_type=ultraserver_type,
             )
 
     def search(

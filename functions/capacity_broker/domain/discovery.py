@@ -579,3 +579,18 @@ def recommend(
         block_hours=hours,
         notes=tuple(notes),
     )
+
+
+def searched(
+    instance_type: str,
+    instance_count: int,
+    ultraservers: int | None = None,
+    ultraserver_type: str | None = None,
+) -> str:
+    """What an offering search asked for, in words: "8 x p5.48xlarge", or "2 UltraServers
+    (u-p6e-gb200x72) of p6e-gb200.36xlarge"."""
+    kind = f" ({ultraserver_type})" if ultraserver_type else ""
+    if ultraservers is None:
+        return f"{instance_count} x {instance_type}{kind}"
+    servers = "UltraServer" if ultraservers == 1 else "UltraServers"
+    return f"{ultraservers} {servers}{kind} of {instance_type}"

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -46,6 +47,7 @@ from .config import (
     load,
     unknown_instance_types,
 )
+from .grants import LaunchGrants
 from .runtime import aws_session
 
 EXIT_OK = 0
@@ -169,8 +171,13 @@ def inspect(config: SlurmConfig, ec2: Ec2, source: str = "", session: Any = None
         ),
         nodesets=[],
     )
+    grants = None
     if config.function_prefix:
-        report.problems += _functions(config, session)
+        lam = _lambda_client(config, session)
+        report.problems += _functions(config, lam)
+        grants = LaunchGrants(
+            config.function_prefix, config.function_qualifier, config.region, session, lam
+        )
     try:
         # The rule probe and reserve refuse a type by: a name EC2 does not have in the region
         # would fail every job of its node set.
@@ -179,7 +186,9 @@ def inspect(config: SlurmConfig, ec2: Ec2, source: str = "", session: Any = None
         ]
     except AwsError as error:
         report.warnings.append(f"could not read the region's instance types: {error}")
-    report.nodesets = [_nodeset(config, nodeset, ec2) for nodeset in config.nodesets]
+    report.nodesets = [_nodeset(config, nodeset, ec2, grants) for nodeset in config.nodesets]
+    if grants is not None:
+        report.warnings += grants.warnings
     _block_ends(config, ec2, report)
     if not os.access(config.scontrol, os.X_OK):
         report.warnings.append(f"{config.scontrol} is not an executable here (scontrol:)")
@@ -202,11 +211,8 @@ def _block_ends(config: SlurmConfig, ec2: Ec2, report: Report) -> None:
         by_label[label].problems.append(f"Capacity Block: {why}")
 
 
-def _functions(config: SlurmConfig, session: Any) -> list[str]:
-    """The deployed functions exist and answer. Each is asked something it answers without
-    touching EC2: ``reserve`` an empty request (``invalid_request``), ``release`` a job id no
-    Slurm job has (nothing to cancel)."""
-    prefix = str(config.function_prefix)
+def _lambda_client(config: SlurmConfig, session: Any) -> Callable[[], Any]:
+    """The Lambda client, made on first use."""
     client: list[Any] = []
 
     def lam() -> Any:
@@ -214,6 +220,14 @@ def _functions(config: SlurmConfig, session: Any) -> list[str]:
             client.append(session.client("lambda", region_name=config.region))
         return client[0]
 
+    return lam
+
+
+def _functions(config: SlurmConfig, lam: Callable[[], Any]) -> list[str]:
+    """The deployed functions exist and answer. Each is asked something it answers without
+    touching EC2: ``reserve`` an empty request (``invalid_request``), ``release`` a job id no
+    Slurm job has (nothing to cancel)."""
+    prefix = str(config.function_prefix)
     problems = []
     for entry, event in (("reserve", {}), ("release", {"job_id": PROBE_JOB})):
         try:
@@ -223,7 +237,9 @@ def _functions(config: SlurmConfig, session: Any) -> list[str]:
     return problems
 
 
-def _nodeset(config: SlurmConfig, nodeset: NodeSet, ec2: Ec2) -> NodeSetReport:
+def _nodeset(
+    config: SlurmConfig, nodeset: NodeSet, ec2: Ec2, grants: LaunchGrants | None = None
+) -> NodeSetReport:
     members = nodeset.members()
     found = NodeSetReport(nodeset=nodeset.label, nodes=nodeset.nodes, node_count=len(members))
     template = nodeset.launch_template
@@ -275,6 +291,10 @@ def _nodeset(config: SlurmConfig, nodeset: NodeSet, ec2: Ec2) -> NodeSetReport:
         if named != source.number:
             found.launch_template["builds_on"] = source.number
         _template_facts(config, template.id, source.data, ec2, found)
+        if grants is not None and isinstance(source.data, dict):
+            # What the deployed function may launch with (deployed mode: the deploy's
+            # imageParameters and instanceRoleArns; slurm/grants.py).
+            grants.compare(template.id, source.data, found.problems, found.launch_template)
     except (AwsError, TemplateRefused) as error:
         found.launch_template = {"id": template.id, "version": template.version, "is": None}
         found.problems.append(f"launch template {template.id} version {template.version}: {error}")

@@ -211,16 +211,25 @@ class DiscoveryMixin(Ec2Base):
         start_after: datetime | None = None,
         end_before: datetime | None = None,
         deadline: float | None = None,
+        *,
+        ultraservers: int | None = None,
+        ultraserver_type: str | None = None,
     ) -> list[dict[str, Any]]:
         """Every page of DescribeCapacityBlockOfferings. Several types go in one call as
         ``InstanceTypePreferences`` (botocore: "Either this or the legacy InstanceType
-        parameter is required"); one type as ``InstanceType``."""
+        parameter is required"); one type as ``InstanceType``. ``ultraservers``: a search by
+        "The number of EC2 UltraServers in the offerings" (``UltraserverCount``) instead of
+        by instances; ``ultraserver_type``: "The EC2 UltraServer type of the Capacity Block
+        offerings" (``UltraserverType``; botocore 1.44.5 requires only
+        ``CapacityDurationHours``)."""
         types = [instance_types] if isinstance(instance_types, str) else list(instance_types)
-        params: dict[str, Any] = {
-            "InstanceCount": instance_count,
-            "CapacityDurationHours": duration_hours,
-            "MaxResults": 1000,
-        }
+        params: dict[str, Any] = {"CapacityDurationHours": duration_hours, "MaxResults": 1000}
+        if ultraservers is not None:
+            params["UltraserverCount"] = ultraservers
+        else:
+            params["InstanceCount"] = instance_count
+        if ultraserver_type is not None:
+            params["UltraserverType"] = ultraserver_type
         if len(types) == 1:
             params["InstanceType"] = types[0]
         else:

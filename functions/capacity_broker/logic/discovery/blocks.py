@@ -81,14 +81,33 @@ class BlockOfferings(DiscoveryBase):
         end_before: datetime | None = None,
         regions: Sequence[str] | None = None,
         progress: Progress | None = None,
+        *,
+        ultraservers: int | None = None,
+        ultraserver_type: str | None = None,
     ) -> Listing[BlockOffering]:
-        check_offering_terms(instance_type, instance_count, duration_hours, start_after, end_before)
+        """``ultraservers``: offerings of that many UltraServers (``instance_count`` is then
+        not asked); ``ultraserver_type``: of that UltraServer type only."""
+        check_offering_terms(
+            instance_type,
+            instance_count,
+            duration_hours,
+            start_after,
+            end_before,
+            ultraservers=ultraservers,
+            ultraserver_type=ultraserver_type,
+        )
         wanted = self._regions(regions)
         self.check_types([("instance_type", instance_type)], wanted)
 
         def one(region: str) -> list[BlockOffering]:
             items = self.ec2(region).block_offerings(
-                instance_type, instance_count, duration_hours, start_after, end_before
+                instance_type,
+                instance_count,
+                duration_hours,
+                start_after,
+                end_before,
+                ultraservers=ultraservers,
+                ultraserver_type=ultraserver_type,
             )
             return [offering_of(region, item) for item in items]
 
@@ -107,6 +126,9 @@ class BlockOfferings(DiscoveryBase):
         regions: Sequence[str] | None = None,
         platform: str = "Linux/UNIX",
         key: str | None = None,
+        *,
+        ultraservers: int | None = None,
+        ultraserver_type: str | None = None,
     ) -> PurchaseAnswer:
         """Buy the Capacity Block offering ``offering_id``, at most once.
 
@@ -144,15 +166,23 @@ class BlockOfferings(DiscoveryBase):
                 **base,
             )
         listing = self.offerings(
-            instance_type, instance_count, duration_hours, start_after, end_before, wanted
+            instance_type,
+            instance_count,
+            duration_hours,
+            start_after,
+            end_before,
+            wanted,
+            ultraservers=ultraservers,
+            ultraserver_type=ultraserver_type,
         )
         offer = next((o for o in listing.items if o.offering_id == offering_id), None)
         if offer is None:
             failed = f" (could not search {', '.join(str(e.region) for e in listing.errors)})"
             return PurchaseAnswer(
                 status="not_found",
-                message=f"Offering {offering_id} is not on sale for {instance_count} x "
-                f"{instance_type} for {duration_hours} h in {', '.join(wanted)}"
+                message=f"Offering {offering_id} is not on sale for "
+                f"{rules.searched(instance_type, instance_count, ultraservers, ultraserver_type)} "
+                f"for {duration_hours} h in {', '.join(wanted)}"
                 + (failed if listing.errors else "")
                 + "; nothing was bought.",
                 **base,
@@ -219,9 +249,7 @@ class BlockOfferings(DiscoveryBase):
             reservation=rows[0],
             reservations=rows,
             offering=offer,
-            message=f"Bought Capacity Block {_ids(rows)}: {offer.instance_count} x "
-            f"{offer.instance_type} in {offer.availability_zone} from "
-            f"{offer.start_date:%Y-%m-%d %H:%M} UTC for {offer.duration_hours} h." + note,
+            message=f"Bought Capacity Block {_ids(rows)}: {_bought(offer, rows)}." + note,
             **base,
         )
 
@@ -242,6 +270,25 @@ class BlockOfferings(DiscoveryBase):
         return rows, errors
 
 
+def _bought(offer: Any, rows: Sequence[CapacityRow]) -> str:
+    """What the purchase made: the offering's terms, or each segment's own where EC2 made
+    segments that differ ("each with its own Availability Zone, instance type, schedule, and
+    pricing", botocore 1.44.5): never one type, zone and start for them all."""
+    kinds = {(r.instance_type, r.availability_zone, r.start_date, r.end_date) for r in rows}
+    if len(kinds) <= 1:
+        return (
+            f"{offer.instance_count} x {offer.instance_type} in {offer.availability_zone} from "
+            f"{offer.start_date:%Y-%m-%d %H:%M} UTC for {offer.duration_hours} h"
+        )
+    return " + ".join(
+        f"{r.total_capacity} x {r.instance_type} in {r.availability_zone} from "
+        + (f"{r.start_date:%Y-%m-%d %H:%M} UTC" if r.start_date else "a start EC2 did not say")
+        + (f" for {r.duration_hours:g} h" if r.duration_hours is not None else "")
+        + f" ({r.reservation_id})"
+        for r in rows
+    )
+
+
 def _ids(rows: Sequence[CapacityRow]) -> str:
     """The reservations of one block, for a message: "cr-1" or "cr-1 (2 segments: cr-1, cr-2)"."""
     if len(rows) == 1:
@@ -258,13 +305,24 @@ def check_offering_terms(
     duration_hours: int,
     start_after: datetime | None,
     end_before: datetime | None,
+    *,
+    ultraservers: int | None = None,
+    ultraserver_type: str | None = None,
 ) -> None:
     """Refuse what EC2 would refuse, before asking it."""
     problems: list[tuple[str, str]] = []
     if not instance_type or rules.has_wildcard(instance_type) or "." not in instance_type:
         problems.append(("instance_type", "must be one instance type, such as p5.48xlarge"))
-    if not 1 <= instance_count <= rules.MAX_BLOCK_INSTANCES:
+    if ultraservers is not None:
+        # A search by UltraServers asks no instance count (botocore: UltraserverCount).
+        if ultraservers < 1:
+            problems.append(("ultraservers", "must be at least 1"))
+    elif not 1 <= instance_count <= rules.MAX_BLOCK_INSTANCES:
         problems.append(("instance_count", f"must be between 1 and {rules.MAX_BLOCK_INSTANCES}"))
+    if ultraserver_type is not None and (
+        not ultraserver_type or rules.has_wildcard(ultraserver_type)
+    ):
+        problems.append(("ultraserver_type", "must be one UltraServer type"))
     message = rules.block_duration_error(duration_hours)
     if message:
         problems.append(("duration_hours", message))
