@@ -3,7 +3,8 @@
 ``CapacityBackend`` lives beside moto's EC2 backend (``capacity_backend``); one mixin per
 concept (see the modules): ``base`` (zones, pools, quotas, tags), ``expiry`` (the clock),
 ``capacity_reservations``, ``future`` (future-dated ODCRs and their quotes),
-``capacity_blocks``, ``extensions`` (block extensions and status) and ``launches``.
+``capacity_blocks``, ``extensions`` (block extensions and status), ``interruptible``
+(interruptible reservations lent from a source ODCR) and ``launches``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .capacity_reservations import CapacityReservations
 from .expiry import Expiry
 from .extensions import Extensions
 from .future import FutureReservations
+from .interruptible import InterruptibleReservations
 from .launches import Allocation, Launches, LaunchRequest
 
 
@@ -25,6 +27,7 @@ class CapacityBackend(
     CapacityBlocks,
     Extensions,
     FutureReservations,
+    InterruptibleReservations,
     CapacityReservations,
     Expiry,
     BackendBase,

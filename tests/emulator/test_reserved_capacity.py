@@ -204,3 +204,118 @@ def test_a_group_that_is_not_a_pool_cannot_be_targeted(api, groups):
     with pytest.raises(ClientError) as exc:
         api.run(count=1, **group_target(made["Group"]["GroupArn"]))
     assert error_of(exc) == ("InvalidParameterValue", 400)
+
+
+# -- interruptible Capacity Reservations ----------------------------------------------------
+
+
+def lend(ec2: Any, source: str, count: int, **extra: Any) -> dict[str, Any]:
+    return ec2.create_interruptible_capacity_reservation_allocation(  # type: ignore[no-any-return]
+        CapacityReservationId=source, InstanceCount=count, **extra
+    )
+
+
+def interruptible_of(api: Any, source: str) -> str:
+    return str(
+        api.get(source)["InterruptibleCapacityAllocation"]["InterruptibleCapacityReservationId"]
+    )
+
+
+def test_an_interruptible_allocation_is_a_reservation_lent_from_its_source(api, ec2):
+    source = api.reserve(count=4)["CapacityReservationId"]
+    answer = lend(ec2, source, 3)
+    assert answer["SourceCapacityReservationId"] == source
+    assert answer["TargetInstanceCount"] == 3
+    assert answer["Status"] == "active"
+    assert answer["InterruptionType"] == "adhoc"
+    described = api.get(source)
+    assert described["AvailableInstanceCount"] == 1
+    assert described["Interruptible"] is False
+    allocation = described["InterruptibleCapacityAllocation"]
+    assert (allocation["InstanceCount"], allocation["TargetInstanceCount"]) == (3, 3)
+    lent = api.get(allocation["InterruptibleCapacityReservationId"])
+    assert lent["Interruptible"] is True
+    assert lent["InterruptionInfo"] == {
+        "SourceCapacityReservationId": source,
+        "InterruptionType": "adhoc",
+    }
+    assert (lent["InstanceType"], lent["AvailabilityZone"]) == ("c5.large", "us-east-1a")
+    assert (lent["TotalInstanceCount"], lent["AvailableInstanceCount"]) == (3, 3)
+    assert lent["ZeroSizePreference"] == "default"
+
+
+def test_only_unused_capacity_of_an_unlimited_active_odcr_can_be_lent(api, ec2):
+    source = api.reserve(count=2)["CapacityReservationId"]
+    api.run(count=1)  # an open launch uses one of the two
+    with pytest.raises(ClientError) as exc:
+        lend(ec2, source, 2)
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+    limited = api.reserve_until(minutes=60, count=2)["CapacityReservationId"]
+    with pytest.raises(ClientError) as exc:
+        lend(ec2, limited, 1)
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+    assert "InterruptibleCapacityAllocation" not in api.get(limited)
+
+
+def test_an_interruptible_reservation_is_a_launch_target(api, ec2):
+    source = api.reserve(count=3)["CapacityReservationId"]
+    lend(ec2, source, 2)
+    lent = interruptible_of(api, source)
+    target = {
+        "CapacityReservationSpecification": {
+            "CapacityReservationTarget": {"CapacityReservationId": lent}
+        }
+    }
+    ids = api.run(count=2, **target)
+    assert {reservation_of(ec2, i) for i in ids} == {lent}
+    assert api.get(lent)["AvailableInstanceCount"] == 0
+    assert api.get(source)["AvailableInstanceCount"] == 1
+    with pytest.raises(ClientError) as exc:
+        api.run(count=1, **target)
+    assert error_of(exc) == ("ReservationCapacityExceeded", 400)
+
+
+def test_reclaiming_terminates_what_runs_beyond_the_new_count(api, ec2):
+    source = api.reserve(count=3)["CapacityReservationId"]
+    lend(ec2, source, 3)
+    lent = interruptible_of(api, source)
+    target = {
+        "CapacityReservationSpecification": {
+            "CapacityReservationTarget": {"CapacityReservationId": lent}
+        }
+    }
+    ids = api.run(count=2, **target)
+    answer = ec2.update_interruptible_capacity_reservation_allocation(
+        CapacityReservationId=source, TargetInstanceCount=1
+    )
+    assert answer["InterruptibleCapacityReservationId"] == lent
+    assert (answer["InstanceCount"], answer["TargetInstanceCount"]) == (1, 1)
+    states = {
+        i["InstanceId"]: i["State"]["Name"]
+        for r in ec2.describe_instances(InstanceIds=ids)["Reservations"]
+        for i in r["Instances"]
+    }
+    assert sorted(states.values()) == ["running", "terminated"]
+    assert api.get(source)["AvailableInstanceCount"] == 2
+    assert api.get(lent)["TotalInstanceCount"] == 1
+
+
+def test_an_allocation_reduced_to_zero_is_cancelled_unless_retained(api, ec2):
+    first = api.reserve(count=2)["CapacityReservationId"]
+    lend(ec2, first, 2)
+    ec2.update_interruptible_capacity_reservation_allocation(
+        CapacityReservationId=first, TargetInstanceCount=0
+    )
+    assert api.get(interruptible_of(api, first))["State"] == "cancelled"
+    assert api.get(first)["AvailableInstanceCount"] == 2
+    kept = api.reserve(count=2)["CapacityReservationId"]
+    lend(ec2, kept, 2, ZeroSizePreference="retain")
+    ec2.update_interruptible_capacity_reservation_allocation(
+        CapacityReservationId=kept, TargetInstanceCount=0
+    )
+    assert api.get(interruptible_of(api, kept))["State"] == "active"
+    ec2.update_interruptible_capacity_reservation_allocation(
+        CapacityReservationId=kept, TargetInstanceCount=1
+    )
+    assert api.get(interruptible_of(api, kept))["AvailableInstanceCount"] == 1
+    assert api.get(kept)["AvailableInstanceCount"] == 1
