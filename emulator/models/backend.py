@@ -4,7 +4,8 @@
 concept (see the modules): ``base`` (zones, pools, quotas, tags), ``expiry`` (the clock),
 ``capacity_reservations``, ``future`` (future-dated ODCRs and their quotes),
 ``capacity_blocks``, ``extensions`` (block extensions and status), ``interruptible``
-(interruptible reservations lent from a source ODCR) and ``launches``.
+(interruptible reservations lent from a source ODCR), ``launches`` and ``reserved``
+(fleets on reserved capacity).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from .expiry import Expiry
 from .extensions import Extensions
 from .future import FutureReservations
 from .interruptible import InterruptibleReservations
-from .launches import Allocation, Launches, LaunchRequest
+from .launches import Allocation, LaunchRequest
+from .reserved import ReservedCapacity
 
 
 class CapacityBackend(
-    Launches,
+    ReservedCapacity,
     CapacityBlocks,
     Extensions,
     FutureReservations,
