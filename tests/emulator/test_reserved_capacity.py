@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from emu_helpers import error_of
+from emu_helpers import NOW, error_of
+
+from emulator.iam.context import Caller, requests
 
 POOL_CONFIGURATION = [
     {"Type": "AWS::EC2::CapacityReservationPool"},
@@ -729,3 +731,53 @@ def test_reservations_first_uses_every_overrides_reservations_before_on_demand(a
     assert api.get(reservation)["AvailableInstanceCount"] == 2
     answer = _first_fleet(ec2, strategy=True)
     assert sources(ec2, answer) == [reservation, reservation]
+
+
+# -- IAM: what a resource-groups call asks ---------------------------------------------------
+
+
+def test_resource_group_calls_are_authorized_on_the_group_they_name():
+    caller = Caller(
+        principal_arn="arn:aws:iam::123456789012:role/reserve",
+        session_arn="arn:aws:sts::123456789012:assumed-role/reserve/s",
+        user_id="AROAEXAMPLE:s",
+        account="123456789012",
+        region="us-east-1",
+        now=NOW,
+    )
+    pool = "arn:aws:resource-groups:us-east-1:123456789012:group/pool"
+    for params in ({"Group": "pool"}, {"Group": pool}, {"GroupName": "pool"}):
+        [request] = requests("resource-groups", "ListGroupResources", params, caller)
+        assert (request.action, request.resource) == ("resource-groups:ListGroupResources", pool)
+
+
+def test_a_reserved_fleet_runs_instances_in_the_reservations_it_names(api, ec2):
+    reservation = api.reserve(count=1, InstanceMatchCriteria="targeted")
+    params = {
+        "Type": "instant",
+        "LaunchTemplateConfigs": [
+            {
+                "LaunchTemplateSpecification": {"LaunchTemplateId": template(ec2), "Version": "1"},
+                "Overrides": [override()],
+            }
+        ],
+        "TargetCapacitySpecification": {
+            "TotalTargetCapacity": 1,
+            "DefaultTargetCapacityType": "reserved-capacity",
+        },
+        "ReservedCapacityOptions": {
+            "CapacityReservationTarget": {
+                "CapacityReservationIds": [reservation["CapacityReservationId"]]
+            }
+        },
+    }
+    caller = Caller(
+        principal_arn="arn:aws:iam::123456789012:role/reserve",
+        session_arn="arn:aws:sts::123456789012:assumed-role/reserve/s",
+        user_id="AROAEXAMPLE:s",
+        account=reservation["OwnerId"],
+        region="us-east-1",
+        now=NOW,
+    )
+    asked = {(r.action, r.resource) for r in requests("ec2", "CreateFleet", params, caller)}
+    assert ("ec2:RunInstances", reservation["CapacityReservationArn"]) in asked
