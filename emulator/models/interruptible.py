@@ -20,8 +20,6 @@ from .base import new_reservation_id
 from .capacity_reservations import CapacityReservations
 from .reservations import CapacityReservation
 
-ZERO_SIZE = frozenset({"retain", "default"})
-
 
 class InterruptibleReservations(CapacityReservations):
     """The interruptible allocation of a source reservation, and its reservation."""
