@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 from emu_helpers import NOW, error_of
@@ -781,3 +782,32 @@ def test_a_reserved_fleet_runs_instances_in_the_reservations_it_names(api, ec2):
     )
     asked = {(r.action, r.resource) for r in requests("ec2", "CreateFleet", params, caller)}
     assert ("ec2:RunInstances", reservation["CapacityReservationArn"]) in asked
+
+
+# -- served ----------------------------------------------------------------------------------
+
+
+def test_the_server_answers_the_group_operations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``capacity-broker local`` and the integration suite reach the emulator as a server:
+    moto's server builds each service's routes from its URL map, which lacked these paths."""
+    from emulator.server import Server
+    from emulator.state import world
+
+    monkeypatch.setattr(world, "mode", world.mode)  # the server sets it: given back after
+    with Server() as server:
+        groups = boto3.client(
+            "resource-groups", region_name="us-east-1", endpoint_url=server.endpoint
+        )
+        ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=server.endpoint)
+        pool = make_pool(groups, "served")
+        made = ec2.create_capacity_reservation(
+            InstanceType="c5.large",
+            InstancePlatform="Linux/UNIX",
+            AvailabilityZone="us-east-1a",
+            InstanceCount=1,
+        )["CapacityReservation"]
+        added = groups.group_resources(Group=pool, ResourceArns=[made["CapacityReservationArn"]])
+        assert added["Succeeded"] == [made["CapacityReservationArn"]]
+        assert [i["ResourceArn"] for i in listed(groups, pool)] == [made["CapacityReservationArn"]]
+        groups.ungroup_resources(Group=pool, ResourceArns=[made["CapacityReservationArn"]])
+        assert listed(groups, pool) == []
