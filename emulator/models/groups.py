@@ -33,6 +33,14 @@ GENERIC = "AWS::ResourceGroups::Generic"
 HOST_MANAGEMENT = "AWS::EC2::HostManagement"
 APPLICATION_GROUP = "AWS::ResourceGroups::ApplicationGroup"
 RESERVATION_TYPE = "AWS::EC2::CapacityReservation"
+# A Capacity Reservation pool's configuration as the EC2 User Guide creates one.
+POOL_CONFIGURATION = (
+    {"Type": POOL},
+    {
+        "Type": GENERIC,
+        "Parameters": [{"Name": "allowed-resource-types", "Values": [RESERVATION_TYPE]}],
+    },
+)
 # GroupResources: "You can only use this operation with the following groups:
 # AWS::EC2::HostManagement, AWS::EC2::CapacityReservationPool,
 # AWS::ResourceGroups::ApplicationGroup" (AWS Resource Groups API Reference).
@@ -161,3 +169,18 @@ def pool_reservation_ids(account: str, region: str, group_arn: str) -> list[str]
         if found and found["region"] == region:
             ids.append(found["id"])
     return ids
+
+
+def seed_pool(
+    account: str, region: str, name: str, reservation_arns: list[str], tags: dict[str, str]
+) -> str:
+    """A scenario's Capacity Reservation pool with its members; its ARN."""
+    backend = backend_of(account, region)
+    group = backend.create_group(
+        name=name,
+        resource_query={},
+        tags=tags,
+        configuration=[dict(item) for item in POOL_CONFIGURATION],
+    )
+    members(backend).add(group.arn, reservation_arns)
+    return group.arn

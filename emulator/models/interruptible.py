@@ -39,8 +39,31 @@ class InterruptibleReservations(CapacityReservations):
             )
             return self.reservations[source_id]
 
-    def _allocate(self, params: dict[str, Any], tags: dict[str, str], now: datetime) -> str:
-        source, _ = self.named(str(params["CapacityReservationId"]))
+    def seed_interruptible(
+        self, source_id: str, count: int, preference: str | None, tags: dict[str, str]
+    ) -> CapacityReservation:
+        """A scenario's interruptible reservation: allocated as the API would, settled at
+        once (seeded state already exists; the API's eventual consistency is for new ones)."""
+        params = {
+            "CapacityReservationId": source_id,
+            "InstanceCount": count,
+            "ZeroSizePreference": preference,
+        }
+        with world.lock:
+            self.refresh()
+            source = self.reservations[self._allocate(params, tags, world.clock.now(), False)]
+            return self.reservations[
+                str((source.allocation or {})["InterruptibleCapacityReservationId"])
+            ]
+
+    def _allocate(
+        self, params: dict[str, Any], tags: dict[str, str], now: datetime, settling: bool = True
+    ) -> str:
+        source = (
+            self.named(str(params["CapacityReservationId"]))[0]
+            if settling
+            else self.get(str(params["CapacityReservationId"]))
+        )
         count = int(params["InstanceCount"])
         if (
             source.state != "active"
@@ -97,7 +120,8 @@ class InterruptibleReservations(CapacityReservations):
         self.reservations[lent.id] = lent
         if tags:
             self.ec2.create_tags([lent.id], tags)
-        self.propagation.made(lent.id, now)
+        if settling:
+            self.propagation.made(lent.id, now)
         source.lent = count
         source.allocation = {
             "InstanceCount": count,

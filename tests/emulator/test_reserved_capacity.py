@@ -811,3 +811,48 @@ def test_the_server_answers_the_group_operations(monkeypatch: pytest.MonkeyPatch
         assert [i["ResourceArn"] for i in listed(groups, pool)] == [made["CapacityReservationArn"]]
         groups.ungroup_resources(Group=pool, ResourceArns=[made["CapacityReservationArn"]])
         assert listed(groups, pool) == []
+
+
+# -- scenarios ---------------------------------------------------------------------------
+
+
+def test_a_scenario_seeds_interruptible_reservations_and_pools(api, ec2, emu, groups):
+    ids = emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "reservations": [
+                        {
+                            "name": "source",
+                            "instance_type": "c5.large",
+                            "availability_zone": "us-east-1b",
+                            "count": 4,
+                        },
+                        {
+                            "name": "standing",
+                            "instance_type": "c5.large",
+                            "availability_zone": "us-east-1a",
+                            "count": 2,
+                            "match": "targeted",
+                        },
+                    ],
+                    "interruptible_reservations": [
+                        {"name": "lent", "source": "source", "count": 3}
+                    ],
+                    "reservation_groups": [
+                        {"name": "cluster-pool", "members": ["standing", "lent"]}
+                    ],
+                }
+            }
+        }
+    )
+    lent = api.get(ids.reservations["lent"])
+    assert lent["Interruptible"] is True
+    assert lent["InterruptionInfo"]["SourceCapacityReservationId"] == ids.reservations["source"]
+    assert api.get(ids.reservations["source"])["AvailableInstanceCount"] == 1
+    pool = ids.groups["cluster-pool"]
+    assert [i["ResourceArn"] for i in listed(groups, pool)] == [
+        api.get(ids.reservations["standing"])["CapacityReservationArn"],
+        lent["CapacityReservationArn"],
+    ]
+    assert ids.to_dict()["groups"] == {"cluster-pool": pool}
