@@ -54,6 +54,10 @@ class Settings:
     # Fleet does not fall back to launching On-Demand Instances or Spot Instances"; the
     # multi-type options list the fallback: chosen, off (the tutorial's sentence).
     interruptible_fallback: bool = False
+    # Seconds between an interruptible reservation's reclaim and the termination of what runs
+    # beyond its new count: "the capacity owner can reclaim the capacity at any time with a
+    # 2-minute interruption notice, after which EC2 terminates the instances".
+    interruption_notice_seconds: float = 120.0
     # EC2's eventual consistency ("Eventual consistency in the Amazon EC2 API"), on by default:
     # a reservation or instance made a moment ago is *settling*, and capacity given back a
     # moment ago still counts toward the account's limits. Deterministic, so tests stay fast:

@@ -278,7 +278,8 @@ def test_an_interruptible_reservation_is_a_launch_target(api, ec2):
     assert error_of(exc) == ("ReservationCapacityExceeded", 400)
 
 
-def test_reclaiming_terminates_what_runs_beyond_the_new_count(api, ec2):
+def _reclaimed(api: Any, ec2: Any) -> tuple[str, str, list[str], dict[str, Any]]:
+    """An interruptible reservation of 3 with 2 running, reclaimed down to 1."""
     source = api.reserve(count=3)["CapacityReservationId"]
     lend(ec2, source, 3)
     lent = interruptible_of(api, source)
@@ -291,16 +292,36 @@ def test_reclaiming_terminates_what_runs_beyond_the_new_count(api, ec2):
     answer = ec2.update_interruptible_capacity_reservation_allocation(
         CapacityReservationId=source, TargetInstanceCount=1
     )
+    return source, lent, ids, answer
+
+
+def states(ec2: Any, ids: list[str]) -> list[str]:
+    found = ec2.describe_instances(InstanceIds=ids)["Reservations"]
+    return sorted(i["State"]["Name"] for r in found for i in r["Instances"])
+
+
+def test_reclaiming_terminates_what_runs_beyond_the_new_count_after_the_notice(api, ec2, emu):
+    source, lent, ids, answer = _reclaimed(api, ec2)
     assert answer["InterruptibleCapacityReservationId"] == lent
-    assert (answer["InstanceCount"], answer["TargetInstanceCount"]) == (1, 1)
-    states = {
-        i["InstanceId"]: i["State"]["Name"]
-        for r in ec2.describe_instances(InstanceIds=ids)["Reservations"]
-        for i in r["Instances"]
-    }
-    assert sorted(states.values()) == ["running", "terminated"]
+    assert (answer["InstanceCount"], answer["TargetInstanceCount"]) == (3, 1)
+    assert answer["Status"] == "updating"
+    assert api.get(lent)["AvailableInstanceCount"] == 0  # nothing launches into what goes
+    emu.advance(119)
+    assert states(ec2, ids) == ["running", "running"]
+    emu.advance(1)
+    assert states(ec2, ids) == ["running", "terminated"]
+    allocation = api.get(source)["InterruptibleCapacityAllocation"]
+    assert (allocation["InstanceCount"], allocation["Status"]) == (1, "active")
     assert api.get(source)["AvailableInstanceCount"] == 2
     assert api.get(lent)["TotalInstanceCount"] == 1
+
+
+def test_the_notice_knob_reclaims_at_once(api, ec2, emu):
+    emu.configure(interruption_notice_seconds=0)
+    source, _, ids, answer = _reclaimed(api, ec2)
+    assert (answer["InstanceCount"], answer["Status"]) == (1, "active")
+    assert states(ec2, ids) == ["running", "terminated"]
+    assert api.get(source)["AvailableInstanceCount"] == 2
 
 
 def test_an_allocation_reduced_to_zero_is_cancelled_unless_retained(api, ec2):
