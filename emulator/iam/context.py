@@ -460,6 +460,13 @@ _EC2: dict[str, Callable[[_Ec2, Mapping[str, Any]], list[Request]]] = {
     "CreateCapacityReservation": _create_reservation,
     "CancelCapacityReservation": _named_reservation("CancelCapacityReservation"),
     "ModifyCapacityReservation": _named_reservation("ModifyCapacityReservation"),
+    # On the source reservation they name (its interruptible allocation).
+    "CreateInterruptibleCapacityReservationAllocation": _named_reservation(
+        "CreateInterruptibleCapacityReservationAllocation"
+    ),
+    "UpdateInterruptibleCapacityReservationAllocation": _named_reservation(
+        "UpdateInterruptibleCapacityReservationAllocation"
+    ),
     "CreateLaunchTemplateVersion": _create_version,
     "DeleteLaunchTemplateVersions": _named_template("DeleteLaunchTemplateVersions"),
     "ModifyLaunchTemplate": _named_template("ModifyLaunchTemplate"),

@@ -575,6 +575,15 @@ class Launches(CapacityResponse):
         )
         fleet.target_capacity = total
         fleet.target_capacity_specification = self._get_param("TargetCapacitySpecification")
+        reserved_options = self._get_param("ReservedCapacityOptions")
+        if reserved_options:
+            # FleetData.ReservedCapacityOptions (botocore): what DescribeFleets shows of them.
+            fleet.reserved_capacity_options = {
+                k: v
+                for k, v in reserved_options.items()
+                if k
+                in ("AllocationStrategy", "ReservationTypes", "ReservedCapacityFallbackOptions")
+            }
         return fleet
 
     def _launch_fleet(

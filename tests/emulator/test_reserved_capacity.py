@@ -429,6 +429,11 @@ def test_a_reserved_fleet_fills_the_reservations_it_names_and_calls_them_on_dema
     assert sources(ec2, answer) == sorted([first, first, second])
     assert api.get(first)["AvailableInstanceCount"] == 0
     assert api.get(second)["AvailableInstanceCount"] == 0
+    [described] = ec2.describe_fleets(FleetIds=[answer["FleetId"]])["Fleets"]
+    assert described["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == (
+        "reserved-capacity"
+    )
+    assert described["ReservedCapacityOptions"] == {"ReservationTypes": [ODCR]}
 
 
 def test_without_fallback_a_reserved_fleet_launches_as_many_as_it_can(api, ec2, emu):
@@ -877,3 +882,22 @@ def test_a_scenario_seeds_interruptible_reservations_and_pools(api, ec2, emu, gr
         lent["CapacityReservationArn"],
     ]
     assert ids.to_dict()["groups"] == {"cluster-pool": pool}
+
+
+def test_an_interruptible_allocation_is_authorized_on_its_source(api):
+    source = api.reserve(count=2)
+    caller = Caller(
+        principal_arn="arn:aws:iam::123456789012:role/reserve",
+        session_arn="arn:aws:sts::123456789012:assumed-role/reserve/s",
+        user_id="AROAEXAMPLE:s",
+        account=source["OwnerId"],
+        region="us-east-1",
+        now=NOW,
+    )
+    for action in (
+        "CreateInterruptibleCapacityReservationAllocation",
+        "UpdateInterruptibleCapacityReservationAllocation",
+    ):
+        params = {"CapacityReservationId": source["CapacityReservationId"], "InstanceCount": 1}
+        asked = {(r.action, r.resource) for r in requests("ec2", action, params, caller)}
+        assert asked == {(f"ec2:{action}", source["CapacityReservationArn"])}
