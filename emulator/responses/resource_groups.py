@@ -103,6 +103,15 @@ class ResourceGroups(ResourceGroupsResponse):
                 return rules.Failure(
                     arn, "NotFound", f"The Capacity Reservation {arn} does not exist."
                 )
+            if (found.is_capacity_block or found.interruptible) and not (
+                world.settings.groups_take_blocks
+            ):
+                return rules.Failure(
+                    arn,
+                    "InvalidParameter",
+                    f"{found.id} is a {found.kind}: the group takes On-Demand Capacity "
+                    "Reservations only.",
+                )
         return None
 
     def _reservation(self, arn: str, reservation_id: str) -> Any:

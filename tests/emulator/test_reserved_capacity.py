@@ -90,6 +90,48 @@ def test_a_pool_refuses_what_is_not_a_reservation_of_its_own(api, groups):
     assert [i["ResourceArn"] for i in listed(groups, pool)] == [real]
 
 
+def _block_and_lent(api: Any, ec2: Any, emu: Any) -> list[str]:
+    """The ARNs of an active Capacity Block and of an interruptible reservation."""
+    ids = emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "capacity_blocks": [
+                        {
+                            "name": "block",
+                            "instance_type": "p5.48xlarge",
+                            "availability_zone": "us-east-1a",
+                            "count": 1,
+                            "start": "-1h",
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    source = api.reserve(count=1)["CapacityReservationId"]
+    lend(ec2, source, 1)
+    return [
+        api.get(ids.reservations["block"])["CapacityReservationArn"],
+        api.get(interruptible_of(api, source))["CapacityReservationArn"],
+    ]
+
+
+def test_a_pool_takes_capacity_blocks_and_interruptible_reservations(api, ec2, emu, groups):
+    pool = make_pool(groups)
+    arns = _block_and_lent(api, ec2, emu)
+    assert groups.group_resources(Group=pool, ResourceArns=arns)["Succeeded"] == arns
+
+
+def test_the_knob_keeps_pools_to_odcrs(api, ec2, emu, groups):
+    emu.configure(groups_take_blocks=False)
+    pool = make_pool(groups)
+    arns = _block_and_lent(api, ec2, emu)
+    answer = groups.group_resources(Group=pool, ResourceArns=arns)
+    assert answer["Succeeded"] == []
+    assert sorted(f["ResourceArn"] for f in answer["Failed"]) == sorted(arns)
+
+
 def test_a_pool_group_needs_its_generic_configuration(groups):
     with pytest.raises(ClientError) as exc:
         groups.create_group(
