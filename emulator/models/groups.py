@@ -82,9 +82,17 @@ def resource_type(arn: str) -> str | None:
     return _ARN_TYPES.get((found["service"], kind))
 
 
-def reservation_id_of(arn: str) -> str | None:
+@dataclass(frozen=True)
+class ReservationArn:
+    region: str
+    account: str
+    id: str
+
+
+def reservation_arn(arn: str) -> ReservationArn | None:
+    """A Capacity Reservation's ARN read into its parts (None: not one)."""
     found = _RESERVATION_ARN.match(arn)
-    return found["id"] if found else None
+    return ReservationArn(found["region"], found["account"], found["id"]) if found else None
 
 
 def configuration_types(configuration: list[dict[str, Any]] | None) -> set[str]:

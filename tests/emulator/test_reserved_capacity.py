@@ -943,3 +943,32 @@ def test_an_interruptible_allocation_is_authorized_on_its_source(api):
         params = {"CapacityReservationId": source["CapacityReservationId"], "InstanceCount": 1}
         asked = {(r.action, r.resource) for r in requests("ec2", action, params, caller)}
         assert asked == {(f"ec2:{action}", source["CapacityReservationArn"])}
+
+
+def test_a_capacity_block_launch_into_a_group_takes_its_blocks_only(api, ec2, emu, groups):
+    ids = emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "capacity_blocks": [
+                        {
+                            "name": "block",
+                            "instance_type": "p5.48xlarge",
+                            "availability_zone": "us-east-1a",
+                            "count": 1,
+                            "start": "-1h",
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    block = api.get(ids.reservations["block"])
+    pool = make_pool(groups)
+    groups.group_resources(Group=pool, ResourceArns=[block["CapacityReservationArn"]])
+    market = {"InstanceMarketOptions": {"MarketType": "capacity-block"}}
+    [instance] = api.run(instance_type="p5.48xlarge", count=1, **market, **group_target(pool))
+    assert reservation_of(ec2, instance) == block["CapacityReservationId"]
+    with pytest.raises(ClientError) as exc:  # the block is full: never On-Demand beside it
+        api.run(instance_type="p5.48xlarge", count=1, **market, **group_target(pool))
+    assert error_of(exc) == ("ReservationCapacityExceeded", 400)
