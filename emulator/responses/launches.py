@@ -413,7 +413,7 @@ class Launches(CapacityResponse):
                 taken = [a for allocations in merged.values() for a in allocations]
                 self._reserve_for_planning(taken)
                 try:
-                    more, errors = self._place_fleet(on_demand, int(remaining), False, False)
+                    more, errors = self._place_fleet(on_demand, math.ceil(remaining), False, False)
                 finally:
                     self._unreserve_for_planning(taken)
                 for candidate, allocations in more:
