@@ -30,13 +30,14 @@ instance"):
 Other services: SSM parameters (``arn:…:parameter/<name>``, AWS's public ones with no
 account), DynamoDB tables (every table of a batch or transaction; an item-level call with
 ``dynamodb:LeadingKeys``, the partition-key values of its items), CloudFormation stacks
-(``stack/<name>/<id>``, ``stack/<name>/*`` for a name not found), resource groups (the
-group a call names, ``arn:…:resource-groups:<region>:<account>:group/<name>``: "Minimum
-permissions ... resource-groups:GroupResources", AWS Resource Groups API Reference; the
-Service Authorization Reference lists ``group`` as the resource of GroupResources,
-UngroupResources and ListGroupResources). Every request carries the
+(``stack/<name>/<id>``, ``stack/<name>/*`` for a name not found). Every request carries the
 global keys ``aws:RequestedRegion``, ``aws:PrincipalArn``, ``aws:PrincipalAccount``,
 ``aws:PrincipalType``, ``aws:userid``, ``aws:CurrentTime`` and ``aws:EpochTime``.
+
+Resource groups: the group a call names, ``arn:…:resource-groups:<region>:<account>:group/<name>``
+("Minimum permissions ... resource-groups:GroupResources", AWS Resource Groups API Reference;
+the Service Authorization Reference lists ``group`` as the resource of GroupResources,
+UngroupResources and ListGroupResources).
 """
 
 from __future__ import annotations
@@ -606,5 +607,5 @@ _SERVICES: dict[str, Callable[[str, Mapping[str, Any], Caller], list[Request] | 
     "ssm": _ssm,
     "dynamodb": _dynamodb,
     "cloudformation": _cloudformation,
-    "resource-groups": _resource_groups,
 }
+_SERVICES["resource-groups"] = _resource_groups
