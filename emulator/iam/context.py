@@ -583,6 +583,17 @@ def _cloudformation(action: str, params: Mapping[str, Any], caller: Caller) -> l
     return [_request(f"cloudformation:{action}", name, caller)]
 
 
+_SERVICES: dict[str, Callable[[str, Mapping[str, Any], Caller], list[Request] | None]] = {
+    "ec2": _ec2,
+    "ssm": _ssm,
+    "dynamodb": _dynamodb,
+    "cloudformation": _cloudformation,
+}
+
+
+# -- Resource Groups (issue 43: a cluster's reserved pool) ----------------------------
+
+
 def _resource_groups(
     action: str, params: Mapping[str, Any], caller: Caller
 ) -> list[Request] | None:
@@ -602,10 +613,4 @@ def _resource_groups(
     return [_request(f"resource-groups:{action}", arn, caller)]
 
 
-_SERVICES: dict[str, Callable[[str, Mapping[str, Any], Caller], list[Request] | None]] = {
-    "ec2": _ec2,
-    "ssm": _ssm,
-    "dynamodb": _dynamodb,
-    "cloudformation": _cloudformation,
-}
 _SERVICES["resource-groups"] = _resource_groups
