@@ -42,7 +42,7 @@ BROKER_CODES = {
     "NotOwned": "the cleaner's guard: never cancel what the broker does not own",
 }
 # Services whose botocore models give the codes they answer (the EC2 model has no error shapes).
-OTHER_SERVICES = ("ssm", "cloudformation", "dynamodb", "lambda", "sts", "pricing")
+OTHER_SERVICES = ("ssm", "cloudformation", "dynamodb", "lambda", "sts", "pricing", "iam")
 # AWS-wide codes that neither EC2's page nor those models list, with where AWS answers them.
 CITED_CODES = {
     "AccessDenied": "CloudFormation's (query protocol) answer to an IAM denial: "
