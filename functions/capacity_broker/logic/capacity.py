@@ -369,28 +369,13 @@ class CapacityLister:
                 for r, raw in candidates
                 if (found := facts.get(r.instance_type)) is not None and found.accelerated
             ]
-        nodes, statuses = self._block_details(ec2, [r for r, _ in candidates], deadline)
+        nodes = self._topology(ec2, [r for r, _ in candidates], deadline)
+        statuses = self._statuses(ec2, [r for r, _ in candidates], deadline)
         now = self.clock()
         return [
             to_row(r, raw, self.cluster_id, nodes, statuses=statuses, now=now)
             for r, raw in candidates
         ]
-
-    def _block_details(
-        self, ec2: Ec2, reservations: Sequence[Reservation], deadline: float | None
-    ) -> tuple[dict[str, list[str]] | None, dict[str, str]]:
-        """The blocks' topology and interconnect statuses, asked at the same time: neither
-        needs the other's answer, so a region with Capacity Blocks takes two round trips (the
-        listing, then both) instead of three."""
-        if not any(
-            rules.kind_of(r.reservation_type) is rules.ReservationKind.CAPACITY_BLOCK
-            for r in reservations
-        ):
-            return self._topology(ec2, reservations, deadline), {}
-        with ThreadPoolExecutor(1, thread_name_prefix=f"blocks-{ec2.region}") as aside:
-            statuses = aside.submit(self._statuses, ec2, reservations, deadline)
-            nodes = self._topology(ec2, reservations, deadline)
-            return nodes, statuses.result()
 
     def _statuses(
         self, ec2: Ec2, reservations: Sequence[Reservation], deadline: float | None
