@@ -507,6 +507,9 @@ def test_a_sweep_cancels_exactly_what_the_table_says(sweeper: Any, context: Any)
     for call in listed:
         filters = json.dumps(call.params)
         assert f'"tag:capacity-broker:cluster-id", "Values": ["{CLUSTER}"]' in filters
+        # Only what this broker writes is asked for: a reservation with the cluster id and no
+        # purpose (not owned) is neither sent nor parsed.
+        assert '"tag:capacity-broker:purpose", "Values": ["hold", "probe"]' in filters
     # One DescribeStacks per distinct stack and region, however many holds share it.
     assert len(lookups) == len(set(lookups))
     assert (EAST, PREFIX + "complete") in lookups
