@@ -92,6 +92,7 @@ def install() -> None:
             klass = getattr(comparisons, name)
             _replace(klass, "expr", _same_type_only(klass.expr))
         _install_filters()
+        _install_resource_groups()
         _register_price_list()
         _warm_models()
         _installed = True
@@ -126,6 +127,7 @@ def uninstall() -> None:
         _saved.clear()
         EC2_RESOURCE_TO_PREFIX.pop("capacity-reservation", None)
         EC2_PREFIX_TO_RESOURCE.pop("cr", None)
+        _uninstall_resource_group_paths()
         sys.modules.pop("moto.pricing", None)
         backend_index.backend_url_patterns[:] = [
             item for item in backend_index.backend_url_patterns if item[0] != "pricing"
@@ -174,6 +176,32 @@ def _authorize(original: Callable[..., None]) -> Callable[..., None]:
         original(self, resource)
 
     return authorize
+
+
+def _install_resource_groups() -> None:
+    """Capacity Reservation groups (``responses.resource_groups``): the operations moto's
+    resource-groups service lacks, set on its response class, and their paths added to the
+    service's URLs (moto reads them per request in process, and when its server builds the
+    service's application)."""
+    from moto.resourcegroups import urls
+    from moto.resourcegroups.responses import ResourceGroupsResponse
+
+    from .responses import resource_groups
+
+    for name, member in vars(resource_groups.ResourceGroups).items():
+        if not name.startswith("__"):
+            _replace(ResourceGroupsResponse, name, member)
+    for path, handler in resource_groups.URL_PATHS.items():
+        urls.url_paths.setdefault(path, handler)
+
+
+def _uninstall_resource_group_paths() -> None:
+    from moto.resourcegroups import urls
+
+    from .responses import resource_groups
+
+    for path in resource_groups.URL_PATHS:
+        urls.url_paths.pop(path, None)
 
 
 def _install_filters() -> None:

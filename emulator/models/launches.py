@@ -13,6 +13,7 @@ from typing import Any
 
 from ..exceptions import client_error, instance_not_found, insufficient_capacity
 from ..state import world
+from . import groups
 from .consistency import INSTANCE, Seen
 from .expiry import Expiry
 
@@ -35,6 +36,7 @@ class LaunchRequest:
     tenancy: str = "default"
     preference: str = "open"  # CapacityReservationPreference
     target_id: str | None = None  # CapacityReservationTarget.CapacityReservationId
+    group_arn: str | None = None  # CapacityReservationTarget.CapacityReservationResourceGroupArn
     market_type: str | None = None  # InstanceMarketOptions.MarketType
 
 
@@ -49,6 +51,8 @@ class Launches(Expiry):
         self.refresh()
         if request.target_id:
             return [self._plan_targeted(request, count)]
+        if request.group_arn:
+            return self._plan_group(request, count)
         if request.market_type == "capacity-block":
             raise client_error(
                 "InvalidParameterCombination",
@@ -85,20 +89,71 @@ class Launches(Expiry):
                 "launch request.",
             )
         if remaining:
-            if not self.offered(request.availability_zone, request.instance_type):
-                raise client_error(
-                    "Unsupported",
-                    f"Your requested instance type ({request.instance_type}) is not supported "
-                    f"in your requested Availability Zone ({request.availability_zone}).",
-                )
-            self.quotas.check(request.instance_type, remaining, self.quota_usage())
-            pool = self._pool(request.availability_zone, request.instance_type)
-            if not pool.can_take(remaining):
-                raise insufficient_capacity(request.instance_type, request.availability_zone)
-            allocations.append(
-                Allocation(request.instance_type, request.availability_zone, remaining)
-            )
+            allocations.append(self._plan_on_demand(request, remaining))
         return allocations
+
+    def _plan_group(self, request: LaunchRequest, count: int) -> list[Allocation]:
+        """A launch that targets a Capacity Reservation group: "Instances that target a group
+        of Capacity Reservations match with any Capacity Reservation in the group that has
+        matching attributes (instance type, platform, Availability Zone, and tenancy) and
+        available capacity. If the group does not have a Capacity Reservation with matching
+        attributes and available capacity, the instances run using On-Demand capacity" (EC2
+        User Guide, "Work with Capacity Reservation groups"); with capacity-reservations-only
+        "If capacity isn't available, the instance will fail to launch" (API reference,
+        CapacityReservationSpecification). The group's reservations are tried in the order
+        they joined it (EC2 does not say which it picks first: chosen)."""
+        ids = groups.pool_reservation_ids(self.account_id, self.region, str(request.group_arn))
+        if ids is None:
+            raise client_error(
+                "InvalidParameterValue",
+                f"The Capacity Reservation resource group {request.group_arn} does not exist "
+                "or is not a Capacity Reservation pool (AWS::EC2::CapacityReservationPool).",
+            )
+        block = request.market_type == "capacity-block"
+        allocations: list[Allocation] = []
+        remaining = count
+        for reservation_id in ids:
+            reservation = self.reservations.get(reservation_id)
+            if remaining == 0:
+                break
+            if (
+                reservation is not None
+                and reservation.state == "active"
+                and reservation.is_capacity_block == block
+                and not reservation.reclaiming(world.clock.now())
+                and matches_launch(reservation, request)
+                and reservation.available_instance_count > 0
+            ):
+                take = min(reservation.available_instance_count, remaining)
+                allocations.append(
+                    Allocation(
+                        request.instance_type, request.availability_zone, take, reservation.id
+                    )
+                )
+                remaining -= take
+        if remaining and (block or request.preference == "capacity-reservations-only"):
+            raise client_error(
+                "ReservationCapacityExceeded",
+                "The requested reservation does not have sufficient compatible and available "
+                f"capacity for this request (group {request.group_arn}).",
+            )
+        if remaining:
+            allocations.append(self._plan_on_demand(request, remaining))
+        return allocations
+
+    def _plan_on_demand(self, request: LaunchRequest, count: int) -> Allocation:
+        """``count`` instances from the On-Demand pool, or EC2's launch error."""
+        if not self.offered(request.availability_zone, request.instance_type):
+            raise client_error(
+                "Unsupported",
+                f"Your requested instance type ({request.instance_type}) is not supported "
+                f"in your requested Availability Zone ({request.availability_zone}).",
+            )
+        self.quotas.check(request.instance_type, count, self.quota_usage())
+        pool = self._pool(request.availability_zone, request.instance_type)
+        if not pool.can_take(count):
+            raise insufficient_capacity(request.instance_type, request.availability_zone)
+        return Allocation(request.instance_type, request.availability_zone, count)
 
     def _plan_targeted(self, request: LaunchRequest, count: int) -> Allocation:
         reservation = self.get(str(request.target_id))
@@ -170,10 +225,18 @@ class Launches(Expiry):
                 self.instance_sources[instance_id] = allocation.reservation_id
                 if allocation.reservation_id:
                     self.reservations[allocation.reservation_id].instances.add(instance_id)
+                    self._show_reservation(instance_id, allocation.reservation_id)
                 else:
                     key = (allocation.availability_zone, allocation.instance_type)
                     self._pool(*key).take(1)
                     self.pool_instances[key] += 1
+
+    def _show_reservation(self, instance_id: str, reservation_id: str) -> None:
+        """DescribeInstances' ``CapacityReservationId``: "The ID of the Capacity Reservation"
+        an instance runs in (botocore's Instance shape); moto's serializer reads the member
+        from the instance's attribute of that name."""
+        instance = self.ec2.get_instance(instance_id)
+        instance.capacity_reservation_id = reservation_id  # type: ignore[attr-defined]
 
     def named_instances(self, instance_ids: list[str]) -> None:
         """A call naming instances by id (DescribeInstances, TerminateInstances, CreateTags):
@@ -212,6 +275,16 @@ class Launches(Expiry):
                     self._pool(*key).give(1)
                     self.pool_instances[key] = max(self.pool_instances[key] - 1, 0)
                     self.lingering.add(key[1], 1, now)
+
+
+def matches_launch(reservation: Any, request: LaunchRequest) -> bool:
+    """ "a reservation is used only by launches whose type, platform, AZ and tenancy match"."""
+    return bool(
+        reservation.instance_type == request.instance_type
+        and reservation.availability_zone == request.availability_zone
+        and reservation.instance_platform == request.platform
+        and reservation.tenancy == request.tenancy
+    )
 
 
 def loopback_addresses(instances: Iterable[Any]) -> None:

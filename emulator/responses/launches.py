@@ -67,9 +67,19 @@ def launch_request(
     if not az:
         az = next(iter(z.name for z in ec2.describe_availability_zones()))
     spec = data.get("CapacityReservationSpecification") or {}
-    target = (spec.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
+    targeted = spec.get("CapacityReservationTarget") or {}
+    target = targeted.get("CapacityReservationId")
+    group_arn = targeted.get("CapacityReservationResourceGroupArn")
     preference = spec.get("CapacityReservationPreference")
-    if target and preference not in (None, "capacity-reservations-only"):
+    if target and group_arn:
+        # CapacityReservationTarget: "the ID of the Capacity Reservation in which to run the
+        # instance" or "the ARN of the Capacity Reservation resource group": one of them.
+        raise client_error(
+            "InvalidParameterCombination",
+            "CapacityReservationId and CapacityReservationResourceGroupArn cannot both be "
+            "specified.",
+        )
+    if (target or group_arn) and preference not in (None, "capacity-reservations-only"):
         # EC2 API reference, CapacityReservationSpecification: a preference beside a target
         # is accepted only when it is capacity-reservations-only.
         raise client_error(
@@ -86,6 +96,7 @@ def launch_request(
         tenancy=placement.get("Tenancy") or "default",
         preference=preference or "open",
         target_id=target,
+        group_arn=group_arn,
         market_type=market,
     )
 
