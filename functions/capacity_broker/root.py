@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .adapters.aws import Clients, RetryPolicy, TableHealth
 from .adapters.dynamodb_memory import MemoryTable
-from .adapters.ec2 import Ec2, Pricing
+from .adapters.ec2 import Ec2, Pricing, Reservation
 from .adapters.throttle import Pacer
 from .config import Settings
 from .domain.pool import PoolSpec
@@ -243,9 +243,17 @@ class Root:
                 monotonic=self.monotonic,
                 sleep=self.sleep,
                 patience=self.patience,
+                spares=self._spares(config.region),
                 **self._clocks(),
             ),
         )
+
+    def _spares(self, region: str) -> Callable[[Reservation], bool] | None:
+        """The guard that keeps every cancel off the deployment's reserved pool (none
+        configured: none)."""
+        if self.settings.pool.empty:
+            return None
+        return lambda reservation: self.pool(region=region).spares(reservation)
 
     def _placement(self) -> dict[str, Any]:
         """What probe and reserve are both made of: the region's EC2 adapter, the flags, the
@@ -422,6 +430,9 @@ class Root:
                 stacks_for=self.adapters.stacks,
                 max_concurrency=config.max_concurrency,
                 monotonic=self.monotonic,
+                pool_for=(
+                    None if config.pool.empty else (lambda region: self.pool(region=region))
+                ),
                 **({"clock": self.cleaner_clock} if self.cleaner_clock is not None else {}),
             ),
         )

@@ -222,6 +222,15 @@ def _observe(run: CleanerRun, out: Output) -> None:
             value = sum(1 for r in cancelled if r.reason == reason)
             metrics.add_metric(name=name, unit=count, value=value)
         metrics.add_metric(name="ReservationHoursSaved", unit=count, value=run.hours_saved)
+    if run.pool_unused:
+        # The reserved pool's idle capacity (issue 43): what the account pays for and no job
+        # uses, now and in instance-hours over the sweep's period.
+        metrics.add_metric(
+            name="PoolUnusedInstances", unit=count, value=sum(run.pool_unused.values())
+        )
+        metrics.add_metric(
+            name="PoolUnusedInstanceHours", unit=count, value=run.pool_unused_instance_hours
+        )
     if run.trigger == "sweep":
         # Only a sweep sees every owned reservation; a stack event sees one stack's holds.
         metrics.add_metric(

@@ -30,6 +30,7 @@ from ..adapters.aws import AwsError
 from ..adapters.cloudformation import CloudFormation, Stack
 from ..adapters.ec2 import Ec2, Reservation
 from ..domain import cleaner as rules
+from ..domain import pool as pool_rules
 from ..domain import templates as version_rules
 from ..domain.cleaner import (
     STACK_MISSING,
@@ -42,9 +43,11 @@ from ..domain.cleaner import (
 )
 from ..domain.clock import utc
 from ..domain.failures import BrokerFailure
+from ..domain.pool import SWEEP_HOURS
 from ..domain.tags import TAG_CLUSTER_ID, TAG_STACK_NAME, Purpose, purpose_of
 from ..models import CleanerItem, CleanerResponse, ItemError
 from .failures import item_error
+from .pool import ReservedPool
 from .reservations import ReservationCore
 from .templates import Deletion, Templates
 
@@ -89,6 +92,14 @@ class CleanerRun:
     # What was done to this cluster's launch template versions.
     versions: Deletion = field(default_factory=Deletion)
     version_regions: dict[str, str] = field(default_factory=dict)
+    # The reserved pool's unused instances per region, as this sweep saw them (issue 43).
+    pool_unused: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def pool_unused_instance_hours(self) -> float:
+        """The pool's idle instance-hours this sweep stands for: its unused instances now
+        times the sweep's period (every 5 minutes)."""
+        return round(sum(self.pool_unused.values()) * SWEEP_HOURS, 4)
 
     @property
     def examined(self) -> int:
@@ -191,10 +202,16 @@ class _Region:
         cluster_id: str,
         clock: Callable[[], datetime],
         grace: timedelta,
+        pool: ReservedPool | None = None,
     ) -> None:
         self.ec2 = ec2
         self.stacks = stacks
-        self.core = ReservationCore(self.ec2, cluster_id, clock=clock)
+        # The cluster's reserved pool in this region: never cancelled, whatever its tags; its
+        # idle instances are the sweep's metric.
+        self.pool = pool
+        self.core = ReservationCore(
+            self.ec2, cluster_id, clock=clock, spares=pool.spares if pool is not None else None
+        )
         self.templates = Templates(self.ec2, cluster_id, clock=clock, grace=grace)
 
 
@@ -209,9 +226,12 @@ class Cleaner:
         clock: Callable[[], datetime] = utcnow,
         max_concurrency: int = 16,
         monotonic: Callable[[], float] = time.monotonic,
+        pool_for: Callable[[str], ReservedPool] | None = None,
     ) -> None:
         self.cluster_id = cluster_id
         self.graces = graces
+        # A region's reserved pool (issue 43), when the deployment names one.
+        self.pool_for = pool_for
         # A region's EC2 and CloudFormation adapters (the root's: its clients, pacer, retries).
         self.ec2_for = ec2_for
         self.stacks_for = stacks_for
@@ -231,6 +251,7 @@ class Cleaner:
                     self.cluster_id,
                     self.clock,
                     self.graces.stack,
+                    self.pool_for(name) if self.pool_for is not None else None,
                 )
             return found
 
@@ -259,6 +280,18 @@ class Cleaner:
             run.versions.extend(deletion)
             for own, _ in deletion.deleted + deletion.kept:
                 run.version_regions[own.ref] = name
+            pool = self.region(name).pool
+            if pool is not None and self.monotonic() < deadline:
+                try:
+                    run.pool_unused[name] = pool_rules.unused(pool.read(deadline))
+                except BrokerFailure as failure:
+                    run.region_errors.append(
+                        ItemError(
+                            region=name,
+                            error_code=failure.error_code,
+                            message=f"could not read the reserved pool: {failure.detail}"[:500],
+                        )
+                    )
         return run
 
     def _sweep_region(
@@ -269,7 +302,9 @@ class Cleaner:
             listed = region.ec2.reservations(filters=self._owned_filter(), deadline=deadline)
         except AwsError as error:
             return [], _region_error(name, error), 0, Deletion()
-        owned = self._in_scope(listed)
+        # A reservation of the cluster's reserved pool is never the broker's, whatever tags
+        # it carries (``ReservationCore.owns``): not even examined.
+        owned = [(r, held) for r, held in self._in_scope(listed) if region.core.owns(r)]
         # Each region its own pool (max_concurrency calls in flight per region): EC2's budget,
         # and the pacer's buckets, are per region. One pool shared by every region queued the
         # calls first come, first served, so its workers piled up waiting on one region's

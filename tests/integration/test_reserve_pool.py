@@ -1,0 +1,237 @@
+"""reserve with ``"capacity": "reserved-first"`` against the emulator (issue 43's "Done when"):
+the cluster's reserved pool first, a hold of only the shortfall, and a pool reservation that no
+path of the broker ever cancels. Through the handlers, as a scheduler calls them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.validate import validate_parameters
+from capacity_broker.adapters.ec2.base import Ec2Base
+from capacity_broker.handlers.cleaner import handler as cleaner
+from capacity_broker.handlers.release import handler as release
+from capacity_broker.handlers.reserve import handler as reserve
+
+from emulator import Emulator
+
+pytestmark = pytest.mark.integration
+
+SCENARIO = Path(__file__).parent / "scenarios" / "pool.yaml"
+SUBNETS = ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2", "subnet-0aaaaaaaaaaaaaaa3"]
+TYPES = ["c7i.48xlarge", "hpc7a.96xlarge"]
+TEMPLATE = "lt-0ddddddddddddddd1"
+POOL_ODCR = "cr-0aaaaaaaaaaaa0001"
+WRONG_TYPE = "cr-0aaaaaaaaaaaa0002"
+GROUPED = "cr-0aaaaaaaaaaaa0003"
+LOOKALIKE = "cr-0aaaaaaaaaaaa0004"
+OUTSIDE = "cr-0aaaaaaaaaaaa0005"
+POOL_CONFIGURATION = [
+    {"Type": "AWS::EC2::CapacityReservationPool"},
+    {
+        "Type": "AWS::ResourceGroups::Generic",
+        "Parameters": [
+            {"Name": "allowed-resource-types", "Values": ["AWS::EC2::CapacityReservation"]}
+        ],
+    },
+]
+
+
+@pytest.fixture
+def pool(broker: Any, monkeypatch: pytest.MonkeyPatch, container: Any) -> Any:
+    """The account with its pool, the deployment naming it by the operator's tag."""
+    broker.load_scenario(SCENARIO)
+    monkeypatch.setenv("BROKER_POOL_TAG", "hpc-pool=prod")
+    container.fresh()
+    return broker
+
+
+def job(**fields: Any) -> dict[str, Any]:
+    return {
+        "job_id": "1234",
+        "instance_types": TYPES,
+        "subnet_ids": SUBNETS,
+        "capacity": "reserved-first",
+        "provision": True,
+        "launch_template": {"id": TEMPLATE},
+        **fields,
+    }
+
+
+def ec2() -> Any:
+    return boto3.client("ec2", region_name="us-east-1")
+
+
+def reservation(reservation_id: str) -> dict[str, Any]:
+    found = ec2().describe_capacity_reservations(CapacityReservationIds=[reservation_id])
+    return dict(found["CapacityReservations"][0])
+
+
+def holds_made(emu: Any) -> list[dict[str, Any]]:
+    """Every CreateCapacityReservation the broker sent, with its parameters."""
+    return [c.params for c in emu.calls("CreateCapacityReservation")]
+
+
+def instances(ids: list[str]) -> list[dict[str, Any]]:
+    Emulator().settle()
+    described = ec2().describe_instances(InstanceIds=ids)["Reservations"]
+    return [i for r in described for i in r["Instances"]]
+
+
+def test_a_job_the_pool_covers_launches_into_the_pool_and_holds_nothing(
+    pool: Any, context: Any
+) -> None:
+    answer = reserve(job(request_id="pool-3", instance_count=3), context)
+    assert answer["status"] == "provisioned", answer
+    assert len(answer["instances"]) == 3
+    assert holds_made(pool) == []
+    assert "reservation" not in answer  # no hold
+    assert answer["pool"] == [
+        {
+            "reservation_id": POOL_ODCR,
+            "kind": "odcr",
+            "instance_type": "hpc7a.96xlarge",
+            "availability_zone": "us-east-1c",
+            "instance_count": 3,
+        }
+    ]
+    served = answer["served"]
+    assert sorted(s["instance_id"] for s in served) == sorted(answer["instances"])
+    assert {(s["rung"], s["reservation_id"]) for s in served} == {("odcr", POOL_ODCR)}
+    # The price is the Price List's On-Demand rate of the type (what the ODCR bills anyway).
+    assert all(s["hourly_price_usd"] and s["hourly_price_usd"] > 0 for s in served)
+    # EC2 says where each node runs: in the pool reservation, which is now full.
+    assert {i.get("CapacityReservationId") for i in instances(answer["instances"])} == {
+        POOL_ODCR
+    }
+    assert reservation(POOL_ODCR)["AvailableInstanceCount"] == 0
+    assert reservation(POOL_ODCR)["State"] == "active"
+
+
+def test_a_job_larger_than_the_pool_uses_the_pool_first_and_holds_only_the_rest(
+    pool: Any, context: Any
+) -> None:
+    answer = reserve(job(request_id="pool-5", instance_count=5), context)
+    assert answer["status"] == "provisioned", answer
+    made = holds_made(pool)
+    # Holds of the shortfall only, tried in the pool's AZ alone (the job's nodes stay in one
+    # AZ): c7i first (the job's preference, none there), then hpc7a.
+    zone = ec2().describe_subnets(SubnetIds=[SUBNETS[2]])["Subnets"][0]["AvailabilityZoneId"]
+    assert [(m["InstanceType"], m["InstanceCount"], m["AvailabilityZoneId"]) for m in made] == [
+        ("c7i.48xlarge", 2, zone),
+        ("hpc7a.96xlarge", 2, zone),
+    ]
+    served = answer["served"]
+    rungs = sorted((s["rung"], s["reservation_id"]) for s in served)
+    hold_id = answer["reservation"]["id"]
+    assert rungs == [("hold", hold_id)] * 2 + [("odcr", POOL_ODCR)] * 3
+    assert answer["reservation"]["owned"] is True
+    # The hold is given back once its nodes run; the pool reservation is untouched.
+    assert reservation(hold_id)["State"] == "cancelled"
+    assert reservation(POOL_ODCR)["State"] == "active"
+    assert {i["Placement"]["AvailabilityZone"] for i in instances(answer["instances"])} == {
+        "us-east-1c"
+    }
+
+
+def test_a_pool_named_by_a_resource_group(
+    pool: Any, monkeypatch: pytest.MonkeyPatch, container: Any, context: Any
+) -> None:
+    groups = boto3.client("resource-groups", region_name="us-east-1")
+    arn = groups.create_group(Name="hpc-pool", Configuration=POOL_CONFIGURATION)["Group"][
+        "GroupArn"
+    ]
+    grouped_arn = reservation(GROUPED)["CapacityReservationArn"]
+    groups.group_resources(Group=arn, ResourceArns=[grouped_arn])
+    monkeypatch.delenv("BROKER_POOL_TAG")
+    monkeypatch.setenv("BROKER_POOL_GROUPS", "hpc-pool")
+    container.fresh()
+    answer = reserve(job(request_id="pool-group", instance_count=2), context)
+    assert answer["status"] == "provisioned", answer
+    assert {(s["rung"], s["reservation_id"]) for s in answer["served"]} == {("odcr", GROUPED)}
+    assert holds_made(pool) == []
+    # The tag-named reservation is not this pool's.
+    assert reservation(POOL_ODCR)["AvailableInstanceCount"] == 3
+
+
+def test_a_request_names_its_own_pool(pool: Any, context: Any) -> None:
+    answer = reserve(
+        job(request_id="pool-own", instance_count=1, pool={"tag": "hpc-pool=prod"}), context
+    )
+    assert answer["status"] == "provisioned", answer
+    assert answer["served"][0]["reservation_id"] == POOL_ODCR
+
+
+def test_without_a_hold_for_the_shortfall_nothing_is_launched(pool: Any, context: Any) -> None:
+    # The AZ the pool covers has room for 9 more hpc7a (16 less 7 reserved): a shortfall of 10
+    # cannot be held there, so the pool is not launched into either (all or nothing).
+    answer = reserve(job(request_id="pool-13", instance_count=13, strict=True), context)
+    assert answer["status"] == "no_capacity", answer
+    assert answer["instances"] == []
+    assert reservation(POOL_ODCR)["AvailableInstanceCount"] == 3
+    assert not [c for c in pool.calls() if c.action in ("CreateFleet", "RunInstances")]
+
+
+def test_a_pool_reservation_survives_release_and_the_cleaner_even_with_lookalike_tags(
+    pool: Any, monkeypatch: pytest.MonkeyPatch, container: Any, context: Any
+) -> None:
+    # Every hold the cleaner sees is past every grace: an owned hold would be cancelled.
+    for name in ("PROBE", "STACK", "IDLE"):
+        monkeypatch.setenv(f"BROKER_{name}_GRACE_SECONDS", "0")
+    monkeypatch.setenv("BROKER_HOLD_LIMIT_SECONDS", "0")
+    container.fresh()
+    pool.advance(3600)
+    released = release({"request_id": "rel-1", "job_id": "1234"}, context)
+    assert released["status"] == "released", released
+    # The look-alike outside the pool is what tags alone call a hold of job 1234: cancelled.
+    # The same tags on a pool reservation change nothing: the pool is never the broker's.
+    assert released["cancelled"] == [OUTSIDE]
+    assert reservation(LOOKALIKE)["State"] == "active"
+    swept = cleaner({"action": "sweep", "dry_run": False}, context)
+    assert swept["status"] == "ok", swept
+    assert LOOKALIKE not in {c["id"] for c in swept["cancelled"]}
+    assert LOOKALIKE not in {k["id"] for k in swept.get("kept", [])}
+    for reservation_id in (POOL_ODCR, WRONG_TYPE, LOOKALIKE):
+        assert reservation(reservation_id)["State"] == "active"
+    cancels = [c.params for c in pool.calls("CancelCapacityReservation")]
+    assert {c["CapacityReservationId"] for c in cancels} == {OUTSIDE}
+
+
+def test_a_reserved_first_job_never_launches_into_a_lookalike(pool: Any, context: Any) -> None:
+    # The look-alike pool reservation carries the broker's hold tags: it is not launched into
+    # (a hold is the ladder's own rung, never a pool's), whichever reservation could serve.
+    answer = reserve(job(request_id="pool-4", instance_count=4), context)
+    assert answer["status"] == "provisioned", answer
+    assert LOOKALIKE not in {s["reservation_id"] for s in answer["served"]}
+    assert reservation(LOOKALIKE)["AvailableInstanceCount"] == 1
+
+
+def test_the_fleet_requests_sent_are_valid_for_botocores_model(
+    pool: Any, monkeypatch: pytest.MonkeyPatch, context: Any
+) -> None:
+    sent: list[tuple[str, dict[str, Any], Any]] = []
+    original = Ec2Base._call
+
+    def recording(self: Ec2Base, action: str, deadline: Any = None, **params: Any) -> Any:
+        if action in ("CreateFleet", "RunInstances", "CreateLaunchTemplateVersion"):
+            shape = self._client.meta.service_model.operation_model(action).input_shape
+            sent.append((action, params, shape))
+        return original(self, action, deadline, **params)
+
+    monkeypatch.setattr(Ec2Base, "_call", recording)
+    answer = reserve(job(request_id="pool-valid", instance_count=5), context)
+    assert answer["status"] == "provisioned", answer
+    fleets = [s for s in sent if s[0] == "CreateFleet"]
+    assert len(fleets) == 2  # one into the pool reservation, one into the hold
+    for _, params, shape in sent:
+        validate_parameters(params, shape)  # raises ParamValidationError when one is wrong
+    targets = {
+        p["LaunchTemplateData"]["CapacityReservationSpecification"]["CapacityReservationTarget"][
+            "CapacityReservationId"
+        ]
+        for a, p, _ in sent
+        if a == "CreateLaunchTemplateVersion"
+    }
+    assert POOL_ODCR in targets and answer["reservation"]["id"] in targets
