@@ -235,3 +235,60 @@ def test_the_fleet_requests_sent_are_valid_for_botocores_model(
         if a == "CreateLaunchTemplateVersion"
     }
     assert POOL_ODCR in targets and answer["reservation"]["id"] in targets
+
+
+# -- waste you can see ----------------------------------------------------------------------
+
+
+def test_capacity_pool_lists_each_pool_reservations_unused_instances_and_their_cost(
+    pool: Any, context: Any
+) -> None:
+    import json
+
+    from capacity_broker.cli import app
+    from typer.testing import CliRunner
+
+    # Two of the pool ODCR's three instances are used by a job first.
+    assert reserve(job(request_id="pool-2", instance_count=2), context)["status"] == "provisioned"
+    result = CliRunner().invoke(
+        app, ["capacity", "--pool", "--regions", "us-east-1", "--output", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    rows = {r["reservation_id"]: r for r in json.loads(result.stdout)}
+    # The deployment's pool (BROKER_POOL_TAG): every reservation tagged hpc-pool=prod.
+    assert set(rows) == {POOL_ODCR, WRONG_TYPE, LOOKALIKE}
+    assert rows[POOL_ODCR]["unused_instances"] == 1
+    assert rows[POOL_ODCR]["hourly_price_usd"] == 7.2
+    assert rows[POOL_ODCR]["unused_hourly_cost_usd"] == 7.2
+    assert rows[LOOKALIKE]["unused_instances"] == 1
+    # A type the Price List has no price for: unknown, never 0.
+    assert rows[WRONG_TYPE]["unused_instances"] == 2
+    assert rows[WRONG_TYPE].get("unused_hourly_cost_usd") is None
+
+    table = CliRunner().invoke(
+        app,
+        ["capacity", "--pool", "--pool-tag", "hpc-pool=prod", "--regions", "us-east-1"],
+        env={"COLUMNS": "120"},
+    )
+    assert table.exit_code == 0, table.output
+    assert "Unused: 4 instances" in table.stdout
+    assert "$14.40/hour" in table.stdout  # 1 + 1 hpc7a at $7.20; the p5s have no price
+    assert POOL_ODCR in table.stdout
+
+
+def test_the_cleaner_publishes_the_pools_unused_instance_hours(
+    pool: Any, context: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    swept = cleaner({"action": "sweep", "dry_run": True}, context)
+    assert swept["status"] == "ok", swept
+    metrics = [
+        json.loads(line)
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("{") and '"_aws"' in line
+    ]
+    (emf,) = [m for m in metrics if "PoolUnusedInstances" in m]
+    # 3 + 2 + 1 unused in the tagged pool, over the sweep's 5 minutes.
+    assert emf["PoolUnusedInstances"] == [6.0]
+    assert emf["PoolUnusedInstanceHours"] == [0.5]

@@ -13,12 +13,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..adapters.aws import AwsError
-from ..adapters.ec2 import Ec2, Reservation
+from ..adapters.ec2 import Ec2, Pricing, Reservation
 from ..adapters.resource_groups import ResourceGroups
 from ..domain.failures import BrokerFailure
-from ..domain.pool import PoolReservation, PoolSpec, kind_of
+from ..domain.pool import PoolReservation, PoolSpec, Rung, kind_of
+
+if TYPE_CHECKING:
+    from ..models.capacity import PoolRow
 
 # How long a group's member list is believed (a member added to the group is seen after at
 # most this; the guard that spares pool reservations reads it on every cancel).
@@ -135,3 +139,42 @@ class ReservedPool:
         except AwsError:
             return True
 
+
+
+def idle_rows(pool: ReservedPool, pricing: Pricing | None, deadline: float | None) -> list[PoolRow]:
+    """Each reservation of ``pool`` with its unused instances and their hourly cost now
+    (``capacity --pool``); ``PoolUnreadable`` when the pool cannot be read. A price the Price
+    List cannot give is ``None``, never a reason to fail the listing."""
+    # Imported here: only the listing needs the capacity models (reserve's cold start does not).
+    from ..models.capacity import PoolRow
+
+    prices: dict[str, float | None] = {}
+
+    def price(instance_type: str) -> float | None:
+        if instance_type not in prices:
+            try:
+                found = pricing.on_demand_price(instance_type, pool.region) if pricing else None
+            except AwsError:
+                found = None
+            prices[instance_type] = found
+        return prices[instance_type]
+
+    rows: list[PoolRow] = []
+    for r in sorted(pool.read(deadline), key=lambda r: (r.availability_zone, r.instance_type, r.id)):
+        hourly = None if r.kind is Rung.CAPACITY_BLOCK else price(r.instance_type)
+        unused = r.available if r.state == "active" else 0
+        rows.append(
+            PoolRow(
+                reservation_id=r.id,
+                kind=r.kind.value,  # type: ignore[arg-type]
+                region=pool.region,
+                instance_type=r.instance_type,
+                availability_zone=r.availability_zone,
+                state=r.state,
+                total_instances=r.total,
+                unused_instances=unused,
+                hourly_price_usd=hourly,
+                unused_hourly_cost_usd=round(hourly * unused, 4) if hourly is not None else None,
+            )
+        )
+    return rows
