@@ -36,6 +36,24 @@ class Settings:
     # targets a Capacity Reservation (EC2 User Guide; Karpenter's designs/odcr.md). False: it
     # launches from such a template as if the strategy were not set.
     fleet_skips_reservation_targets: bool = True
+    # A reserved-capacity fleet (DefaultTargetCapacityType reserved-capacity) goes through its
+    # ReservationTypes in the order listed, each across the overrides in their order
+    # ("reservation-types": botocore's ReservationTypes, "an ordered list: EC2 Fleet attempts
+    # to launch instances into each Capacity Reservation type in the order that you specify
+    # them before moving on to the next type"), or through the overrides in their priority
+    # order, each across the types ("override-priority": AllocationStrategy prioritized
+    # "launches instances in the priority order that you specify in your launch template
+    # overrides"). AWS's two sentences disagree: chosen, docs/fidelity.md.
+    reserved_fleet_order: str = "reservation-types"
+    # Whether OnDemandOptions.MinTargetCapacity (all or nothing) also binds a reserved-capacity
+    # fleet. Nothing says it does (it is "the minimum target capacity for On-Demand
+    # Instances"), and such a fleet "launches as many instances as it can": chosen, off.
+    reserved_fleet_min_target: bool = False
+    # Whether ReservedCapacityFallbackOptions (On-Demand) applies to a fleet whose only
+    # ReservationType is interruptible-capacity-reservation. The interruptible tutorial: "EC2
+    # Fleet does not fall back to launching On-Demand Instances or Spot Instances"; the
+    # multi-type options list the fallback: chosen, off (the tutorial's sentence).
+    interruptible_fallback: bool = False
     # EC2's eventual consistency ("Eventual consistency in the Amazon EC2 API"), on by default:
     # a reservation or instance made a moment ago is *settling*, and capacity given back a
     # moment ago still counts toward the account's limits. Deterministic, so tests stay fast:

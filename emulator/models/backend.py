@@ -3,7 +3,9 @@
 ``CapacityBackend`` lives beside moto's EC2 backend (``capacity_backend``); one mixin per
 concept (see the modules): ``base`` (zones, pools, quotas, tags), ``expiry`` (the clock),
 ``capacity_reservations``, ``future`` (future-dated ODCRs and their quotes),
-``capacity_blocks``, ``extensions`` (block extensions and status) and ``launches``.
+``capacity_blocks``, ``extensions`` (block extensions and status), ``interruptible``
+(interruptible reservations lent from a source ODCR), ``launches`` and ``reserved``
+(fleets on reserved capacity).
 """
 
 from __future__ import annotations
@@ -17,14 +19,17 @@ from .capacity_reservations import CapacityReservations
 from .expiry import Expiry
 from .extensions import Extensions
 from .future import FutureReservations
-from .launches import Allocation, Launches, LaunchRequest
+from .interruptible import InterruptibleReservations
+from .launches import Allocation, LaunchRequest
+from .reserved import ReservedCapacity
 
 
 class CapacityBackend(
-    Launches,
+    ReservedCapacity,
     CapacityBlocks,
     Extensions,
     FutureReservations,
+    InterruptibleReservations,
     CapacityReservations,
     Expiry,
     BackendBase,

@@ -53,11 +53,11 @@ class Launches(Expiry):
             return [self._plan_targeted(request, count)]
         if request.group_arn:
             return self._plan_group(request, count)
-        if request.market_type == "capacity-block":
+        if request.market_type in ("capacity-block", "interruptible-capacity-reservation"):
             raise client_error(
                 "InvalidParameterCombination",
-                "A launch with MarketType capacity-block must target a Capacity Block "
-                "(CapacityReservationTarget).",
+                f"A launch with MarketType {request.market_type} must target a reservation of "
+                "that kind (CapacityReservationTarget).",
             )
         allocations: list[Allocation] = []
         remaining = count
@@ -109,7 +109,11 @@ class Launches(Expiry):
                 f"The Capacity Reservation resource group {request.group_arn} does not exist "
                 "or is not a Capacity Reservation pool (AWS::EC2::CapacityReservationPool).",
             )
-        block = request.market_type == "capacity-block"
+        # A Capacity Block's or interruptible market type cannot run On-Demand beside it.
+        reserved_market = request.market_type in (
+            "capacity-block",
+            "interruptible-capacity-reservation",
+        )
         allocations: list[Allocation] = []
         remaining = count
         for reservation_id in ids:
@@ -119,7 +123,7 @@ class Launches(Expiry):
             if (
                 reservation is not None
                 and reservation.state == "active"
-                and reservation.is_capacity_block == block
+                and market_fits(reservation, request.market_type)
                 and not reservation.reclaiming(world.clock.now())
                 and matches_launch(reservation, request)
                 and reservation.available_instance_count > 0
@@ -131,7 +135,7 @@ class Launches(Expiry):
                     )
                 )
                 remaining -= take
-        if remaining and (block or request.preference == "capacity-reservations-only"):
+        if remaining and (reserved_market or request.preference == "capacity-reservations-only"):
             raise client_error(
                 "ReservationCapacityExceeded",
                 "The requested reservation does not have sufficient compatible and available "
@@ -157,15 +161,14 @@ class Launches(Expiry):
 
     def _plan_targeted(self, request: LaunchRequest, count: int) -> Allocation:
         reservation = self.get(str(request.target_id))
-        if reservation.is_capacity_block != (request.market_type == "capacity-block") or (
-            request.market_type not in (None, "on-demand", "capacity-block")
-        ):
+        if not market_fits(reservation, request.market_type):
             # A Capacity Block takes capacity-block launches only; an On-Demand Capacity
             # Reservation On-Demand ones only (a spot market type cannot use it).
             raise client_error(
                 "InvalidParameterCombination",
                 "Launches into a Capacity Block need MarketType capacity-block, and only they "
-                "may use it; a Capacity Reservation takes On-Demand launches only.",
+                "may use it; a Capacity Reservation takes On-Demand launches only (an "
+                "interruptible one also MarketType interruptible-capacity-reservation).",
             )
         if reservation.waiting_to_start:
             # AWS: launching into a Capacity Block that has not started yet answers
@@ -275,6 +278,18 @@ class Launches(Expiry):
                     self._pool(*key).give(1)
                     self.pool_instances[key] = max(self.pool_instances[key] - 1, 0)
                     self.lingering.add(key[1], 1, now)
+
+
+def market_fits(reservation: Any, market_type: str | None) -> bool:
+    """A Capacity Block takes capacity-block launches only; an On-Demand Capacity Reservation
+    On-Demand ones only (a spot market type cannot use it); an interruptible one On-Demand
+    launches or those that say interruptible-capacity-reservation (botocore's MarketType)."""
+    if reservation.is_capacity_block:
+        return market_type == "capacity-block"
+    allowed: tuple[str | None, ...] = (None, "on-demand")
+    if reservation.interruptible:
+        allowed = (*allowed, "interruptible-capacity-reservation")
+    return market_type in allowed
 
 
 def matches_launch(reservation: Any, request: LaunchRequest) -> bool:

@@ -96,6 +96,15 @@ class CapacityReservation:
     # A Capacity Block's terminated instances EC2 is still cleaning up: id -> when the slot is
     # free again.
     cleaning: dict[str, datetime] = field(default_factory=dict)
+    # An interruptible Capacity Reservation (``models.interruptible``): the source ODCR it was
+    # allocated from, and what it does when its allocation is reduced to zero.
+    interruptible: bool = False
+    source_id: str | None = None
+    zero_size_preference: str | None = None
+    # A source ODCR: the instances lent to its interruptible allocation (not available to
+    # its own launches) and that allocation as DescribeCapacityReservations shows it.
+    lent: int = 0
+    allocation: dict[str, Any] | None = None
 
     @property
     def arn(self) -> str:
@@ -104,6 +113,15 @@ class CapacityReservation:
     @property
     def is_capacity_block(self) -> bool:
         return self.reservation_type == "capacity-block"
+
+    @property
+    def kind(self) -> str:
+        """The fleet's reservation type (botocore's FleetReservationType)."""
+        if self.is_capacity_block:
+            return "capacity-block"
+        if self.interruptible:
+            return "interruptible-capacity-reservation"
+        return "on-demand-capacity-reservation"
 
     @property
     def is_future_dated(self) -> bool:
@@ -135,7 +153,7 @@ class CapacityReservation:
     def available_instance_count(self) -> int:
         if not self.holding or self.waiting_to_start or not self.delivered:
             return 0
-        return max(self.total_instance_count - self.used_instance_count, 0)
+        return max(self.total_instance_count - self.used_instance_count - self.lent, 0)
 
     @property
     def reclaim_lead(self) -> timedelta:
@@ -166,12 +184,13 @@ class CapacityReservation:
 
     @property
     def holds_pool_capacity(self) -> bool:
-        """ODCRs draw from the On-Demand pool; Capacity Blocks bring their own capacity."""
-        return not self.is_capacity_block and self.holding
+        """ODCRs draw from the On-Demand pool; Capacity Blocks bring their own capacity, an
+        interruptible reservation its source's."""
+        return not self.is_capacity_block and not self.interruptible and self.holding
 
     @property
     def counts_toward_quota(self) -> bool:
-        return not self.is_capacity_block and self.state in QUOTA_STATES
+        return not self.is_capacity_block and not self.interruptible and self.state in QUOTA_STATES
 
     def advance(
         self, now: datetime, default_lag: float = 0.0, payment_timeout: float | None = None
@@ -271,6 +290,15 @@ class CapacityReservation:
                 data["CapacityAllocations"] = [
                     {"AllocationType": "future", "Count": self.total_instance_count}
                 ]
+        data["Interruptible"] = self.interruptible
+        if self.interruptible:
+            data["InterruptionInfo"] = {
+                "SourceCapacityReservationId": self.source_id,
+                "InterruptionType": "adhoc",
+            }
+            data["ZeroSizePreference"] = self.zero_size_preference or "default"
+        if self.allocation is not None:
+            data["InterruptibleCapacityAllocation"] = dict(self.allocation)
         if self.adjustment_status is not None:
             data["AdjustmentStatus"] = self.adjustment_status
             if self.adjustment_details:

@@ -58,3 +58,38 @@ class CapacityReservations(CapacityResponse):
         params = {k: v for k, v in self.params.items() if k != "DryRun"}
         self.capacity.modify_capacity_reservation(params)
         return ActionResult({"Return": True})
+
+    # -- interruptible Capacity Reservations (``models.interruptible``) ----------------------
+    def create_interruptible_capacity_reservation_allocation(self) -> ActionResult:
+        self._check_tag_specifications()
+        tags = self._tags_for("capacity-reservation")
+        self.error_on_dryrun()
+        params = {k: v for k, v in self.params.items() if k not in ("DryRun", "TagSpecification")}
+        source = self.capacity.create_interruptible_allocation(params, tags)
+        allocation = source.allocation or {}
+        return ActionResult(
+            {
+                "SourceCapacityReservationId": source.id,
+                "TargetInstanceCount": allocation.get("TargetInstanceCount"),
+                "Status": allocation.get("Status"),
+                "InterruptionType": allocation.get("InterruptionType"),
+            }
+        )
+
+    def update_interruptible_capacity_reservation_allocation(self) -> ActionResult:
+        self.error_on_dryrun()
+        params = {k: v for k, v in self.params.items() if k != "DryRun"}
+        source = self.capacity.update_interruptible_allocation(params)
+        allocation = source.allocation or {}
+        return ActionResult(
+            {
+                "InterruptibleCapacityReservationId": allocation.get(
+                    "InterruptibleCapacityReservationId"
+                ),
+                "SourceCapacityReservationId": source.id,
+                "InstanceCount": allocation.get("InstanceCount"),
+                "TargetInstanceCount": allocation.get("TargetInstanceCount"),
+                "Status": allocation.get("Status"),
+                "InterruptionType": allocation.get("InterruptionType"),
+            }
+        )

@@ -9,6 +9,9 @@ the instances, so everything else moto knows about instances keeps working.
 from __future__ import annotations
 
 import copy
+import math
+from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from moto.core.responses import ActionResult
@@ -17,7 +20,7 @@ from moto.ec2.responses.fleets import Fleets as MotoFleets
 from moto.ec2.responses.instances import InstanceResponse
 
 from ..exceptions import EC2ServerError, client_error
-from ..models import Allocation, LaunchRequest, images
+from ..models import Allocation, LaunchRequest, images, reserved
 from ..models import launch_templates as versions
 from ..models.consistency import answer_fault
 from ..models.launches import loopback_addresses
@@ -198,6 +201,17 @@ class Launches(CapacityResponse):
     def create_fleet(self) -> ActionResult:
         self._check_tag_specifications()  # read directly below, not through moto's parser
         if (self._get_param("Type") or "maintain") != "instant":
+            target = self._get_param("TargetCapacitySpecification", {}) or {}
+            if self._get_param("ReservedCapacityOptions") or (
+                target.get("DefaultTargetCapacityType") == "reserved-capacity"
+            ):
+                # ReservedCapacityOptionsRequest: "This configuration can only be used if the
+                # EC2 Fleet is of type instant."
+                raise client_error(
+                    "InvalidParameterCombination",
+                    "Reserved capacity (DefaultTargetCapacityType reserved-capacity, "
+                    "ReservedCapacityOptions) is supported only for fleets of type instant.",
+                )
             return MotoFleets.create_fleet(self)
         # A retry after a lost answer (same ClientToken) gets the first fleet: no second launch.
         result, _ = self.capacity.client_tokens.once(
@@ -239,8 +253,11 @@ class Launches(CapacityResponse):
                 "InvalidParameterValue",
                 "MinTargetCapacity cannot be greater than TotalTargetCapacity.",
             )
-        if target.get("DefaultTargetCapacityType") == "capacity-block":
+        kind = target.get("DefaultTargetCapacityType") or "on-demand"
+        if kind == "capacity-block":
             _check_capacity_block_fleet(target, options)
+        reserved_options = self._get_param("ReservedCapacityOptions") or {}
+        _check_reserved_fleet(kind, target, reserved_options)
         if (target.get("DefaultTargetCapacityType") or "on-demand") == "spot" or int(
             target.get("SpotTargetCapacity") or 0
         ):
@@ -260,8 +277,16 @@ class Launches(CapacityResponse):
         if partial is not None:
             # A fault: EC2 launches one node fewer than asked, whatever the minimum.
             total, minimum = max(total - 1, 0), 0
+        reservations_first = _reservations_first(options)
         with world.lock:
-            placed, errors = self._place_fleet(candidates, total, single_az, single_type)
+            if kind == "reserved-capacity":
+                placed, errors = self._place_reserved(candidates, total, reserved_options)
+                if not world.settings.reserved_fleet_min_target:
+                    minimum = 0  # chosen: MinTargetCapacity binds On-Demand fleets only
+            elif reservations_first and not (single_az or single_type):
+                placed, errors = self._place_reservations_first(candidates, total)
+            else:
+                placed, errors = self._place_fleet(candidates, total, single_az, single_type)
             errors = unused + errors
             if minimum and _units(placed) < minimum:
                 placed = []  # all or nothing
@@ -289,9 +314,8 @@ class Launches(CapacityResponse):
         candidates = []
         unused = []
         reservations_first = (
-            (options.get("CapacityReservationOptions") or {}).get("UsageStrategy")
-            == "use-capacity-reservations-first"
-        ) and world.settings.fleet_skips_reservation_targets
+            _reservations_first(options) and world.settings.fleet_skips_reservation_targets
+        )
         for config in self._get_param("LaunchTemplateConfigs", []) or []:
             spec = dict(config.get("LaunchTemplateSpecification") or {})
             found = _template_version(self.ec2_backend, spec)
@@ -335,6 +359,117 @@ class Launches(CapacityResponse):
         if (options.get("AllocationStrategy") or "lowest-price") == "prioritized":
             candidates.sort(key=lambda c: c["priority"])
         return candidates, unused
+
+    def _place_reserved(
+        self, candidates: list[dict[str, Any]], total: int, options: dict[str, Any]
+    ) -> tuple[list[tuple[dict[str, Any], list[Allocation]]], list[dict[str, Any]]]:
+        """A reserved-capacity fleet (``models.reserved``): the reservations of its
+        ReservationTypes first, in the order ``Settings.reserved_fleet_order`` reads; what
+        they do not cover On-Demand when ReservedCapacityFallbackOptions says so (not for an
+        interruptible-only fleet unless ``Settings.interruptible_fallback``), else an error
+        entry per override: "If the target capacity request exceeds the available capacity
+        ..., EC2 Fleet launches as many instances as it can and reports the launched
+        instances in the API response" (EC2 Fleet and interruptible Capacity Reservations)."""
+        types = list(options.get("ReservationTypes") or reserved.RESERVATION_TYPES)
+        prioritized = options.get("AllocationStrategy") == "prioritized"
+        named = options.get("CapacityReservationTarget") or {}
+        ids = list(named.get("CapacityReservationIds") or [])
+        arns = list(named.get("CapacityReservationResourceGroupArns") or [])
+        if ids and arns:
+            # FleetCapacityReservationTargetRequest: "You can specify Capacity Reservation IDs
+            # or a Capacity Reservation Resource Group ARN, but not both."
+            raise client_error(
+                "InvalidParameterCombination",
+                "CapacityReservationIds and CapacityReservationResourceGroupArns cannot both be "
+                "specified.",
+            )
+        fleet_target = self.capacity.resolve_fleet_target(ids, arns)
+        ranked = sorted(
+            enumerate(candidates),
+            key=lambda item: item[1]["priority"] if prioritized else item[0],
+        )
+        rungs = [
+            reserved.Rung(c["request"], c["weight"], c["priority"] if prioritized else i)
+            for i, c in enumerate(candidates)
+        ]
+        plan = self.capacity.plan_reserved(
+            rungs, total, types, fleet_target, world.settings.reserved_fleet_order
+        )
+        merged: dict[tuple[int, str], list[Allocation]] = {}
+        for item in plan:
+            merged.setdefault((item.index, item.lifecycle), []).append(item.allocation)
+        remaining = total - sum(p.allocation.count * rungs[p.index].weight for p in plan)
+        errors: list[dict[str, Any]] = []
+        if remaining > 0:
+            fallback = "on-demand" in (
+                (options.get("ReservedCapacityFallbackOptions") or {}).get("MarketTypes") or []
+            )
+            if set(types) == {"interruptible-capacity-reservation"}:
+                fallback = fallback and world.settings.interruptible_fallback
+            if fallback:
+                on_demand = [
+                    {**c, "index": i, "request": _on_demand(c["request"])} for i, c in ranked
+                ]
+                taken = [a for allocations in merged.values() for a in allocations]
+                self._reserve_for_planning(taken)
+                try:
+                    more, errors = self._place_fleet(on_demand, int(remaining), False, False)
+                finally:
+                    self._unreserve_for_planning(taken)
+                for candidate, allocations in more:
+                    merged.setdefault((candidate["index"], "on-demand"), []).extend(allocations)
+            else:
+                short = client_error(
+                    "ReservationCapacityExceeded",
+                    "There is not enough available reserved capacity of the requested types "
+                    "that matches the launch request.",
+                )
+                errors = [self._fleet_error(c, short) for _, c in ranked]
+        placed = [
+            ({**candidates[index], "lifecycle": lifecycle}, allocations)
+            for (index, lifecycle), allocations in merged.items()
+        ]
+        return placed, errors
+
+    def _place_reservations_first(
+        self, candidates: list[dict[str, Any]], total: int
+    ) -> tuple[list[tuple[dict[str, Any], list[Allocation]]], list[dict[str, Any]]]:
+        """``use-capacity-reservations-first``: "the fleet uses unused Capacity Reservations
+        to fulfill On-Demand capacity up to the target On-Demand capacity. If multiple
+        instance pools have unused Capacity Reservations, the On-Demand allocation strategy
+        (lowest-price or prioritized) is applied. If the number of unused Capacity
+        Reservations is less than the On-Demand target capacity, the remaining On-Demand
+        target capacity is launched according to the On-Demand allocation strategy"
+        (CapacityReservationOptionsRequest): every override's reservations before any
+        override's On-Demand capacity."""
+        taken: Counter[str] = Counter()
+        first: dict[int, list[Allocation]] = {}
+        remaining = float(total)
+        for index, candidate in enumerate(candidates):
+            if remaining <= 0:
+                break
+            count = int(-(-remaining // candidate["weight"]))
+            allocations = self.capacity.plan_reservations_first(candidate["request"], count, taken)
+            if allocations:
+                first[index] = allocations
+                remaining -= sum(a.count for a in allocations) * candidate["weight"]
+        errors: list[dict[str, Any]] = []
+        merged = dict(first)
+        if remaining > 0:
+            taken_plan = [a for allocations in first.values() for a in allocations]
+            self._reserve_for_planning(taken_plan)
+            try:
+                more, errors = self._place_fleet(
+                    [{**c, "index": i} for i, c in enumerate(candidates)],
+                    math.ceil(remaining),
+                    False,
+                    False,
+                )
+            finally:
+                self._unreserve_for_planning(taken_plan)
+            for candidate, allocations in more:
+                merged.setdefault(candidate["index"], []).extend(allocations)
+        return [(candidates[i], allocations) for i, allocations in merged.items()], errors
 
     def _place_fleet(
         self,
@@ -478,7 +613,7 @@ class Launches(CapacityResponse):
                         "LaunchTemplateSpecification": candidate["spec"],
                         "Overrides": candidate["override"],
                     },
-                    "Lifecycle": "on-demand",
+                    "Lifecycle": candidate.get("lifecycle", "on-demand"),
                     "InstanceIds": ids,
                     "InstanceType": request.instance_type,
                 }
@@ -521,6 +656,36 @@ def _injected_error(candidates: list[dict[str, Any]], fault: Any) -> dict[str, A
             "Overrides": candidates[0]["override"],
         }
     return entry
+
+
+def _reservations_first(options: dict[str, Any]) -> bool:
+    usage = (options.get("CapacityReservationOptions") or {}).get("UsageStrategy")
+    return bool(usage == "use-capacity-reservations-first")
+
+
+def _on_demand(request: LaunchRequest) -> LaunchRequest:
+    """An override's launch as the fallback makes it: On-Demand, into no reservation."""
+    return replace(request, target_id=None, group_arn=None, preference="none", market_type=None)
+
+
+def _check_reserved_fleet(kind: str, target: dict[str, Any], options: dict[str, Any]) -> None:
+    """ReservedCapacityOptionsRequest: "When you specify ReservedCapacityOptions, you must
+    also set DefaultTargetCapacityType to reserved-capacity"; "Using OnDemandTargetCapacity or
+    SpotTargetCapacity while also setting reserved-capacity as the DefaultTargetCapacityType
+    is not supported" (EC2 Fleet and interruptible Capacity Reservations)."""
+    if options and kind != "reserved-capacity":
+        raise client_error(
+            "InvalidParameterCombination",
+            "ReservedCapacityOptions requires DefaultTargetCapacityType reserved-capacity.",
+        )
+    if kind != "reserved-capacity":
+        return
+    for name in ("OnDemandTargetCapacity", "SpotTargetCapacity"):
+        if target.get(name) is not None:
+            raise client_error(
+                "InvalidParameterCombination",
+                f"{name} is not supported with DefaultTargetCapacityType reserved-capacity.",
+            )
 
 
 def _targets_a_reservation(data: dict[str, Any]) -> bool:

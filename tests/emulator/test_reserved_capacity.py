@@ -204,3 +204,528 @@ def test_a_group_that_is_not_a_pool_cannot_be_targeted(api, groups):
     with pytest.raises(ClientError) as exc:
         api.run(count=1, **group_target(made["Group"]["GroupArn"]))
     assert error_of(exc) == ("InvalidParameterValue", 400)
+
+
+# -- interruptible Capacity Reservations ----------------------------------------------------
+
+
+def lend(ec2: Any, source: str, count: int, **extra: Any) -> dict[str, Any]:
+    return ec2.create_interruptible_capacity_reservation_allocation(  # type: ignore[no-any-return]
+        CapacityReservationId=source, InstanceCount=count, **extra
+    )
+
+
+def interruptible_of(api: Any, source: str) -> str:
+    return str(
+        api.get(source)["InterruptibleCapacityAllocation"]["InterruptibleCapacityReservationId"]
+    )
+
+
+def test_an_interruptible_allocation_is_a_reservation_lent_from_its_source(api, ec2):
+    source = api.reserve(count=4)["CapacityReservationId"]
+    answer = lend(ec2, source, 3)
+    assert answer["SourceCapacityReservationId"] == source
+    assert answer["TargetInstanceCount"] == 3
+    assert answer["Status"] == "active"
+    assert answer["InterruptionType"] == "adhoc"
+    described = api.get(source)
+    assert described["AvailableInstanceCount"] == 1
+    assert described["Interruptible"] is False
+    allocation = described["InterruptibleCapacityAllocation"]
+    assert (allocation["InstanceCount"], allocation["TargetInstanceCount"]) == (3, 3)
+    lent = api.get(allocation["InterruptibleCapacityReservationId"])
+    assert lent["Interruptible"] is True
+    assert lent["InterruptionInfo"] == {
+        "SourceCapacityReservationId": source,
+        "InterruptionType": "adhoc",
+    }
+    assert (lent["InstanceType"], lent["AvailabilityZone"]) == ("c5.large", "us-east-1a")
+    assert (lent["TotalInstanceCount"], lent["AvailableInstanceCount"]) == (3, 3)
+    assert lent["ZeroSizePreference"] == "default"
+
+
+def test_only_unused_capacity_of_an_unlimited_active_odcr_can_be_lent(api, ec2):
+    source = api.reserve(count=2)["CapacityReservationId"]
+    api.run(count=1)  # an open launch uses one of the two
+    with pytest.raises(ClientError) as exc:
+        lend(ec2, source, 2)
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+    limited = api.reserve_until(minutes=60, count=2)["CapacityReservationId"]
+    with pytest.raises(ClientError) as exc:
+        lend(ec2, limited, 1)
+    assert error_of(exc) == ("InvalidParameterValue", 400)
+    assert "InterruptibleCapacityAllocation" not in api.get(limited)
+
+
+def test_an_interruptible_reservation_is_a_launch_target(api, ec2):
+    source = api.reserve(count=3)["CapacityReservationId"]
+    lend(ec2, source, 2)
+    lent = interruptible_of(api, source)
+    target = {
+        "CapacityReservationSpecification": {
+            "CapacityReservationTarget": {"CapacityReservationId": lent}
+        }
+    }
+    ids = api.run(count=2, **target)
+    assert {reservation_of(ec2, i) for i in ids} == {lent}
+    assert api.get(lent)["AvailableInstanceCount"] == 0
+    assert api.get(source)["AvailableInstanceCount"] == 1
+    with pytest.raises(ClientError) as exc:
+        api.run(count=1, **target)
+    assert error_of(exc) == ("ReservationCapacityExceeded", 400)
+
+
+def test_reclaiming_terminates_what_runs_beyond_the_new_count(api, ec2):
+    source = api.reserve(count=3)["CapacityReservationId"]
+    lend(ec2, source, 3)
+    lent = interruptible_of(api, source)
+    target = {
+        "CapacityReservationSpecification": {
+            "CapacityReservationTarget": {"CapacityReservationId": lent}
+        }
+    }
+    ids = api.run(count=2, **target)
+    answer = ec2.update_interruptible_capacity_reservation_allocation(
+        CapacityReservationId=source, TargetInstanceCount=1
+    )
+    assert answer["InterruptibleCapacityReservationId"] == lent
+    assert (answer["InstanceCount"], answer["TargetInstanceCount"]) == (1, 1)
+    states = {
+        i["InstanceId"]: i["State"]["Name"]
+        for r in ec2.describe_instances(InstanceIds=ids)["Reservations"]
+        for i in r["Instances"]
+    }
+    assert sorted(states.values()) == ["running", "terminated"]
+    assert api.get(source)["AvailableInstanceCount"] == 2
+    assert api.get(lent)["TotalInstanceCount"] == 1
+
+
+def test_an_allocation_reduced_to_zero_is_cancelled_unless_retained(api, ec2):
+    first = api.reserve(count=2)["CapacityReservationId"]
+    lend(ec2, first, 2)
+    ec2.update_interruptible_capacity_reservation_allocation(
+        CapacityReservationId=first, TargetInstanceCount=0
+    )
+    assert api.get(interruptible_of(api, first))["State"] == "cancelled"
+    assert api.get(first)["AvailableInstanceCount"] == 2
+    kept = api.reserve(count=2)["CapacityReservationId"]
+    lend(ec2, kept, 2, ZeroSizePreference="retain")
+    ec2.update_interruptible_capacity_reservation_allocation(
+        CapacityReservationId=kept, TargetInstanceCount=0
+    )
+    assert api.get(interruptible_of(api, kept))["State"] == "active"
+    ec2.update_interruptible_capacity_reservation_allocation(
+        CapacityReservationId=kept, TargetInstanceCount=1
+    )
+    assert api.get(interruptible_of(api, kept))["AvailableInstanceCount"] == 1
+    assert api.get(kept)["AvailableInstanceCount"] == 1
+
+
+# -- instant fleets on reserved capacity ----------------------------------------------------
+
+SUBNET_A = "subnet-0a00000000000001"
+SUBNET_B = "subnet-0b00000000000002"
+ODCR, BLOCK, INTERRUPTIBLE = (
+    "on-demand-capacity-reservation",
+    "capacity-block",
+    "interruptible-capacity-reservation",
+)
+
+
+def template(ec2: Any, name: str = "nodes", **data: Any) -> str:
+    made = ec2.create_launch_template(
+        LaunchTemplateName=name,
+        LaunchTemplateData={"ImageId": "ami-0aaaaaaaaaaaaaaa1", "InstanceType": "c5.large", **data},
+    )
+    return str(made["LaunchTemplate"]["LaunchTemplateId"])
+
+
+def override(subnet: str = SUBNET_A, instance_type: str = "c5.large", **extra: Any) -> dict:
+    return {"SubnetId": subnet, "InstanceType": instance_type, **extra}
+
+
+def reserved_fleet(
+    ec2: Any,
+    template_id: str,
+    overrides: list[dict[str, Any]],
+    total: int,
+    types: list[str] | None = None,
+    fallback: bool = False,
+    **options: Any,
+) -> dict[str, Any]:
+    reserved: dict[str, Any] = {**options}
+    if types is not None:
+        reserved["ReservationTypes"] = types
+    if fallback:
+        reserved["ReservedCapacityFallbackOptions"] = {"MarketTypes": ["on-demand"]}
+    extra = {"ReservedCapacityOptions": reserved} if reserved else {}
+    return ec2.create_fleet(  # type: ignore[no-any-return]
+        Type="instant",
+        LaunchTemplateConfigs=[
+            {
+                "LaunchTemplateSpecification": {
+                    "LaunchTemplateId": template_id,
+                    "Version": "$Latest",
+                },
+                "Overrides": overrides,
+            }
+        ],
+        TargetCapacitySpecification={
+            "TotalTargetCapacity": total,
+            "DefaultTargetCapacityType": "reserved-capacity",
+        },
+        **extra,
+    )
+
+
+def launched(answer: dict[str, Any]) -> list[tuple[str, str]]:
+    """(lifecycle, instance id) of each instance a fleet launched."""
+    return [(i["Lifecycle"], iid) for i in answer["Instances"] for iid in i["InstanceIds"]]
+
+
+def sources(ec2: Any, answer: dict[str, Any]) -> list[str | None]:
+    return sorted((reservation_of(ec2, i) for _, i in launched(answer)), key=str)
+
+
+def test_a_reserved_fleet_fills_the_reservations_it_names_and_calls_them_on_demand(api, ec2):
+    first = api.reserve(count=2, InstanceMatchCriteria="targeted")["CapacityReservationId"]
+    second = api.reserve(instance_type="m5.large", count=1, InstanceMatchCriteria="targeted")[
+        "CapacityReservationId"
+    ]
+    answer = reserved_fleet(
+        ec2,
+        template(ec2),
+        [override(), override(instance_type="m5.large")],
+        3,
+        types=[ODCR],
+        CapacityReservationTarget={"CapacityReservationIds": [first, second]},
+    )
+    assert answer["Errors"] == []
+    assert {lifecycle for lifecycle, _ in launched(answer)} == {"on-demand"}
+    assert sources(ec2, answer) == sorted([first, first, second])
+    assert api.get(first)["AvailableInstanceCount"] == 0
+    assert api.get(second)["AvailableInstanceCount"] == 0
+
+
+def test_without_fallback_a_reserved_fleet_launches_as_many_as_it_can(api, ec2, emu):
+    reservation = api.reserve(count=2, InstanceMatchCriteria="targeted")["CapacityReservationId"]
+    free = api.free("us-east-1a", "c5.large")
+    answer = reserved_fleet(
+        ec2,
+        template(ec2),
+        [override()],
+        3,
+        types=[ODCR],
+        CapacityReservationTarget={"CapacityReservationIds": [reservation]},
+    )
+    assert sources(ec2, answer) == [reservation, reservation]
+    assert [e["ErrorCode"] for e in answer["Errors"]] == ["ReservationCapacityExceeded"]
+    assert api.free("us-east-1a", "c5.large") == free  # nothing On-Demand
+
+
+def test_the_fallback_launches_what_reservations_do_not_cover_on_demand(api, ec2):
+    reservation = api.reserve(count=2, InstanceMatchCriteria="targeted")["CapacityReservationId"]
+    answer = reserved_fleet(
+        ec2,
+        template(ec2),
+        [override()],
+        3,
+        types=[ODCR],
+        fallback=True,
+        CapacityReservationTarget={"CapacityReservationIds": [reservation]},
+    )
+    assert answer["Errors"] == []
+    assert sources(ec2, answer) == sorted([reservation, reservation, None], key=str)
+    # One entry for the override: ODCR and On-Demand instances alike say on-demand.
+    [entry] = answer["Instances"]
+    assert (entry["Lifecycle"], len(entry["InstanceIds"])) == ("on-demand", 3)
+
+
+def test_a_reservation_serves_only_overrides_of_its_type_az_platform_and_tenancy(api, ec2):
+    elsewhere = api.reserve(
+        availability_zone="us-east-1b", count=2, InstanceMatchCriteria="targeted"
+    )["CapacityReservationId"]
+    rhel = template(ec2, "rhel", ImageId="ami-0bbbbbbbbbbbbbbb2")
+    answer = reserved_fleet(
+        ec2,
+        template(ec2),
+        [override(SUBNET_A), override(SUBNET_A, "m5.large")],
+        1,
+        types=[ODCR],
+        CapacityReservationTarget={"CapacityReservationIds": [elsewhere]},
+    )
+    assert answer["Instances"] == []
+    assert api.get(elsewhere)["AvailableInstanceCount"] == 2
+    answer = reserved_fleet(
+        ec2,
+        rhel,
+        [override(SUBNET_B)],
+        1,
+        types=[ODCR],
+        CapacityReservationTarget={"CapacityReservationIds": [elsewhere]},
+    )
+    assert answer["Instances"] == []  # a RHEL image: another platform
+    answer = reserved_fleet(
+        ec2,
+        template(ec2, "b"),
+        [override(SUBNET_B)],
+        1,
+        types=[ODCR],
+        CapacityReservationTarget={"CapacityReservationIds": [elsewhere]},
+    )
+    assert sources(ec2, answer) == [elsewhere]
+
+
+def test_a_reserved_fleet_targets_a_group_or_its_templates_target(api, ec2, groups):
+    pool = make_pool(groups)
+    first = api.reserve(count=1, InstanceMatchCriteria="targeted")
+    second = api.reserve(availability_zone="us-east-1b", count=1, InstanceMatchCriteria="targeted")
+    groups.group_resources(
+        Group=pool,
+        ResourceArns=[first["CapacityReservationArn"], second["CapacityReservationArn"]],
+    )
+    answer = reserved_fleet(
+        ec2,
+        template(ec2),
+        [override(SUBNET_A), override(SUBNET_B)],
+        1,
+        types=[ODCR],
+        CapacityReservationTarget={"CapacityReservationResourceGroupArns": [pool]},
+    )
+    assert sources(ec2, answer) == [first["CapacityReservationId"]]
+    by_template = template(
+        ec2,
+        "grouped",
+        CapacityReservationSpecification={
+            "CapacityReservationTarget": {"CapacityReservationResourceGroupArn": pool}
+        },
+    )
+    answer = reserved_fleet(
+        ec2, by_template, [override(SUBNET_A), override(SUBNET_B)], 1, types=[ODCR]
+    )
+    assert sources(ec2, answer) == [second["CapacityReservationId"]]
+
+
+def test_a_capacity_block_in_a_reserved_fleet_says_capacity_block(api, ec2, emu):
+    ids = emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "capacity_blocks": [
+                        {
+                            "name": "block",
+                            "instance_type": "p5.48xlarge",
+                            "availability_zone": "us-east-1a",
+                            "count": 2,
+                            "start": "-1h",
+                            "duration_hours": 24,
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    block = ids.reservations["block"]
+    answer = reserved_fleet(
+        ec2,
+        template(ec2),
+        [override(SUBNET_A, "p5.48xlarge")],
+        2,
+        types=[BLOCK],
+        CapacityReservationTarget={"CapacityReservationIds": [block]},
+    )
+    assert {lifecycle for lifecycle, _ in launched(answer)} == {"capacity-block"}
+    assert sources(ec2, answer) == [block, block]
+
+
+def _two_rungs(api: Any, ec2: Any) -> tuple[str, str, dict[str, Any]]:
+    """An ODCR that the first override (priority 1) matches and an interruptible reservation
+    that the second (priority 2) matches."""
+    odcr = api.reserve(count=1, InstanceMatchCriteria="targeted")["CapacityReservationId"]
+    source = api.reserve(availability_zone="us-east-1b", count=1)["CapacityReservationId"]
+    lend(ec2, source, 1)
+    lent = interruptible_of(api, source)
+    options = {
+        "AllocationStrategy": "prioritized",
+        "CapacityReservationTarget": {"CapacityReservationIds": [odcr, lent]},
+    }
+    return odcr, lent, options
+
+
+def _order_fleet(ec2: Any, options: dict[str, Any]) -> dict[str, Any]:
+    return reserved_fleet(
+        ec2,
+        template(ec2),
+        [override(SUBNET_A, Priority=1.0), override(SUBNET_B, Priority=2.0)],
+        1,
+        types=[INTERRUPTIBLE, ODCR],
+        **options,
+    )
+
+
+def test_reservation_types_are_tried_in_the_order_listed_by_default(api, ec2):
+    odcr, lent, options = _two_rungs(api, ec2)
+    answer = _order_fleet(ec2, options)
+    assert sources(ec2, answer) == [lent]
+    assert api.get(odcr)["AvailableInstanceCount"] == 1
+    assert [lifecycle for lifecycle, _ in launched(answer)] == [
+        "interruptible-capacity-reservation"
+    ]
+
+
+def test_the_knob_reads_the_override_priority_first(api, ec2, emu):
+    emu.configure(reserved_fleet_order="override-priority")
+    odcr, lent, options = _two_rungs(api, ec2)
+    answer = _order_fleet(ec2, options)
+    assert sources(ec2, answer) == [odcr]
+    assert api.get(lent)["AvailableInstanceCount"] == 1
+
+
+def _interruptible_only(api: Any, ec2: Any) -> dict[str, Any]:
+    source = api.reserve(availability_zone="us-east-1b", count=1)["CapacityReservationId"]
+    lend(ec2, source, 1)
+    lent = interruptible_of(api, source)
+    return reserved_fleet(
+        ec2,
+        template(ec2),
+        [override(SUBNET_B)],
+        2,
+        types=[INTERRUPTIBLE],
+        fallback=True,
+        CapacityReservationTarget={"CapacityReservationIds": [lent]},
+    )
+
+
+def test_an_interruptible_only_fleet_does_not_fall_back_by_default(api, ec2):
+    answer = _interruptible_only(api, ec2)
+    assert [lifecycle for lifecycle, _ in launched(answer)] == [
+        "interruptible-capacity-reservation"
+    ]
+    assert [e["ErrorCode"] for e in answer["Errors"]] == ["ReservationCapacityExceeded"]
+
+
+def test_the_knob_lets_an_interruptible_only_fleet_fall_back(api, ec2, emu):
+    emu.configure(interruptible_fallback=True)
+    answer = _interruptible_only(api, ec2)
+    assert sorted(lifecycle for lifecycle, _ in launched(answer)) == [
+        "interruptible-capacity-reservation",
+        "on-demand",
+    ]
+    assert answer["Errors"] == []
+
+
+def _short_fleet_with_minimum(api: Any, ec2: Any) -> dict[str, Any]:
+    reservation = api.reserve(count=1, InstanceMatchCriteria="targeted")["CapacityReservationId"]
+    return ec2.create_fleet(  # type: ignore[no-any-return]
+        Type="instant",
+        LaunchTemplateConfigs=[
+            {
+                "LaunchTemplateSpecification": {"LaunchTemplateId": template(ec2), "Version": "1"},
+                "Overrides": [override()],
+            }
+        ],
+        TargetCapacitySpecification={
+            "TotalTargetCapacity": 2,
+            "DefaultTargetCapacityType": "reserved-capacity",
+        },
+        OnDemandOptions={"MinTargetCapacity": 2, "SingleAvailabilityZone": True},
+        ReservedCapacityOptions={
+            "ReservationTypes": [ODCR],
+            "CapacityReservationTarget": {"CapacityReservationIds": [reservation]},
+        },
+    )
+
+
+def test_min_target_capacity_does_not_bind_a_reserved_fleet_by_default(api, ec2):
+    answer = _short_fleet_with_minimum(api, ec2)
+    assert len(launched(answer)) == 1
+
+
+def test_the_knob_makes_min_target_capacity_bind_a_reserved_fleet(api, ec2, emu):
+    emu.configure(reserved_fleet_min_target=True)
+    answer = _short_fleet_with_minimum(api, ec2)
+    assert launched(answer) == []
+    assert answer["Errors"]
+
+
+@pytest.mark.parametrize(
+    ("target", "reserved", "fleet_type"),
+    [
+        # ReservedCapacityOptions without reserved-capacity
+        ({"DefaultTargetCapacityType": "on-demand"}, {"ReservationTypes": [ODCR]}, "instant"),
+        # OnDemandTargetCapacity beside reserved-capacity
+        (
+            {"DefaultTargetCapacityType": "reserved-capacity", "OnDemandTargetCapacity": 1},
+            {"ReservationTypes": [ODCR]},
+            "instant",
+        ),
+        # reserved capacity in a fleet that is not instant
+        (
+            {"DefaultTargetCapacityType": "reserved-capacity"},
+            {"ReservationTypes": [ODCR]},
+            "request",
+        ),
+        # ids and groups both
+        (
+            {"DefaultTargetCapacityType": "reserved-capacity"},
+            {
+                "CapacityReservationTarget": {
+                    "CapacityReservationIds": ["cr-0123456789abcdef0"],
+                    "CapacityReservationResourceGroupArns": [
+                        "arn:aws:resource-groups:us-east-1:123456789012:group/pool"
+                    ],
+                }
+            },
+            "instant",
+        ),
+    ],
+)
+def test_reserved_fleets_refuse_what_aws_does_not_support(api, ec2, target, reserved, fleet_type):
+    with pytest.raises(ClientError) as exc:
+        ec2.create_fleet(
+            Type=fleet_type,
+            LaunchTemplateConfigs=[
+                {"LaunchTemplateSpecification": {"LaunchTemplateId": template(ec2), "Version": "1"}}
+            ],
+            TargetCapacitySpecification={"TotalTargetCapacity": 1, **target},
+            ReservedCapacityOptions=reserved,
+        )
+    assert error_of(exc) == ("InvalidParameterCombination", 400)
+
+
+# -- use-capacity-reservations-first ---------------------------------------------------------
+
+
+def _first_fleet(ec2: Any, strategy: bool) -> dict[str, Any]:
+    name = "first" if strategy else "plain"
+    options: dict[str, Any] = {"AllocationStrategy": "prioritized"}
+    if strategy:
+        options["CapacityReservationOptions"] = {"UsageStrategy": "use-capacity-reservations-first"}
+    return ec2.create_fleet(  # type: ignore[no-any-return]
+        Type="instant",
+        LaunchTemplateConfigs=[
+            {
+                "LaunchTemplateSpecification": {
+                    "LaunchTemplateId": template(ec2, name),
+                    "Version": "1",
+                },
+                "Overrides": [override(SUBNET_A, Priority=1.0), override(SUBNET_B, Priority=2.0)],
+            }
+        ],
+        TargetCapacitySpecification={
+            "TotalTargetCapacity": 2,
+            "DefaultTargetCapacityType": "on-demand",
+        },
+        OnDemandOptions=options,
+    )
+
+
+def test_reservations_first_uses_every_overrides_reservations_before_on_demand(api, ec2):
+    # Without the strategy the first override (priority 1, no reservation) launches
+    # On-Demand, beside the second's unused reservation.
+    reservation = api.reserve(availability_zone="us-east-1b", count=2)["CapacityReservationId"]
+    answer = _first_fleet(ec2, strategy=False)
+    assert sources(ec2, answer) == [None, None]
+    assert api.get(reservation)["AvailableInstanceCount"] == 2
+    answer = _first_fleet(ec2, strategy=True)
+    assert sources(ec2, answer) == [reservation, reservation]
