@@ -174,7 +174,8 @@ class Settings(BaseModel):
         object.__setattr__(self, "parameter_prefix", self.parameter_prefix.rstrip("/") or "/")
         if not self.regions:
             object.__setattr__(self, "regions", (self.region,))
-        self.pool  # a pool setting that names no pool is refused at start (PoolSpecError)
+        # A pool setting that names no pool is refused at start (PoolSpecError).
+        PoolSpec.parse(self.pool_groups, self.pool_tag, self.pool_priority)
         return self
 
     @property

@@ -430,9 +430,7 @@ class Root:
                 stacks_for=self.adapters.stacks,
                 max_concurrency=config.max_concurrency,
                 monotonic=self.monotonic,
-                pool_for=(
-                    None if config.pool.empty else (lambda region: self.pool(region=region))
-                ),
+                pool_for=(None if config.pool.empty else (lambda region: self.pool(region=region))),
                 **({"clock": self.cleaner_clock} if self.cleaner_clock is not None else {}),
             ),
         )

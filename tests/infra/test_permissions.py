@@ -464,7 +464,6 @@ def test_launches_reach_only_this_clusters_or_untagged_reservations(
     assert not allowed({TAG_CLUSTER: ""})
 
 
-
 def test_the_pool_groups_are_read_only_by_the_functions_that_need_them(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:

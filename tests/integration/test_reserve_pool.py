@@ -103,9 +103,7 @@ def test_a_job_the_pool_covers_launches_into_the_pool_and_holds_nothing(
     # The price is the Price List's On-Demand rate of the type (what the ODCR bills anyway).
     assert all(s["hourly_price_usd"] and s["hourly_price_usd"] > 0 for s in served)
     # EC2 says where each node runs: in the pool reservation, which is now full.
-    assert {i.get("CapacityReservationId") for i in instances(answer["instances"])} == {
-        POOL_ODCR
-    }
+    assert {i.get("CapacityReservationId") for i in instances(answer["instances"])} == {POOL_ODCR}
     assert reservation(POOL_ODCR)["AvailableInstanceCount"] == 0
     assert reservation(POOL_ODCR)["State"] == "active"
 

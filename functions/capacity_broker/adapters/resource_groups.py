@@ -43,9 +43,7 @@ class ResourceGroups:
                 params["NextToken"] = token
 
             def once(params: dict[str, Any] = params) -> Any:
-                return call(
-                    "ListGroupResources", self._client.list_group_resources, **params
-                )
+                return call("ListGroupResources", self._client.list_group_resources, **params)
 
             answer = self.retry.run("ListGroupResources", once, deadline=deadline)
             for item in answer.get("Resources") or []:

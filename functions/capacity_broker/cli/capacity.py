@@ -400,7 +400,10 @@ def capacity(
     state = state_of(ctx, output, regions, profile)
     if pool:
         if odcr or blocks or all_types:
-            raise fail("--pool lists the pool's reservations of every kind: no --odcr/--blocks/--all", EXIT_USAGE)
+            raise fail(
+                "--pool lists the pool's reservations of every kind: no --odcr/--blocks/--all",
+                EXIT_USAGE,
+            )
         show_pool(state, pool_tag, split(pool_group) or None)
         return
     if sum((odcr, blocks, all_types)) > 1:

@@ -42,8 +42,7 @@ def request_identity(body: Mapping[str, Any]) -> dict[str, Any]:
     return {
         key: value
         for key, value in body.items()
-        if key not in RETRY_FIELDS
-        and not (key in LATER_DEFAULTS and value == LATER_DEFAULTS[key])
+        if key not in RETRY_FIELDS and not (key in LATER_DEFAULTS and value == LATER_DEFAULTS[key])
     }
 
 

@@ -103,7 +103,9 @@ class ReservedPool:
         found: dict[str, Reservation] = {}
         ids = sorted(self.member_ids(deadline, fresh=True))
         for start in range(0, len(ids), IDS_PER_CALL):
-            for r in self.ec2.reservations(ids=ids[start : start + IDS_PER_CALL], deadline=deadline):
+            for r in self.ec2.reservations(
+                ids=ids[start : start + IDS_PER_CALL], deadline=deadline
+            ):
                 found[r.id] = r
         if self.spec.tag_key is not None:
             tagged = self.ec2.reservations(
@@ -140,7 +142,6 @@ class ReservedPool:
             return True
 
 
-
 def idle_rows(pool: ReservedPool, pricing: Pricing | None, deadline: float | None) -> list[PoolRow]:
     """Each reservation of ``pool`` with its unused instances and their hourly cost now
     (``capacity --pool``); ``PoolUnreadable`` when the pool cannot be read. A price the Price
@@ -160,13 +161,15 @@ def idle_rows(pool: ReservedPool, pricing: Pricing | None, deadline: float | Non
         return prices[instance_type]
 
     rows: list[PoolRow] = []
-    for r in sorted(pool.read(deadline), key=lambda r: (r.availability_zone, r.instance_type, r.id)):
+    for r in sorted(
+        pool.read(deadline), key=lambda r: (r.availability_zone, r.instance_type, r.id)
+    ):
         hourly = None if r.kind is Rung.CAPACITY_BLOCK else price(r.instance_type)
         unused = r.available if r.state == "active" else 0
         rows.append(
             PoolRow(
                 reservation_id=r.id,
-                kind=r.kind.value,  # type: ignore[arg-type]
+                kind=r.kind.value,
                 region=pool.region,
                 instance_type=r.instance_type,
                 availability_zone=r.availability_zone,

@@ -53,9 +53,7 @@ class PoolRef(RequestModel):
     resource groups and/or one ``key=value`` tag, used in ``priority`` order of their kinds.
     Absent from a request: the deployment's pool (``BROKER_POOL_*``)."""
 
-    resource_groups: Annotated[list[GroupName], Field(max_length=10)] = Field(
-        default_factory=list
-    )
+    resource_groups: Annotated[list[GroupName], Field(max_length=10)] = Field(default_factory=list)
     tag: PoolTag | None = None
     priority: Annotated[list[PoolKind], Field(min_length=1, max_length=3)] | None = None
 

@@ -173,9 +173,7 @@ def test_a_plan_never_promises_more_than_the_pool_has_or_the_job_asks(
     )
     if got.uses:
         assert got.subnet_index is not None
-        assert {u.reservation.availability_zone_id for u in got.uses} == {
-            ZONES[got.subnet_index]
-        }
+        assert {u.reservation.availability_zone_id for u in got.uses} == {ZONES[got.subnet_index]}
     # No AZ's matching pool would cover more.
     for zone in ZONES:
         free = sum(

@@ -31,6 +31,7 @@ from ...domain.pool import (
     excluded,
     plan,
 )
+from ...domain.templates import Version
 from ...models import ReserveRequest, ReserveResponse
 from ...models.reserve import PoolUseInfo, ServedInstance
 from .. import placement
@@ -85,7 +86,9 @@ class Pool:
     # -- the plan -------------------------------------------------------------------------
     def earlier_nodes(self, request_id: str, deadline: float) -> list[Instance]:
         """The ladder's nodes an earlier invocation of this request launched (every rung)."""
-        return self.ec2.tagged_instances({TAG_LADDER: [request_id]}, ("pending", "running"), deadline)
+        return self.ec2.tagged_instances(
+            {TAG_LADDER: [request_id]}, ("pending", "running"), deadline
+        )
 
     def plan(
         self,
@@ -149,7 +152,7 @@ class Pool:
         reservation: Reservation,
         count: int,
         subnet_id: str,
-        source: object,
+        source: Version | None,
         deadline: float,
         hard_deadline: float,
         stats: ReserveStats,
@@ -160,7 +163,7 @@ class Pool:
         chosen = Chosen(reservation, False, [subnet_id])
         answer = Answer(sub, sub_id)
         answer.chosen(chosen, [])
-        return self.launch.use(sub, sub_id, chosen, source, answer, deadline, hard_deadline, stats)  # type: ignore[arg-type]
+        return self.launch.use(sub, sub_id, chosen, source, answer, deadline, hard_deadline, stats)
 
     def reservation(self, use: PoolReservation, deadline: float) -> Reservation | None:
         """The pool reservation as the launch step takes it (EC2's full record)."""
@@ -185,7 +188,7 @@ class Pool:
         return [
             PoolUseInfo(
                 reservation_id=u.reservation.id,
-                kind=u.reservation.kind.value,  # type: ignore[arg-type]
+                kind=u.reservation.kind.value,
                 instance_type=u.reservation.instance_type,
                 availability_zone=u.reservation.availability_zone,
                 instance_count=u.count,
@@ -227,7 +230,7 @@ class Pool:
             out.append(
                 ServedInstance(
                     instance_id=instance_id,
-                    rung=rung.value,  # type: ignore[arg-type]
+                    rung=rung.value,
                     reservation_id=reservation_id,
                     instance_type=instance.instance_type,
                     hourly_price_usd=price,

@@ -317,8 +317,13 @@ class Reserver:
             if part is None or part.status is not ReserveStatus.PROVISIONED:
                 what = part.message if part is not None else "EC2 no longer shows it"
                 return self._ladder_failed(
-                    response, launched, chosen, f"pool reservation {use.reservation.id}: {what}",
-                    part, hard_deadline, stats,
+                    response,
+                    launched,
+                    chosen,
+                    f"pool reservation {use.reservation.id}: {what}",
+                    part,
+                    hard_deadline,
+                    stats,
                 )
             launched += part.instances
             if part.launch_template is not None:
@@ -337,8 +342,13 @@ class Reserver:
             if part.status is not ReserveStatus.PROVISIONED:
                 # ``Launch.use`` gave the hold back (or kept it for a lost fleet answer).
                 return self._ladder_failed(
-                    response, launched, None, f"hold {chosen.reservation.id}: {part.message}",
-                    part, hard_deadline, stats,
+                    response,
+                    launched,
+                    None,
+                    f"hold {chosen.reservation.id}: {part.message}",
+                    part,
+                    hard_deadline,
+                    stats,
                 )
             launched += part.instances
             response.launch_template = part.launch_template
