@@ -234,11 +234,13 @@ class BrokerPermissions(Construct):
         self._pool_groups(draft)
 
     def _cleaner(self, draft: _PolicyDraft) -> None:
-        # "Consumed" is read from the reservation's own counts, not from DescribeInstances.
+        # "Consumed" is read from the reservation's own counts, not from DescribeInstances;
+        # an interruption warning's node is (which job and rung it served).
         self._describe(
             draft,
             (
                 "ec2:DescribeCapacityReservations",
+                "ec2:DescribeInstances",
                 "ec2:DescribeLaunchTemplates",
                 "ec2:DescribeLaunchTemplateVersions",
             ),

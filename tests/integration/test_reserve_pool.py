@@ -290,3 +290,96 @@ def test_the_cleaner_publishes_the_pools_unused_instance_hours(
     # 3 + 2 + 1 unused in the tagged pool, over the sweep's 5 minutes.
     assert emf["PoolUnusedInstances"] == [6.0]
     assert emf["PoolUnusedInstanceHours"] == [0.5]
+
+
+# -- interruptible reservations and their warnings ------------------------------------------
+
+
+def lent_to_the_pool(count: int) -> str:
+    """An interruptible reservation lent from a new standing ODCR, tagged into the pool."""
+    client = ec2()
+    source = client.create_capacity_reservation(
+        InstanceType="hpc7a.96xlarge",
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone="us-east-1c",
+        InstanceCount=count,
+        InstanceMatchCriteria="targeted",
+    )["CapacityReservation"]["CapacityReservationId"]
+    Emulator().settle()
+    client.create_interruptible_capacity_reservation_allocation(
+        CapacityReservationId=source, InstanceCount=count
+    )
+    lent = str(
+        reservation(source)["InterruptibleCapacityAllocation"]["InterruptibleCapacityReservationId"]
+    )
+    Emulator().settle()
+    client.create_tags(Resources=[lent], Tags=[{"Key": "hpc-pool", "Value": "prod"}])
+    Emulator().settle()
+    return lent
+
+
+def test_the_ladder_takes_odcrs_before_interruptible_reservations_and_its_warning_names_the_job(
+    pool: Any, context: Any
+) -> None:
+    lent = lent_to_the_pool(2)
+    pool.clear_calls()  # the test's own source ODCR is not the broker's
+    answer = reserve(job(request_id="pool-icr", instance_count=5), context)
+    assert answer["status"] == "provisioned", answer
+    assert holds_made(pool) == []
+    assert [(p["reservation_id"], p["kind"], p["instance_count"]) for p in answer["pool"]] == [
+        (POOL_ODCR, "odcr", 3),
+        (lent, "interruptible", 2),
+    ]
+    by_rung = sorted((s["rung"], s["reservation_id"]) for s in answer["served"])
+    assert by_rung == [("interruptible", lent)] * 2 + [("odcr", POOL_ODCR)] * 3
+    node = next(s["instance_id"] for s in answer["served"] if s["rung"] == "interruptible")
+
+    warning = {
+        "version": "0",
+        "id": "7bf73129-1428-4cd3-a780-95db273d1602",
+        # Matched by its prefix: a new wording of the same warning still reaches the cleaner.
+        "detail-type": "EC2 Capacity Reservation Instance Interruption Notice",
+        "source": "aws.ec2",
+        "account": "123456789012",
+        "time": "2026-11-21T10:03:12Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": {
+            "instance-id": node,
+            "instance-action": "terminate",
+            "instance-termination-time": "2026-11-21T10:05:12Z",
+        },
+    }
+    told = cleaner(warning, context)
+    assert told["status"] == "ok", told
+    assert told["interrupted"] == [
+        {
+            "instance_id": node,
+            "region": "us-east-1",
+            "job_id": "1234",
+            "rung": lent,
+            "capacity_reservation_id": lent,
+            "termination_time": "2026-11-21T10:05:12Z",
+        }
+    ]
+    assert told["cancelled"] == []
+    # The interruptible reservation is the pool's: release never cancels it.
+    release({"request_id": "rel-icr", "job_id": "1234"}, context)
+    assert reservation(lent)["State"] == "active"
+
+
+def test_a_priority_without_interruptible_reservations_holds_instead(
+    pool: Any, context: Any
+) -> None:
+    lent = lent_to_the_pool(2)
+    answer = reserve(
+        job(
+            request_id="pool-no-icr",
+            instance_count=5,
+            pool={"tag": "hpc-pool=prod", "priority": ["odcr"]},
+        ),
+        context,
+    )
+    assert answer["status"] == "provisioned", answer
+    assert lent not in {s["reservation_id"] for s in answer["served"]}
+    assert sorted(s["rung"] for s in answer["served"]) == ["hold"] * 2 + ["odcr"] * 3

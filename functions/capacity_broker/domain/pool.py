@@ -25,6 +25,20 @@ TAG_LADDER = f"{TAG_PREFIX}ladder"
 # Which rung launched an instance (a pool reservation's id, ``hold`` or ``on-demand``).
 TAG_RUNG = f"{TAG_PREFIX}rung"
 
+# EventBridge detail-types that warn a node will be stopped under it, matched by prefix (EC2
+# names them "EC2 Capacity Reservation Instance Interruption Warning" for an interruptible
+# reservation's nodes, "EC2 Spot Instance Interruption Warning" for Spot's): a new wording of the
+# same warning still matches, and the rule that routes them (infra/events.py) uses these.
+INTERRUPTION_PREFIXES: tuple[str, ...] = (
+    "EC2 Capacity Reservation Instance Interruption",
+    "EC2 Spot Instance Interruption",
+)
+
+
+def is_interruption_warning(detail_type: str) -> bool:
+    return detail_type.startswith(INTERRUPTION_PREFIXES)
+
+
 # Hours in the cleaner's schedule (every 5 minutes): what one sweep's count of unused pool
 # instances stands for, in instance-hours.
 SWEEP_HOURS = 5 / 60

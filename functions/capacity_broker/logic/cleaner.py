@@ -43,9 +43,10 @@ from ..domain.cleaner import (
 )
 from ..domain.clock import utc
 from ..domain.failures import BrokerFailure
-from ..domain.pool import SWEEP_HOURS
-from ..domain.tags import TAG_CLUSTER_ID, TAG_STACK_NAME, Purpose, purpose_of
+from ..domain.pool import SWEEP_HOURS, TAG_RUNG
+from ..domain.tags import TAG_CLUSTER_ID, TAG_JOB_ID, TAG_STACK_NAME, Purpose, purpose_of
 from ..models import CleanerItem, CleanerResponse, ItemError
+from ..models.cleaner import InterruptedNode
 from .failures import item_error
 from .pool import ReservedPool
 from .reservations import ReservationCore
@@ -80,7 +81,7 @@ class Record:
 class CleanerRun:
     """Everything one invocation did: the answer, the metrics and the log lines come from it."""
 
-    trigger: Literal["sweep", "stack_event"]
+    trigger: Literal["sweep", "stack_event", "interruption"]
     dry_run: bool
     regions: list[str]
     records: list[Record] = field(default_factory=list)
@@ -94,6 +95,8 @@ class CleanerRun:
     version_regions: dict[str, str] = field(default_factory=dict)
     # The reserved pool's unused instances per region, as this sweep saw them (issue 43).
     pool_unused: dict[str, int] = field(default_factory=dict)
+    # An interruption warning's node, when it is this cluster's (nothing is cancelled for it).
+    interrupted: list[InterruptedNode] = field(default_factory=list)
 
     @property
     def pool_unused_instance_hours(self) -> float:
@@ -168,7 +171,22 @@ class CleanerRun:
             errors=errors,
             template_version_errors=self.versions.errors or None,
             hours_saved=round(self.hours_saved, 4),
-            message=self._message(len(cancelled), len(kept), len(errors)),
+            interrupted=self.interrupted or None,
+            message=(
+                self._interrupted_message()
+                if self.trigger == "interruption"
+                else self._message(len(cancelled), len(kept), len(errors))
+            ),
+        )
+
+    def _interrupted_message(self) -> str:
+        if not self.interrupted:
+            return "Interruption warning for no node of this cluster: nothing to do"
+        node = self.interrupted[0]
+        return (
+            f"EC2 will stop {node.instance_id} (job {node.job_id or 'unknown'}, rung "
+            f"{node.rung or 'unknown'}) at {node.termination_time or 'an unsaid time'}; the "
+            "broker cancels nothing for it"
         )
 
     def region_of(self, own: version_rules.OwnVersion) -> str:
@@ -447,6 +465,34 @@ class Cleaner:
         return sorted(records, key=lambda r: r.id)
 
     # -- a stack status change --------------------------------------------------------------
+
+    def interruption(
+        self, region: str, instance_id: str, termination_time: str | None, deadline: float
+    ) -> CleanerRun:
+        """An interruption warning (``domain.pool.is_interruption_warning``): when the node is
+        this cluster's, which job and rung it served, for the log, the metric and the answer.
+        Nothing is cancelled: the reservation under it is not the broker's to end (a pool's),
+        and EC2 stops the node itself."""
+        run = CleanerRun("interruption", False, [region])
+        try:
+            found = self.region(region).ec2.known_instances([instance_id], deadline)
+        except AwsError as error:
+            run.region_errors.append(_region_error(region, error))
+            return run
+        instance = found.get(instance_id)
+        if instance is None or instance.tags.get(TAG_CLUSTER_ID) != self.cluster_id:
+            return run
+        run.interrupted.append(
+            InterruptedNode(
+                instance_id=instance_id,
+                region=region,
+                job_id=instance.tags.get(TAG_JOB_ID),
+                rung=instance.tags.get(TAG_RUNG),
+                capacity_reservation_id=instance.capacity_reservation_id,
+                termination_time=termination_time,
+            )
+        )
+        return run
 
     def stack_event(
         self,
