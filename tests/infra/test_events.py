@@ -162,6 +162,8 @@ def test_both_targets_retry_and_dead_letter(broker: Synth) -> None:
     assert policies == {
         "schedule": {"MaximumEventAgeInSeconds": 900, "MaximumRetryAttempts": 2},
         "stacks": {"MaximumEventAgeInSeconds": 3600, "MaximumRetryAttempts": 8},
+        # A warning comes 2 minutes before EC2 stops the node: late, it says nothing.
+        "interruptions": {"MaximumEventAgeInSeconds": 300, "MaximumRetryAttempts": 2},
     }
 
 
