@@ -383,3 +383,71 @@ def test_a_priority_without_interruptible_reservations_holds_instead(
     assert answer["status"] == "provisioned", answer
     assert lent not in {s["reservation_id"] for s in answer["served"]}
     assert sorted(s["rung"] for s in answer["served"]) == ["hold"] * 2 + ["odcr"] * 3
+
+
+# -- all or nothing, and a retry ------------------------------------------------------------
+
+
+def live(ids: list[str]) -> list[str]:
+    Emulator().settle()
+    found = ec2().describe_instances(
+        Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+    )["Reservations"]
+    return [i["InstanceId"] for r in found for i in r["Instances"] if i["InstanceId"] in ids]
+
+
+def test_when_the_holds_launch_fails_the_pools_nodes_are_terminated_and_the_hold_cancelled(
+    pool: Any, context: Any
+) -> None:
+    # The hold's part (2 nodes) is refused by EC2; the pool's part (3 nodes) had launched.
+    pool.fail(
+        "CreateFleet",
+        "InsufficientInstanceCapacity",
+        mode="errors",
+        times=99,
+        when={
+            "TargetCapacitySpecification": {
+                "TotalTargetCapacity": 2,
+                "DefaultTargetCapacityType": "on-demand",
+                "OnDemandTargetCapacity": 2,
+            }
+        },
+    )
+    answer = reserve(job(request_id="pool-undo", instance_count=5), context)
+    assert answer["status"] == "error", answer
+    assert answer["error_code"] == "InsufficientInstanceCapacity"
+    assert answer["instances"] == []
+    assert "cleanup" not in answer
+    fleets = pool.calls("CreateFleet")
+    assert [f.params["TargetCapacitySpecification"]["TotalTargetCapacity"] for f in fleets][:2] == [
+        3,
+        2,
+    ]
+    launched_first = [
+        i["InstanceId"]
+        for r in ec2().describe_instances()["Reservations"]
+        for i in r["Instances"]
+        if {"Key": "capacity-broker:ladder", "Value": "pool-undo"} in i.get("Tags", [])
+    ]
+    assert launched_first and live(launched_first) == []
+    assert reservation(POOL_ODCR)["AvailableInstanceCount"] == 3
+    assert {h["InstanceCount"] for h in holds_made(pool)} == {2}
+    states = [
+        r["State"]
+        for r in ec2().describe_capacity_reservations()["CapacityReservations"]
+        if {"Key": "capacity-broker:purpose", "Value": "hold"} in r.get("Tags", [])
+        and {"Key": "capacity-broker:request-id", "Value": "pool-undo:hold"} in r.get("Tags", [])
+    ]
+    assert states and set(states) == {"cancelled"}
+
+
+def test_the_same_request_again_launches_nothing_twice(pool: Any, context: Any) -> None:
+    first = reserve(job(request_id="pool-again", instance_count=5), context)
+    assert first["status"] == "provisioned", first
+    fleets = len(pool.calls("CreateFleet"))
+    Emulator().settle()  # the retry comes once EC2 lists the first invocation's nodes
+    again = reserve(job(request_id="pool-again", instance_count=5), context)
+    assert again["status"] == "provisioned", again
+    assert sorted(again["instances"]) == sorted(first["instances"])
+    assert len(pool.calls("CreateFleet")) == fleets  # every rung found its own nodes
+    assert len(live(first["instances"])) == 5

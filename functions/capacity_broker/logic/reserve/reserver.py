@@ -35,6 +35,8 @@ from .race import Race
 from .replay import Replay
 
 TEMPLATE_UNREADABLE = "Could not check the job's launch template (nothing was held)"
+# A reserved-first retry that met its earlier hold part before EC2 listed that part's nodes.
+EARLIER_NOT_LISTED = "EarlierLaunchNotListed"
 
 # What the flow uses once it has chosen: the capacity, its template's source version, and the
 # attempts that chose it.
@@ -265,17 +267,29 @@ class Reserver:
             hold_request, hold_id = self.pool.part(
                 request, request_id, HOLD_PART, pool_plan.shortfall, [s.subnet_id for s in subnets]
             )
-            held = self._raced(
-                hold_request,
-                hold_id,
-                placement.Placement(subnets, place.platform, place.tenancy),
-                template,
-                recall,
-                Answer(hold_request, hold_id),
-                deadline,
-                hard_deadline,
-                stats,
-            )
+            try:
+                held = self._raced(
+                    hold_request,
+                    hold_id,
+                    placement.Placement(subnets, place.platform, place.tenancy),
+                    template,
+                    recall,
+                    Answer(hold_request, hold_id),
+                    deadline,
+                    hard_deadline,
+                    stats,
+                )
+            except InvalidInput:
+                # The hold part of an earlier invocation of this request was for another
+                # shortfall: its nodes did not all show in the listing by tag yet (EC2 is
+                # eventually consistent). Nothing was launched here; asked again a moment
+                # later, the ladder finds every rung's nodes.
+                response.error_code = EARLIER_NOT_LISTED
+                return answer.unchanged(
+                    ReserveStatus.ERROR,
+                    "An earlier invocation of this request launched nodes EC2 does not list "
+                    "yet; nothing was launched again: ask again in a moment",
+                )
             if isinstance(held, ReserveResponse):
                 # No hold for the shortfall: nothing is launched (all or nothing).
                 response.status = held.status
