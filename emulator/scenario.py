@@ -32,6 +32,10 @@ regions:
                        unavailable: 1}]
     future_reservations: [{instance_type: c7i.48xlarge, availability_zone: us-east-1a,
                            count: 4, start: "+30d", commitment_days: 14, state: scheduled}]
+    interruptible_reservations: [{name: lent, source: <a reservation's name or id>, count: 2,
+                                  zero_size: retain}]   # lent from an unlimited ODCR
+    reservation_groups: [{name: pool, members: [<reservation names or ids>]}]
+                  # Capacity Reservation pools (AWS::EC2::CapacityReservationPool), ids.groups
     offerings:    [{instance_type: p5.48xlarge, availability_zone: us-east-1b,
                     max_instance_count: 16, price_per_instance_hour: "31.46",
                     earliest_start: "+1d", latest_start: "+56d"}]
@@ -68,7 +72,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.amis import Ami
 
-from .models import CapacityReservation, capacity_backend
+from .models import CapacityReservation, capacity_backend, groups
 from .models.backend import new_block_id, new_reservation_id
 from .models.images import usage_operation
 from .models.offerings import BlockSupply
@@ -91,6 +95,8 @@ class ScenarioIds:
     images: dict[str, str] = field(default_factory=dict)
     # Capacity Block ids by the ``block`` label that grouped their segments.
     blocks: dict[str, str] = field(default_factory=dict)
+    # Capacity Reservation pools (resource groups) by name: their ARNs.
+    groups: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, dict[str, str]]:
         return {
@@ -100,6 +106,7 @@ class ScenarioIds:
             "reservations": self.reservations,
             "images": self.images,
             "blocks": self.blocks,
+            "groups": self.groups,
         }
 
 
@@ -254,6 +261,20 @@ def _load_region(account_id: str, region: str, spec: dict[str, Any], ids: Scenar
         reservation = _future_reservation(capacity, item, now)
         capacity.add_existing(reservation, item.get("tags") or {})
         ids.reservations[item.get("name") or reservation.id] = reservation.id
+    for item in spec.get("interruptible_reservations") or []:
+        source = ids.reservations.get(str(item["source"]), str(item["source"]))
+        lent = capacity.seed_interruptible(
+            source, int(item["count"]), item.get("zero_size"), dict(item.get("tags") or {})
+        )
+        ids.reservations[item.get("name") or lent.id] = lent.id
+    for item in spec.get("reservation_groups") or []:
+        arns = [
+            capacity.get(ids.reservations.get(str(m), str(m))).arn
+            for m in item.get("members") or []
+        ]
+        ids.groups[item["name"]] = groups.seed_pool(
+            account_id, region, item["name"], arns, dict(item.get("tags") or {})
+        )
     _load_spot_prices(ec2, spec.get("spot_prices") or [], now)
     _load_on_demand_prices(account_id, region, spec.get("on_demand_prices") or [])
     for item in spec.get("offerings") or []:

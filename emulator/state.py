@@ -54,6 +54,15 @@ class Settings:
     # Fleet does not fall back to launching On-Demand Instances or Spot Instances"; the
     # multi-type options list the fallback: chosen, off (the tutorial's sentence).
     interruptible_fallback: bool = False
+    # Seconds between an interruptible reservation's reclaim and the termination of what runs
+    # beyond its new count: "the capacity owner can reclaim the capacity at any time with a
+    # 2-minute interruption notice, after which EC2 terminates the instances".
+    interruption_notice_seconds: float = 120.0
+    # Whether a Capacity Reservation group takes Capacity Blocks and interruptible
+    # reservations as members, not only ODCRs. AWS's group pages speak of "Capacity
+    # Reservations"; issue 43 reports both accepted since 2026-08-25, no AWS page found says
+    # so: chosen, on. False: GroupResources fails them (a Failed entry each).
+    groups_take_blocks: bool = True
     # EC2's eventual consistency ("Eventual consistency in the Amazon EC2 API"), on by default:
     # a reservation or instance made a moment ago is *settling*, and capacity given back a
     # moment ago still counts toward the account's limits. Deterministic, so tests stay fast:

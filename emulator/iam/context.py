@@ -33,6 +33,11 @@ account), DynamoDB tables (every table of a batch or transaction; an item-level 
 (``stack/<name>/<id>``, ``stack/<name>/*`` for a name not found). Every request carries the
 global keys ``aws:RequestedRegion``, ``aws:PrincipalArn``, ``aws:PrincipalAccount``,
 ``aws:PrincipalType``, ``aws:userid``, ``aws:CurrentTime`` and ``aws:EpochTime``.
+
+Resource groups: the group a call names, ``arn:…:resource-groups:<region>:<account>:group/<name>``
+("Minimum permissions ... resource-groups:GroupResources", AWS Resource Groups API Reference;
+the Service Authorization Reference lists ``group`` as the resource of GroupResources,
+UngroupResources and ListGroupResources).
 """
 
 from __future__ import annotations
@@ -211,16 +216,21 @@ class _Ec2:
         spec = data.get("CapacityReservationSpecification") or {}
         target = (spec.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
         if target:
-            found = self.reservation(target) or self.existing("capacity-reservation", target)
-            # RunInstances' capacity-reservation lists aws:ResourceTag,
-            # ec2:IsLaunchTemplateResource, ec2:LaunchTemplate and ec2:Region, no
-            # ec2:ResourceTag (Service Authorization Reference, Amazon EC2, RunInstances): a
-            # launch's reservation carries no such key.
-            keys = {k: v for k, v in found.keys.items() if not k.startswith("ec2:ResourceTag/")}
-            used.append(_Resource(found.arn, keys))
+            used.append(self.launch_reservation(target))
         for kind in ("instance", "volume", "network-interface"):
             used.append(self.created(kind, tag_specs.get(kind, {})))
         return used
+
+    def launch_reservation(self, reservation_id: str) -> _Resource:
+        """A reservation a launch runs in, as RunInstances' resource: its capacity-reservation
+        lists aws:ResourceTag, ec2:IsLaunchTemplateResource, ec2:LaunchTemplate and
+        ec2:Region, no ec2:ResourceTag (Service Authorization Reference, Amazon EC2,
+        RunInstances): a launch's reservation carries no such key."""
+        found = self.reservation(reservation_id) or self.existing(
+            "capacity-reservation", reservation_id
+        )
+        keys = {k: v for k, v in found.keys.items() if not k.startswith("ec2:ResourceTag/")}
+        return _Resource(found.arn, keys)
 
     def image_parameter(self, data: Mapping[str, Any]) -> list[Request]:
         """An image given as ``resolve:ssm:<parameter>[:<version or label>]``: ``ssm:GetParameters``
@@ -372,6 +382,10 @@ def _create_fleet(ec2: _Ec2, params: Mapping[str, Any]) -> list[Request]:
     fleet = ec2.created("fleet", fleet_specs.get("fleet", {}))
     out = [*ec2.requests("CreateFleet", [fleet]), *ec2.tag_on_create("CreateFleet", fleet)]
     instances = ec2.created("instance", fleet_specs.get("instance", {}))
+    # A reserved-capacity fleet's reservations launch its instances as a template's target
+    # does (chosen: the pages name no other resource for them).
+    named = ((params.get("ReservedCapacityOptions") or {}).get("CapacityReservationTarget")) or {}
+    reserved = [ec2.launch_reservation(str(i)) for i in named.get("CapacityReservationIds") or []]
     for config in params.get("LaunchTemplateConfigs") or []:
         found = _template_data(ec2, config.get("LaunchTemplateSpecification") or {})
         if found is None:
@@ -389,7 +403,7 @@ def _create_fleet(ec2: _Ec2, params: Mapping[str, Any]) -> list[Request]:
             merged = {**data, **own}
             named = [ec2.template_resource(template), *ec2.named(own), instances]
             out += ec2.requests("CreateFleet", named)
-            used = ec2.launch(merged, specs, template)
+            used = ec2.launch(merged, specs, template) + reserved
             out += ec2.requests("RunInstances", used, launch_template)
             for kind in ("instance", "volume", "network-interface"):
                 made = ec2.created(kind, specs[kind])
@@ -447,6 +461,13 @@ _EC2: dict[str, Callable[[_Ec2, Mapping[str, Any]], list[Request]]] = {
     "CreateCapacityReservation": _create_reservation,
     "CancelCapacityReservation": _named_reservation("CancelCapacityReservation"),
     "ModifyCapacityReservation": _named_reservation("ModifyCapacityReservation"),
+    # On the source reservation they name (its interruptible allocation).
+    "CreateInterruptibleCapacityReservationAllocation": _named_reservation(
+        "CreateInterruptibleCapacityReservationAllocation"
+    ),
+    "UpdateInterruptibleCapacityReservationAllocation": _named_reservation(
+        "UpdateInterruptibleCapacityReservationAllocation"
+    ),
     "CreateLaunchTemplateVersion": _create_version,
     "DeleteLaunchTemplateVersions": _named_template("DeleteLaunchTemplateVersions"),
     "ModifyLaunchTemplate": _named_template("ModifyLaunchTemplate"),
@@ -568,3 +589,28 @@ _SERVICES: dict[str, Callable[[str, Mapping[str, Any], Caller], list[Request] | 
     "dynamodb": _dynamodb,
     "cloudformation": _cloudformation,
 }
+
+
+# -- Resource Groups (issue 43: a cluster's reserved pool) ----------------------------
+
+
+def _resource_groups(
+    action: str, params: Mapping[str, Any], caller: Caller
+) -> list[Request] | None:
+    """The group the call names (by name or ARN); ``*`` for a call that names none
+    (ListGroups, CreateGroup's new group is its name's ARN)."""
+    named = params.get("Group") or params.get("GroupName") or params.get("Name")
+    if not named:
+        return None
+    named = str(named)
+    arn = (
+        named
+        if named.startswith("arn:")
+        else (
+            f"arn:{caller.partition}:resource-groups:{caller.region}:{caller.account}:group/{named}"
+        )
+    )
+    return [_request(f"resource-groups:{action}", arn, caller)]
+
+
+_SERVICES["resource-groups"] = _resource_groups

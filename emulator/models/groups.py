@@ -33,6 +33,14 @@ GENERIC = "AWS::ResourceGroups::Generic"
 HOST_MANAGEMENT = "AWS::EC2::HostManagement"
 APPLICATION_GROUP = "AWS::ResourceGroups::ApplicationGroup"
 RESERVATION_TYPE = "AWS::EC2::CapacityReservation"
+# A Capacity Reservation pool's configuration as the EC2 User Guide creates one.
+POOL_CONFIGURATION = (
+    {"Type": POOL},
+    {
+        "Type": GENERIC,
+        "Parameters": [{"Name": "allowed-resource-types", "Values": [RESERVATION_TYPE]}],
+    },
+)
 # GroupResources: "You can only use this operation with the following groups:
 # AWS::EC2::HostManagement, AWS::EC2::CapacityReservationPool,
 # AWS::ResourceGroups::ApplicationGroup" (AWS Resource Groups API Reference).
@@ -74,9 +82,17 @@ def resource_type(arn: str) -> str | None:
     return _ARN_TYPES.get((found["service"], kind))
 
 
-def reservation_id_of(arn: str) -> str | None:
+@dataclass(frozen=True)
+class ReservationArn:
+    region: str
+    account: str
+    id: str
+
+
+def reservation_arn(arn: str) -> ReservationArn | None:
+    """A Capacity Reservation's ARN read into its parts (None: not one)."""
     found = _RESERVATION_ARN.match(arn)
-    return found["id"] if found else None
+    return ReservationArn(found["region"], found["account"], found["id"]) if found else None
 
 
 def configuration_types(configuration: list[dict[str, Any]] | None) -> set[str]:
@@ -161,3 +177,18 @@ def pool_reservation_ids(account: str, region: str, group_arn: str) -> list[str]
         if found and found["region"] == region:
             ids.append(found["id"])
     return ids
+
+
+def seed_pool(
+    account: str, region: str, name: str, reservation_arns: list[str], tags: dict[str, str]
+) -> str:
+    """A scenario's Capacity Reservation pool with its members; its ARN."""
+    backend = backend_of(account, region)
+    group = backend.create_group(
+        name=name,
+        resource_query={},
+        tags=tags,
+        configuration=[dict(item) for item in POOL_CONFIGURATION],
+    )
+    members(backend).add(group.arn, reservation_arns)
+    return group.arn

@@ -11,7 +11,7 @@ add more capacity or reclaim capacity to your source Capacity Reservation".
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..exceptions import client_error
@@ -19,8 +19,6 @@ from ..state import world
 from .base import new_reservation_id
 from .capacity_reservations import CapacityReservations
 from .reservations import CapacityReservation
-
-ZERO_SIZE = frozenset({"retain", "default"})
 
 
 class InterruptibleReservations(CapacityReservations):
@@ -41,8 +39,31 @@ class InterruptibleReservations(CapacityReservations):
             )
             return self.reservations[source_id]
 
-    def _allocate(self, params: dict[str, Any], tags: dict[str, str], now: datetime) -> str:
-        source, _ = self.named(str(params["CapacityReservationId"]))
+    def seed_interruptible(
+        self, source_id: str, count: int, preference: str | None, tags: dict[str, str]
+    ) -> CapacityReservation:
+        """A scenario's interruptible reservation: allocated as the API would, settled at
+        once (seeded state already exists; the API's eventual consistency is for new ones)."""
+        params = {
+            "CapacityReservationId": source_id,
+            "InstanceCount": count,
+            "ZeroSizePreference": preference,
+        }
+        with world.lock:
+            self.refresh()
+            source = self.reservations[self._allocate(params, tags, world.clock.now(), False)]
+            return self.reservations[
+                str((source.allocation or {})["InterruptibleCapacityReservationId"])
+            ]
+
+    def _allocate(
+        self, params: dict[str, Any], tags: dict[str, str], now: datetime, settling: bool = True
+    ) -> str:
+        source = (
+            self.named(str(params["CapacityReservationId"]))[0]
+            if settling
+            else self.get(str(params["CapacityReservationId"]))
+        )
         count = int(params["InstanceCount"])
         if (
             source.state != "active"
@@ -99,7 +120,8 @@ class InterruptibleReservations(CapacityReservations):
         self.reservations[lent.id] = lent
         if tags:
             self.ec2.create_tags([lent.id], tags)
-        self.propagation.made(lent.id, now)
+        if settling:
+            self.propagation.made(lent.id, now)
         source.lent = count
         source.allocation = {
             "InstanceCount": count,
@@ -123,6 +145,13 @@ class InterruptibleReservations(CapacityReservations):
                     f"The Capacity Reservation {source.id} has no interruptible allocation.",
                 )
             lent = self.reservations[allocation["InterruptibleCapacityReservationId"]]
+            if lent.reclaim_to is not None:
+                # botocore's Status: "updating during reclamation, active when complete".
+                raise client_error(
+                    "IncorrectState",
+                    f"The interruptible Capacity Reservation {lent.id} is being reclaimed "
+                    "(updating); try again when it is active.",
+                )
             if params.get("ZeroSizePreference"):
                 lent.zero_size_preference = params["ZeroSizePreference"]
                 allocation["ZeroSizePreference"] = params["ZeroSizePreference"]
@@ -138,35 +167,58 @@ class InterruptibleReservations(CapacityReservations):
                     f"Capacity Reservation {source.id} has {source.available_instance_count} "
                     "more available instances to allocate.",
                 )
-            if delta < 0:
-                self._reclaim(lent, -delta)
-            lent.total_instance_count = target
-            source.lent = target
-            allocation["InstanceCount"] = target
             allocation["TargetInstanceCount"] = target
-            if target == 0 and (lent.zero_size_preference or "default") == "default":
-                # "Specify default to cancel the interruptible Capacity Reservation and return
-                # the capacity to your source Capacity Reservation."
-                lent.state = "cancelled"
-                allocation["Status"] = "canceled"
+            if delta < 0 and lent.used_instance_count > target:
+                # Instances run beyond the new count: they get the interruption notice and
+                # are terminated after it ("the capacity owner can reclaim the capacity at
+                # any time with a 2-minute interruption notice, after which EC2 terminates
+                # the instances"); until then the allocation is updating.
+                notice = timedelta(seconds=world.settings.interruption_notice_seconds)
+                lent.reclaim_to = target
+                lent.reclaim_at = world.clock.now() + notice
+                allocation["Status"] = "updating"
+                self.refresh()  # a notice of 0 seconds ends now
+                return source
+            self._resize(source, lent, target)
             return source
 
-    def _reclaim(self, lent: CapacityReservation, count: int) -> None:
-        """Capacity taken back from the interruptible reservation: its free slots first, then
-        its running instances (the newest first) are terminated, as EC2 does after its notice
-        ("the capacity owner can reclaim the capacity at any time with a 2-minute interruption
-        notice, after which EC2 terminates the instances"). The notice itself is not emulated
-        (docs/fidelity.md)."""
-        free = lent.total_instance_count - lent.used_instance_count
-        excess = count - max(free, 0)
-        if excess <= 0:
-            return
-        doomed = sorted(lent.instances)[-excess:]
-        where = {}
-        for instance in self.ec2.get_multi_instances_by_id(doomed):
-            where[instance.id] = (instance.availability_zone, instance.instance_type)
-        self.ec2.terminate_instances(doomed)
-        self.release_instances(doomed, where)  # type: ignore[attr-defined]  # launches.Launches
+    def _resize(self, source: CapacityReservation, lent: CapacityReservation, target: int) -> None:
+        """The allocation at ``target`` instances (nothing runs beyond it)."""
+        allocation = source.allocation or {}
+        lent.total_instance_count = target
+        lent.reclaim_to = lent.reclaim_at = None
+        source.lent = target
+        allocation["InstanceCount"] = target
+        allocation["TargetInstanceCount"] = target
+        allocation["Status"] = "active"
+        if target == 0 and (lent.zero_size_preference or "default") == "default":
+            # "Specify default to cancel the interruptible Capacity Reservation and return
+            # the capacity to your source Capacity Reservation."
+            lent.state = "cancelled"
+            allocation["Status"] = "canceled"
+
+    def refresh(self, now: datetime | None = None) -> None:
+        """The clock, and the interruptible reservations whose interruption notice is over:
+        what runs beyond the new count is terminated (the newest first), then the allocation
+        is resized."""
+        now = now or world.clock.now()
+        with world.lock:
+            super().refresh(now)
+            for lent in list(self.reservations.values()):
+                if lent.reclaim_at is None or now < lent.reclaim_at or lent.reclaim_to is None:
+                    continue
+                excess = lent.used_instance_count - lent.reclaim_to
+                doomed = sorted(lent.instances)[-excess:] if excess > 0 else []
+                if doomed:
+                    where = {
+                        i.id: (i.availability_zone, i.instance_type)
+                        for i in self.ec2.get_multi_instances_by_id(doomed)
+                    }
+                    self.ec2.terminate_instances(doomed)
+                    self.release_instances(doomed, where)  # type: ignore[attr-defined]
+                source = self.reservations.get(str(lent.source_id))
+                if source is not None:
+                    self._resize(source, lent, lent.reclaim_to)
 
     def _release_hold(self, reservation: CapacityReservation) -> None:
         """An interruptible reservation that stops holding gives its capacity back to its

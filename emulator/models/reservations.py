@@ -105,6 +105,10 @@ class CapacityReservation:
     # its own launches) and that allocation as DescribeCapacityReservations shows it.
     lent: int = 0
     allocation: dict[str, Any] | None = None
+    # An interruptible reservation being reclaimed: the count it shrinks to, and when (after
+    # the interruption notice) EC2 terminates what runs beyond it.
+    reclaim_to: int | None = None
+    reclaim_at: datetime | None = None
 
     @property
     def arn(self) -> str:
@@ -153,7 +157,8 @@ class CapacityReservation:
     def available_instance_count(self) -> int:
         if not self.holding or self.waiting_to_start or not self.delivered:
             return 0
-        return max(self.total_instance_count - self.used_instance_count - self.lent, 0)
+        total = self.total_instance_count if self.reclaim_to is None else self.reclaim_to
+        return max(total - self.used_instance_count - self.lent, 0)
 
     @property
     def reclaim_lead(self) -> timedelta:

@@ -93,6 +93,8 @@ class ReservedCapacity(Launches):
         reservations of ``types``, in ``order`` (``BY_TYPES``: the ReservationTypes list
         first, then the rungs' order; ``BY_PRIORITY``: the rungs' order first, then the
         types). A reservation serves only rungs whose type, platform, AZ and tenancy match."""
+        if order not in (BY_TYPES, BY_PRIORITY):
+            raise ValueError(f"reserved_fleet_order: {order!r} is not {BY_TYPES} or {BY_PRIORITY}")
         self.refresh()
         now = world.clock.now()
         slots = []

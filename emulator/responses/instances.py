@@ -22,6 +22,9 @@ from ._base import CapacityResponse
 class Instances(CapacityResponse):
     def describe_instances(self) -> ActionResult:
         ids = self._get_param("InstanceIds", []) or []
+        # What EC2 has done by now on its own (the clock): an interruptible reservation's
+        # reclaimed instances and a Capacity Block's last ones terminated.
+        self.capacity.refresh()
         # By id: one launched a moment ago may be unknown yet (InvalidInstanceID.NotFound).
         self.capacity.named_instances(ids)
         result = InstanceResponse.describe_instances(self)

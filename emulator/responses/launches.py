@@ -413,7 +413,7 @@ class Launches(CapacityResponse):
                 taken = [a for allocations in merged.values() for a in allocations]
                 self._reserve_for_planning(taken)
                 try:
-                    more, errors = self._place_fleet(on_demand, int(remaining), False, False)
+                    more, errors = self._place_fleet(on_demand, math.ceil(remaining), False, False)
                 finally:
                     self._unreserve_for_planning(taken)
                 for candidate, allocations in more:
@@ -575,6 +575,15 @@ class Launches(CapacityResponse):
         )
         fleet.target_capacity = total
         fleet.target_capacity_specification = self._get_param("TargetCapacitySpecification")
+        reserved_options = self._get_param("ReservedCapacityOptions")
+        if reserved_options:
+            # FleetData.ReservedCapacityOptions (botocore): what DescribeFleets shows of them.
+            fleet.reserved_capacity_options = {
+                k: v
+                for k, v in reserved_options.items()
+                if k
+                in ("AllocationStrategy", "ReservationTypes", "ReservedCapacityFallbackOptions")
+            }
         return fleet
 
     def _launch_fleet(

@@ -16,7 +16,7 @@ from moto.resourcegroups.exceptions import BadRequestException, NotFoundExceptio
 from moto.resourcegroups.models import FakeResourceGroup, ResourceGroupsBackend
 from moto.resourcegroups.responses import ResourceGroupsResponse
 
-from ..models import capacity_backend
+from ..models import CapacityReservation, capacity_backend
 from ..models import groups as rules
 from ..state import world
 
@@ -90,27 +90,32 @@ class ResourceGroups(ResourceGroupsResponse):
                 "InvalidParameter",
                 f"The group {group.name} accepts only {', '.join(sorted(allowed))}.",
             )
-        reservation_id = rules.reservation_id_of(arn)
         if kind == rules.RESERVATION_TYPE:
             # "A resource group is a logical grouping of AWS resources that are all in the
             # same AWS Region"; a reservation that does not exist cannot join.
-            found = (
-                self._reservation(arn, reservation_id)
-                if reservation_id is not None and f":{self.region}:" in arn
-                else None
-            )
+            found = self._reservation(rules.reservation_arn(arn))
             if found is None:
                 return rules.Failure(
                     arn, "NotFound", f"The Capacity Reservation {arn} does not exist."
                 )
+            if (found.is_capacity_block or found.interruptible) and not (
+                world.settings.groups_take_blocks
+            ):
+                return rules.Failure(
+                    arn,
+                    "InvalidParameter",
+                    f"{found.id} is a {found.kind}: the group takes On-Demand Capacity "
+                    "Reservations only.",
+                )
         return None
 
-    def _reservation(self, arn: str, reservation_id: str) -> Any:
-        account = arn.split(":")[4]
-        if account != self.current_account:
-            return None  # a reservation shared with the account: the emulator has none
-        capacity = capacity_backend(ec2_backends[account][self.region])
-        return capacity.reservations.get(reservation_id)
+    def _reservation(self, arn: rules.ReservationArn | None) -> CapacityReservation | None:
+        """The account's reservation in the group's Region that ``arn`` names, if any (one
+        shared by another account: the emulator has none)."""
+        if arn is None or arn.region != self.region or arn.account != self.current_account:
+            return None
+        capacity = capacity_backend(ec2_backends[arn.account][self.region])
+        return capacity.reservations.get(arn.id)
 
     def ungroup_resources(self) -> str:
         backend = self.resourcegroups_backend

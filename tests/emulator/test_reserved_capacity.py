@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
-from emu_helpers import error_of
+from emu_helpers import NOW, error_of
+
+from emulator.iam.context import Caller, requests
 
 POOL_CONFIGURATION = [
     {"Type": "AWS::EC2::CapacityReservationPool"},
@@ -85,6 +88,48 @@ def test_a_pool_refuses_what_is_not_a_reservation_of_its_own(api, groups):
     assert answer["Succeeded"] == [real]
     assert sorted(f["ResourceArn"] for f in answer["Failed"]) == sorted([unknown, instance])
     assert [i["ResourceArn"] for i in listed(groups, pool)] == [real]
+
+
+def _block_and_lent(api: Any, ec2: Any, emu: Any) -> list[str]:
+    """The ARNs of an active Capacity Block and of an interruptible reservation."""
+    ids = emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "capacity_blocks": [
+                        {
+                            "name": "block",
+                            "instance_type": "p5.48xlarge",
+                            "availability_zone": "us-east-1a",
+                            "count": 1,
+                            "start": "-1h",
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    source = api.reserve(count=1)["CapacityReservationId"]
+    lend(ec2, source, 1)
+    return [
+        api.get(ids.reservations["block"])["CapacityReservationArn"],
+        api.get(interruptible_of(api, source))["CapacityReservationArn"],
+    ]
+
+
+def test_a_pool_takes_capacity_blocks_and_interruptible_reservations(api, ec2, emu, groups):
+    pool = make_pool(groups)
+    arns = _block_and_lent(api, ec2, emu)
+    assert groups.group_resources(Group=pool, ResourceArns=arns)["Succeeded"] == arns
+
+
+def test_the_knob_keeps_pools_to_odcrs(api, ec2, emu, groups):
+    emu.configure(groups_take_blocks=False)
+    pool = make_pool(groups)
+    arns = _block_and_lent(api, ec2, emu)
+    answer = groups.group_resources(Group=pool, ResourceArns=arns)
+    assert answer["Succeeded"] == []
+    assert sorted(f["ResourceArn"] for f in answer["Failed"]) == sorted(arns)
 
 
 def test_a_pool_group_needs_its_generic_configuration(groups):
@@ -275,7 +320,8 @@ def test_an_interruptible_reservation_is_a_launch_target(api, ec2):
     assert error_of(exc) == ("ReservationCapacityExceeded", 400)
 
 
-def test_reclaiming_terminates_what_runs_beyond_the_new_count(api, ec2):
+def _reclaimed(api: Any, ec2: Any) -> tuple[str, str, list[str], dict[str, Any]]:
+    """An interruptible reservation of 3 with 2 running, reclaimed down to 1."""
     source = api.reserve(count=3)["CapacityReservationId"]
     lend(ec2, source, 3)
     lent = interruptible_of(api, source)
@@ -288,16 +334,36 @@ def test_reclaiming_terminates_what_runs_beyond_the_new_count(api, ec2):
     answer = ec2.update_interruptible_capacity_reservation_allocation(
         CapacityReservationId=source, TargetInstanceCount=1
     )
+    return source, lent, ids, answer
+
+
+def states(ec2: Any, ids: list[str]) -> list[str]:
+    found = ec2.describe_instances(InstanceIds=ids)["Reservations"]
+    return sorted(i["State"]["Name"] for r in found for i in r["Instances"])
+
+
+def test_reclaiming_terminates_what_runs_beyond_the_new_count_after_the_notice(api, ec2, emu):
+    source, lent, ids, answer = _reclaimed(api, ec2)
     assert answer["InterruptibleCapacityReservationId"] == lent
-    assert (answer["InstanceCount"], answer["TargetInstanceCount"]) == (1, 1)
-    states = {
-        i["InstanceId"]: i["State"]["Name"]
-        for r in ec2.describe_instances(InstanceIds=ids)["Reservations"]
-        for i in r["Instances"]
-    }
-    assert sorted(states.values()) == ["running", "terminated"]
+    assert (answer["InstanceCount"], answer["TargetInstanceCount"]) == (3, 1)
+    assert answer["Status"] == "updating"
+    assert api.get(lent)["AvailableInstanceCount"] == 0  # nothing launches into what goes
+    emu.advance(119)
+    assert states(ec2, ids) == ["running", "running"]
+    emu.advance(1)
+    assert states(ec2, ids) == ["running", "terminated"]
+    allocation = api.get(source)["InterruptibleCapacityAllocation"]
+    assert (allocation["InstanceCount"], allocation["Status"]) == (1, "active")
     assert api.get(source)["AvailableInstanceCount"] == 2
     assert api.get(lent)["TotalInstanceCount"] == 1
+
+
+def test_the_notice_knob_reclaims_at_once(api, ec2, emu):
+    emu.configure(interruption_notice_seconds=0)
+    source, _, ids, answer = _reclaimed(api, ec2)
+    assert (answer["InstanceCount"], answer["Status"]) == (1, "active")
+    assert states(ec2, ids) == ["running", "terminated"]
+    assert api.get(source)["AvailableInstanceCount"] == 2
 
 
 def test_an_allocation_reduced_to_zero_is_cancelled_unless_retained(api, ec2):
@@ -405,6 +471,11 @@ def test_a_reserved_fleet_fills_the_reservations_it_names_and_calls_them_on_dema
     assert sources(ec2, answer) == sorted([first, first, second])
     assert api.get(first)["AvailableInstanceCount"] == 0
     assert api.get(second)["AvailableInstanceCount"] == 0
+    [described] = ec2.describe_fleets(FleetIds=[answer["FleetId"]])["Fleets"]
+    assert described["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == (
+        "reserved-capacity"
+    )
+    assert described["ReservedCapacityOptions"] == {"ReservationTypes": [ODCR]}
 
 
 def test_without_fallback_a_reserved_fleet_launches_as_many_as_it_can(api, ec2, emu):
@@ -729,3 +800,175 @@ def test_reservations_first_uses_every_overrides_reservations_before_on_demand(a
     assert api.get(reservation)["AvailableInstanceCount"] == 2
     answer = _first_fleet(ec2, strategy=True)
     assert sources(ec2, answer) == [reservation, reservation]
+
+
+# -- IAM: what a resource-groups call asks ---------------------------------------------------
+
+
+def test_resource_group_calls_are_authorized_on_the_group_they_name():
+    caller = Caller(
+        principal_arn="arn:aws:iam::123456789012:role/reserve",
+        session_arn="arn:aws:sts::123456789012:assumed-role/reserve/s",
+        user_id="AROAEXAMPLE:s",
+        account="123456789012",
+        region="us-east-1",
+        now=NOW,
+    )
+    pool = "arn:aws:resource-groups:us-east-1:123456789012:group/pool"
+    for params in ({"Group": "pool"}, {"Group": pool}, {"GroupName": "pool"}):
+        [request] = requests("resource-groups", "ListGroupResources", params, caller)
+        assert (request.action, request.resource) == ("resource-groups:ListGroupResources", pool)
+
+
+def test_a_reserved_fleet_runs_instances_in_the_reservations_it_names(api, ec2):
+    reservation = api.reserve(count=1, InstanceMatchCriteria="targeted")
+    params = {
+        "Type": "instant",
+        "LaunchTemplateConfigs": [
+            {
+                "LaunchTemplateSpecification": {"LaunchTemplateId": template(ec2), "Version": "1"},
+                "Overrides": [override()],
+            }
+        ],
+        "TargetCapacitySpecification": {
+            "TotalTargetCapacity": 1,
+            "DefaultTargetCapacityType": "reserved-capacity",
+        },
+        "ReservedCapacityOptions": {
+            "CapacityReservationTarget": {
+                "CapacityReservationIds": [reservation["CapacityReservationId"]]
+            }
+        },
+    }
+    caller = Caller(
+        principal_arn="arn:aws:iam::123456789012:role/reserve",
+        session_arn="arn:aws:sts::123456789012:assumed-role/reserve/s",
+        user_id="AROAEXAMPLE:s",
+        account=reservation["OwnerId"],
+        region="us-east-1",
+        now=NOW,
+    )
+    asked = {(r.action, r.resource) for r in requests("ec2", "CreateFleet", params, caller)}
+    assert ("ec2:RunInstances", reservation["CapacityReservationArn"]) in asked
+
+
+# -- served ----------------------------------------------------------------------------------
+
+
+def test_the_server_answers_the_group_operations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``capacity-broker local`` and the integration suite reach the emulator as a server:
+    moto's server builds each service's routes from its URL map, which lacked these paths."""
+    from emulator.server import Server
+    from emulator.state import world
+
+    monkeypatch.setattr(world, "mode", world.mode)  # the server sets it: given back after
+    with Server() as server:
+        groups = boto3.client(
+            "resource-groups", region_name="us-east-1", endpoint_url=server.endpoint
+        )
+        ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=server.endpoint)
+        pool = make_pool(groups, "served")
+        made = ec2.create_capacity_reservation(
+            InstanceType="c5.large",
+            InstancePlatform="Linux/UNIX",
+            AvailabilityZone="us-east-1a",
+            InstanceCount=1,
+        )["CapacityReservation"]
+        added = groups.group_resources(Group=pool, ResourceArns=[made["CapacityReservationArn"]])
+        assert added["Succeeded"] == [made["CapacityReservationArn"]]
+        assert [i["ResourceArn"] for i in listed(groups, pool)] == [made["CapacityReservationArn"]]
+        groups.ungroup_resources(Group=pool, ResourceArns=[made["CapacityReservationArn"]])
+        assert listed(groups, pool) == []
+
+
+# -- scenarios ---------------------------------------------------------------------------
+
+
+def test_a_scenario_seeds_interruptible_reservations_and_pools(api, ec2, emu, groups):
+    ids = emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "reservations": [
+                        {
+                            "name": "source",
+                            "instance_type": "c5.large",
+                            "availability_zone": "us-east-1b",
+                            "count": 4,
+                        },
+                        {
+                            "name": "standing",
+                            "instance_type": "c5.large",
+                            "availability_zone": "us-east-1a",
+                            "count": 2,
+                            "match": "targeted",
+                        },
+                    ],
+                    "interruptible_reservations": [
+                        {"name": "lent", "source": "source", "count": 3}
+                    ],
+                    "reservation_groups": [
+                        {"name": "cluster-pool", "members": ["standing", "lent"]}
+                    ],
+                }
+            }
+        }
+    )
+    lent = api.get(ids.reservations["lent"])
+    assert lent["Interruptible"] is True
+    assert lent["InterruptionInfo"]["SourceCapacityReservationId"] == ids.reservations["source"]
+    assert api.get(ids.reservations["source"])["AvailableInstanceCount"] == 1
+    pool = ids.groups["cluster-pool"]
+    assert [i["ResourceArn"] for i in listed(groups, pool)] == [
+        api.get(ids.reservations["standing"])["CapacityReservationArn"],
+        lent["CapacityReservationArn"],
+    ]
+    assert ids.to_dict()["groups"] == {"cluster-pool": pool}
+
+
+def test_an_interruptible_allocation_is_authorized_on_its_source(api):
+    source = api.reserve(count=2)
+    caller = Caller(
+        principal_arn="arn:aws:iam::123456789012:role/reserve",
+        session_arn="arn:aws:sts::123456789012:assumed-role/reserve/s",
+        user_id="AROAEXAMPLE:s",
+        account=source["OwnerId"],
+        region="us-east-1",
+        now=NOW,
+    )
+    for action in (
+        "CreateInterruptibleCapacityReservationAllocation",
+        "UpdateInterruptibleCapacityReservationAllocation",
+    ):
+        params = {"CapacityReservationId": source["CapacityReservationId"], "InstanceCount": 1}
+        asked = {(r.action, r.resource) for r in requests("ec2", action, params, caller)}
+        assert asked == {(f"ec2:{action}", source["CapacityReservationArn"])}
+
+
+def test_a_capacity_block_launch_into_a_group_takes_its_blocks_only(api, ec2, emu, groups):
+    ids = emu.load_scenario(
+        {
+            "regions": {
+                "us-east-1": {
+                    "capacity_blocks": [
+                        {
+                            "name": "block",
+                            "instance_type": "p5.48xlarge",
+                            "availability_zone": "us-east-1a",
+                            "count": 1,
+                            "start": "-1h",
+                        }
+                    ]
+                }
+            }
+        }
+    )
+    block = api.get(ids.reservations["block"])
+    pool = make_pool(groups)
+    groups.group_resources(Group=pool, ResourceArns=[block["CapacityReservationArn"]])
+    market = {"InstanceMarketOptions": {"MarketType": "capacity-block"}}
+    [instance] = api.run(instance_type="p5.48xlarge", count=1, **market, **group_target(pool))
+    assert reservation_of(ec2, instance) == block["CapacityReservationId"]
+    with pytest.raises(ClientError) as exc:  # the block is full: never On-Demand beside it
+        api.run(instance_type="p5.48xlarge", count=1, **market, **group_target(pool))
+    assert error_of(exc) == ("ReservationCapacityExceeded", 400)
