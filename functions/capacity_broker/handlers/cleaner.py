@@ -201,6 +201,7 @@ def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
             extra={
                 "detail_type": trigger.detail_type,
                 "instance_id": trigger.detail.instance_id,
+                "instance_action": trigger.detail.instance_action,
                 "region": trigger.region,
             },
         )
