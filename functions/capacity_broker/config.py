@@ -166,6 +166,18 @@ class Settings(BaseModel):
             return tuple(r.strip() for r in value.split(",") if r.strip())
         return value
 
+    @field_validator("pool_tag")
+    @classmethod
+    def _pool_tag(cls, value: str | None) -> str | None:
+        PoolSpec.parse((), value)  # PoolSpecError (a ValueError): named by its variable
+        return value
+
+    @field_validator("pool_priority")
+    @classmethod
+    def _pool_priority(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        PoolSpec.parse((), None, value)
+        return value
+
     @model_validator(mode="after")
     def _defaults(self) -> Settings:
         # Derived defaults (frozen model: set once, here).
@@ -174,8 +186,6 @@ class Settings(BaseModel):
         object.__setattr__(self, "parameter_prefix", self.parameter_prefix.rstrip("/") or "/")
         if not self.regions:
             object.__setattr__(self, "regions", (self.region,))
-        # A pool setting that names no pool is refused at start (PoolSpecError).
-        PoolSpec.parse(self.pool_groups, self.pool_tag, self.pool_priority)
         return self
 
     @property
@@ -246,6 +256,7 @@ RULES: Mapping[str, str] = {
     "hold_limit_seconds": f"must be a number of seconds from 0 to {MAX_GRACE_SECONDS}",
     "ec2_rate_scale": "must be a number greater than 0 (at most 10000)",
     "pool_groups": "must be resource group names or ARNs separated by commas",
-    "pool_tag": "must be key=value (a tag the operator put on the pool's reservations)",
+    "pool_tag": "must be key=value, a tag the operator put on the pool's reservations (not "
+    "one of the broker's own capacity-broker: keys)",
     "pool_priority": "must be odcr, capacity-block, interruptible (comma-separated, each once)",
 }

@@ -3,6 +3,10 @@ nodes come from the cluster's reserved pool first, and only what it does not cov
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -46,6 +50,21 @@ def test_a_reserved_first_node_set_takes_the_pool_first_and_holds_only_the_rest(
         ],
     }
     cluster = make_cluster(aws, config, [C5_NODES], [CLOUD])
+    # `slurm check` shows what each of the node set's jobs will ask.
+    checked = subprocess.run(
+        [sys.executable, "-m", "capacity_broker.cli", "slurm", "check", "-o", "json"],
+        env={
+            **os.environ,
+            "CAPACITY_BROKER_SLURM_CONFIG": str(cluster.root / "capacity-broker.yaml"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    (shown,) = json.loads(checked.stdout)["nodesets"]
+    assert shown["request"]["capacity"] == "reserved-first", checked.stdout
+    assert shown["request"]["pool"]["tag"] == "hpc-pool=slurm"
     job = cluster.sbatch("-N3")
     nodes = launched(cluster, job, ["hpc-c5-1", "hpc-c5-2", "hpc-c5-3"])
     assert {i["SubnetId"] for i in nodes.values()} == {SUBNET_B}

@@ -241,6 +241,7 @@ def _nodeset(config: SlurmConfig, nodeset: NodeSet, ec2: Ec2) -> NodeSetReport:
             if nodeset.capacity_reservation_id
             else {}
         ),
+        **nodeset.capacity_options(),
         "attempt": "<the job's restart count>",
     }
     try:
