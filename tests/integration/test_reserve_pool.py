@@ -451,3 +451,21 @@ def test_the_same_request_again_launches_nothing_twice(pool: Any, context: Any) 
     assert sorted(again["instances"]) == sorted(first["instances"])
     assert len(pool.calls("CreateFleet")) == fleets  # every rung found its own nodes
     assert len(live(first["instances"])) == 5
+
+
+def test_a_reservation_in_the_pools_group_survives_release_whatever_its_tags(
+    pool: Any, monkeypatch: pytest.MonkeyPatch, container: Any, context: Any
+) -> None:
+    groups = boto3.client("resource-groups", region_name="us-east-1")
+    arn = groups.create_group(Name="hpc-pool", Configuration=POOL_CONFIGURATION)["Group"][
+        "GroupArn"
+    ]
+    groups.group_resources(Group=arn, ResourceArns=[reservation(OUTSIDE)["CapacityReservationArn"]])
+    # The pool by its group alone: the tagged look-alike is not the pool's any more.
+    monkeypatch.delenv("BROKER_POOL_TAG")
+    monkeypatch.setenv("BROKER_POOL_GROUPS", "hpc-pool")
+    container.fresh()
+    released = release({"request_id": "rel-group", "job_id": "1234"}, context)
+    assert released["status"] == "released", released
+    assert released["cancelled"] == [LOOKALIKE]
+    assert reservation(OUTSIDE)["State"] == "active"
