@@ -469,3 +469,23 @@ def test_a_reservation_in_the_pools_group_survives_release_whatever_its_tags(
     assert released["status"] == "released", released
     assert released["cancelled"] == [LOOKALIKE]
     assert reservation(OUTSIDE)["State"] == "active"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"pool": {"tag": "capacity-broker:purpose=hold"}}, "pool.tag"),
+        ({"pool": {}}, "pool"),
+        ({"pool": {"tag": "k=v", "priority": ["odcr", "odcr"]}}, "pool"),
+        ({"provision": False}, None),
+        ({"capacity_reservation_id": POOL_ODCR}, None),
+    ],
+)
+def test_a_reserved_first_request_that_cannot_be_served_is_refused_and_changes_nothing(
+    pool: Any, context: Any, fields: dict[str, Any], field: str | None
+) -> None:
+    answer = reserve(job(request_id="pool-bad", instance_count=1, **fields), context)
+    assert answer["status"] == "invalid_request", answer
+    if field is not None:
+        assert field in {e["field"] for e in answer["errors"]}, answer
+    assert [c for c in pool.calls() if not c.action.startswith("Describe")] == []

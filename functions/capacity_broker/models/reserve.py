@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from ..domain.pool import PoolSpec
 from ..domain.reserve import ReserveStatus
 from .common import (
     LAUNCH_TEMPLATE_VERSION_PATTERN,
@@ -56,6 +57,12 @@ class PoolRef(RequestModel):
     resource_groups: Annotated[list[GroupName], Field(max_length=10)] = Field(default_factory=list)
     tag: PoolTag | None = None
     priority: Annotated[list[PoolKind], Field(min_length=1, max_length=3)] | None = None
+
+    @field_validator("tag")
+    @classmethod
+    def _not_the_brokers_key(cls, value: str | None) -> str | None:
+        PoolSpec.parse((), value)  # PoolSpecError (a ValueError): this field's error
+        return value
 
     @model_validator(mode="after")
     def _names_something(self) -> Self:
