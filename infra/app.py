@@ -37,6 +37,9 @@ CONTEXT_KEYS = (
     "reservedConcurrency",
     "probeGrouping",
     "onDemandPrices",
+    "poolGroups",
+    "poolTag",
+    "poolPriority",
 )
 
 

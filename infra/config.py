@@ -17,6 +17,7 @@ from typing import Any
 from capacity_broker.adapters.regions import unknown_region_message, unknown_regions
 from capacity_broker.domain import tags
 from capacity_broker.domain.names import default_parameter_prefix, default_stack_prefix
+from capacity_broker.domain.pool import PoolSpec, PoolSpecError
 
 # The five entry points of the contract, in the order they are presented everywhere.
 FUNCTION_NAMES: tuple[str, ...] = ("probe", "reserve", "release", "cleaner", "capacity")
@@ -46,6 +47,9 @@ _PARAMETER_ARN = re.compile(
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 # An SNS topic's ARN (topic names: letters, digits, '-' and '_', at most 256; '.fifo' ends a
 # FIFO topic's).
+# A resource group's name (Resource Groups CreateGroup: "[a-zA-Z0-9_\.-]{1,300}"): the grant
+# names the group's ARN, so only a name is taken here.
+_POOL_GROUP = re.compile(r"[A-Za-z0-9_.-]{1,300}")
 _TOPIC_ARN = re.compile(
     r"^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-\d{1,2}:\d{12}:[A-Za-z0-9_-]{1,251}(\.fifo)?$"
 )
@@ -148,6 +152,13 @@ class BrokerConfig:
     probe_grouping: bool = True
     # An existing SNS topic the alarms notify (alarmTopicArn), instead of a new one.
     alarm_topic_arn: str | None = None
+    # The cluster's reserved pool (issue 43, docs/interface.md): Capacity Reservation resource
+    # group names (poolGroups) and/or one operator's tag key=value (poolTag), and the order of
+    # its kinds (poolPriority). The functions read the groups' members (ListGroupResources on
+    # these groups only) and never cancel a reservation the pool names.
+    pool_groups: tuple[str, ...] = ()
+    pool_tag: str | None = None
+    pool_priority: tuple[str, ...] = ()
 
     @property
     def live_alias(self) -> str | None:
@@ -316,6 +327,20 @@ class BrokerConfig:
                 "(https://docs.aws.amazon.com/lambda/latest/dg/provisioned-concurrency.html)"
             )
 
+        pool_groups = _str_list(context, "poolGroups")
+        for group in pool_groups:
+            if not _POOL_GROUP.fullmatch(group):
+                raise ConfigError(
+                    f"context poolGroups: {group!r} is not a resource group name (letters, "
+                    "digits, '.', '-' and '_', at most 300 characters)"
+                )
+        pool_tag = _optional_str(context, "poolTag")
+        pool_priority = _str_list(context, "poolPriority")
+        try:
+            PoolSpec.parse(pool_groups, pool_tag, pool_priority or None)
+        except PoolSpecError as error:
+            raise ConfigError(f"context poolTag/poolPriority: {error}") from None
+
         return cls(
             cluster_id=cluster_id,
             function_prefix=function_prefix,
@@ -340,6 +365,9 @@ class BrokerConfig:
             on_demand_prices=_prices(context, "onDemandPrices"),
             reserved_concurrency=reserved,
             probe_grouping=_bool(context, "probeGrouping", default=True),
+            pool_groups=tuple(pool_groups),
+            pool_tag=pool_tag,
+            pool_priority=tuple(pool_priority),
         )
 
 

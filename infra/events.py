@@ -44,6 +44,14 @@ def stack_status_pattern(stack_name_prefix: str) -> events.EventPattern:
     )
 
 
+def interruption_detail_types() -> list[dict[str, str]]:
+    """EC2's interruption warnings, by the prefixes the cleaner matches them with (one home:
+    ``capacity_broker.domain.pool.INTERRUPTION_PREFIXES``), as EventBridge prefix matches."""
+    from capacity_broker.domain.pool import INTERRUPTION_PREFIXES
+
+    return [{"prefix": prefix} for prefix in INTERRUPTION_PREFIXES]
+
+
 class CleanerTriggers(Construct):
     """Schedule + stack events -> cleaner, with retries and one dead-letter queue."""
 
@@ -105,6 +113,29 @@ class CleanerTriggers(Construct):
                 dead_letter_queue=self.dead_letter_queue,
                 max_event_age=Duration.hours(1),
                 retry_attempts=8,
+            )
+        )
+
+        # Interruption warnings of the nodes (issue 43): matched by prefix, so a new wording of
+        # the same warning still arrives; the cleaner says which job and rung a node served.
+        self.interruptions = events.Rule(
+            self,
+            "NodeInterruptionWarning",
+            description=f"Capacity broker {config.cluster_id}: EC2 interruption warnings",
+            event_pattern=events.EventPattern(source=["aws.ec2"]),
+        )
+        # CDK's EventPattern types detail-type as exact names; a prefix match is set on the
+        # rule's template (EventBridge content filtering, "Prefix matching").
+        rule = self.interruptions.node.default_child
+        assert isinstance(rule, events.CfnRule)
+        rule.add_property_override("EventPattern.detail-type", interruption_detail_types())
+        self.interruptions.add_target(
+            targets.LambdaFunction(
+                cleaner,
+                dead_letter_queue=self.dead_letter_queue,
+                # A warning comes 2 minutes before EC2 stops the node: late, it says nothing.
+                max_event_age=Duration.minutes(5),
+                retry_attempts=2,
             )
         )
 

@@ -144,6 +144,7 @@ class BrokerFunctions(Construct):
             "BROKER_REGIONS": regions,
             "BROKER_STATE_TABLE": state_table.table_name,
             "BROKER_PROBE_GROUPING": "true" if config.probe_grouping else "false",
+            **pool_environment(config),
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             # The broker uses no pydantic plugin; without this pydantic scans every installed
             # distribution's entry points when it builds the first model (cold start).
@@ -223,3 +224,15 @@ def powertools_layer_arn(scope: Construct, config: BrokerConfig) -> str:
     # A CloudFormation parameter of type AWS::SSM::Parameter::Value<String>: resolved in the
     # deploy region at deploy time, no lookup (and no credentials) needed to synthesize.
     return ssm.StringParameter.value_for_string_parameter(scope, POWERTOOLS_LAYER_PARAMETER)
+
+
+def pool_environment(config: BrokerConfig) -> dict[str, str]:
+    """The reserved pool's deploy options as the functions read them (``Settings``)."""
+    env: dict[str, str] = {}
+    if config.pool_groups:
+        env["BROKER_POOL_GROUPS"] = ",".join(config.pool_groups)
+    if config.pool_tag:
+        env["BROKER_POOL_TAG"] = config.pool_tag
+    if config.pool_priority:
+        env["BROKER_POOL_PRIORITY"] = ",".join(config.pool_priority)
+    return env

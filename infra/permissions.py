@@ -75,6 +75,10 @@ _STACKS = (
     "The cleaner reads the status of the cluster's job stacks, whose names are only known at "
     "job time; the ARN is limited to the configured job-stack name prefix."
 )
+_PRICE_LIST = (
+    "The AWS Price List (pricing:GetProducts) has no resource types or condition keys: a "
+    "reserved-first answer gives each node's On-Demand hourly price."
+)
 _LOG_STREAMS = (
     "Lambda writes to log streams it creates on the fly inside the function's own log group; "
     "the ARN is that one group (':*' addresses its streams)."
@@ -205,6 +209,15 @@ class BrokerPermissions(Construct):
         self._launch(draft)
         self._state_table(draft)
         self._capacity_memory(draft)
+        self._pool_groups(draft)
+        # A reserved-first answer prices each node (the Price List has no resource-level
+        # permissions: Service Authorization Reference, AWS Price List).
+        draft.allow(
+            "PriceLaunchedNodes",
+            ["pricing:GetProducts"],
+            ["*"],
+            wildcard_reason=_PRICE_LIST,
+        )
 
     def _release(self, draft: _PolicyDraft) -> None:
         self._describe(
@@ -218,13 +231,16 @@ class BrokerPermissions(Construct):
         )
         self._cancel_reservations(draft, purposes=("hold",))
         self._delete_template_versions(draft)
+        self._pool_groups(draft)
 
     def _cleaner(self, draft: _PolicyDraft) -> None:
-        # "Consumed" is read from the reservation's own counts, not from DescribeInstances.
+        # "Consumed" is read from the reservation's own counts, not from DescribeInstances;
+        # an interruption warning's node is (which job and rung it served).
         self._describe(
             draft,
             (
                 "ec2:DescribeCapacityReservations",
+                "ec2:DescribeInstances",
                 "ec2:DescribeLaunchTemplates",
                 "ec2:DescribeLaunchTemplateVersions",
             ),
@@ -232,6 +248,7 @@ class BrokerPermissions(Construct):
         )
         self._cancel_reservations(draft, purposes=("probe", "hold"))
         self._delete_template_versions(draft)
+        self._pool_groups(draft)
         draft.allow(
             "ReadJobStackStatus",
             ["cloudformation:DescribeStacks"],
@@ -256,6 +273,21 @@ class BrokerPermissions(Construct):
             ["logs:CreateLogStream", "logs:PutLogEvents"],
             [broker_function.log_group.log_group_arn],
             wildcard_reason=_LOG_STREAMS,
+        )
+
+    def _pool_groups(self, draft: _PolicyDraft) -> None:
+        """The reserved pool's groups (poolGroups), read for their members: reserve launches
+        into them, release and the cleaner never cancel them. Those groups only."""
+        if not self._config.pool_groups:
+            return
+        draft.allow(
+            "ReadPoolGroups",
+            ["resource-groups:ListGroupResources"],
+            [
+                f"arn:{Aws.PARTITION}:resource-groups:{region}:{Aws.ACCOUNT_ID}:group/{group}"
+                for region in self._regions
+                for group in self._config.pool_groups
+            ],
         )
 
     def _flags(self, draft: _PolicyDraft) -> None:

@@ -27,6 +27,7 @@ from .domain.cleaner import Graces
 from .domain.failures import BrokerFailure
 from .domain.group import MAX_WINDOW_SECONDS, WINDOW_SECONDS
 from .domain.names import default_parameter_prefix
+from .domain.pool import PoolSpec
 from .models.common import REGION_PATTERN
 
 DEFAULT_REGION = "us-east-1"
@@ -46,6 +47,9 @@ VARIABLES: Mapping[str, tuple[str, ...]] = {
     "hold_limit_seconds": ("BROKER_HOLD_LIMIT_SECONDS",),
     "ec2_rate_scale": ("BROKER_EC2_RATE_SCALE",),
     "probe_grouping": ("BROKER_PROBE_GROUPING",),
+    "pool_groups": ("BROKER_POOL_GROUPS",),
+    "pool_tag": ("BROKER_POOL_TAG",),
+    "pool_priority": ("BROKER_POOL_PRIORITY",),
     "probe_group_window_seconds": ("BROKER_PROBE_GROUP_WINDOW_SECONDS",),
     "probe_group_max_window_seconds": ("BROKER_PROBE_GROUP_MAX_WINDOW_SECONDS",),
 }
@@ -138,16 +142,40 @@ class Settings(BaseModel):
         Field(default=MAX_WINDOW_SECONDS, validation_alias=_alias("probe_group_max_window_seconds"))
     )
 
+    # The cluster's reserved pool (issue 43): Capacity Reservation resource groups (names or
+    # ARNs, comma-separated) and/or one ``key=value`` tag; the order of its kinds.
+    pool_groups: tuple[Annotated[str, Field(min_length=1, max_length=1600)], ...] = Field(
+        default=(), validation_alias=_alias("pool_groups")
+    )
+    pool_tag: Annotated[str | None, Field(pattern=r"^[^=]+=.*$", max_length=383)] = Field(
+        default=None, validation_alias=_alias("pool_tag")
+    )
+    pool_priority: tuple[str, ...] | None = Field(
+        default=None, validation_alias=_alias("pool_priority")
+    )
+
     @field_validator("cluster_id", "state_table", mode="before")
     @classmethod
     def _stripped(cls, value: Any) -> Any:
         return value.strip() if isinstance(value, str) else value
 
-    @field_validator("regions", mode="before")
+    @field_validator("regions", "pool_groups", "pool_priority", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         if isinstance(value, str):
             return tuple(r.strip() for r in value.split(",") if r.strip())
+        return value
+
+    @field_validator("pool_tag")
+    @classmethod
+    def _pool_tag(cls, value: str | None) -> str | None:
+        PoolSpec.parse((), value)  # PoolSpecError (a ValueError): named by its variable
+        return value
+
+    @field_validator("pool_priority")
+    @classmethod
+    def _pool_priority(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        PoolSpec.parse((), None, value)
         return value
 
     @model_validator(mode="after")
@@ -159,6 +187,11 @@ class Settings(BaseModel):
         if not self.regions:
             object.__setattr__(self, "regions", (self.region,))
         return self
+
+    @property
+    def pool(self) -> PoolSpec:
+        """The deployment's reserved pool (empty: none configured)."""
+        return PoolSpec.parse(self.pool_groups, self.pool_tag, self.pool_priority)
 
     @property
     def graces(self) -> Graces:
@@ -222,4 +255,8 @@ RULES: Mapping[str, str] = {
     "idle_grace_seconds": f"must be a number of seconds from 0 to {MAX_GRACE_SECONDS}",
     "hold_limit_seconds": f"must be a number of seconds from 0 to {MAX_GRACE_SECONDS}",
     "ec2_rate_scale": "must be a number greater than 0 (at most 10000)",
+    "pool_groups": "must be resource group names or ARNs separated by commas",
+    "pool_tag": "must be key=value, a tag the operator put on the pool's reservations (not "
+    "one of the broker's own capacity-broker: keys)",
+    "pool_priority": "must be odcr, capacity-block, interruptible (comma-separated, each once)",
 }

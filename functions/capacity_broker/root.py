@@ -33,20 +33,23 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .adapters.aws import Clients, RetryPolicy, TableHealth
 from .adapters.dynamodb_memory import MemoryTable
-from .adapters.ec2 import Ec2, Pricing
+from .adapters.ec2 import Ec2, Pricing, Reservation
 from .adapters.throttle import Pacer
 from .config import Settings
+from .domain.pool import PoolSpec
 from .logic.memory import WRITE_SECONDS, CapacityMemory
 
 if TYPE_CHECKING:  # the flows are imported where they are built: a probe Lambda never
     # imports the cleaner's modules (cold starts).
     from .adapters.cloudformation import CloudFormation
     from .adapters.dynamodb import RequestRecords
+    from .adapters.resource_groups import ResourceGroups
     from .adapters.ssm import Flags
     from .logic.capacity import CapacityLister
     from .logic.cleaner import Cleaner
     from .logic.discovery import Discovery
     from .logic.grouping import Coalescer
+    from .logic.pool import ReservedPool
     from .logic.probe import Prober
     from .logic.release import Releaser
     from .logic.reservations import Patience, ReservationCore
@@ -76,6 +79,7 @@ class Adapters:
         self._ec2: dict[str, Ec2] = {}
         self._stacks: dict[str, CloudFormation] = {}
         self._pricing: Pricing | None = None
+        self._groups: dict[str, ResourceGroups] = {}
         self._lock = threading.Lock()
 
     def ec2(self, region: str) -> Ec2:
@@ -94,6 +98,16 @@ class Adapters:
             found = self._stacks.get(region)
             if found is None:
                 found = self._stacks[region] = CloudFormation(region, self.clients, self.retry)
+            return found
+
+    def resource_groups(self, region: str) -> ResourceGroups:
+        """The Resource Groups adapter of ``region`` (a reserved pool's group members)."""
+        from .adapters.resource_groups import ResourceGroups
+
+        with self._lock:
+            found = self._groups.get(region)
+            if found is None:
+                found = self._groups[region] = ResourceGroups(region, self.clients, self.retry)
             return found
 
     @property
@@ -117,11 +131,13 @@ FLOW_MODULES: tuple[str, ...] = (
     ".adapters.dynamodb",
     ".adapters.dynamodb_group",
     ".adapters.dynamodb_group_items",
+    ".adapters.resource_groups",
     ".adapters.ssm",
     ".logic.capacity",
     ".logic.cleaner",
     ".logic.discovery",
     ".logic.grouping",
+    ".logic.pool",
     ".logic.probe",
     ".logic.release",
     ".logic.reservations",
@@ -229,9 +245,17 @@ class Root:
                 monotonic=self.monotonic,
                 sleep=self.sleep,
                 patience=self.patience,
+                spares=self._spares(config.region),
                 **self._clocks(),
             ),
         )
+
+    def _spares(self, region: str) -> Callable[[Reservation], bool] | None:
+        """The guard that keeps every cancel off the deployment's reserved pool (none
+        configured: none)."""
+        if self.settings.pool.empty:
+            return None
+        return lambda reservation: self.pool(region=region).spares(reservation)
 
     def _placement(self) -> dict[str, Any]:
         """What probe and reserve are both made of: the region's EC2 adapter, the flags, the
@@ -338,7 +362,35 @@ class Root:
     def reserve(self) -> Reserver:
         from .logic.reserve import Reserver
 
-        return self._once("reserve", lambda: Reserver(**self._placement(), **self._clocks()))
+        return self._once(
+            "reserve",
+            lambda: Reserver(
+                **self._placement(),
+                **self._clocks(),
+                pools=self.pool,
+                pool=self.settings.pool,
+                pricing=self.adapters.pricing,
+            ),
+        )
+
+    def pool(self, spec: PoolSpec | None = None, region: str | None = None) -> ReservedPool:
+        """A reserved pool's reader (issue 43): ``spec`` (default: the deployment's) in
+        ``region`` (default: the settings'). The deployment's pool of each region is kept
+        (its group members are cached for a minute), another spec is read afresh."""
+        from .logic.pool import ReservedPool
+
+        config = self.settings
+        where = region or config.region
+        wanted = spec if spec is not None else config.pool
+
+        def build() -> ReservedPool:
+            return ReservedPool(
+                wanted, self.ec2(where), self.adapters.resource_groups(where), self.monotonic
+            )
+
+        if wanted == config.pool:
+            return self._once(f"pool:{where}", build)
+        return build()
 
     @property
     def records(self) -> RequestRecords | None:
@@ -380,6 +432,7 @@ class Root:
                 stacks_for=self.adapters.stacks,
                 max_concurrency=config.max_concurrency,
                 monotonic=self.monotonic,
+                pool_for=(None if config.pool.empty else (lambda region: self.pool(region=region))),
                 **({"clock": self.cleaner_clock} if self.cleaner_clock is not None else {}),
             ),
         )

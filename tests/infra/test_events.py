@@ -21,9 +21,28 @@ def rules(synth: Synth) -> dict[str, dict[str, Any]]:
         "stacks": next(
             r["Properties"]
             for r in synth.resources("AWS::Events::Rule").values()
-            if "EventPattern" in r["Properties"]
+            if r["Properties"].get("EventPattern", {}).get("source") == ["aws.cloudformation"]
+        ),
+        "interruptions": next(
+            r["Properties"]
+            for r in synth.resources("AWS::Events::Rule").values()
+            if r["Properties"].get("EventPattern", {}).get("source") == ["aws.ec2"]
         ),
     }
+
+
+def test_interruption_warnings_reach_the_cleaner_matched_by_prefix(broker: Synth) -> None:
+    rule = rules(broker)["interruptions"]
+    assert rule["EventPattern"] == {
+        "source": ["aws.ec2"],
+        "detail-type": [
+            {"prefix": "EC2 Capacity Reservation Instance Interruption"},
+            {"prefix": "EC2 Spot Instance Interruption"},
+        ],
+    }
+    (target,) = rule["Targets"]
+    cleaner_id, _ = broker.function("cleaner")
+    assert target["Arn"] == {"Fn::GetAtt": [cleaner_id, "Arn"]}
 
 
 def dead_letter_queue(synth: Synth) -> str:
@@ -143,6 +162,8 @@ def test_both_targets_retry_and_dead_letter(broker: Synth) -> None:
     assert policies == {
         "schedule": {"MaximumEventAgeInSeconds": 900, "MaximumRetryAttempts": 2},
         "stacks": {"MaximumEventAgeInSeconds": 3600, "MaximumRetryAttempts": 8},
+        # A warning comes 2 minutes before EC2 stops the node: late, it says nothing.
+        "interruptions": {"MaximumEventAgeInSeconds": 300, "MaximumRetryAttempts": 2},
     }
 
 

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.infra, pytest.mark.slow]
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 # The services the broker calls; moto's names are IAM's action prefixes.
-SERVICES = ("ec2", "ssm", "cloudformation", "dynamodb")
+SERVICES = ("ec2", "ssm", "cloudformation", "dynamodb", "pricing", "resource-groups")
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,14 @@ TAG_CLUSTER = "capacity-broker:cluster-id"
 TAG_PURPOSE = "capacity-broker:purpose"
 
 # Actions that EC2/X-Ray only authorize with Resource "*".
-NO_RESOURCE_LEVEL = ("ec2:Describe*", "xray:PutTraceSegments", "xray:PutTelemetryRecords")
+# The AWS Price List defines no resource types (Service Authorization Reference, "Actions,
+# resources, and condition keys for AWS Price List"): GetProducts takes "*" only.
+NO_RESOURCE_LEVEL = (
+    "ec2:Describe*",
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "pricing:GetProducts",
+)
 
 
 def grants(statement: dict[str, Any], action: str) -> bool:
@@ -455,3 +462,42 @@ def test_launches_reach_only_this_clusters_or_untagged_reservations(
     assert allowed({"team": "cfd"})
     assert not allowed({TAG_CLUSTER: "another-cluster", TAG_PURPOSE: "hold"})
     assert not allowed({TAG_CLUSTER: ""})
+
+
+def test_the_pool_groups_are_read_only_by_the_functions_that_need_them(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """poolGroups (issue 43): reserve, release and the cleaner may list those groups' members
+    (and only those groups); no role gets the grant without the option."""
+    import json
+
+    from infra_helpers import synthesize
+
+    with_pool = synthesize(
+        {"clusterId": "demo", "poolGroups": "hpc-pool,gpu-pool", "poolTag": "pool=hpc"},
+        outdir=tmp_path_factory.mktemp("cdk-pool"),
+    )
+    for name in FUNCTIONS:
+        allowed = [
+            s
+            for s in with_pool.statements_of(name)
+            if grants(s, "resource-groups:ListGroupResources")
+        ]
+        if name in ("reserve", "release", "cleaner"):
+            (statement,) = allowed
+            resources = json.dumps(as_list(statement["Resource"]))
+            assert "group/hpc-pool" in resources and "group/gpu-pool" in resources
+            assert '"*"' not in resources
+        else:
+            assert allowed == []
+        _, function = with_pool.function(name)
+        env = function["Properties"]["Environment"]["Variables"]
+        assert env["BROKER_POOL_GROUPS"] == "hpc-pool,gpu-pool"
+        assert env["BROKER_POOL_TAG"] == "pool=hpc"
+
+
+def test_no_pool_no_group_grant(broker: Synth) -> None:
+    for name in FUNCTIONS:
+        assert not [
+            s for s in broker.statements_of(name) if grants(s, "resource-groups:ListGroupResources")
+        ]

@@ -38,7 +38,7 @@ def test_by_default_nothing_is_published_and_invokers_call_the_functions(broker:
         _, resource = broker.function(name)
         assert "SnapStart" not in resource["Properties"]
     cleaner_id, _ = broker.function("cleaner")
-    assert cleaner_targets(broker) == [{"Fn::GetAtt": [cleaner_id, "Arn"]}] * 2
+    assert cleaner_targets(broker) == [{"Fn::GetAtt": [cleaner_id, "Arn"]}] * 3
     assert "FunctionQualifier" not in broker.doc["Outputs"]
 
 
@@ -67,7 +67,7 @@ def test_snapstart_on_published_versions_behind_the_live_alias(snapstart: Synth,
 
 def test_snapstart_invokers_call_the_alias(snapstart: Synth) -> None:
     alias_id, _ = alias_of(snapstart, "cleaner")
-    assert cleaner_targets(snapstart) == [{"Ref": alias_id}] * 2
+    assert cleaner_targets(snapstart) == [{"Ref": alias_id}] * 3
     permissions = snapstart.resources("AWS::Lambda::Permission").values()
     assert {p["Properties"]["FunctionName"]["Ref"] for p in permissions} == {alias_id}
     (invoke_config,) = snapstart.resources("AWS::Lambda::EventInvokeConfig").values()
@@ -86,7 +86,7 @@ def test_provisioned_concurrency_on_the_probe_alias_only(warm_probe: Synth) -> N
         else:
             assert config is None
     alias_id, _ = alias_of(warm_probe, "cleaner")
-    assert cleaner_targets(warm_probe) == [{"Ref": alias_id}] * 2
+    assert cleaner_targets(warm_probe) == [{"Ref": alias_id}] * 3
 
 
 def test_both_options_at_once_fail_synth_with_the_reason() -> None:

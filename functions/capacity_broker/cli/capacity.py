@@ -16,9 +16,19 @@ from rich.console import Console
 from ..client import ReservationType, Results
 from ..domain.discovery import FUTURE_WAITING_STATES
 from ..logic.capacity import summary_of
-from ..models.capacity import CapacityRow, CapacitySummary
+from ..models.capacity import CapacityRow, CapacitySummary, PoolRow
 from . import render
-from .app import OutputOpt, ProfileOpt, RegionsOpt, app, make_broker, progress_bar, split, state_of
+from .app import (
+    OutputOpt,
+    ProfileOpt,
+    RegionsOpt,
+    State,
+    app,
+    make_broker,
+    progress_bar,
+    split,
+    state_of,
+)
 from .errors import EXIT_USAGE, fail, finish_verdict, guard
 from .render import Col, Output
 
@@ -233,6 +243,65 @@ def _by_block(blocks: Sequence[CapacityRow]) -> list[CapacityRow]:
     )
 
 
+POOL_COLUMNS = [
+    Col("Instance Type"),
+    Col("Kind", priority=2),
+    Col("Region", priority=3),
+    Col("AZ"),
+    Col("Total", numeric=True),
+    Col("Unused", numeric=True),
+    Col("$/h each", priority=1, numeric=True),
+    Col("Unused $/h", numeric=True),
+    Col("Reservation", ident=True),
+]
+
+
+def show_pool(state: State, tag: str | None, groups: list[str] | None) -> None:
+    """``capacity --pool``: the pool's reservations, their idle instances and cost now."""
+    with guard():
+        broker = make_broker(state)
+        wanted = broker.resolve_regions(state.regions or None)
+        rows = broker.pool(tag=tag, groups=groups, regions=wanted)
+    output = state.output
+    if output is Output.csv:
+        render.write_csv(render.plain(rows), render.columns_of(PoolRow))
+        return
+    if output is not Output.table:
+        render.write_data(rows, output)
+        return
+    out = render.stdout()
+    if not rows:
+        render.say(out, f"No reservations in the pool in {render.regions_text(wanted)}.")
+        return
+    unused = sum(r.unused_instances for r in rows)
+    priced = [r.unused_hourly_cost_usd for r in rows if r.unused_hourly_cost_usd is not None]
+    render.say(out, "Reserved Pool:")
+    render.say(out, f"Reservations: {len(rows)}", indent=3, hang=3)
+    render.say(out, f"Unused: {unused} instances", indent=3, hang=3)
+    render.say(
+        out, f"Unused cost now: ${sum(priced):,.2f}/hour (On-Demand rates)", indent=3, hang=3
+    )
+    render.print_table(
+        out,
+        POOL_COLUMNS,
+        [
+            [
+                r.instance_type,
+                r.kind,
+                r.region,
+                r.availability_zone,
+                r.total_instances,
+                r.unused_instances,
+                "" if r.hourly_price_usd is None else f"{r.hourly_price_usd:,.4g}",
+                "" if r.unused_hourly_cost_usd is None else f"{r.unused_hourly_cost_usd:,.2f}",
+                r.reservation_id,
+            ]
+            for r in rows
+        ],
+        None,
+    )
+
+
 def write(output: Output, results: Results[CapacityRow], full: bool = False) -> None:
     """The rows as data (``--full``: the whole answer, summary and errors included)."""
     if output is Output.csv:
@@ -297,11 +366,46 @@ def capacity(
             "--full", help="json/yaml: the whole answer (summary, errors), not just the rows."
         ),
     ] = False,
+    pool: Annotated[
+        bool,
+        typer.Option(
+            "--pool",
+            help="The cluster's reserved pool: each reservation's unused instances and what "
+            "they cost an hour now.",
+        ),
+    ] = False,
+    pool_tag: Annotated[
+        str | None,
+        typer.Option(
+            "--pool-tag",
+            metavar="KEY=VALUE",
+            help="With --pool: the tag naming the pool (default: BROKER_POOL_TAG).",
+            show_default=False,
+        ),
+    ] = None,
+    pool_group: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--pool-group",
+            metavar="NAME",
+            help="With --pool: a Capacity Reservation group (name or ARN) of the pool "
+            "(default: BROKER_POOL_GROUPS).",
+            show_default=False,
+        ),
+    ] = None,
     output: OutputOpt = None,
     profile: ProfileOpt = None,
 ) -> None:
     """ODCRs and Capacity Blocks you hold: where, how much is free, when blocks run."""
     state = state_of(ctx, output, regions, profile)
+    if pool:
+        if odcr or blocks or all_types:
+            raise fail(
+                "--pool lists the pool's reservations of every kind: no --odcr/--blocks/--all",
+                EXIT_USAGE,
+            )
+        show_pool(state, pool_tag, split(pool_group) or None)
+        return
     if sum((odcr, blocks, all_types)) > 1:
         raise fail("give one of --odcr, --blocks, --all", EXIT_USAGE)
     kind = (

@@ -12,11 +12,13 @@ from .actions import Actions
 from .base import BrokerBase
 from .discovery import DiscoveryCalls
 from .history import History
+from .pool import PoolCalls
 
 
-class CapacityBroker(Actions, DiscoveryCalls, History, BrokerBase):
+class CapacityBroker(Actions, DiscoveryCalls, History, PoolCalls, BrokerBase):
     """One interface over the two transports; one mixin per concept (see the modules):
-    ``base`` (construction, regions, transport), ``actions``, ``discovery``, ``history``."""
+    ``base`` (construction, regions, transport), ``actions``, ``discovery``, ``history``,
+    ``pool`` (the reserved pool's waste)."""
 
 
 __all__ = ["BrokerBase", "CapacityBroker"]

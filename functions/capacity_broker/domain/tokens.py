@@ -24,6 +24,9 @@ _DIGEST_CHARS = 48  # 192 bits: no collision in practice, and the token stays re
 # What a scheduler may change between two asks of one request (its retry counter); every other
 # field of the body is part of the request's identity.
 RETRY_FIELDS = frozenset({"attempt"})
+# Fields added after requests were first recorded, at their defaults: left out of the identity,
+# so a request that does not use them keeps the identity (and hold digest) it had before.
+LATER_DEFAULTS: Mapping[str, Any] = {"capacity": "hold", "pool": None}
 IDENTITY_DIGEST_CHARS = 48
 CHANGED_REQUEST = "was used before with a different request; use a new request id"
 # The error code of an attempt that met such an earlier hold (the broker's own, as EC2 only
@@ -36,7 +39,11 @@ def request_identity(body: Mapping[str, Any]) -> dict[str, Any]:
     identity"): the whole body as the model reads it (defaults filled in), but the retry
     counter. The state table compares it (Powertools' payload validation) and, without a
     table, the hold carries its digest (``identity_digest``, a tag on create): one rule."""
-    return {key: value for key, value in body.items() if key not in RETRY_FIELDS}
+    return {
+        key: value
+        for key, value in body.items()
+        if key not in RETRY_FIELDS and not (key in LATER_DEFAULTS and value == LATER_DEFAULTS[key])
+    }
 
 
 def identity_digest(body: Mapping[str, Any]) -> str:

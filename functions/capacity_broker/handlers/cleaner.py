@@ -4,7 +4,9 @@
   region in BROKER_REGIONS for real;
 - EventBridge ``CloudFormation Stack Status Change``: act at once on that stack's holds, in the
   event's region;
-- a direct call ``{"action": "sweep", "dry_run": ..., "regions": [...]}`` (SweepRequest).
+- a direct call ``{"action": "sweep", "dry_run": ..., "regions": [...]}`` (SweepRequest);
+- an EC2 interruption warning (detail-type matched by prefix, ``domain.pool``): which job and
+  rung the node served, logged and counted; nothing is cancelled.
 
 Anything else is ``invalid_request`` before any AWS call.
 """
@@ -21,6 +23,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..domain.pool import is_interruption_warning
 from ..logic.cleaner import REASON_METRICS, CleanerRun
 from ..models import SweepRequest, invalid_request
 from ..models.common import REGION_PATTERN, STACK_NAME_PATTERN
@@ -111,11 +114,45 @@ class StackStatusChangeEvent(EventBridgeModel):
             raise ValueError("is outside the years 1-9999 in UTC") from None
 
 
-Trigger = SweepRequest | ScheduledEvent | StackStatusChangeEvent
+class InterruptionDetail(BaseModel):
+    """``detail`` of an interruption warning (EC2 User Guide, "Monitor interruptible Capacity
+    Reservations with EventBridge": ``instance-id``, ``instance-action``,
+    ``instance-termination-time``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    instance_id: str = Field(alias="instance-id", pattern=r"^i-[0-9a-f]{8,17}$")
+    instance_action: str | None = Field(default=None, alias="instance-action", max_length=64)
+    termination_time: str | None = Field(
+        default=None, alias="instance-termination-time", max_length=64
+    )
+
+
+class InterruptionWarningEvent(EventBridgeModel):
+    detail_type: str = Field(alias="detail-type", max_length=256)
+    source: Literal["aws.ec2"]
+    region: str = Field(pattern=REGION_PATTERN, max_length=32)
+    detail: InterruptionDetail
+
+    @field_validator("detail_type")
+    @classmethod
+    def _a_warning(cls, value: str) -> str:
+        if not is_interruption_warning(value):
+            raise ValueError("is not an interruption warning")
+        return value
+
+
+Trigger = SweepRequest | ScheduledEvent | StackStatusChangeEvent | InterruptionWarningEvent
 
 
 def parse_trigger(event: Any) -> Trigger:
     """The trigger this event is, or ``pydantic.ValidationError``."""
+    if (
+        isinstance(event, Mapping)
+        and isinstance(event.get("detail-type"), str)
+        and is_interruption_warning(event["detail-type"])
+    ):
+        return InterruptionWarningEvent.model_validate(event)
     if isinstance(event, Mapping) and ("detail-type" in event or "source" in event):
         kind = _Trigger.model_validate(event).detail_type
         model: type[ScheduledEvent | StackStatusChangeEvent] = (
@@ -157,6 +194,22 @@ def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
             trigger.time,
             invocation.deadline,
             invocation.hard_deadline,
+        )
+    elif isinstance(trigger, InterruptionWarningEvent):
+        logger.info(
+            "interruption warning",
+            extra={
+                "detail_type": trigger.detail_type,
+                "instance_id": trigger.detail.instance_id,
+                "instance_action": trigger.detail.instance_action,
+                "region": trigger.region,
+            },
+        )
+        done = flow.interruption(
+            trigger.region,
+            trigger.detail.instance_id,
+            trigger.detail.termination_time,
+            invocation.deadline,
         )
     elif isinstance(trigger, SweepRequest):
         done = flow.sweep(
@@ -222,6 +275,29 @@ def _observe(run: CleanerRun, out: Output) -> None:
             value = sum(1 for r in cancelled if r.reason == reason)
             metrics.add_metric(name=name, unit=count, value=value)
         metrics.add_metric(name="ReservationHoursSaved", unit=count, value=run.hours_saved)
+    if run.trigger == "interruption":
+        for node in run.interrupted:
+            logger.warning(
+                "node interrupted",
+                extra={
+                    "instance_id": node.instance_id,
+                    "job_id": node.job_id,
+                    "rung": node.rung,
+                    "capacity_reservation_id": node.capacity_reservation_id,
+                    "termination_time": node.termination_time,
+                },
+            )
+        metrics.add_metric(name="NodesInterrupted", unit=count, value=len(run.interrupted))
+        return
+    if run.pool_unused:
+        # The reserved pool's idle capacity (issue 43): what the account pays for and no job
+        # uses, now and in instance-hours over the sweep's period.
+        metrics.add_metric(
+            name="PoolUnusedInstances", unit=count, value=sum(run.pool_unused.values())
+        )
+        metrics.add_metric(
+            name="PoolUnusedInstanceHours", unit=count, value=run.pool_unused_instance_hours
+        )
     if run.trigger == "sweep":
         # Only a sweep sees every owned reservation; a stack event sees one stack's holds.
         metrics.add_metric(

@@ -30,6 +30,7 @@ from ..adapters.aws import AwsError
 from ..adapters.cloudformation import CloudFormation, Stack
 from ..adapters.ec2 import Ec2, Reservation
 from ..domain import cleaner as rules
+from ..domain import pool as pool_rules
 from ..domain import templates as version_rules
 from ..domain.cleaner import (
     STACK_MISSING,
@@ -42,9 +43,19 @@ from ..domain.cleaner import (
 )
 from ..domain.clock import utc
 from ..domain.failures import BrokerFailure
-from ..domain.tags import TAG_CLUSTER_ID, TAG_PURPOSE, TAG_STACK_NAME, Purpose, purpose_of
+from ..domain.pool import SWEEP_HOURS, TAG_RUNG
+from ..domain.tags import (
+    TAG_CLUSTER_ID,
+    TAG_JOB_ID,
+    TAG_PURPOSE,
+    TAG_STACK_NAME,
+    Purpose,
+    purpose_of,
+)
 from ..models import CleanerItem, CleanerResponse, ItemError
+from ..models.cleaner import InterruptedNode
 from .failures import item_error
+from .pool import ReservedPool
 from .reservations import ReservationCore
 from .templates import Deletion, Templates
 
@@ -77,7 +88,7 @@ class Record:
 class CleanerRun:
     """Everything one invocation did: the answer, the metrics and the log lines come from it."""
 
-    trigger: Literal["sweep", "stack_event"]
+    trigger: Literal["sweep", "stack_event", "interruption"]
     dry_run: bool
     regions: list[str]
     records: list[Record] = field(default_factory=list)
@@ -89,6 +100,16 @@ class CleanerRun:
     # What was done to this cluster's launch template versions.
     versions: Deletion = field(default_factory=Deletion)
     version_regions: dict[str, str] = field(default_factory=dict)
+    # The reserved pool's unused instances per region, as this sweep saw them (issue 43).
+    pool_unused: dict[str, int] = field(default_factory=dict)
+    # An interruption warning's node, when it is this cluster's (nothing is cancelled for it).
+    interrupted: list[InterruptedNode] = field(default_factory=list)
+
+    @property
+    def pool_unused_instance_hours(self) -> float:
+        """The pool's idle instance-hours this sweep stands for: its unused instances now
+        times the sweep's period (every 5 minutes)."""
+        return round(sum(self.pool_unused.values()) * SWEEP_HOURS, 4)
 
     @property
     def examined(self) -> int:
@@ -157,7 +178,22 @@ class CleanerRun:
             errors=errors,
             template_version_errors=self.versions.errors or None,
             hours_saved=round(self.hours_saved, 4),
-            message=self._message(len(cancelled), len(kept), len(errors)),
+            interrupted=self.interrupted or None,
+            message=(
+                self._interrupted_message()
+                if self.trigger == "interruption"
+                else self._message(len(cancelled), len(kept), len(errors))
+            ),
+        )
+
+    def _interrupted_message(self) -> str:
+        if not self.interrupted:
+            return "Interruption warning for no node of this cluster: nothing to do"
+        node = self.interrupted[0]
+        return (
+            f"EC2 will stop {node.instance_id} (job {node.job_id or 'unknown'}, rung "
+            f"{node.rung or 'unknown'}) at {node.termination_time or 'an unsaid time'}; the "
+            "broker cancels nothing for it"
         )
 
     def region_of(self, own: version_rules.OwnVersion) -> str:
@@ -191,10 +227,16 @@ class _Region:
         cluster_id: str,
         clock: Callable[[], datetime],
         grace: timedelta,
+        pool: ReservedPool | None = None,
     ) -> None:
         self.ec2 = ec2
         self.stacks = stacks
-        self.core = ReservationCore(self.ec2, cluster_id, clock=clock)
+        # The cluster's reserved pool in this region: never cancelled, whatever its tags; its
+        # idle instances are the sweep's metric.
+        self.pool = pool
+        self.core = ReservationCore(
+            self.ec2, cluster_id, clock=clock, spares=pool.spares if pool is not None else None
+        )
         self.templates = Templates(self.ec2, cluster_id, clock=clock, grace=grace)
 
 
@@ -209,9 +251,12 @@ class Cleaner:
         clock: Callable[[], datetime] = utcnow,
         max_concurrency: int = 16,
         monotonic: Callable[[], float] = time.monotonic,
+        pool_for: Callable[[str], ReservedPool] | None = None,
     ) -> None:
         self.cluster_id = cluster_id
         self.graces = graces
+        # A region's reserved pool (issue 43), when the deployment names one.
+        self.pool_for = pool_for
         # A region's EC2 and CloudFormation adapters (the root's: its clients, pacer, retries).
         self.ec2_for = ec2_for
         self.stacks_for = stacks_for
@@ -231,6 +276,7 @@ class Cleaner:
                     self.cluster_id,
                     self.clock,
                     self.graces.stack,
+                    self.pool_for(name) if self.pool_for is not None else None,
                 )
             return found
 
@@ -259,6 +305,18 @@ class Cleaner:
             run.versions.extend(deletion)
             for own, _ in deletion.deleted + deletion.kept:
                 run.version_regions[own.ref] = name
+            pool = self.region(name).pool
+            if pool is not None and self.monotonic() < deadline:
+                try:
+                    run.pool_unused[name] = pool_rules.unused(pool.read(deadline))
+                except BrokerFailure as failure:
+                    run.region_errors.append(
+                        ItemError(
+                            region=name,
+                            error_code=failure.error_code,
+                            message=f"could not read the reserved pool: {failure.detail}"[:500],
+                        )
+                    )
         return run
 
     def _sweep_region(
@@ -269,7 +327,9 @@ class Cleaner:
             listed = region.ec2.reservations(filters=self._owned_filter(), deadline=deadline)
         except AwsError as error:
             return [], _region_error(name, error), 0, Deletion()
-        owned = self._in_scope(listed)
+        # A reservation of the cluster's reserved pool is never the broker's, whatever tags
+        # it carries (``ReservationCore.owns``): not even examined.
+        owned = [(r, held) for r, held in self._in_scope(listed) if region.core.owns(r)]
         # Each region its own pool (max_concurrency calls in flight per region): EC2's budget,
         # and the pacer's buckets, are per region. One pool shared by every region queued the
         # calls first come, first served, so its workers piled up waiting on one region's
@@ -420,6 +480,34 @@ class Cleaner:
         return sorted(records, key=lambda r: r.id)
 
     # -- a stack status change --------------------------------------------------------------
+
+    def interruption(
+        self, region: str, instance_id: str, termination_time: str | None, deadline: float
+    ) -> CleanerRun:
+        """An interruption warning (``domain.pool.is_interruption_warning``): when the node is
+        this cluster's, which job and rung it served, for the log, the metric and the answer.
+        Nothing is cancelled: the reservation under it is not the broker's to end (a pool's),
+        and EC2 stops the node itself."""
+        run = CleanerRun("interruption", False, [region])
+        try:
+            found = self.region(region).ec2.known_instances([instance_id], deadline)
+        except AwsError as error:
+            run.region_errors.append(_region_error(region, error))
+            return run
+        instance = found.get(instance_id)
+        if instance is None or instance.tags.get(TAG_CLUSTER_ID) != self.cluster_id:
+            return run
+        run.interrupted.append(
+            InterruptedNode(
+                instance_id=instance_id,
+                region=region,
+                job_id=instance.tags.get(TAG_JOB_ID),
+                rung=instance.tags.get(TAG_RUNG),
+                capacity_reservation_id=instance.capacity_reservation_id,
+                termination_time=termination_time,
+            )
+        )
+        return run
 
     def stack_event(
         self,

@@ -138,9 +138,13 @@ class ReservationCore:
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         patience: Patience | None = None,
+        spares: Callable[[Reservation], bool] | None = None,
     ) -> None:
         self.ec2 = ec2
         self.cluster_id = cluster_id
+        # The cluster's reserved pool (issue 43): a reservation it names is never the broker's,
+        # whatever tags it carries (``ReservedPool.spares``).
+        self.spares = spares
         self.clock = clock
         self.monotonic = monotonic
         self.sleep = sleep
@@ -293,8 +297,11 @@ class ReservationCore:
         )
 
     def owns(self, reservation: Reservation) -> bool:
-        return reservation.reservation_type != "capacity-block" and tagging.is_owned(
-            reservation.tags, self.cluster_id
+        return (
+            reservation.reservation_type != "capacity-block"
+            and not reservation.interruptible
+            and tagging.is_owned(reservation.tags, self.cluster_id)
+            and not (self.spares is not None and self.spares(reservation))
         )
 
     def release(

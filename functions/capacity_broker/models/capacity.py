@@ -479,3 +479,21 @@ class PurchaseAnswer(ResponseModel):
     offering: BlockOffering | None = None
     error_code: str | None = None
     message: str
+
+
+class PoolRow(ResponseModel):
+    """One reservation of a cluster's reserved pool (issue 43, ``capacity --pool``): what it
+    holds, what no instance uses now, and what that idle part costs an hour (the type's
+    On-Demand rate from the Price List, what an ODCR bills whether used or not; ``None`` for a
+    Capacity Block, prepaid, or when the Price List has no price)."""
+
+    reservation_id: str
+    kind: Literal["odcr", "capacity-block", "interruptible"]
+    region: str
+    instance_type: str
+    availability_zone: str
+    state: str
+    total_instances: int
+    unused_instances: int
+    hourly_price_usd: float | None = None
+    unused_hourly_cost_usd: float | None = None

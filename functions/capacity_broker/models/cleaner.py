@@ -27,6 +27,17 @@ class CleanerItem(ResponseModel):
     hours_saved: float | None = None
 
 
+class InterruptedNode(ResponseModel):
+    """A node of this cluster EC2 warned it will stop (an interruption warning, issue 43)."""
+
+    instance_id: str
+    region: str
+    job_id: str | None = None
+    rung: str | None = None
+    capacity_reservation_id: str | None = None
+    termination_time: str | None = None
+
+
 class CleanerResponse(ResponseModel):
     status: Literal["ok", "partial", "error", "invalid_request"]
     request_id: str
@@ -43,4 +54,6 @@ class CleanerResponse(ResponseModel):
     # do not change ``status``, which the contract ties to the cancels.
     template_version_errors: list[ItemError] | None = None
     hours_saved: float | None = None
+    # An interruption warning's node, when it is this cluster's.
+    interrupted: list[InterruptedNode] | None = None
     message: str

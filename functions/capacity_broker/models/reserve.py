@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from ..domain.pool import PoolSpec
 from ..domain.reserve import ReserveStatus
 from .common import (
     LAUNCH_TEMPLATE_VERSION_PATTERN,
@@ -40,6 +41,38 @@ class LaunchTemplateRef(RequestModel):
     version: LaunchTemplateVersion = "$Default"
 
 
+# A resource group's name or ARN (Resource Groups: "GroupName ... 1-300", an ARN up to 1600).
+GroupName = Annotated[
+    str, StringConstraints(min_length=1, max_length=1600, pattern=r"^[A-Za-z0-9_.:/=+@-]+$")
+]
+PoolTag = Annotated[str, StringConstraints(min_length=3, max_length=383, pattern=r"^[^=]+=.*$")]
+PoolKind = Literal["odcr", "capacity-block", "interruptible"]
+
+
+class PoolRef(RequestModel):
+    """A cluster's reserved pool (issue 43): the reservations named by Capacity Reservation
+    resource groups and/or one ``key=value`` tag, used in ``priority`` order of their kinds.
+    Absent from a request: the deployment's pool (``BROKER_POOL_*``)."""
+
+    resource_groups: Annotated[list[GroupName], Field(max_length=10)] = Field(default_factory=list)
+    tag: PoolTag | None = None
+    priority: Annotated[list[PoolKind], Field(min_length=1, max_length=3)] | None = None
+
+    @field_validator("tag")
+    @classmethod
+    def _not_the_brokers_key(cls, value: str | None) -> str | None:
+        PoolSpec.parse((), value)  # PoolSpecError (a ValueError): this field's error
+        return value
+
+    @model_validator(mode="after")
+    def _names_something(self) -> Self:
+        if not self.resource_groups and self.tag is None:
+            raise ValueError("a pool names resource_groups, a tag, or both")
+        if self.priority is not None and len(set(self.priority)) != len(self.priority):
+            raise ValueError("priority names each kind at most once")
+        return self
+
+
 class ReserveRequest(PlacementFields):
     """Hold capacity for an HPC job (and point its launch template at it)."""
 
@@ -54,6 +87,10 @@ class ReserveRequest(PlacementFields):
     provision: bool = False
     strict: bool | None = None
     attempt: Annotated[int, Field(ge=0, le=MAX_ATTEMPT)] | None = None
+    # Issue 43: "hold" (the default) holds the whole count; "reserved-first" launches first
+    # into the cluster's reserved pool and holds only what the pool does not cover.
+    capacity: Literal["hold", "reserved-first"] = "hold"
+    pool: PoolRef | None = None
     runtime_seconds: (
         Annotated[
             int,
@@ -83,6 +120,17 @@ class ReserveRequest(PlacementFields):
         self._check_platform_source()
         if self.provision and self.launch_template is None:
             raise ValueError("provision needs a launch_template to launch from")
+        if self.capacity == "reserved-first":
+            if not self.provision:
+                # The pool's part is only ever used by launching into it: a pool
+                # reservation is never held or pointed at for later.
+                raise ValueError("capacity reserved-first needs provision: true")
+            if self.capacity_reservation_id:
+                raise ValueError(
+                    "capacity reserved-first uses the cluster's pool: no capacity_reservation_id"
+                )
+        elif self.pool is not None:
+            raise ValueError("pool is used only with capacity reserved-first")
         return self
 
 
@@ -109,6 +157,29 @@ class LaunchTemplateInfo(ResponseModel):
 ReserveAttempt = Attempt
 
 
+class ServedInstance(ResponseModel):
+    """One launched node and the rung that served it, as EC2 reports it (DescribeInstances'
+    CapacityReservationId), with its On-Demand hourly price (the Price List)."""
+
+    instance_id: str
+    rung: Literal["odcr", "capacity-block", "interruptible", "hold", "on-demand"]
+    reservation_id: str | None = None
+    instance_type: str | None = None
+    # The On-Demand rate of the type in the region (USD per hour), what an ODCR bills whether
+    # used or not; None for a Capacity Block (prepaid) or when the Price List has no price.
+    hourly_price_usd: float | None = None
+
+
+class PoolUseInfo(ResponseModel):
+    """What one pool reservation gave the job."""
+
+    reservation_id: str
+    kind: Literal["odcr", "capacity-block", "interruptible"]
+    instance_type: str
+    availability_zone: str
+    instance_count: int
+
+
 class ReserveResponse(ResponseModel):
     status: ReserveStatus
     request_id: str
@@ -130,4 +201,8 @@ class ReserveResponse(ResponseModel):
     # Contract v3, "Request identity": the answer recorded for this request id (state table),
     # given again; ``reservation.state`` says what the reservation is now.
     replayed: bool | None = None
+    # Issue 43 (reserved-first): the pool reservations used, and per node the rung that
+    # served it, read back from EC2.
+    pool: list[PoolUseInfo] | None = None
+    served: list[ServedInstance] | None = None
     message: str

@@ -257,6 +257,7 @@ def _nodeset(
             if nodeset.capacity_reservation_id
             else {}
         ),
+        **nodeset.capacity_options(),
         "attempt": "<the job's restart count>",
     }
     try:

@@ -36,6 +36,7 @@ from ..models.common import (
     Region,
     SubnetIds,
 )
+from ..models.reserve import PoolRef
 from . import hostlist
 
 if TYPE_CHECKING:
@@ -90,6 +91,11 @@ class NodeSet(_Strict):
     # nodes are kept from jobs that could not finish before EC2 stops its instances: a Slurm
     # maintenance reservation from the block's usable end (slurm/block_ends.py).
     capacity_reservation_id: Annotated[str | None, Field(pattern=RESERVATION_ID_PATTERN)] = None
+    # Issue 43: ``reserved-first`` launches a job's nodes into the cluster's reserved pool
+    # first and holds only what the pool does not cover; ``pool`` names the pool for this node
+    # set (``resource_groups`` and/or ``tag``, ``priority``), else the deployment's.
+    capacity: Literal["hold", "reserved-first"] = "hold"
+    pool: PoolRef | None = None
 
     @field_validator("nodes")
     @classmethod
@@ -101,7 +107,20 @@ class NodeSet(_Strict):
     def _one_platform_source(self) -> NodeSet:
         if self.instance_platform is not None and self.image_id is not None:
             raise ValueError("give instance_platform or image_id, not both")
+        if self.capacity == "reserved-first" and self.capacity_reservation_id is not None:
+            raise ValueError("capacity reserved-first uses the pool: no capacity_reservation_id")
+        if self.pool is not None and self.capacity != "reserved-first":
+            raise ValueError("pool is used only with capacity: reserved-first")
         return self
+
+    def capacity_options(self) -> dict[str, object]:
+        """The reserve fields of the node set's capacity ladder (none: a hold, as ever)."""
+        if self.capacity != "reserved-first":
+            return {}
+        options: dict[str, object] = {"capacity": "reserved-first"}
+        if self.pool is not None:
+            options["pool"] = self.pool.model_dump(exclude_none=True)
+        return options
 
     def platform_options(self) -> dict[str, str]:
         """The reserve fields that say the nodes' platform (none: from the template)."""

@@ -174,6 +174,7 @@ def _provision(runtime: Runtime, attempt: Attempt, nodeset: NodeSet, nodes: list
         "launch_template": {"id": template.id, "version": template.version},
         "provision": True,
         **nodeset.platform_options(),
+        **nodeset.capacity_options(),
     }
     if nodeset.strict is not None:
         options["strict"] = nodeset.strict

@@ -32,7 +32,7 @@ def test_no_class_of_the_flow_inherits_from_another_of_it() -> None:
         for node in ast.walk(tree)
         if isinstance(node, ast.ClassDef)
     }
-    assert {"Reserver", "Race", "BringYourOwn", "Launch", "GiveBack", "Replay"} <= defined
+    assert {"Reserver", "Race", "BringYourOwn", "Launch", "GiveBack", "Replay", "Pool"} <= defined
     inherited = [
         (name, node.name, ast.unparse(base))
         for name, tree in trees.items()
@@ -63,6 +63,7 @@ def test_the_reserver_holds_its_collaborators_by_name() -> None:
     from capacity_broker.logic.reserve.bring_your_own import BringYourOwn
     from capacity_broker.logic.reserve.giveback import GiveBack
     from capacity_broker.logic.reserve.launch import Launch
+    from capacity_broker.logic.reserve.pool import Pool
     from capacity_broker.logic.reserve.race import Race
     from capacity_broker.logic.reserve.replay import Replay
 
@@ -85,6 +86,7 @@ def test_the_reserver_holds_its_collaborators_by_name() -> None:
         "bring_your_own": BringYourOwn.__name__,
         "launch": Launch.__name__,
         "replay": Replay.__name__,
+        "pool": Pool.__name__,
     }
     assert Reserver.__bases__ == (object,)
 

@@ -38,6 +38,10 @@ class Instance:
     private_ip: str | None
     private_dns: str | None
     tags: Mapping[str, str] = field(default_factory=dict)
+    instance_type: str | None = None
+    # The reservation the instance runs in, as EC2 reports it (DescribeInstances'
+    # CapacityReservationId): how an answer tells which rung served a node.
+    capacity_reservation_id: str | None = None
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any]) -> Instance:
@@ -47,6 +51,8 @@ class Instance:
             private_ip=data.get("PrivateIpAddress") or None,
             private_dns=data.get("PrivateDnsName") or None,
             tags=tag_dict(data.get("Tags")),
+            instance_type=data.get("InstanceType") or None,
+            capacity_reservation_id=data.get("CapacityReservationId") or None,
         )
 
 

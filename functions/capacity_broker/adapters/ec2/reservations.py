@@ -46,6 +46,9 @@ class Reservation:
     commitment_seconds: int | None = None
     committed_count: int | None = None
     delivery_preference: str | None = None
+    # An interruptible Capacity Reservation (EC2: ``Interruptible``): its owner may reclaim
+    # the capacity, terminating the instances in it.
+    interruptible: bool = False
 
     @property
     def used_count(self) -> int:
@@ -104,6 +107,7 @@ class Reservation:
             commitment_seconds=_int_or_none(commitment.get("CommitmentDuration")),
             committed_count=_int_or_none(commitment.get("CommittedInstanceCount")),
             delivery_preference=data.get("DeliveryPreference"),
+            interruptible=bool(data.get("Interruptible", False)),
         )
 
 

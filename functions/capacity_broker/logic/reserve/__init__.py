@@ -21,6 +21,9 @@ methods (none inherits from another, and each keeps only what it uses):
 - ``giveback``: cancelling a loser, dropping the kept hold, undoing a failed step
   (``GiveBack``);
 - ``replay``: a recorded answer given again, with its reservation's state now (``Replay``);
+- ``pool``: a ``reserved-first`` job's reserved pool, read, planned, launched into and read
+  back per node (``Pool``); the ladder itself (pool, hold of the shortfall, launches, all or
+  nothing) is ordered by ``Reserver``;
 - ``answer``: the capacity chosen and the contract's answer built as the flow goes.
 """
 

@@ -11,9 +11,10 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from ...adapters.ec2 import Ec2
+from ...adapters.ec2 import Ec2, Pricing
 from ...adapters.ssm import Flags, ImageParameters
 from ...domain.failures import BrokerFailure
+from ...domain.pool import PoolSpec
 from ...domain.reserve import (
     ReserveStatus,
 )
@@ -23,15 +24,19 @@ from ...models import Attempt, ReserveRequest, ReserveResponse
 from .. import InvalidInput, placement
 from ..failures import step
 from ..memory import CapacityMemory, Recall
+from ..pool import ReservedPool
 from ..reservations import ReservationCore, utcnow
 from .answer import Answer, Chosen, ReserveStats
 from .bring_your_own import BringYourOwn
 from .giveback import GiveBack
 from .launch import Launch
+from .pool import HOLD_PART, Pool
 from .race import Race
 from .replay import Replay
 
 TEMPLATE_UNREADABLE = "Could not check the job's launch template (nothing was held)"
+# A reserved-first retry that met its earlier hold part before EC2 listed that part's nodes.
+EARLIER_NOT_LISTED = "EarlierLaunchNotListed"
 
 # What the flow uses once it has chosen: the capacity, its template's source version, and the
 # attempts that chose it.
@@ -54,6 +59,9 @@ class Reserver:
         clock: Callable[[], datetime] = utcnow,
         memory: CapacityMemory | None = None,
         parameters: ImageParameters | None = None,
+        pools: Callable[[PoolSpec], ReservedPool] | None = None,
+        pool: PoolSpec | None = None,
+        pricing: Pricing | None = None,
     ) -> None:
         self.ec2 = ec2
         self.flags = flags
@@ -70,6 +78,15 @@ class Reserver:
             parameters or ImageParameters(ec2.region, ec2.clients, ec2.retry),
         )
         self.replay = Replay(core)
+        self.pool = Pool(
+            ec2,
+            self.launch,
+            pools or _no_pools,
+            pool or PoolSpec(),
+            core.cluster_id,
+            clock,
+            pricing,
+        )
 
     # -- the flow -----------------------------------------------------------------------
     def reserve(
@@ -134,6 +151,10 @@ class Reserver:
         template = Background(self.launch.source, request, deadline)
         if request.capacity_reservation_id:
             return self._brought(request, place, template, answer, deadline)
+        if request.capacity == "reserved-first":
+            return self._laddered(
+                request, request_id, place, template, recall, answer, deadline, hard_deadline, stats
+            )
         return self._raced(
             request, request_id, place, template, recall, answer, deadline, hard_deadline, stats
         )
@@ -209,6 +230,209 @@ class Reserver:
             attempts,
         )
 
+    def _laddered(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        place: placement.Placement,
+        template: Background,
+        recall: Recall | None,
+        answer: Answer,
+        deadline: float,
+        hard_deadline: float,
+        stats: ReserveStats,
+    ) -> ReserveResponse:
+        """``reserved-first`` (issue 43): the pool's free matching instances first, a hold of
+        only the shortfall (the race, as for any job), then the launches, pool first; all or
+        nothing: when a later rung fails, what launched is terminated and the hold given
+        back. The whole answer is built here (no further ``Launch.use``)."""
+        response = answer.response
+        source = _checked(template)
+        place = self._platform(request, place, source, deadline)
+        with step("Could not look for the nodes of an earlier invocation"):
+            earlier = self.pool.earlier_nodes(request_id, deadline)
+        with step("Could not read the reserved pool"):
+            pool_plan, pool_seen = self.pool.plan(request, place, earlier, deadline)
+        if pool_plan.subnet_index is not None:
+            # The job's nodes stay in one AZ: the hold is made where the pool gives most.
+            zone = place.subnets[pool_plan.subnet_index].availability_zone_id
+            subnets = [s for s in place.subnets if s.availability_zone_id == zone]
+        else:
+            subnets = list(place.subnets)
+        chosen: Chosen | None = None
+        hold_request: ReserveRequest | None = None
+        hold_id = ""
+        attempts: list[Attempt] = []
+        if pool_plan.shortfall:
+            hold_request, hold_id = self.pool.part(
+                request, request_id, HOLD_PART, pool_plan.shortfall, [s.subnet_id for s in subnets]
+            )
+            try:
+                held = self._raced(
+                    hold_request,
+                    hold_id,
+                    placement.Placement(subnets, place.platform, place.tenancy),
+                    template,
+                    recall,
+                    Answer(hold_request, hold_id),
+                    deadline,
+                    hard_deadline,
+                    stats,
+                )
+            except InvalidInput:
+                # The hold part of an earlier invocation of this request was for another
+                # shortfall: its nodes did not all show in the listing by tag yet (EC2 is
+                # eventually consistent). Nothing was launched here; asked again a moment
+                # later, the ladder finds every rung's nodes.
+                response.error_code = EARLIER_NOT_LISTED
+                return answer.unchanged(
+                    ReserveStatus.ERROR,
+                    "An earlier invocation of this request launched nodes EC2 does not list "
+                    "yet; nothing was launched again: ask again in a moment",
+                )
+            if isinstance(held, ReserveResponse):
+                # No hold for the shortfall: nothing is launched (all or nothing).
+                response.status = held.status
+                response.error_code = held.error_code
+                response.reason = held.reason
+                response.retry_after_seconds = held.retry_after_seconds
+                response.attempts = held.attempts
+                response.cleanup = held.cleanup
+                response.pool = self.pool.uses(pool_plan) or None
+                response.message = (
+                    f"The pool covers {pool_plan.covered} of {request.instance_count}; the "
+                    f"other {pool_plan.shortfall}: {held.message}; nothing was launched"
+                )
+                if response.status in (ReserveStatus.RESERVED, ReserveStatus.PROVISIONED):
+                    response.status = ReserveStatus.ERROR  # never: a hold is a Choice
+                return response
+            chosen, _, attempts = held
+            answer.chosen(chosen, attempts)
+        launched: list[str] = []
+        for use in pool_plan.uses:
+            subnet_id = place.subnets[pool_plan.subnet_index or 0].subnet_id
+            with step("Could not read a pool reservation"):
+                reservation = self.pool.reservation(use.reservation, deadline)
+            part = (
+                self.pool.launch_use(
+                    request,
+                    request_id,
+                    reservation,
+                    use.count,
+                    subnet_id,
+                    source,
+                    deadline,
+                    hard_deadline,
+                    stats,
+                )
+                if reservation is not None
+                else None
+            )
+            if part is None or part.status is not ReserveStatus.PROVISIONED:
+                what = part.message if part is not None else "EC2 no longer shows it"
+                return self._ladder_failed(
+                    response,
+                    launched,
+                    chosen,
+                    f"pool reservation {use.reservation.id}: {what}",
+                    part,
+                    hard_deadline,
+                    stats,
+                )
+            launched += part.instances
+            if part.launch_template is not None:
+                response.launch_template = part.launch_template
+        if chosen is not None and hold_request is not None:
+            part = self.launch.use(
+                hold_request,
+                hold_id,
+                chosen,
+                source,
+                Answer(hold_request, hold_id),
+                deadline,
+                hard_deadline,
+                stats,
+            )
+            if part.status is not ReserveStatus.PROVISIONED:
+                # ``Launch.use`` gave the hold back (or kept it for a lost fleet answer).
+                return self._ladder_failed(
+                    response,
+                    launched,
+                    None,
+                    f"hold {chosen.reservation.id}: {part.message}",
+                    part,
+                    hard_deadline,
+                    stats,
+                )
+            launched += part.instances
+            response.launch_template = part.launch_template
+        if len(earlier) >= request.instance_count and not launched:
+            launched = [i.instance_id for i in earlier]
+        response.status = ReserveStatus.PROVISIONED
+        response.instances = launched
+        response.attempts = attempts
+        response.pool = self.pool.uses(pool_plan) or None
+        response.subnet_ids = (
+            [place.subnets[pool_plan.subnet_index].subnet_id]
+            if pool_plan.subnet_index is not None
+            else response.subnet_ids
+        )
+        if chosen is not None:
+            response.subnet_ids = list(chosen.subnet_ids)
+        response.instance_types = sorted(
+            {u.reservation.instance_type for u in pool_plan.uses}
+            | ({chosen.reservation.instance_type} if chosen is not None else set())
+        )
+        response.served = self.pool.served(
+            launched, pool_seen, chosen.reservation.id if chosen else None, hard_deadline
+        )
+        response.message = (
+            f"Launched {len(launched)} nodes: {pool_plan.covered} from the reserved pool"
+            + (
+                f" ({', '.join(f'{u.count} in {u.reservation.id}' for u in pool_plan.uses)})"
+                if pool_plan.uses
+                else ""
+            )
+            + (
+                f", {pool_plan.shortfall} from hold {chosen.reservation.id} (released)"
+                if chosen is not None
+                else "; no hold was needed"
+            )
+        )
+        return response
+
+    def _ladder_failed(
+        self,
+        response: ReserveResponse,
+        launched: list[str],
+        chosen: Chosen | None,
+        what: str,
+        part: ReserveResponse | None,
+        hard_deadline: float,
+        stats: ReserveStats,
+    ) -> ReserveResponse:
+        """A rung failed: all or nothing, what the ladder launched is terminated and the hold
+        (not yet launched into) given back, before the answer says error."""
+        left = self.pool.end(launched + (part.instances if part is not None else []), hard_deadline)
+        response.status = ReserveStatus.ERROR
+        response.error_code = (part.error_code if part is not None else None) or "LadderIncomplete"
+        response.message = f"The ladder could not launch every node ({what})"[:600]
+        if launched:
+            response.message += (
+                f"; the {len(launched)} nodes it launched are terminated"
+                if not left
+                else f"; {len(left)} nodes could not be terminated: {', '.join(left)}"
+            )
+        response.instances = left
+        if left or (part is not None and part.cleanup == "pending"):
+            response.cleanup = "pending"
+        if chosen is not None:
+            if self.give_back.drop(chosen, hard_deadline, stats):
+                response.message += "; the hold is cancelled"
+            else:
+                response.cleanup = "pending"
+        return response
+
     def _platform(
         self,
         request: ReserveRequest,
@@ -221,6 +445,10 @@ class Reserver:
             return place
         with step(TEMPLATE_UNREADABLE):
             return self.launch.platform(place, source, deadline)
+
+
+def _no_pools(spec: PoolSpec) -> ReservedPool:
+    raise RuntimeError("no reserved pool reader was given to reserve")
 
 
 def _checked(template: Background) -> Version | None:

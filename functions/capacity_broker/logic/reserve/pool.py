@@ -1,0 +1,255 @@
+"""The reserved pool's part of a ``reserved-first`` job (issue 43): read the cluster's pool,
+plan what it covers, launch into each pool reservation used, read back which rung served each
+node and what it costs an hour, and end what launched when the rest of the ladder fails.
+
+Each part of the ladder runs as a request of its own: the job's request id with the rung
+appended (``part``), so the existing hold, template-version and fleet steps (their
+ClientTokens, their look for nodes an earlier invocation launched) serve one rung each, and a
+retry of the job finds every rung where it was. Every node of the ladder also carries the job's
+request id in ``capacity-broker:ladder`` and its rung in ``capacity-broker:rung``: one exact tag
+finds the whole ladder. A pool reservation is only ever launched into: never held, modified or
+cancelled (``Chosen.owned`` is false for it, and ``ReservedPool.spares`` guards every cancel).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from ...adapters.aws import AwsError
+from ...adapters.ec2 import Ec2, Instance, Pricing, Reservation
+from ...domain.pool import (
+    TAG_LADDER,
+    TAG_RUNG,
+    PoolPlan,
+    PoolReservation,
+    PoolSpec,
+    Rung,
+    excluded,
+    plan,
+)
+from ...domain.templates import Version
+from ...models import ReserveRequest, ReserveResponse
+from ...models.reserve import PoolUseInfo, ServedInstance
+from .. import placement
+from ..pool import ReservedPool
+from .answer import Answer, Chosen, ReserveStats
+from .launch import Launch
+
+# A request id is at most 128 characters (models.common); a part's id keeps that limit.
+REQUEST_ID_LIMIT = 128
+HOLD_PART = "hold"
+
+
+def part_id(request_id: str, rung: str) -> str:
+    """The request id of one rung of the ladder: ``<request id>:<rung>``, or, when that would
+    pass the limit, the request id cut and a digest of the whole (still one id per rung)."""
+    whole = f"{request_id}:{rung}"
+    if len(whole) <= REQUEST_ID_LIMIT:
+        return whole
+    digest = hashlib.sha256(whole.encode()).hexdigest()[:16]
+    keep = REQUEST_ID_LIMIT - len(rung) - len(digest) - 2
+    return f"{request_id[:keep]}:{digest}:{rung}"
+
+
+class Pool:
+    """reserve's reserved-pool collaborator: plan, launch, read back, end."""
+
+    def __init__(
+        self,
+        ec2: Ec2,
+        launch: Launch,
+        pools: Callable[[PoolSpec], ReservedPool],
+        default: PoolSpec,
+        cluster_id: str,
+        clock: Callable[[], datetime],
+        pricing: Pricing | None = None,
+    ) -> None:
+        self.ec2 = ec2
+        self.launch = launch
+        self.pools = pools
+        self.default = default
+        self.cluster_id = cluster_id
+        self.clock = clock
+        self.pricing = pricing
+
+    # -- which pool ----------------------------------------------------------------------
+    def spec_for(self, request: ReserveRequest) -> PoolSpec:
+        """The request's own pool, else the deployment's."""
+        if request.pool is None:
+            return self.default
+        return PoolSpec.parse(request.pool.resource_groups, request.pool.tag, request.pool.priority)
+
+    # -- the plan -------------------------------------------------------------------------
+    def earlier_nodes(self, request_id: str, deadline: float) -> list[Instance]:
+        """The ladder's nodes an earlier invocation of this request launched (every rung)."""
+        return self.ec2.tagged_instances(
+            {TAG_LADDER: [request_id]}, ("pending", "running"), deadline
+        )
+
+    def plan(
+        self,
+        request: ReserveRequest,
+        place: placement.Placement,
+        earlier: Sequence[Instance],
+        deadline: float,
+    ) -> tuple[PoolPlan, list[PoolReservation]]:
+        """What the pool covers of the job, in one AZ. The ladder's own earlier nodes count as
+        free again in the reservation they use: a retry plans what the first invocation
+        planned, and each rung then finds its own nodes instead of launching more."""
+        spec = self.spec_for(request)
+        if spec.empty:
+            return PoolPlan(None, (), request.instance_count), []
+        ours = Counter(i.tags.get(TAG_RUNG) for i in earlier)
+        now = self.clock()
+        found = [
+            replace(r, available=r.available + ours.get(r.id, 0))
+            for r in self.pools(spec).read(deadline)
+        ]
+        usable = [r for r in found if excluded(r, self.cluster_id, now, _runtime(request)) is None]
+        zones = [s.availability_zone_id for s in place.subnets]
+        return (
+            plan(
+                usable,
+                request.instance_types,
+                zones,
+                place.platform,
+                request.tenancy,
+                request.instance_count,
+                spec.priority,
+            ),
+            found,
+        )
+
+    # -- the parts ------------------------------------------------------------------------
+    @staticmethod
+    def part(
+        request: ReserveRequest, request_id: str, rung: str, count: int, subnet_ids: list[str]
+    ) -> tuple[ReserveRequest, str]:
+        """One rung of the ladder as a request of its own (its id, count and subnets; its
+        nodes tagged with the ladder and the rung). Built from a validated request: the
+        broker's own tag keys are added past the model's check of a caller's tags."""
+        sub_id = part_id(request_id, rung)
+        sub = request.model_copy(
+            update={
+                "request_id": sub_id,
+                "instance_count": count,
+                "subnet_ids": list(subnet_ids),
+                "capacity": "hold",
+                "pool": None,
+                "tags": {**(request.tags or {}), TAG_LADDER: request_id, TAG_RUNG: rung},
+            }
+        )
+        return sub, sub_id
+
+    def launch_use(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        reservation: Reservation,
+        count: int,
+        subnet_id: str,
+        source: Version | None,
+        deadline: float,
+        hard_deadline: float,
+        stats: ReserveStats,
+    ) -> ReserveResponse:
+        """Launch ``count`` nodes into one pool reservation: a template version that targets it
+        and one all-or-nothing launch (``Launch.use``), never a hold."""
+        sub, sub_id = self.part(request, request_id, reservation.id, count, [subnet_id])
+        chosen = Chosen(reservation, False, [subnet_id])
+        answer = Answer(sub, sub_id)
+        answer.chosen(chosen, [])
+        return self.launch.use(sub, sub_id, chosen, source, answer, deadline, hard_deadline, stats)
+
+    def reservation(self, use: PoolReservation, deadline: float) -> Reservation | None:
+        """The pool reservation as the launch step takes it (EC2's full record)."""
+        return self.ec2.reservation(use.id, deadline)
+
+    def end(self, instance_ids: Sequence[str], hard_deadline: float) -> list[str]:
+        """Terminate what the ladder launched (all or nothing); answers the ids EC2 did not
+        confirm ending."""
+        if not instance_ids:
+            return []
+        try:
+            ended = self.ec2.terminate_instances(
+                list(instance_ids), hard_deadline, wait_for=list(instance_ids)
+            )
+        except AwsError:
+            ended = []
+        return sorted(set(instance_ids) - set(ended))
+
+    # -- the answer -----------------------------------------------------------------------
+    @staticmethod
+    def uses(pool_plan: PoolPlan) -> list[PoolUseInfo]:
+        return [
+            PoolUseInfo(
+                reservation_id=u.reservation.id,
+                kind=u.reservation.kind.value,
+                instance_type=u.reservation.instance_type,
+                availability_zone=u.reservation.availability_zone,
+                instance_count=u.count,
+            )
+            for u in pool_plan.uses
+        ]
+
+    def served(
+        self,
+        instance_ids: Sequence[str],
+        pool: Sequence[PoolReservation],
+        hold_id: str | None,
+        deadline: float,
+    ) -> list[ServedInstance]:
+        """Per node, the rung that served it as EC2 reports it (DescribeInstances'
+        CapacityReservationId: the CreateFleet answer names no reservation) and the On-Demand
+        price of its type. A node EC2 does not show yet is left out (never guessed)."""
+        try:
+            known = self.ec2.known_instances(list(instance_ids), deadline, wait_for=instance_ids)
+        except AwsError:
+            return []
+        kinds = {r.id: r.kind for r in pool}
+        prices: dict[str, float | None] = {}
+        out: list[ServedInstance] = []
+        for instance_id in instance_ids:
+            instance = known.get(instance_id)
+            if instance is None:
+                continue
+            reservation_id = instance.capacity_reservation_id
+            if reservation_id is None:
+                rung = Rung.ON_DEMAND
+            elif reservation_id == hold_id:
+                rung = Rung.HOLD
+            else:
+                rung = kinds.get(reservation_id, Rung.ODCR)
+            price = None
+            if rung is not Rung.CAPACITY_BLOCK and instance.instance_type:
+                price = self._price(instance.instance_type, prices)
+            out.append(
+                ServedInstance(
+                    instance_id=instance_id,
+                    rung=rung.value,
+                    reservation_id=reservation_id,
+                    instance_type=instance.instance_type,
+                    hourly_price_usd=price,
+                )
+            )
+        return out
+
+    def _price(self, instance_type: str, prices: dict[str, float | None]) -> float | None:
+        if instance_type in prices:
+            return prices[instance_type]
+        price = None
+        if self.pricing is not None:
+            try:
+                price = self.pricing.on_demand_price(instance_type, self.ec2.region)
+            except AwsError:
+                price = None  # a price is information, never a reason to fail a launch
+        prices[instance_type] = price
+        return price
+
+
+def _runtime(request: ReserveRequest) -> timedelta | None:
+    return timedelta(seconds=request.runtime_seconds) if request.runtime_seconds else None
