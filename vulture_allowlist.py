@@ -81,3 +81,6 @@ _.do_POST
 _.log_message
 # botocore's CredentialResolver reads a provider's canonical name (adapters/aws.py).
 _.CANONICAL_NAME
+# moto's serializer reads a fleet's members from its attributes by their snake-cased shape
+# names (FleetData.ReservedCapacityOptions): emulator/responses/launches.py.
+_.reserved_capacity_options
