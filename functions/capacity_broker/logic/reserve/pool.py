@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -42,6 +42,9 @@ from .launch import Launch
 # A request id is at most 128 characters (models.common); a part's id keeps that limit.
 REQUEST_ID_LIMIT = 128
 HOLD_PART = "hold"
+# A node's states: running (or about to), and ended (what an undone round leaves).
+LIVE = ("pending", "running")
+ENDED = ("shutting-down", "terminated", "stopping", "stopped")
 
 
 def part_id(request_id: str, rung: str) -> str:
@@ -84,11 +87,14 @@ class Pool:
         return PoolSpec.parse(request.pool.resource_groups, request.pool.tag, request.pool.priority)
 
     # -- the plan -------------------------------------------------------------------------
-    def earlier_nodes(self, request_id: str, deadline: float) -> list[Instance]:
-        """The ladder's nodes an earlier invocation of this request launched (every rung)."""
-        return self.ec2.tagged_instances(
-            {TAG_LADDER: [request_id]}, ("pending", "running"), deadline
-        )
+    def earlier_nodes(
+        self, request_id: str, deadline: float
+    ) -> tuple[list[Instance], Counter[str]]:
+        """The ladder's nodes an earlier invocation of this request launched (every rung) that
+        run, and per rung how many EC2 shows ended (an earlier round the ladder undid)."""
+        found = self.ec2.tagged_instances({TAG_LADDER: [request_id]}, (*LIVE, *ENDED), deadline)
+        ended = Counter(i.tags.get(TAG_RUNG, "") for i in found if i.state in ENDED)
+        return [i for i in found if i.state in LIVE], ended
 
     def plan(
         self,
@@ -127,12 +133,21 @@ class Pool:
     # -- the parts ------------------------------------------------------------------------
     @staticmethod
     def part(
-        request: ReserveRequest, request_id: str, rung: str, count: int, subnet_ids: list[str]
+        request: ReserveRequest,
+        request_id: str,
+        rung: str,
+        count: int,
+        subnet_ids: list[str],
+        round_: int = 0,
     ) -> tuple[ReserveRequest, str]:
         """One rung of the ladder as a request of its own (its id, count and subnets; its
         nodes tagged with the ladder and the rung). Built from a validated request: the
-        broker's own tag keys are added past the model's check of a caller's tags."""
-        sub_id = part_id(request_id, rung)
+        broker's own tag keys are added past the model's check of a caller's tags.
+
+        ``round_`` > 0: an earlier round of this rung was undone (its nodes ended). The part
+        then has an id of its own: under the old id the fleet's ClientToken would make EC2
+        answer the old fleet again, the ended nodes, and launch nothing."""
+        sub_id = part_id(request_id, f"{rung}~{round_}" if round_ else rung)
         sub = request.model_copy(
             update={
                 "request_id": sub_id,
@@ -156,10 +171,11 @@ class Pool:
         deadline: float,
         hard_deadline: float,
         stats: ReserveStats,
+        round_: int = 0,
     ) -> ReserveResponse:
         """Launch ``count`` nodes into one pool reservation: a template version that targets it
         and one all-or-nothing launch (``Launch.use``), never a hold."""
-        sub, sub_id = self.part(request, request_id, reservation.id, count, [subnet_id])
+        sub, sub_id = self.part(request, request_id, reservation.id, count, [subnet_id], round_)
         chosen = Chosen(reservation, False, [subnet_id])
         answer = Answer(sub, sub_id)
         answer.chosen(chosen, [])
@@ -196,20 +212,23 @@ class Pool:
             for u in pool_plan.uses
         ]
 
+    def read_back(self, instance_ids: Sequence[str], deadline: float) -> dict[str, Instance]:
+        """The launched nodes as EC2 shows them now (none when it cannot answer)."""
+        try:
+            return self.ec2.known_instances(list(instance_ids), deadline, wait_for=instance_ids)
+        except AwsError:
+            return {}
+
     def served(
         self,
         instance_ids: Sequence[str],
+        known: Mapping[str, Instance],
         pool: Sequence[PoolReservation],
         hold_id: str | None,
-        deadline: float,
     ) -> list[ServedInstance]:
         """Per node, the rung that served it as EC2 reports it (DescribeInstances'
         CapacityReservationId: the CreateFleet answer names no reservation) and the On-Demand
         price of its type. A node EC2 does not show yet is left out (never guessed)."""
-        try:
-            known = self.ec2.known_instances(list(instance_ids), deadline, wait_for=instance_ids)
-        except AwsError:
-            return []
         kinds = {r.id: r.kind for r in pool}
         prices: dict[str, float | None] = {}
         out: list[ServedInstance] = []

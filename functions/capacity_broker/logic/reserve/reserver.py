@@ -14,7 +14,7 @@ from datetime import datetime
 from ...adapters.ec2 import Ec2, Pricing
 from ...adapters.ssm import Flags, ImageParameters
 from ...domain.failures import BrokerFailure
-from ...domain.pool import PoolSpec
+from ...domain.pool import TAG_RUNG, PoolSpec
 from ...domain.reserve import (
     ReserveStatus,
 )
@@ -30,7 +30,7 @@ from .answer import Answer, Chosen, ReserveStats
 from .bring_your_own import BringYourOwn
 from .giveback import GiveBack
 from .launch import Launch
-from .pool import HOLD_PART, Pool
+from .pool import ENDED, HOLD_PART, Pool
 from .race import Race
 from .replay import Replay
 
@@ -250,7 +250,7 @@ class Reserver:
         source = _checked(template)
         place = self._platform(request, place, source, deadline)
         with step("Could not look for the nodes of an earlier invocation"):
-            earlier = self.pool.earlier_nodes(request_id, deadline)
+            earlier, ended = self.pool.earlier_nodes(request_id, deadline)
         with step("Could not read the reserved pool"):
             pool_plan, pool_seen = self.pool.plan(request, place, earlier, deadline)
         if pool_plan.subnet_index is not None:
@@ -311,6 +311,9 @@ class Reserver:
         launched: list[str] = []
         for use in pool_plan.uses:
             subnet_id = place.subnets[pool_plan.subnet_index or 0].subnet_id
+            # A rung an earlier round undid (its nodes ended, none runs) is launched anew.
+            running = any(i.tags.get(TAG_RUNG) == use.reservation.id for i in earlier)
+            round_ = 0 if running else ended.get(use.reservation.id, 0)
             with step("Could not read a pool reservation"):
                 reservation = self.pool.reservation(use.reservation, deadline)
             part = (
@@ -324,6 +327,7 @@ class Reserver:
                     deadline,
                     hard_deadline,
                     stats,
+                    round_,
                 )
                 if reservation is not None
                 else None
@@ -383,8 +387,22 @@ class Reserver:
             {u.reservation.instance_type for u in pool_plan.uses}
             | ({chosen.reservation.instance_type} if chosen is not None else set())
         )
+        # All or nothing, and never a claim EC2 has not confirmed: a node EC2 shows ended (a
+        # fleet's ClientToken answering an earlier, undone launch) fails the ladder.
+        known = self.pool.read_back(launched, hard_deadline)
+        gone = sorted(i for i, node in known.items() if node.state in ENDED)
+        if gone:
+            return self._ladder_failed(
+                response,
+                [i for i in launched if i not in gone],
+                None,
+                f"EC2 shows {', '.join(gone)} ended",
+                None,
+                hard_deadline,
+                stats,
+            )
         response.served = self.pool.served(
-            launched, pool_seen, chosen.reservation.id if chosen else None, hard_deadline
+            launched, known, pool_seen, chosen.reservation.id if chosen else None
         )
         response.message = (
             f"Launched {len(launched)} nodes: {pool_plan.covered} from the reserved pool"

@@ -1,0 +1,69 @@
+"""Adversarial review of reserved-first (issue 43): attacks on the ladder through the handlers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from capacity_broker.handlers.reserve import handler as reserve
+
+from emulator import Emulator
+from tests.integration.test_reserve_pool import (
+    POOL_ODCR,
+    ec2,
+    instances,
+    job,
+    live,
+    pool,  # noqa: F401  (fixture)
+    reservation,
+)
+
+pytestmark = pytest.mark.integration
+
+USER_ODCR = "cr-0eeeeeeeeeeeeeee1"  # team=cfd, 8 hpc7a in us-east-1b: not any pool's
+
+
+@pytest.mark.parametrize("tag", ["team=*", "team=cf?", "team=c*", "hpc-pool=*"])
+def test_a_pool_tag_value_is_never_a_pattern(pool: Any, context: Any, tag: str) -> None:  # noqa: F811
+    answer = reserve(job(request_id="pool-wild", instance_count=2, pool={"tag": tag}), context)
+    used = {p["reservation_id"] for p in answer.get("pool") or []}
+    assert USER_ODCR not in used, answer
+    assert POOL_ODCR not in used, answer
+    assert reservation(USER_ODCR)["AvailableInstanceCount"] == 8
+    assert reservation(POOL_ODCR)["AvailableInstanceCount"] == 3
+
+
+def test_a_retry_after_a_failed_ladder_claims_only_nodes_that_run(pool: Any, context: Any) -> None:  # noqa: F811
+    pool.fail(
+        "CreateFleet",
+        "InsufficientInstanceCapacity",
+        mode="errors",
+        times=99,
+        when={
+            "TargetCapacitySpecification": {
+                "TotalTargetCapacity": 2,
+                "DefaultTargetCapacityType": "on-demand",
+                "OnDemandTargetCapacity": 2,
+            }
+        },
+    )
+    first = reserve(job(request_id="pool-retry", instance_count=5), context)
+    assert first["status"] == "error", first
+    pool.clear_faults()
+    Emulator().settle()
+    again = reserve(job(request_id="pool-retry", instance_count=5), context)
+    # The first round was undone (its pool nodes ended); the retry launches the job anew and
+    # names only nodes that run: the pool part's fleet token of the undone round would answer
+    # its ended nodes again.
+    assert again["status"] == "provisioned", again
+    assert len(again["instances"]) == 5, again
+    assert sorted(live(again["instances"])) == sorted(again["instances"]), again
+    assert {s["instance_id"] for s in again["served"]} == set(again["instances"])
+    every = [
+        i["InstanceId"]
+        for r in ec2().describe_instances()["Reservations"]
+        for i in r["Instances"]
+        if {"Key": "capacity-broker:ladder", "Value": "pool-retry"} in i.get("Tags", [])
+    ]
+    assert len(live(every)) == 5  # nothing launched twice
+    assert {i.get("CapacityReservationId") for i in instances(again["instances"])} >= {POOL_ODCR}
