@@ -67,3 +67,79 @@ def test_a_retry_after_a_failed_ladder_claims_only_nodes_that_run(pool: Any, con
     ]
     assert len(live(every)) == 5  # nothing launched twice
     assert {i.get("CapacityReservationId") for i in instances(again["instances"])} >= {POOL_ODCR}
+
+
+@pytest.mark.parametrize(
+    "tag",
+    [
+        "k" * 128 + "=v",  # a tag key is at most 127 characters (botocore: Tag.Key)
+        "key=" + "v" * 256,  # a value at most 255
+    ],
+)
+def test_a_pool_tag_ec2_cannot_carry_is_the_fields_invalid_request(
+    pool: Any,  # noqa: F811
+    context: Any,
+    tag: str,
+) -> None:
+    answer = reserve(job(request_id="pool-long", instance_count=1, pool={"tag": tag}), context)
+    assert answer["status"] == "invalid_request", answer
+    assert "pool.tag" in {e["field"] for e in answer["errors"]}, answer
+    assert [c for c in pool.calls() if not c.action.startswith("Describe")] == []
+
+
+def test_a_failed_second_pool_launch_ends_the_first_and_leaves_nothing(
+    pool: Any,  # noqa: F811
+    context: Any,
+) -> None:
+    from tests.integration.test_reserve_pool import holds_made, lent_to_the_pool
+
+    lent = lent_to_the_pool(2)
+    pool.clear_calls()
+    pool.fail(
+        "CreateFleet",
+        "InsufficientInstanceCapacity",
+        mode="errors",
+        times=99,
+        when={
+            "TargetCapacitySpecification": {
+                "TotalTargetCapacity": 2,
+                "DefaultTargetCapacityType": "on-demand",
+                "OnDemandTargetCapacity": 2,
+            }
+        },
+    )
+    answer = reserve(job(request_id="pool-second", instance_count=5), context)
+    assert answer["status"] == "error", answer
+    assert answer["instances"] == []
+    assert holds_made(pool) == []
+    every = [
+        i["InstanceId"]
+        for r in ec2().describe_instances()["Reservations"]
+        for i in r["Instances"]
+        if {"Key": "capacity-broker:ladder", "Value": "pool-second"} in i.get("Tags", [])
+    ]
+    assert every and live(every) == []
+    assert reservation(POOL_ODCR)["AvailableInstanceCount"] == 3
+    assert reservation(lent)["State"] == "active"
+
+
+def test_transient_fleet_errors_on_a_pool_launch_are_asked_again(
+    pool: Any,  # noqa: F811
+    context: Any,
+) -> None:
+    pool.fail(
+        "CreateFleet",
+        "RequestLimitExceeded",
+        mode="errors",
+        times=1,
+        when={
+            "TargetCapacitySpecification": {
+                "TotalTargetCapacity": 3,
+                "DefaultTargetCapacityType": "on-demand",
+                "OnDemandTargetCapacity": 3,
+            }
+        },
+    )
+    answer = reserve(job(request_id="pool-transient", instance_count=3), context)
+    assert answer["status"] == "provisioned", answer
+    assert len(live(answer["instances"])) == 3

@@ -17,7 +17,14 @@ from enum import StrEnum
 
 from . import blocks
 from .clock import utc
-from .tags import TAG_PREFIX, is_owned, other_cluster, purpose_of
+from .tags import (
+    MAX_KEY_LENGTH,
+    MAX_VALUE_LENGTH,
+    TAG_PREFIX,
+    is_owned,
+    other_cluster,
+    purpose_of,
+)
 
 # The tag every instance of one ladder carries (its value: the job's request id), so that the
 # whole ladder's nodes are found by one exact tag, whichever rung launched them.
@@ -93,6 +100,12 @@ class PoolSpec:
             key, value = key.strip(), value.strip()
             if not sep or not key:
                 raise PoolSpecError(f"pool tag {tag!r} is not key=value")
+            if len(key) > MAX_KEY_LENGTH or len(value) > MAX_VALUE_LENGTH:
+                # No reservation can carry it: the pool it names would be silently empty.
+                raise PoolSpecError(
+                    f"pool tag: EC2 tag keys are at most {MAX_KEY_LENGTH} characters and values "
+                    f"at most {MAX_VALUE_LENGTH} (this key {len(key)}, value {len(value)})"
+                )
             if key.casefold().startswith(TAG_PREFIX):
                 # The broker's own keys mark what it owns; a pool is what it does not own.
                 raise PoolSpecError(f"pool tag key {key!r} is one of the broker's own keys")

@@ -132,12 +132,16 @@ def test_pool_settings_are_parsed_or_refused() -> None:
     assert (spec.tag_key, spec.tag_value) == ("hpc-pool", "prod")
     assert spec.priority == (Rung.INTERRUPTIBLE, Rung.ODCR)
     assert PoolSpec.parse().empty
+    assert PoolSpec.parse((), "k" * 127 + "=" + "v" * 255).tag_key == "k" * 127
     for tag, priority in (
         ("no-equals", None),
         ("capacity-broker:purpose=hold", None),
         ("k=v", ["odcr", "odcr"]),
         ("k=v", ["hold"]),
         ("k=v", []),
+        # No reservation can carry a tag EC2 refuses: an empty pool, never a silent one.
+        ("k" * 128 + "=v", None),
+        ("k=" + "v" * 256, None),
     ):
         with pytest.raises(PoolSpecError):
             PoolSpec.parse((), tag, priority)
