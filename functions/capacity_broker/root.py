@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # the flows are imported where they are built: a probe Lambda
     from .logic.cleaner import Cleaner
     from .logic.discovery import Discovery
     from .logic.grouping import Coalescer
-    from .logic.pool import ReservedPool
+    from .logic.pool import ReservedPool, Spared
     from .logic.probe import Prober
     from .logic.release import Releaser
     from .logic.reservations import Patience, ReservationCore
@@ -250,12 +250,12 @@ class Root:
             ),
         )
 
-    def _spares(self, region: str) -> Callable[[Reservation], bool] | None:
+    def _spares(self, region: str) -> Callable[[Reservation], Spared | None] | None:
         """The guard that keeps every cancel off the deployment's reserved pool (none
         configured: none)."""
         if self.settings.pool.empty:
             return None
-        return lambda reservation: self.pool(region=region).spares(reservation)
+        return lambda reservation: self.pool(region=region).why_spared(reservation)
 
     def _placement(self) -> dict[str, Any]:
         """What probe and reserve are both made of: the region's EC2 adapter, the flags, the

@@ -143,3 +143,33 @@ def test_transient_fleet_errors_on_a_pool_launch_are_asked_again(
     answer = reserve(job(request_id="pool-transient", instance_count=3), context)
     assert answer["status"] == "provisioned", answer
     assert len(live(answer["instances"])) == 3
+
+
+def test_release_while_the_pools_group_cannot_be_read_says_so(
+    pool: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    container: Any,
+    context: Any,
+) -> None:
+    import boto3
+    from capacity_broker.handlers.release import handler as release
+
+    from tests.integration.test_reserve_pool import LOOKALIKE, OUTSIDE, POOL_CONFIGURATION
+
+    groups = boto3.client("resource-groups", region_name="us-east-1")
+    groups.create_group(Name="hpc-pool", Configuration=POOL_CONFIGURATION)
+    monkeypatch.delenv("BROKER_POOL_TAG")
+    monkeypatch.setenv("BROKER_POOL_GROUPS", "hpc-pool")
+    container.fresh()
+    pool.fail(
+        "ListGroupResources", "TooManyRequestsException", times=999, service="resource-groups"
+    )
+    released = release({"request_id": "rel-throttled", "job_id": "1234"}, context)
+    # Nothing is cancelled (the group might name either), and the answer does not say the
+    # job has nothing left to release, nor that the broker's own hold is "not owned".
+    assert reservation(OUTSIDE)["State"] == "active"
+    assert reservation(LOOKALIKE)["State"] == "active"
+    assert released["status"] == "partial", released
+    assert {e["id"] for e in released["errors"]} == {OUTSIDE, LOOKALIKE}
+    assert {e["error_code"] for e in released["errors"]} == {"TooManyRequestsException"}
+    assert "not owned" not in str(released)

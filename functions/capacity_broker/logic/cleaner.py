@@ -235,7 +235,7 @@ class _Region:
         # idle instances are the sweep's metric.
         self.pool = pool
         self.core = ReservationCore(
-            self.ec2, cluster_id, clock=clock, spares=pool.spares if pool is not None else None
+            self.ec2, cluster_id, clock=clock, spares=pool.why_spared if pool is not None else None
         )
         self.templates = Templates(self.ec2, cluster_id, clock=clock, grace=grace)
 

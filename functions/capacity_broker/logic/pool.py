@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..adapters.aws import AwsError
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 # How long a group's member list is believed (a member added to the group is seen after at
 # most this; the guard that spares pool reservations reads it on every cancel).
 MEMBERS_SECONDS = 60.0
+# How long a failed read of the groups is believed by the cancel guard (``why_spared``).
+FAILED_SECONDS = 10.0
 # CapacityReservationIds per DescribeCapacityReservations call.
 IDS_PER_CALL = 100
 
@@ -61,6 +64,15 @@ def as_pool(reservation: Reservation) -> PoolReservation:
     )
 
 
+@dataclass(frozen=True)
+class Spared:
+    """Why a cancel leaves a reservation alone: the pool names it, or (``error``) the pool
+    could not be read to say whether it does."""
+
+    reason: str
+    error: AwsError | None = None
+
+
 class ReservedPool:
     """One pool (``spec``) in one region: its reservations now, and whether one is in it."""
 
@@ -76,6 +88,7 @@ class ReservedPool:
         self.groups = groups
         self.monotonic = monotonic
         self._members: tuple[float, frozenset[str]] | None = None
+        self._failed: tuple[float, AwsError] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -87,12 +100,21 @@ class ReservedPool:
         if not self.spec.groups:
             return frozenset()
         with self._lock:
-            kept = self._members
+            kept, failed = self._members, self._failed
         if kept is not None and not fresh and self.monotonic() - kept[0] < MEMBERS_SECONDS:
             return kept[1]
+        if failed is not None and not fresh and self.monotonic() - failed[0] < FAILED_SECONDS:
+            # Each cancel guard asks; one that just failed (throttled, after its retries) is
+            # not asked again at once for every reservation of a release or a sweep.
+            raise failed[1]
         ids: list[str] = []
-        for group in self.spec.groups:
-            ids += self.groups.reservation_ids(group, deadline)
+        try:
+            for group in self.spec.groups:
+                ids += self.groups.reservation_ids(group, deadline)
+        except AwsError as error:
+            with self._lock:
+                self._failed = (self.monotonic(), error)
+            raise
         members = frozenset(ids)
         with self._lock:
             self._members = (self.monotonic(), members)
@@ -125,21 +147,31 @@ class ReservedPool:
             raise PoolUnreadable(error) from None
 
     def spares(self, reservation: Reservation, deadline: float | None = None) -> bool:
-        """True when ``reservation`` is (or may be) the pool's: carries its tag, is listed by
-        one of its groups, or is an interruptible reservation (the broker never makes one).
-        A group that cannot be read spares every reservation: erring on "not ours" can only
-        keep one, never cancel an operator's."""
+        """True when ``reservation`` is (or may be) the pool's (``why_spared``)."""
+        return self.why_spared(reservation, deadline) is not None
+
+    def why_spared(self, reservation: Reservation, deadline: float | None = None) -> Spared | None:
+        """Why a cancel must leave ``reservation`` alone, or ``None``: it carries the pool's
+        tag, is listed by one of its groups, or is an interruptible reservation (the broker
+        never makes one). A group that cannot be read spares every reservation: erring on
+        "not ours" can only keep one, never cancel an operator's; the answer carries EC2's
+        error, so that a flow says the pool could not be read, not "not owned"."""
         if reservation.interruptible:
-            return True
+            return Spared("an interruptible reservation: never the broker's")
         key = self.spec.tag_key
         if key is not None and reservation.tags.get(key) == (self.spec.tag_value or ""):
-            return True
+            return Spared("the deployment's reserved pool names it (its tag)")
         if not self.spec.groups:
-            return False
+            return None
         try:
-            return reservation.id in self.member_ids(deadline)
-        except AwsError:
-            return True
+            named = reservation.id in self.member_ids(deadline)
+        except AwsError as error:
+            return Spared(
+                "the deployment's reserved pool could not be read "
+                f"({error.code}): it is left alone until it can be",
+                error,
+            )
+        return Spared("a member of the deployment's reserved pool's group") if named else None
 
 
 def idle_rows(pool: ReservedPool, pricing: Pricing | None, deadline: float | None) -> list[PoolRow]:

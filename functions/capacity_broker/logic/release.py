@@ -45,10 +45,20 @@ class Releaser:
             raise  # the handler's answer: invalid_request, each field's error
         except BrokerFailure as failure:
             return ReleaseResponse(request_id=request_id, **failed(failure))
+        # A hold the pool could not be judged about (its group unreadable) is kept, and said
+        # so: its job is not released (erring on "not ours" never cancels an operator's
+        # reservation, and never reads as "nothing to release" either).
+        unjudged = [
+            ItemError(id=r.id, error_code=spared.error.error_code, message=spared.reason)
+            for r in found
+            if r.tags.get(TAG_PURPOSE) == Purpose.HOLD.value
+            and (spared := self.core.spared(r)) is not None
+            and spared.error is not None
+        ]
         skipped = [
             SkippedReservation(id=r.id, reason=_why_not(r, self.core))
             for r in found
-            if not self._cancellable(r)
+            if not self._cancellable(r) and r.id not in {e.id for e in unjudged}
         ]
         mine = [r for r in found if self._cancellable(r)]
         live = [r for r in mine if r.state in HOLDING]
@@ -67,6 +77,7 @@ class Releaser:
                 errors = [e for e in pool.map(cancel, live) if e is not None]
         failed_ids = {e.id for e in errors}
         cancelled = [r.id for r in live if r.id not in failed_ids]
+        errors += unjudged
         versions, version_errors = self._versions(field, value, deadline, hard_deadline)
         what = f"{field.replace('_', ' ')} {value}"
         gone = f"; deleted launch template version(s) {', '.join(versions)}" if versions else ""
@@ -83,8 +94,8 @@ class Releaser:
                 cancelled=cancelled,
                 skipped=skipped,
                 errors=errors,
-                message=f"Released {len(cancelled)} of {len(live)} holds for {what}; the rest "
-                f"are left to their EndDate and the cleaner{gone}",
+                message=f"Released {len(cancelled)} of {len(live) + len(unjudged)} holds for "
+                f"{what}; the rest are left to their EndDate and the cleaner{gone}",
                 **extra,
             )
         return ReleaseResponse(
@@ -143,6 +154,9 @@ class Releaser:
 def _why_not(reservation: Reservation, core: ReservationCore) -> str:
     if reservation.reservation_type == "capacity-block":
         return "a Capacity Block: never cancelled by the broker"
+    spared = core.spared(reservation)
+    if spared is not None:
+        return spared.reason
     if not core.owns(reservation):
         return "not owned by this broker"
     if core.committed(reservation):

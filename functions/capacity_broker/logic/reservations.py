@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2, NewReservation, Reservation, Subnet
@@ -35,6 +35,9 @@ from ..domain.tokens import (
     next_generation,
     token_nonce,
 )
+
+if TYPE_CHECKING:
+    from .pool import Spared
 
 T = TypeVar("T")
 
@@ -138,12 +141,12 @@ class ReservationCore:
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         patience: Patience | None = None,
-        spares: Callable[[Reservation], bool] | None = None,
+        spares: Callable[[Reservation], Spared | None] | None = None,
     ) -> None:
         self.ec2 = ec2
         self.cluster_id = cluster_id
         # The cluster's reserved pool (issue 43): a reservation it names is never the broker's,
-        # whatever tags it carries (``ReservedPool.spares``).
+        # whatever tags it carries (``ReservedPool.why_spared``).
         self.spares = spares
         self.clock = clock
         self.monotonic = monotonic
@@ -301,8 +304,12 @@ class ReservationCore:
             reservation.reservation_type != "capacity-block"
             and not reservation.interruptible
             and tagging.is_owned(reservation.tags, self.cluster_id)
-            and not (self.spares is not None and self.spares(reservation))
+            and self.spared(reservation) is None
         )
+
+    def spared(self, reservation: Reservation) -> Spared | None:
+        """Why the deployment's reserved pool keeps ``reservation`` from every cancel."""
+        return self.spares(reservation) if self.spares is not None else None
 
     def release(
         self,
