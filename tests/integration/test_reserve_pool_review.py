@@ -173,3 +173,34 @@ def test_release_while_the_pools_group_cannot_be_read_says_so(
     assert {e["id"] for e in released["errors"]} == {OUTSIDE, LOOKALIKE}
     assert {e["error_code"] for e in released["errors"]} == {"TooManyRequestsException"}
     assert "not owned" not in str(released)
+
+
+def test_a_pool_reservation_of_another_platform_or_tenancy_never_covers_the_job(
+    pool: Any,  # noqa: F811
+    context: Any,
+) -> None:
+    client = ec2()
+    others = []
+    for platform, tenancy in (("Windows", "default"), ("Linux/UNIX", "dedicated")):
+        others.append(
+            client.create_capacity_reservation(
+                InstanceType="hpc7a.96xlarge",
+                InstancePlatform=platform,
+                Tenancy=tenancy,
+                AvailabilityZone="us-east-1c",
+                InstanceCount=4,  # more free than the match: preferred if matching were loose
+                InstanceMatchCriteria="targeted",
+                TagSpecifications=[
+                    {
+                        "ResourceType": "capacity-reservation",
+                        "Tags": [{"Key": "hpc-pool", "Value": "prod"}],
+                    }
+                ],
+            )["CapacityReservation"]["CapacityReservationId"]
+        )
+    Emulator().settle()
+    answer = reserve(job(request_id="pool-match", instance_count=2), context)
+    assert answer["status"] == "provisioned", answer
+    assert {s["reservation_id"] for s in answer["served"]} == {POOL_ODCR}
+    for other in others:
+        assert reservation(other)["AvailableInstanceCount"] == 4
