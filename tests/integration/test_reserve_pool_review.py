@@ -204,3 +204,39 @@ def test_a_pool_reservation_of_another_platform_or_tenancy_never_covers_the_job(
     assert {s["reservation_id"] for s in answer["served"]} == {POOL_ODCR}
     for other in others:
         assert reservation(other)["AvailableInstanceCount"] == 4
+
+
+BLOCK_NOW = "cr-0fffffffffffffff1"  # p5.48xlarge in us-east-1b, started 2 h ago, 24 h long
+
+
+@pytest.mark.parametrize(("runtime", "used"), [(21 * 3600 + 1800 + 60, False), (3600, True)])
+def test_a_pool_block_is_used_only_when_the_run_can_finish_in_it(
+    pool: Any,  # noqa: F811
+    context: Any,
+    runtime: int,
+    used: bool,
+) -> None:
+    ec2().create_tags(Resources=[BLOCK_NOW], Tags=[{"Key": "hpc-pool", "Value": "prod"}])
+    Emulator().settle()
+    answer = reserve(
+        job(
+            request_id=f"pool-block-{runtime}",
+            instance_count=3,  # the pool's p5 ODCR gives 2 (first in priority), the block 1
+            instance_types=["p5.48xlarge"],
+            runtime_seconds=runtime,
+        ),
+        context,
+    )
+    if used:
+        assert answer["status"] == "provisioned", answer
+        assert sorted((s["rung"], s["reservation_id"]) for s in answer["served"]) == [
+            ("capacity-block", BLOCK_NOW),
+            ("odcr", "cr-0aaaaaaaaaaaa0002"),
+            ("odcr", "cr-0aaaaaaaaaaaa0002"),
+        ]
+        # A block is prepaid: no hourly price (and the Price List has none for p5 here).
+        assert all(s.get("hourly_price_usd") is None for s in answer["served"])
+    else:
+        assert answer["status"] != "provisioned", answer
+        assert answer["instances"] == []
+        assert not [c for c in pool.calls() if c.action in ("CreateFleet", "RunInstances")]
