@@ -240,3 +240,20 @@ def test_a_pool_block_is_used_only_when_the_run_can_finish_in_it(
         assert answer["status"] != "provisioned", answer
         assert answer["instances"] == []
         assert not [c for c in pool.calls() if c.action in ("CreateFleet", "RunInstances")]
+
+
+def test_a_retry_answers_the_rung_each_node_ran_in_and_holds_nothing_again(
+    pool: Any,  # noqa: F811
+    context: Any,
+) -> None:
+    first = reserve(job(request_id="pool-rungs", instance_count=5), context)
+    assert first["status"] == "provisioned", first
+    Emulator().settle()
+    made = len(pool.calls("CreateCapacityReservation"))
+    again = reserve(job(request_id="pool-rungs", instance_count=5), context)
+    assert again["status"] == "provisioned", again
+    # Every node runs where the first invocation put it: nothing is held again.
+    assert len(pool.calls("CreateCapacityReservation")) == made, again
+    assert sorted(again["instances"]) == sorted(first["instances"])
+    rungs = sorted((s["instance_id"], s["rung"]) for s in first["served"])
+    assert sorted((s["instance_id"], s["rung"]) for s in again["served"]) == rungs, again

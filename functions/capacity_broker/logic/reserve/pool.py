@@ -29,6 +29,7 @@ from ...domain.pool import (
     PoolSpec,
     Rung,
     excluded,
+    kind_of,
     plan,
 )
 from ...domain.templates import Version
@@ -225,6 +226,7 @@ class Pool:
         known: Mapping[str, Instance],
         pool: Sequence[PoolReservation],
         hold_id: str | None,
+        deadline: float,
     ) -> list[ServedInstance]:
         """Per node, the rung that served it as EC2 reports it (DescribeInstances'
         CapacityReservationId: the CreateFleet answer names no reservation) and the On-Demand
@@ -239,10 +241,19 @@ class Pool:
             reservation_id = instance.capacity_reservation_id
             if reservation_id is None:
                 rung = Rung.ON_DEMAND
-            elif reservation_id == hold_id:
+            elif reservation_id == hold_id or (
+                reservation_id not in kinds and instance.tags.get(TAG_RUNG) == HOLD_PART
+            ):
+                # The hold part launched it into a hold (on a retry, the earlier invocation's
+                # hold, given back since: not this answer's ``reservation``).
                 rung = Rung.HOLD
+            elif reservation_id in kinds:
+                rung = kinds[reservation_id]
             else:
-                rung = kinds.get(reservation_id, Rung.ODCR)
+                found = self._kind(reservation_id, deadline)
+                if found is None:
+                    continue  # never guessed
+                rung = found
             price = None
             if rung is not Rung.CAPACITY_BLOCK and instance.instance_type:
                 price = self._price(instance.instance_type, prices)
@@ -256,6 +267,16 @@ class Pool:
                 )
             )
         return out
+
+    def _kind(self, reservation_id: str, deadline: float) -> Rung | None:
+        """The kind of a reservation the pool did not list, as EC2 shows it (None: unknown)."""
+        try:
+            found = self.ec2.reservation(reservation_id, deadline)
+        except AwsError:
+            return None
+        if found is None:
+            return None
+        return kind_of(found.reservation_type, found.interruptible)
 
     def _price(self, instance_type: str, prices: dict[str, float | None]) -> float | None:
         if instance_type in prices:

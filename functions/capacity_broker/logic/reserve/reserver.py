@@ -263,7 +263,10 @@ class Reserver:
         hold_request: ReserveRequest | None = None
         hold_id = ""
         attempts: list[Attempt] = []
-        if pool_plan.shortfall:
+        # The hold part's nodes an earlier invocation launched (its hold given back since):
+        # a retry takes them, and holds nothing again.
+        held_before = [i.instance_id for i in earlier if i.tags.get(TAG_RUNG) == HOLD_PART]
+        if pool_plan.shortfall and len(held_before) != pool_plan.shortfall:
             hold_request, hold_id = self.pool.part(
                 request, request_id, HOLD_PART, pool_plan.shortfall, [s.subnet_id for s in subnets]
             )
@@ -346,6 +349,10 @@ class Reserver:
             launched += part.instances
             if part.launch_template is not None:
                 response.launch_template = part.launch_template
+        if pool_plan.shortfall and len(held_before) == pool_plan.shortfall:
+            hold_nodes = held_before
+        else:
+            hold_nodes = []
         if chosen is not None and hold_request is not None:
             part = self.launch.use(
                 hold_request,
@@ -370,6 +377,7 @@ class Reserver:
                 )
             launched += part.instances
             response.launch_template = part.launch_template
+        launched += hold_nodes
         if len(earlier) >= request.instance_count and not launched:
             launched = [i.instance_id for i in earlier]
         response.status = ReserveStatus.PROVISIONED
@@ -402,7 +410,7 @@ class Reserver:
                 stats,
             )
         response.served = self.pool.served(
-            launched, known, pool_seen, chosen.reservation.id if chosen else None
+            launched, known, pool_seen, chosen.reservation.id if chosen else None, hard_deadline
         )
         response.message = (
             f"Launched {len(launched)} nodes: {pool_plan.covered} from the reserved pool"
@@ -414,6 +422,8 @@ class Reserver:
             + (
                 f", {pool_plan.shortfall} from hold {chosen.reservation.id} (released)"
                 if chosen is not None
+                else f", {len(hold_nodes)} launched earlier into this request's hold"
+                if hold_nodes
                 else "; no hold was needed"
             )
         )
