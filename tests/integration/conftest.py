@@ -91,6 +91,51 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
 
 
+class ParsedModels:
+    """botocore's data loader, one per test process, for every boto3 session the integration
+    tests make (the roots', the emulator's, the clients the tests read it with).
+
+    A new session parses EC2's service model (megabytes of JSON) and the endpoint rules again,
+    about 0.2 s of CPU, and nearly every test here builds a root or two with a session of its
+    own: that parse was a quarter of the fault matrix's time. Only the parsed files are shared
+    (botocore treats them as read-only: every client of one session shares them already); each
+    session keeps its own events, credentials and clients, so no test's hooks or state reach
+    another. The unit tests keep cold loaders: they test what a cold session reads."""
+
+    def __init__(self) -> None:
+        from botocore.loaders import create_loader
+
+        self._create = create_loader
+        self._loaders: dict[str | None, Any] = {}
+
+    def loader(self, search_path_string: str | None = None) -> Any:
+        """The loader of that AWS_DATA_PATH (botocore's ``create_loader`` signature)."""
+        found = self._loaders.get(search_path_string)
+        if found is None:
+            found = self._loaders[search_path_string] = self._create(search_path_string)
+        return found
+
+    def tidy(self) -> None:
+        """Each boto3 session adds its own data directory to its loader's search path: once
+        is enough (the list would otherwise grow by one per session made)."""
+        for found in self._loaders.values():
+            found.search_paths[:] = list(dict.fromkeys(found.search_paths))
+
+
+PARSED_MODELS = ParsedModels()
+
+
+@pytest.fixture(autouse=True)
+def _parsed_models_shared(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Sessions made in this test parse no service model another test's session parsed
+    (``ParsedModels``)."""
+    import botocore.session
+
+    monkeypatch.setattr(botocore.session, "create_loader", PARSED_MODELS.loader)
+    yield
+    PARSED_MODELS.tidy()
+
+
 @pytest.fixture(autouse=True)
 def ec2_preset(request: pytest.FixtureRequest) -> Iterator[str]:
     """EC2's timings for this test (``emulator.presets``), kept by every emulator reset in it;

@@ -20,10 +20,13 @@ TEMPLATE = "lt-0ddddddddddddddd1"
 
 
 @pytest.fixture
-def hpc(broker: Any) -> Any:
+def hpc(broker: Any, emulated_time: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     broker.load_scenario(SCENARIO)
     # room for several 8-node c7i jobs in us-east-1a
     broker.set_pool("us-east-1", "us-east-1a", "c7i.48xlarge", 64)
+    # The broker's waits (for a hold to show, a version to go) on the emulator's clock: on
+    # the slow preset they are minutes of EC2's time, not of the test's.
+    emulated_time.install(monkeypatch)
     return broker
 
 
