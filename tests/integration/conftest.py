@@ -329,6 +329,31 @@ class EmulatedTime:
         its window that way would close it before the others' threads have arrived.)"""
         threading.Event().wait(min(0.02, max(0.0, seconds)))
 
+    def serve(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The root the handlers build from the environment on their first invocation (as a
+        fresh container does: a variable the test sets before it is read) is on this clock, as
+        ``install``'s is; its pacer at the settings' rate scale. A root the test builds itself
+        (``container.build``) is what the test makes it."""
+        from capacity_broker.adapters.throttle import Pacer
+        from capacity_broker.handlers import _runtime
+
+        self.emu.freeze()
+        self.emu.throttle(emulator_clock=True)
+
+        def on_this_clock(settings: Settings) -> Root:
+            return Root(
+                settings,
+                clock=self.utcnow,
+                monotonic=self.monotonic,
+                sleep=self.sleep,
+                retry=self.paused(RetryPolicy()),
+                pacer=Pacer(
+                    scale=settings.ec2_rate_scale, clock=self.monotonic, sleep=self.sleep
+                ),
+            )
+
+        monkeypatch.setattr(_runtime, "Root", on_this_clock)
+
     def install(
         self,
         monkeypatch: pytest.MonkeyPatch,
@@ -368,6 +393,17 @@ def clock_of() -> Callable[[Any], EmulatedTime]:
 def emulated_time(broker: Any, container: Container) -> EmulatedTime:
     """``EmulatedTime`` over the test's emulator (call ``install`` once the world is loaded)."""
     return EmulatedTime(broker, container)
+
+
+@pytest.fixture
+def waits_on_emulated_time(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a module's ``usefixtures``: a test with the ``broker`` has the handlers' root on the
+    emulator's clock (``EmulatedTime.serve``), so the broker's waits (a pending hold before
+    its cancel, a retry's pause, EC2 catching up) are EC2's time, not the test's: on the slow
+    preset, minutes of it. A test that asks for ``emulated_time`` itself, or builds its root
+    itself, says how it runs."""
+    if "broker" in request.fixturenames and "emulated_time" not in request.fixturenames:
+        request.getfixturevalue("emulated_time").serve(monkeypatch)
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ import pytest
 from capacity_broker.handlers.release import handler as release
 from capacity_broker.handlers.reserve import handler as reserve
 
-pytestmark = pytest.mark.integration
+# The broker's waits on the emulator's clock (conftest: ``waits_on_emulated_time``).
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("waits_on_emulated_time")]
 
 SCENARIO = Path(__file__).parent / "scenarios" / "hpc.yaml"
 SUBNETS = ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2", "subnet-0aaaaaaaaaaaaaaa3"]
@@ -20,13 +21,10 @@ TEMPLATE = "lt-0ddddddddddddddd1"
 
 
 @pytest.fixture
-def hpc(broker: Any, emulated_time: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+def hpc(broker: Any) -> Any:
     broker.load_scenario(SCENARIO)
     # room for several 8-node c7i jobs in us-east-1a
     broker.set_pool("us-east-1", "us-east-1a", "c7i.48xlarge", 64)
-    # The broker's waits (for a hold to show, a version to go) on the emulator's clock: on
-    # the slow preset they are minutes of EC2's time, not of the test's.
-    emulated_time.install(monkeypatch)
     return broker
 
 
