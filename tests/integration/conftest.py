@@ -347,9 +347,7 @@ class EmulatedTime:
                 monotonic=self.monotonic,
                 sleep=self.sleep,
                 retry=self.paused(RetryPolicy()),
-                pacer=Pacer(
-                    scale=settings.ec2_rate_scale, clock=self.monotonic, sleep=self.sleep
-                ),
+                pacer=Pacer(scale=settings.ec2_rate_scale, clock=self.monotonic, sleep=self.sleep),
             )
 
         monkeypatch.setattr(_runtime, "Root", on_this_clock)
