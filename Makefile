@@ -54,17 +54,18 @@ typecheck: $(STAMP)
 # The suite in three sessions, each with fresh workers: a worker's memory grows with the tests
 # it runs (one session over the whole suite grew two workers past 8 GB each, near this
 # machine's 24), and is given back between sessions. Every test file is in exactly one.
-# The third session's tests wait more than they compute (local brokers and their servers,
-# CLIs in subprocesses, a real slurmctld's programs, EC2's latency): it runs more workers than
-# cores (INTEGRATION_WORKERS), so one test's wait is another's CPU, and each of them runs a
-# quarter of its tests instead of half, so none grows as far. ``worksteal`` hands a finished
-# worker tests from a busy one's queue: no worker idles at the end behind a slow one.
+# The first and the third sessions' tests wait more than they compute (a real slurmctld and
+# its programs, local brokers and their servers, CLIs in subprocesses): on 2 cores the first
+# used 19% of them. They run more workers than cores (WAITING_WORKERS), so one test's wait is
+# another's CPU, and each worker runs a quarter of the tests instead of half, so none grows as
+# far. The fault matrix computes: one worker per core. ``worksteal`` hands a finished worker
+# tests from a busy one's queue: no worker idles at the end behind a slow one.
 FAULT_MATRIX := tests/integration/test_fault_matrix.py
-INTEGRATION_WORKERS ?= 4
+WAITING_WORKERS ?= 4
 pytest: $(STAMP) node_modules/.installed
-	$(BIN)/pytest -n auto --dist worksteal tests/unit tests/emulator tests/infra tests/slurm
+	$(BIN)/pytest -n $(WAITING_WORKERS) --dist worksteal tests/unit tests/emulator tests/infra tests/slurm
 	$(BIN)/pytest -n auto --dist worksteal $(FAULT_MATRIX)
-	$(BIN)/pytest -n $(INTEGRATION_WORKERS) --dist worksteal tests/integration --ignore=$(FAULT_MATRIX)
+	$(BIN)/pytest -n $(WAITING_WORKERS) --dist worksteal tests/integration --ignore=$(FAULT_MATRIX)
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
