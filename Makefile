@@ -57,10 +57,10 @@ typecheck: $(STAMP)
 # The first and the third sessions' tests wait more than they compute (a real slurmctld and
 # its programs, local brokers and their servers, CLIs in subprocesses): the first needs about
 # 5 minutes of CPU and took 6.5-8 on 2 cores. They run more workers than cores
-# (WAITING_WORKERS), so one test's wait is
-# another's CPU, and each worker runs a quarter of the tests instead of half, so none grows as
-# far. The fault matrix computes: one worker per core. ``worksteal`` hands a finished worker
-# tests from a busy one's queue: no worker idles at the end behind a slow one.
+# (WAITING_WORKERS), so one test's wait is another's CPU, and each worker runs a quarter of
+# the tests instead of half, so none grows as far. The fault matrix computes: one worker per
+# core. ``worksteal`` hands a finished worker tests from a busy one's queue: no worker idles
+# at the end behind a slow one.
 FAULT_MATRIX := tests/integration/test_fault_matrix.py
 WAITING_WORKERS ?= 4
 pytest: $(STAMP) node_modules/.installed
