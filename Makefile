@@ -51,22 +51,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The suite in three sessions, each with fresh workers: a worker's memory grows with the tests
+# The suite in four sessions, each with fresh workers: a worker's memory grows with the tests
 # it runs (one session over the whole suite grew two workers past 8 GB each, near this
 # machine's 24), and is given back between sessions. Every test file is in exactly one.
-# The first and the third sessions' tests wait more than they compute (a real slurmctld and
-# its programs, local brokers and their servers, CLIs in subprocesses): the first needs about
-# 5 minutes of CPU and took 6.5-8 on 2 cores. They run more workers than cores
-# (WAITING_WORKERS), so one test's wait is another's CPU, and each worker runs a quarter of
-# the tests instead of half, so none grows as far. The fault matrix computes: one worker per
-# core. ``worksteal`` hands a finished worker tests from a busy one's queue: no worker idles
-# at the end behind a slow one.
 FAULT_MATRIX := tests/integration/test_fault_matrix.py
-WAITING_WORKERS ?= 4
+LATE_INTEGRATION := $(wildcard tests/integration/test_[p-z]*.py)
 pytest: $(STAMP) node_modules/.installed
-	$(BIN)/pytest -n $(WAITING_WORKERS) --dist worksteal tests/unit tests/emulator tests/infra tests/slurm
-	$(BIN)/pytest -n auto --dist worksteal $(FAULT_MATRIX)
-	$(BIN)/pytest -n $(WAITING_WORKERS) --dist worksteal tests/integration --ignore=$(FAULT_MATRIX)
+	$(BIN)/pytest -n auto tests/unit tests/emulator tests/infra tests/slurm
+	$(BIN)/pytest -n auto $(FAULT_MATRIX)
+	$(BIN)/pytest -n auto tests/integration --ignore=$(FAULT_MATRIX) $(addprefix --ignore=,$(LATE_INTEGRATION))
+	$(BIN)/pytest -n auto $(LATE_INTEGRATION)
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
