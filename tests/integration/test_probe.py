@@ -8,11 +8,13 @@ from typing import Any
 
 import boto3
 import pytest
+from capacity_broker.adapters.aws import RetryPolicy
 from capacity_broker.handlers.probe import handler
 
 from emulator import Emulator
 
-pytestmark = pytest.mark.integration
+# The broker's waits on the emulator's clock (conftest: ``waits_on_emulated_time``).
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("waits_on_emulated_time")]
 
 SUBNETS = ["subnet-0a0000000000000a1", "subnet-0b0000000000000b2", "subnet-0c0000000000000c3"]
 AZS = ["us-east-1a", "us-east-1b", "us-east-1c"]
@@ -199,18 +201,24 @@ def test_a_create_whose_answer_is_lost_is_not_made_twice(broker: Any, context: A
 
 
 def test_a_request_id_reused_probe_after_probe_gets_a_fresh_answer_each_time(
-    broker: Any, container: Any, context: Any
+    broker: Any, container: Any, context: Any, emulated_time: Any
 ) -> None:
     """A VDI client that reuses its session id: every probe is answered afresh (contract),
     never IdempotentParameterMismatch once the first tokens are spent, and none leaves a
-    reservation behind. The broker's clock moves a second per probe (new EndDates)."""
+    reservation behind. The broker's clock moves a second per probe (new EndDates); its
+    waits are on the emulator's clock."""
     broker.load_scenario(world([0, 0, 4]))
     start, ticks = broker.now(), iter(range(1000))
 
     def a_second_later() -> datetime:
         return start + timedelta(seconds=next(ticks))
 
-    container.build(clock=a_second_later)
+    container.build(
+        clock=a_second_later,
+        monotonic=emulated_time.monotonic,
+        sleep=emulated_time.sleep,
+        retry=emulated_time.paused(RetryPolicy()),
+    )
     for _ in range(6):
         answer = probe(context, request_id="vdi-session-42")
         assert answer["status"] == "available", answer

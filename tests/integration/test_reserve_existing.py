@@ -17,7 +17,8 @@ import boto3
 import pytest
 from capacity_broker.handlers.reserve import handler as reserve
 
-pytestmark = pytest.mark.integration
+# The broker's waits on the emulator's clock (conftest: ``waits_on_emulated_time``).
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("waits_on_emulated_time")]
 
 SCENARIO = Path(__file__).parent / "scenarios" / "hpc.yaml"
 SUBNETS = ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2", "subnet-0aaaaaaaaaaaaaaa3"]
