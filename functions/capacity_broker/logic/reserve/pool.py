@@ -232,6 +232,9 @@ class Pool:
         CapacityReservationId: the CreateFleet answer names no reservation) and the On-Demand
         price of its type. A node EC2 does not show yet is left out (never guessed)."""
         kinds = {r.id: r.kind for r in pool}
+        # Per answer, each reservation the pool did not list is asked of EC2 once (the nodes
+        # of one hold share it), as each type's price is.
+        looked_up: dict[str, Rung | None] = {}
         prices: dict[str, float | None] = {}
         out: list[ServedInstance] = []
         for instance_id in instance_ids:
@@ -250,7 +253,9 @@ class Pool:
             elif reservation_id in kinds:
                 rung = kinds[reservation_id]
             else:
-                found = self._kind(reservation_id, deadline)
+                if reservation_id not in looked_up:
+                    looked_up[reservation_id] = self._kind(reservation_id, deadline)
+                found = looked_up[reservation_id]
                 if found is None:
                     continue  # never guessed
                 rung = found
