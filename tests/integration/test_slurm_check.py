@@ -207,6 +207,31 @@ def test_an_endpoint_that_does_not_answer_is_reported_after_one_try(tmp_path: Pa
     assert any("could not look up the subnets" in p for p in found["problems"])
 
 
+def test_an_endpoint_that_does_not_answer_is_not_called_missing(tmp_path: Path) -> None:
+    """Issue 42's leftover: with EC2 unreachable the summary said "$Latest is version
+    MISSING", as if the template had no version; it says the version was not read."""
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[default]\naws_access_key_id = x\naws_secret_access_key = y\n")
+    aws = {"endpoint_url": f"http://127.0.0.1:{port}", "credentials_file": str(credentials)}
+    result = check(tmp_path, nodeset(), aws=aws)
+    assert result.exit_code == 3, result.output
+    assert "MISSING" not in result.stdout, result.stdout
+    assert "is version not read" in " ".join(result.stdout.split()), result.stdout
+
+
+def test_a_template_that_does_not_exist_is_missing(emu: Any, tmp_path: Path) -> None:
+    emu.load_scenario(WORLD)
+    absent = "lt-0c00000000000ffff"
+    result = check(tmp_path, nodeset(launch_template={"id": absent, "version": "$Latest"}))
+    assert result.exit_code == 3, result.output
+    assert "is version MISSING" in " ".join(result.stdout.split()), result.stdout
+
+
 def test_the_checks_clients_try_once_and_connect_briefly() -> None:
     from botocore.config import Config
     from capacity_broker.slurm.check import QuickSession

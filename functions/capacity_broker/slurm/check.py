@@ -34,6 +34,7 @@ from ..adapters.aws import AwsError, RetryPolicy
 from ..adapters.ec2 import Ec2
 from ..client.deployed import invoke_function
 from ..client.results import BrokerError
+from ..domain.errors import ErrorClass
 from ..domain.tags import TAG_CLUSTER_ID
 from ..logic.templates import TemplateRefused, Templates
 from ..root import Adapters
@@ -298,6 +299,11 @@ def _nodeset(
             grants.compare(template.id, source.data, found.problems, found.launch_template)
     except (AwsError, TemplateRefused) as error:
         found.launch_template = {"id": template.id, "version": template.version, "is": None}
+        if isinstance(error, TemplateRefused) or error.code is None or error.error_class in UNREAD:
+            # EC2 did not say what the version is (no answer, throttled, not allowed, or the
+            # template is another cluster's): the summary says "not read", never "MISSING",
+            # which would claim it does not exist.
+            found.launch_template["unread"] = True
         found.problems.append(f"launch template {template.id} version {template.version}: {error}")
     zones = sorted({s.availability_zone for s in subnets.values()})
     if zones:
@@ -350,6 +356,23 @@ def _template_facts(
     # Seam: a node set's instance_platform (branch real-broker) is compared here.
 
 
+# Errors after which the check knows nothing of the version (not that it is missing).
+UNREAD = (
+    ErrorClass.THROTTLE,
+    ErrorClass.RATE_BUDGET,
+    ErrorClass.TRANSIENT,
+    ErrorClass.PERMISSION,
+)
+
+
+def _version(template: dict[str, Any]) -> str:
+    """The version number EC2 named, "MISSING" when EC2 said there is none, "not read" when EC2
+    could not be asked."""
+    if template.get("is"):
+        return str(template["is"])
+    return "not read" if template.get("unread") else "MISSING"
+
+
 def _print(report: Report) -> None:
     console = Console()
     console.print(
@@ -395,7 +418,7 @@ def _print(report: Report) -> None:
         )
         console.print(
             f"{escape(found.nodeset)}: launch template {template['id']} "
-            f"{escape(template['version'])} is version {template['is'] or 'MISSING'}{platform}"
+            f"{escape(template['version'])} is version {_version(template)}{platform}"
             f"{builds_on}; each job asks reserve {escape(json.dumps(found.request))}"
         )
         if found.usable_end:
