@@ -73,6 +73,18 @@ def check(tmp_path: Path, *nodesets: dict[str, Any], output: str = "table", **to
     )
 
 
+def unreachable(tmp_path: Path) -> dict[str, str]:
+    """An ``aws:`` section whose endpoint is a port nothing listens on."""
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[default]\naws_access_key_id = x\naws_secret_access_key = y\n")
+    return {"endpoint_url": f"http://127.0.0.1:{port}", "credentials_file": str(credentials)}
+
+
 def test_a_good_configuration(emu: Any, tmp_path: Path) -> None:
     emu.load_scenario(WORLD)
     result = check(tmp_path, nodeset(), output="json")
@@ -193,14 +205,7 @@ def test_deployed_mode_missing_functions_and_an_untagged_template_fail_the_check
 
 
 def test_an_endpoint_that_does_not_answer_is_reported_after_one_try(tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
-    credentials = tmp_path / "credentials"
-    credentials.write_text("[default]\naws_access_key_id = x\naws_secret_access_key = y\n")
-    aws = {"endpoint_url": f"http://127.0.0.1:{port}", "credentials_file": str(credentials)}
+    aws = unreachable(tmp_path)
     result = check(tmp_path, nodeset(), output="json", aws=aws)
     assert result.exit_code == 3, result.output
     [found] = json.loads(result.stdout)["nodesets"]
@@ -210,14 +215,7 @@ def test_an_endpoint_that_does_not_answer_is_reported_after_one_try(tmp_path: Pa
 def test_an_endpoint_that_does_not_answer_is_not_called_missing(tmp_path: Path) -> None:
     """Issue 42's leftover: with EC2 unreachable the summary said "$Latest is version
     MISSING", as if the template had no version; it says the version was not read."""
-    import socket
-
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
-    credentials = tmp_path / "credentials"
-    credentials.write_text("[default]\naws_access_key_id = x\naws_secret_access_key = y\n")
-    aws = {"endpoint_url": f"http://127.0.0.1:{port}", "credentials_file": str(credentials)}
+    aws = unreachable(tmp_path)
     result = check(tmp_path, nodeset(), aws=aws)
     assert result.exit_code == 3, result.output
     assert "MISSING" not in result.stdout, result.stdout
