@@ -22,7 +22,9 @@ from datetime import datetime, timedelta
 from ...adapters.aws import AwsError
 from ...adapters.ec2 import Ec2, Instance, Pricing, Reservation
 from ...domain.pool import (
+    LADDER_DONE,
     TAG_LADDER,
+    TAG_LADDER_STATE,
     TAG_RUNG,
     PoolPlan,
     PoolReservation,
@@ -198,6 +200,24 @@ class Pool:
         except AwsError:
             ended = []
         return sorted(set(instance_ids) - set(ended))
+
+    def mark_done(self, instance_ids: Sequence[str], hard_deadline: float) -> list[str]:
+        """The ladder's done record: ``capacity-broker:ladder-state=done`` on every node it
+        launched, before reserve answers ``provisioned`` (the cleaner ends a ladder without
+        it once no invocation can still finish it). Answers the ids EC2 did not confirm
+        tagging: any, and the ladder is not done."""
+        if not instance_ids:
+            return []
+        try:
+            tagged = self.ec2.tag_instances(
+                list(instance_ids),
+                {TAG_LADDER_STATE: LADDER_DONE},
+                hard_deadline,
+                wait_for=list(instance_ids),
+            )
+        except AwsError:
+            tagged = []
+        return sorted(set(instance_ids) - set(tagged))
 
     # -- the answer -----------------------------------------------------------------------
     @staticmethod

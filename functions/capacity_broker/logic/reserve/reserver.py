@@ -37,6 +37,9 @@ from .replay import Replay
 TEMPLATE_UNREADABLE = "Could not check the job's launch template (nothing was held)"
 # A reserved-first retry that met its earlier hold part before EC2 listed that part's nodes.
 EARLIER_NOT_LISTED = "EarlierLaunchNotListed"
+# A rung failed and what launched was ended; and the ladder's done record was not written.
+LADDER_INCOMPLETE = "LadderIncomplete"
+LADDER_NOT_RECORDED = "LadderNotRecorded"
 
 # What the flow uses once it has chosen: the capacity, its template's source version, and the
 # attempts that chose it.
@@ -395,8 +398,25 @@ class Reserver:
             {u.reservation.instance_type for u in pool_plan.uses}
             | ({chosen.reservation.instance_type} if chosen is not None else set())
         )
+        # The ladder's done record, before anything says provisioned: without it the cleaner
+        # ends the ladder once no invocation can still finish it. Not written, the ladder is
+        # undone here (all or nothing), as when a rung fails.
+        unmarked = self.pool.mark_done(launched, hard_deadline)
+        if unmarked:
+            return self._ladder_failed(
+                response,
+                launched,
+                None,
+                f"its done record could not be written on {', '.join(unmarked)}",
+                None,
+                hard_deadline,
+                stats,
+                LADDER_NOT_RECORDED,
+            )
         # All or nothing, and never a claim EC2 has not confirmed: a node EC2 shows ended (a
-        # fleet's ClientToken answering an earlier, undone launch) fails the ladder.
+        # fleet's ClientToken answering an earlier, undone launch; the cleaner ending a ladder
+        # it found abandoned) fails the ladder. Read after the done record: a node the cleaner
+        # ended before the record was written shows here.
         known = self.pool.read_back(launched, hard_deadline)
         gone = sorted(i for i, node in known.items() if node.state in ENDED)
         if gone:
@@ -438,12 +458,13 @@ class Reserver:
         part: ReserveResponse | None,
         hard_deadline: float,
         stats: ReserveStats,
+        error_code: str = LADDER_INCOMPLETE,
     ) -> ReserveResponse:
         """A rung failed: all or nothing, what the ladder launched is terminated and the hold
         (not yet launched into) given back, before the answer says error."""
         left = self.pool.end(launched + (part.instances if part is not None else []), hard_deadline)
         response.status = ReserveStatus.ERROR
-        response.error_code = (part.error_code if part is not None else None) or "LadderIncomplete"
+        response.error_code = (part.error_code if part is not None else None) or error_code
         response.message = f"The ladder could not launch every node ({what})"[:600]
         if launched:
             response.message += (
