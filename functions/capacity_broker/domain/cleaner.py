@@ -34,8 +34,6 @@ class CancelReason(StrEnum):
     ORPHANED = "orphaned"
     IDLE = "idle"
     STALE = "stale"
-    # Not a cancel: the nodes of a reserved-first ladder left half-done are terminated.
-    ABANDONED_LADDER = "abandoned_ladder"
 
 
 class StackVerdict(StrEnum):
@@ -270,6 +268,11 @@ def hours_saved(held: Held, now: datetime) -> float:
 
 
 # -- half-done ladders (reserved-first, issue 43) ----------------------------------------------
+
+
+# Why the sweep terminates a node (not a cancel: the node of a reserved-first ladder left
+# half-done, ``abandoned_ladders``).
+ABANDONED_LADDER = "abandoned_ladder"
 
 
 @dataclass(frozen=True)

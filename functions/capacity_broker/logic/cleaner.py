@@ -423,7 +423,7 @@ class Cleaner:
                         region=name,
                         ladder=ladder.ladder,
                         rung=by_id[instance_id].tags.get(TAG_RUNG),
-                        reason=CancelReason.ABANDONED_LADDER.value,
+                        reason=rules.ABANDONED_LADDER,
                         age_seconds=round(ladder.youngest_age.total_seconds(), 1),
                     )
                 )
