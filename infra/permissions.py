@@ -14,9 +14,8 @@ from typing import Any
 from aws_cdk import Aws
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
-from constructs import Construct
-
 from capacity_broker.domain.pool import LADDER_DONE, TAG_LADDER, TAG_LADDER_STATE
+from constructs import Construct
 
 from infra.config import TAG_CLUSTER_ID, TAG_PURPOSE, BrokerConfig
 from infra.flags import FeatureFlags

@@ -297,7 +297,9 @@ def is_ladder_node(tags: Mapping[str, str], cluster_id: str) -> bool:
     """A node the cleaner may terminate at all: tagged with this cluster's id and with a
     ladder (both exact; anything else, an untagged instance or another cluster's, is never
     the cleaner's)."""
-    return bool(cluster_id) and tags.get(TAG_CLUSTER_ID) == cluster_id and bool(tags.get(TAG_LADDER))
+    return (
+        bool(cluster_id) and tags.get(TAG_CLUSTER_ID) == cluster_id and bool(tags.get(TAG_LADDER))
+    )
 
 
 def abandoned_ladders(
@@ -329,8 +331,6 @@ def abandoned_ladders(
         youngest = min(max(timedelta(0), now - utc(t, "launched")) for t in launched if t)
         if youngest > window:
             found.append(
-                AbandonedLadder(
-                    ladder, tuple(sorted(m.instance_id for m in members)), youngest
-                )
+                AbandonedLadder(ladder, tuple(sorted(m.instance_id for m in members)), youngest)
             )
     return found

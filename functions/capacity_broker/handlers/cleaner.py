@@ -289,18 +289,18 @@ def _observe(run: CleanerRun, out: Output) -> None:
             )
         metrics.add_metric(name="NodesInterrupted", unit=count, value=len(run.interrupted))
         return
-    for node in run.ladder_nodes:
+    for ended in run.ladder_nodes:
         logger.warning(
             "abandoned ladder node",
             extra={
-                "instance_id": node.instance_id,
-                "region": node.region,
-                "ladder": node.ladder,
-                "rung": node.rung,
-                "reason": node.reason,
+                "instance_id": ended.instance_id,
+                "region": ended.region,
+                "ladder": ended.ladder,
+                "rung": ended.rung,
+                "reason": ended.reason,
                 "action": "terminate",
                 "dry_run": run.dry_run,
-                "age_seconds": node.age_seconds,
+                "age_seconds": ended.age_seconds,
             },
         )
     for error in run.ladder_errors:
