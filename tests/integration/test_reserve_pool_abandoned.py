@@ -50,11 +50,13 @@ class LambdaKilled(BaseException):
 
 
 class Killer:
-    """Kills the invocation right after the first CreateFleet that EC2 answered with success
-    (reserve's pool rung: the ladder launches into the pool before the hold's part)."""
+    """Kills the invocation right after a CreateFleet that EC2 answered with success (the
+    first: reserve's pool rung, the ladder launches into the pool before the hold's part)."""
 
-    def __init__(self, root: Any) -> None:
+    def __init__(self, root: Any, after: int = 1) -> None:
+        """``after``: the how-manieth fleet EC2 answered with success kills the invocation."""
         self.killed = False
+        self.left = after
         clients = root.clients
         for events in (clients.client("ec2", "us-east-1").meta.events, clients.session.events):
             events.register("before-parameter-build.ec2", self._before)
@@ -68,8 +70,10 @@ class Killer:
         if self.killed:
             raise LambdaKilled(f"the answer to {model.name} after the kill")
         if model.name == "CreateFleet" and http_response.status_code < 300:
-            self.killed = True
-            raise LambdaKilled("right after the pool rung's fleet took effect")
+            self.left -= 1
+            if self.left == 0:
+                self.killed = True
+                raise LambdaKilled("right after a fleet took effect")
 
 
 @pytest.fixture
