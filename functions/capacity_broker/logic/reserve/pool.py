@@ -210,7 +210,9 @@ class Pool:
         nodes a short launch left (the ladder ends them) and, when an answer was lost,
         ``cleanup: pending`` (EC2 may have launched: those nodes never get the ladder's done
         record, so the cleaner ends them)."""
-        sub, sub_id = self.part(request, request_id, ON_DEMAND_PART, count, list(subnet_ids), round_)
+        sub, sub_id = self.part(
+            request, request_id, ON_DEMAND_PART, count, list(subnet_ids), round_
+        )
         response = Answer(sub, sub_id).response
         response.status = ReserveStatus.ERROR
         if source is None or _targets_a_reservation(source.data):
