@@ -29,6 +29,7 @@ _.idempotent_data
 _.template_versions_deleted
 _.template_version_errors
 _.ladder_nodes_terminated
+_.ladder_errors
 _.limit_exceeded
 _.status_reason
 _.client_request_token

@@ -192,6 +192,7 @@ class CleanerRun:
             hours_saved=round(self.hours_saved, 4),
             interrupted=self.interrupted or None,
             ladder_nodes_terminated=self.ladder_nodes or None,
+            ladder_errors=self.ladder_errors or None,
             message=(
                 self._interrupted_message()
                 if self.trigger == "interruption"

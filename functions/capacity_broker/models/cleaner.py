@@ -71,4 +71,7 @@ class CleanerResponse(ResponseModel):
     interrupted: list[InterruptedNode] | None = None
     # The nodes of abandoned reserved-first ladders the sweep terminated (a dry run: would).
     ladder_nodes_terminated: list[TerminatedNode] | None = None
+    # Ladders that could not be listed or ended (also in ``errors``; the next sweep tries
+    # again), as ``template_version_errors`` are.
+    ladder_errors: list[ItemError] | None = None
     message: str
