@@ -404,6 +404,8 @@ class Reserver:
             response.subnet_ids = list(part.subnet_ids)
             if no_hold is not None:
                 attempts = list(no_hold.attempts)
+                # A losing hold of the race whose cancel failed still holds capacity.
+                response.cleanup = no_hold.cleanup
         if chosen is not None and hold_request is not None:
             part = self.launch.use(
                 hold_request,
