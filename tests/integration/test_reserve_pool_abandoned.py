@@ -269,3 +269,21 @@ def test_a_done_record_that_cannot_be_written_is_never_provisioned(
     again = reserve(job(request_id="ladder-unmarked", instance_count=5), context)
     assert again["status"] == "provisioned", (again.get("error_code"), again.get("message"))
     assert running(again["instances"]) == sorted(again["instances"])
+
+
+def test_a_terminate_that_fails_is_an_error_of_the_sweep_and_the_next_sweep_ends_it(
+    frozen: Any, container: Any, context: Any
+) -> None:
+    nodes = killed_after_the_pool_rung(frozen, container, context, "ladder-refused")
+    frozen.advance(WINDOW + 60)
+    frozen.fail("TerminateInstances", "UnauthorizedOperation", times=1)
+    refused = cleaner({"action": "sweep", "dry_run": False}, context)
+    assert refused["status"] == "partial", refused
+    (error,) = refused["ladder_errors"]
+    assert error in refused["errors"]
+    assert (error["id"], error["error_code"]) == ("ladder-refused", "UnauthorizedOperation")
+    assert "ladder_nodes_terminated" not in refused
+    assert running(nodes) == sorted(nodes)
+    again = sweep(context)
+    assert {n["instance_id"] for n in again["ladder_nodes_terminated"]} == nodes
+    assert running(nodes) == []

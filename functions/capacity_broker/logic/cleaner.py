@@ -414,7 +414,11 @@ class Cleaner:
                 if instance_id not in ended:
                     found.errors.append(
                         _ladder_error(
-                            name, ladder.ladder, None, f"EC2 did not confirm {instance_id}", "end"
+                            name,
+                            ladder.ladder,
+                            "TerminateUnconfirmed",
+                            f"EC2 did not confirm ending {instance_id}",
+                            "end",
                         )
                     )
                     continue
