@@ -28,6 +28,8 @@ _.idempotent_data
 # pydantic fields: contract answers serialized to JSON, and events AWS sends (only validated).
 _.template_versions_deleted
 _.template_version_errors
+_.ladder_nodes_terminated
+_.ladder_errors
 _.limit_exceeded
 _.status_reason
 _.client_request_token
@@ -84,3 +86,5 @@ _.CANONICAL_NAME
 # moto's serializer reads a fleet's members from its attributes by their snake-cased shape
 # names (FleetData.ReservedCapacityOptions): emulator/responses/launches.py.
 _.reserved_capacity_options
+# ... and an instance's LaunchTime from its launch_time (emulator/models/launches.py).
+_.launch_time

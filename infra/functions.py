@@ -12,6 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
+from capacity_broker.domain.cleaner import LADDER_GRACE, RESERVE_MAX_RUN
 from constructs import Construct
 
 from infra.config import FUNCTION_NAMES, METRICS_NAMESPACE, POWERTOOLS_VERSION, BrokerConfig
@@ -57,6 +58,11 @@ class FunctionSpec:
 
 def function_specs(config: BrokerConfig) -> dict[str, FunctionSpec]:
     """Sizes and timeouts per entry point (why: see each comment)."""
+    # The reserve function's timeout: the longest any invocation of it runs. The cleaner ends
+    # a reserved-first ladder left without its done record only once that long (plus a
+    # grace) has passed since its youngest node launched (domain.cleaner.abandoned_ladders).
+    reserve_timeout = Duration.seconds(int(RESERVE_MAX_RUN.total_seconds()))
+    ladder_window = RESERVE_MAX_RUN + LADDER_GRACE
     specs = [
         # Runs inside a VDI launch: answer fast or not at all. Memory buys CPU for the
         # concurrent per-subnet attempts.
@@ -71,7 +77,7 @@ def function_specs(config: BrokerConfig) -> dict[str, FunctionSpec]:
             "reserve",
             "Hold capacity for an HPC job and point its launch template at the hold.",
             512,
-            Duration.seconds(120),
+            reserve_timeout,
         ),
         FunctionSpec(
             "release",
@@ -91,6 +97,7 @@ def function_specs(config: BrokerConfig) -> dict[str, FunctionSpec]:
                 "BROKER_STACK_GRACE_SECONDS": str(config.stack_grace_seconds),
                 "BROKER_IDLE_GRACE_SECONDS": str(config.idle_grace_seconds),
                 "BROKER_HOLD_LIMIT_SECONDS": str(config.hold_limit_seconds),
+                "BROKER_LADDER_WINDOW_SECONDS": str(int(ladder_window.total_seconds())),
             },
         ),
         # Read-only discovery across regions: pagination over several APIs.

@@ -14,6 +14,7 @@ from typing import Any
 from aws_cdk import Aws
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
+from capacity_broker.domain.pool import LADDER_DONE, TAG_LADDER, TAG_LADDER_STATE
 from constructs import Construct
 
 from infra.config import TAG_CLUSTER_ID, TAG_PURPOSE, BrokerConfig
@@ -70,6 +71,17 @@ _PARTIAL_LAUNCHES = (
     "The instances of a launch that came back short are ended by reserve (all or nothing); "
     "their ids exist only after the launch. Limited to instances tagged with this cluster's "
     "id at launch by an aws:ResourceTag condition."
+)
+_LADDER_DONE = (
+    "A reserved-first ladder's done record is a tag reserve writes on the nodes it launched "
+    "once every rung runs; their ids exist only after the launch. Limited to instances tagged "
+    "with this cluster's id and a ladder at launch (aws:ResourceTag), and to that one tag key "
+    "and value (aws:TagKeys, aws:RequestTag)."
+)
+_ABANDONED_LADDERS = (
+    "The cleaner ends reserved-first ladders left half-done (their reserve invocation died); "
+    "the nodes' ids exist only after their launch. Limited to instances tagged with this "
+    "cluster's id and with a ladder at launch by aws:ResourceTag conditions."
 )
 _STACKS = (
     "The cleaner reads the status of the cluster's job stacks, whose names are only known at "
@@ -249,6 +261,17 @@ class BrokerPermissions(Construct):
         self._cancel_reservations(draft, purposes=("probe", "hold"))
         self._delete_template_versions(draft)
         self._pool_groups(draft)
+        # Half-done reserved-first ladders (issue 43): only this cluster's ladder nodes.
+        draft.allow(
+            "EndAbandonedLadders",
+            ["ec2:TerminateInstances"],
+            self._ec2_arns("instance"),
+            conditions={
+                "StringEquals": {f"aws:ResourceTag/{TAG_CLUSTER_ID}": self._config.cluster_id},
+                "Null": {f"aws:ResourceTag/{TAG_LADDER}": "false"},
+            },
+            wildcard_reason=_ABANDONED_LADDERS,
+        )
         draft.allow(
             "ReadJobStackStatus",
             ["cloudformation:DescribeStacks"],
@@ -477,6 +500,22 @@ class BrokerPermissions(Construct):
                 "StringEquals": {f"aws:ResourceTag/{TAG_CLUSTER_ID}": self._config.cluster_id}
             },
             wildcard_reason=_PARTIAL_LAUNCHES,
+        )
+        # A reserved-first ladder's done record (issue 43): that one tag, on this cluster's
+        # ladder nodes only.
+        draft.allow(
+            "MarkLaddersDone",
+            ["ec2:CreateTags"],
+            self._ec2_arns("instance"),
+            conditions={
+                "StringEquals": {
+                    f"aws:ResourceTag/{TAG_CLUSTER_ID}": self._config.cluster_id,
+                    f"aws:RequestTag/{TAG_LADDER_STATE}": LADDER_DONE,
+                },
+                "ForAllValues:StringEquals": {"aws:TagKeys": [TAG_LADDER_STATE]},
+                "Null": {f"aws:ResourceTag/{TAG_LADDER}": "false"},
+            },
+            wildcard_reason=_LADDER_DONE,
         )
         # No iam:CreateServiceLinkedRole: "An instant EC2 Fleet does not require this role"
         # (EC2 User Guide, EC2 Fleet prerequisites, service-linked role for EC2 Fleet).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 from ..exceptions import client_error, instance_not_found, insufficient_capacity
@@ -221,6 +221,7 @@ class Launches(Expiry):
         now = world.clock.now()
         for instance_id in instance_ids:
             self.propagation.made(instance_id, now, INSTANCE)
+            self._stamp_launch(instance_id, now)
         ids = iter(instance_ids)
         for allocation in allocations:
             for _ in range(allocation.count):
@@ -233,6 +234,15 @@ class Launches(Expiry):
                     key = (allocation.availability_zone, allocation.instance_type)
                     self._pool(*key).take(1)
                     self.pool_instances[key] += 1
+
+    def _stamp_launch(self, instance_id: str, now: Any) -> None:
+        """DescribeInstances' ``LaunchTime``, "The time that the instance was launched"
+        (botocore's Instance shape), on the emulator's clock: moto stamps the machine's, so a
+        test that moves the clock on would see every instance launched in its future. moto's
+        serializer reads the member from the instance's attribute of that name (naive UTC,
+        as moto keeps it)."""
+        instance = self.ec2.get_instance(instance_id)
+        instance.launch_time = now.astimezone(UTC).replace(tzinfo=None)
 
     def _show_reservation(self, instance_id: str, reservation_id: str) -> None:
         """DescribeInstances' ``CapacityReservationId``: "The ID of the Capacity Reservation"

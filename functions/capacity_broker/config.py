@@ -45,6 +45,7 @@ VARIABLES: Mapping[str, tuple[str, ...]] = {
     "stack_grace_seconds": ("BROKER_STACK_GRACE_SECONDS",),
     "idle_grace_seconds": ("BROKER_IDLE_GRACE_SECONDS",),
     "hold_limit_seconds": ("BROKER_HOLD_LIMIT_SECONDS",),
+    "ladder_window_seconds": ("BROKER_LADDER_WINDOW_SECONDS",),
     "ec2_rate_scale": ("BROKER_EC2_RATE_SCALE",),
     "probe_grouping": ("BROKER_PROBE_GROUPING",),
     "pool_groups": ("BROKER_POOL_GROUPS",),
@@ -125,6 +126,12 @@ class Settings(BaseModel):
         default=_DEFAULT_GRACES.hold_limit.total_seconds(),
         validation_alias=_alias("hold_limit_seconds"),
     )
+    # How long a reserved-first ladder without its done record waits before the cleaner ends
+    # it: the reserve function's timeout plus a grace (infra/functions.py sets it).
+    ladder_window_seconds: Seconds = Field(
+        default=_DEFAULT_GRACES.ladder.total_seconds(),
+        validation_alias=_alias("ladder_window_seconds"),
+    )
     # Multiplies the pacer's starting refill rates (adapters/throttle.py): an account whose
     # EC2 buckets were raised, or a test's emulator running its buckets faster.
     ec2_rate_scale: Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)] = Field(
@@ -200,6 +207,7 @@ class Settings(BaseModel):
             stack=timedelta(seconds=self.stack_grace_seconds),
             idle=timedelta(seconds=self.idle_grace_seconds),
             hold_limit=timedelta(seconds=self.hold_limit_seconds),
+            ladder=timedelta(seconds=self.ladder_window_seconds),
         )
 
     @classmethod
@@ -254,6 +262,7 @@ RULES: Mapping[str, str] = {
     "stack_grace_seconds": f"must be a number of seconds from 0 to {MAX_GRACE_SECONDS}",
     "idle_grace_seconds": f"must be a number of seconds from 0 to {MAX_GRACE_SECONDS}",
     "hold_limit_seconds": f"must be a number of seconds from 0 to {MAX_GRACE_SECONDS}",
+    "ladder_window_seconds": f"must be a number of seconds from 0 to {MAX_GRACE_SECONDS}",
     "ec2_rate_scale": "must be a number greater than 0 (at most 10000)",
     "pool_groups": "must be resource group names or ARNs separated by commas",
     "pool_tag": "must be key=value, a tag the operator put on the pool's reservations (not "

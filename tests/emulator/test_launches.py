@@ -848,3 +848,23 @@ def test_a_fleet_client_token_launches_once_and_refuses_other_parameters(api, ec
         create(3)
     assert error_of(exc) == ("IdempotentParameterMismatch", 400)
     assert api.pool("us-east-1a", "c5.large")["used"] == 2
+
+
+# -- LaunchTime ----------------------------------------------------------------------------
+def test_launch_time_is_the_emulators_clock(api, ec2, emu):
+    """DescribeInstances' LaunchTime, "The time that the instance was launched": the clock the
+    rest of the emulator runs on (a test that moves it sees launches at its time, not the
+    machine's), for RunInstances and an instant fleet alike."""
+    emu.advance(7 * 24 * 3600)
+    (run,) = api.run(SUBNET_A, "c5.large", 1)
+    emu.advance(60)
+    launched = fleet(
+        ec2,
+        [{"InstanceType": "c5.large", "SubnetId": SUBNET_A}],
+        1,
+        SingleInstanceType=True,
+        MinTargetCapacity=1,
+    )
+    (made,) = [i for item in launched["Instances"] for i in item["InstanceIds"]]
+    times = {i: d["LaunchTime"] for i, d in running(ec2, [run, made]).items()}
+    assert times == {run: NOW + timedelta(days=7), made: NOW + timedelta(days=7, seconds=60)}

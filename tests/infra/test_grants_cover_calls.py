@@ -218,6 +218,28 @@ def _release_paths(emu: Any, *_: Any) -> None:
 def _cleaner_paths(emu: Any, *_: Any) -> None:
     # A job's hold and template version (the setup's calls are not the cleaner's).
     _invoke("reserve", _sample("reserve"))
+    # A node of a reserved-first ladder whose reserve died an hour ago, before its done record
+    # (the cleaner terminates it).
+    import boto3
+
+    emu.advance(-3600)
+    boto3.client("ec2", region_name="us-east-1").run_instances(
+        LaunchTemplate={"LaunchTemplateId": DEMO_TEMPLATE},
+        InstanceType="c7i.48xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[
+            {
+                "ResourceType": "instance",
+                "Tags": [
+                    {"Key": "capacity-broker:cluster-id", "Value": "demo"},
+                    {"Key": "capacity-broker:ladder", "Value": "grants-ladder"},
+                ],
+            }
+        ],
+    )
+    emu.advance(3600)
+    emu.settle()
     emu.clear_calls()
     owned = {"capacity-broker:cluster-id": "demo", "capacity-broker:subnet-id": "subnet-x"}
     emu.load_scenario(

@@ -122,12 +122,53 @@ def test_create_requires_the_ownership_tags(variant: str, request: pytest.Fixtur
 
 
 def test_tags_only_while_creating(custom: Synth) -> None:
+    """CreateTags only on create, but for one grant: reserve's done record of a reserved-first
+    ladder, that one tag and value on this cluster's ladder nodes alone."""
     for name, statement in identity_statements(custom):
+        if grants(statement, "ec2:CreateTags") and statement.get("Sid") == "MarkLaddersDone":
+            assert name == "reserve"
+            assert [flat(r).rsplit(":", 1)[-1] for r in as_list(statement["Resource"])] == [
+                "instance/*",
+                "instance/*",
+            ]
+            condition = statement["Condition"]
+            assert condition["StringEquals"] == {
+                "aws:ResourceTag/capacity-broker:cluster-id": "soca-prod",
+                "aws:RequestTag/capacity-broker:ladder-state": "done",
+            }
+            assert as_list(condition["ForAllValues:StringEquals"]["aws:TagKeys"]) == [
+                "capacity-broker:ladder-state"
+            ]
+            assert condition["Null"] == {"aws:ResourceTag/capacity-broker:ladder": "false"}
+            assert set(condition) == {"StringEquals", "ForAllValues:StringEquals", "Null"}
+            continue
         if grants(statement, "ec2:CreateTags"):
             actions = as_list(statement["Condition"]["StringEquals"]["ec2:CreateAction"])
             assert set(actions) <= {"CreateCapacityReservation", "CreateFleet", "RunInstances"}
             if any(":capacity-reservation/" in flat(r) for r in as_list(statement["Resource"])):
                 assert actions == ["CreateCapacityReservation"], name
+
+
+def test_instances_are_terminated_only_as_this_clusters(custom: Synth) -> None:
+    """reserve ends its own partial launches (this cluster's nodes); the cleaner ends only
+    this cluster's reserved-first ladder nodes (issue 43); no other function terminates."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for name, statement in identity_statements(custom):
+        if grants(statement, "ec2:TerminateInstances"):
+            found.setdefault(name, []).append(statement)
+    assert set(found) == {"reserve", "cleaner"}
+    for name, statements in found.items():
+        (statement,) = statements
+        assert {flat(r).rsplit(":", 1)[-1] for r in as_list(statement["Resource"])} == {
+            "instance/*"
+        }
+        condition = statement["Condition"]
+        assert condition["StringEquals"] == {
+            "aws:ResourceTag/capacity-broker:cluster-id": "soca-prod"
+        }
+        if name == "cleaner":
+            assert condition["Null"] == {"aws:ResourceTag/capacity-broker:ladder": "false"}
+            assert set(condition) == {"StringEquals", "Null"}
 
 
 # -- reservations: cancel only what this cluster owns -----------------------------------------

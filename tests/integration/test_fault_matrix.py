@@ -816,6 +816,10 @@ def check_cleaner(run: Run, answer: dict[str, Any]) -> None:
     # (issue 21: it used to be left out of ``errors`` and of the status).
     version_errors = answer.get("template_version_errors") or []
     assert all(e in answer["errors"] for e in version_errors), answer
+    # So is what the sweep of half-done reserved-first ladders could not do (issue 43).
+    ladder_errors = answer.get("ladder_errors") or []
+    assert all(e in answer["errors"] for e in ladder_errors), answer
+    version_errors = version_errors + ladder_errors
     errors = [e for e in answer["errors"] if e not in version_errors]
     failed = {e["id"] for e in errors if e.get("id")}
     region_errors = [e for e in errors if not e.get("id")]

@@ -760,3 +760,69 @@ def test_the_simulator_per_resource_deny_and_refusals(demo: Any) -> None:
             ResourcePolicy=json.dumps({"Version": "2012-10-17", "Statement": []}),
         )
     assert refused_here.value.response["Error"]["Code"] == "UnsupportedOperation"
+
+
+# -- reserved-first ladders (issue 43): the done record and the cleaner's terminate -----------
+
+LADDER_TAG = "capacity-broker:ladder"
+LADDER_STATE_TAG = "capacity-broker:ladder-state"
+
+
+def node(tags: dict[str, str]) -> str:
+    """An instance launched by the account (not a function), tagged ``tags``."""
+    launched = boto3.client("ec2", region_name=EAST).run_instances(
+        ImageId=IMAGE,
+        InstanceType="c7i.48xlarge",
+        SubnetId=SUBNET_C,
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ],
+    )
+    return str(launched["Instances"][0]["InstanceId"])
+
+
+def test_the_cleaner_terminates_only_this_clusters_ladder_nodes(demo: Any) -> None:
+    """The cleaner's ec2:TerminateInstances: instances tagged with this cluster's id and with a
+    ladder, nothing else (not this cluster's other nodes, not another cluster's ladder)."""
+    own = node({CLUSTER_TAG: CLUSTER, LADDER_TAG: "job-1"})
+    not_a_ladder = node({CLUSTER_TAG: CLUSTER})
+    other = node({CLUSTER_TAG: "another-cluster", LADDER_TAG: "job-1"})
+    untagged = node({"team": "cfd"})
+    demo.settle(EAST)
+    cleaner = as_role(demo, "cleaner")
+    for refused_id in (not_a_ladder, other, untagged):
+        message = refused(lambda i=refused_id: cleaner.terminate_instances(InstanceIds=[i]))
+        assert f":instance/{refused_id}" in message
+    ended = cleaner.terminate_instances(InstanceIds=[own])["TerminatingInstances"]
+    assert [i["InstanceId"] for i in ended] == [own]
+    # No other function may end a ladder node but reserve (its own partial launches).
+    for entry in ("probe", "release", "capacity"):
+        refused(lambda e=entry: as_role(demo, e).terminate_instances(InstanceIds=[not_a_ladder]))
+
+
+def test_reserve_tags_existing_nodes_only_with_the_ladders_done_record(demo: Any) -> None:
+    """reserve's one grant to tag an existing resource: capacity-broker:ladder-state=done,
+    alone, on this cluster's ladder nodes."""
+    own = node({CLUSTER_TAG: CLUSTER, LADDER_TAG: "job-2"})
+    not_a_ladder = node({CLUSTER_TAG: CLUSTER})
+    other = node({CLUSTER_TAG: "another-cluster", LADDER_TAG: "job-2"})
+    demo.settle(EAST)
+    reserve = as_role(demo, "reserve")
+
+    def tag(instance_id: str, **tags: str) -> None:
+        reserve.create_tags(
+            Resources=[instance_id], Tags=[{"Key": k, "Value": v} for k, v in tags.items()]
+        )
+
+    done = {LADDER_STATE_TAG: "done"}
+    refused(lambda: tag(not_a_ladder, **done))
+    refused(lambda: tag(other, **done))
+    refused(lambda: tag(own, **{LADDER_STATE_TAG: "started"}))
+    refused(lambda: tag(own, **done, **{CLUSTER_TAG: "another-cluster"}))
+    refused(lambda: tag(own, **{LADDER_TAG: "job-3"}))
+    tag(own, **done)
+    described = boto3.client("ec2", region_name=EAST).describe_instances(InstanceIds=[own])
+    tags = described["Reservations"][0]["Instances"][0]["Tags"]
+    assert {"Key": LADDER_STATE_TAG, "Value": "done"} in tags

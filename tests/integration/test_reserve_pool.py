@@ -213,7 +213,7 @@ def test_the_fleet_requests_sent_are_valid_for_botocores_model(
     original = Ec2Base._call
 
     def recording(self: Ec2Base, action: str, deadline: Any = None, **params: Any) -> Any:
-        if action in ("CreateFleet", "RunInstances", "CreateLaunchTemplateVersion"):
+        if action in ("CreateFleet", "RunInstances", "CreateLaunchTemplateVersion", "CreateTags"):
             shape = self._client.meta.service_model.operation_model(action).input_shape
             sent.append((action, params, shape))
         return original(self, action, deadline, **params)
@@ -223,6 +223,8 @@ def test_the_fleet_requests_sent_are_valid_for_botocores_model(
     assert answer["status"] == "provisioned", answer
     fleets = [s for s in sent if s[0] == "CreateFleet"]
     assert len(fleets) == 2  # one into the pool reservation, one into the hold
+    # The ladder's done record too (one tag on every node).
+    assert any(a == "CreateTags" for a, _, _ in sent)
     for _, params, shape in sent:
         validate_parameters(params, shape)  # raises ParamValidationError when one is wrong
     targets = {

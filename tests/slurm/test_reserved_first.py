@@ -80,3 +80,43 @@ def test_a_reserved_first_node_set_takes_the_pool_first_and_holds_only_the_rest(
         "CapacityReservations"
     ]
     assert (pool["State"], pool["AvailableInstanceCount"]) == ("active", 0)
+
+
+def test_a_node_set_that_allows_on_demand_launches_the_shortfall_on_demand(
+    emulator_endpoint: Any, make_cluster: Any
+) -> None:
+    """``allow_on_demand: true`` on the node set: when EC2 has no capacity to hold the one node
+    the pool does not cover, that node is launched On-Demand (untargeted) beside the pool's."""
+    from emulator.remote import RemoteEmulator
+
+    aws = emulator_endpoint(with_pool(scenario(c5=(0, 3)), 2))
+    RemoteEmulator(aws.url).fail(
+        "CreateCapacityReservation", "InsufficientInstanceCapacity", times=999
+    )
+    config = {
+        "cluster_id": "slurm-test",
+        "nodesets": [
+            nodeset(
+                "hpc-c5-[1-4]",
+                "c5.large",
+                strict=True,
+                capacity="reserved-first",
+                pool={"tag": "hpc-pool=slurm"},
+                allow_on_demand=True,
+            )
+        ],
+    }
+    cluster = make_cluster(aws, config, [C5_NODES], [CLOUD])
+    job = cluster.sbatch("-N3")
+    nodes = launched(cluster, job, ["hpc-c5-1", "hpc-c5-2", "hpc-c5-3"])
+    assert {i["SubnetId"] for i in nodes.values()} == {SUBNET_B}
+    served = sorted(str(i.get("CapacityReservationId")) for i in nodes.values())
+    assert served == sorted([POOL_ODCR, POOL_ODCR, "None"]), served
+    # A hold was asked for and refused; nothing holds capacity.
+    assert aws.calls("CreateCapacityReservation")
+    assert aws.active_holds() == []
+    rungs = sorted(
+        next(t["Value"] for t in i["Tags"] if t["Key"] == "capacity-broker:rung")
+        for i in nodes.values()
+    )
+    assert rungs == [POOL_ODCR, POOL_ODCR, "on-demand"]

@@ -6,14 +6,15 @@ a rule. Everything is a pure function of what the caller looked up plus an expli
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum, StrEnum
 
 from .ahead import in_commitment
 from .clock import utc
-from .tags import Purpose, is_owned
+from .pool import LADDER_DONE, TAG_LADDER, TAG_LADDER_STATE
+from .tags import TAG_CLUSTER_ID, Purpose, is_owned
 
 ACTIVE_STATES = frozenset({"active", "pending"})
 CAPACITY_BLOCK = "capacity-block"
@@ -90,17 +91,32 @@ def on_stack_event(status: str) -> CancelReason | None:
     return None
 
 
+# The reserve function's longest run: its Lambda timeout (infra/functions.py, "reserve"; a
+# test there keeps the two equal). Lambda stops an invocation at its timeout, so no invocation
+# that launched a ladder's node is still running this long after the node's launch.
+RESERVE_MAX_RUN = timedelta(seconds=120)
+# Added to it before a ladder without its done record counts as abandoned: the clocks of the
+# Lambda and of EC2's LaunchTime may differ by a little, the done record (a tag) takes a moment
+# to show in a listing by tag, and a retry of the request that starts inside the window
+# finishes the ladder (or undoes it) itself.
+LADDER_GRACE = timedelta(minutes=5)
+
+
 @dataclass(frozen=True)
 class Graces:
-    """How long the cleaner waits before each rule applies (contract defaults)."""
+    """How long the cleaner waits before each rule applies (contract defaults). ``ladder``:
+    how old the youngest node of a ladder without its done record must be before the cleaner
+    ends the ladder (``abandoned_ladders``); the deployment sets it to the reserve function's
+    timeout plus ``LADDER_GRACE``."""
 
     probe: timedelta = timedelta(seconds=90)
     stack: timedelta = timedelta(seconds=180)
     idle: timedelta = timedelta(seconds=600)
     hold_limit: timedelta = timedelta(seconds=1800)
+    ladder: timedelta = RESERVE_MAX_RUN + LADDER_GRACE
 
     def __post_init__(self) -> None:
-        for field_name in ("probe", "stack", "idle", "hold_limit"):
+        for field_name in ("probe", "stack", "idle", "hold_limit", "ladder"):
             value = getattr(self, field_name)
             if not isinstance(value, timedelta) or value < timedelta(0):
                 raise ValueError(f"grace {field_name} must be a non-negative timedelta")
@@ -249,3 +265,72 @@ def hours_saved(held: Held, now: datetime) -> float:
     would_end = utc(held.end_date, "end_date") + ENFORCEMENT_LAG
     remaining = max(timedelta(0), would_end - now)
     return held.unused_count * remaining.total_seconds() / 3600.0
+
+
+# -- half-done ladders (reserved-first, issue 43) ----------------------------------------------
+
+
+# Why the sweep terminates a node (not a cancel: the node of a reserved-first ladder left
+# half-done, ``abandoned_ladders``).
+ABANDONED_LADDER = "abandoned_ladder"
+
+
+@dataclass(frozen=True)
+class LadderNode:
+    """One instance as the cleaner sees it (DescribeInstances: its tags and LaunchTime)."""
+
+    instance_id: str
+    tags: Mapping[str, str]
+    launched: datetime | None
+
+
+@dataclass(frozen=True)
+class AbandonedLadder:
+    """A ladder the cleaner ends: the job's request id and its nodes still to terminate."""
+
+    ladder: str
+    instance_ids: tuple[str, ...]
+    youngest_age: timedelta
+
+
+def is_ladder_node(tags: Mapping[str, str], cluster_id: str) -> bool:
+    """A node the cleaner may terminate at all: tagged with this cluster's id and with a
+    ladder (both exact; anything else, an untagged instance or another cluster's, is never
+    the cleaner's)."""
+    return (
+        bool(cluster_id) and tags.get(TAG_CLUSTER_ID) == cluster_id and bool(tags.get(TAG_LADDER))
+    )
+
+
+def abandoned_ladders(
+    nodes: Iterable[LadderNode], cluster_id: str, now: datetime, window: timedelta
+) -> list[AbandonedLadder]:
+    """The ladders of this cluster left half-done, to be terminated.
+
+    A ladder (its nodes grouped by the ``ladder`` tag, this cluster's nodes only) is abandoned
+    when no node of it carries the done record and its youngest node was launched longer than
+    ``window`` ago: every invocation that launched one of its nodes has then ended (Lambda
+    stops one at its timeout), so nothing will finish it, and a retry of the request starts a
+    new round. Measured from the youngest node, not the oldest: a retry that launched the
+    missing rungs may still be running, and its nodes are the young ones. A node whose launch
+    time is unknown keeps its ladder (never guessed old); a ladder any node of which carries
+    the done record is done (reserve writes it on all of them before answering)."""
+    now = utc(now)
+    ladders: dict[str, list[LadderNode]] = {}
+    for node in nodes:
+        if is_ladder_node(node.tags, cluster_id):
+            ladders.setdefault(node.tags[TAG_LADDER], []).append(node)
+    found: list[AbandonedLadder] = []
+    for ladder, members in sorted(ladders.items()):
+        if any(m.tags.get(TAG_LADDER_STATE) == LADDER_DONE for m in members):
+            continue
+        launched = [m.launched for m in members]
+        if any(t is None for t in launched):
+            continue
+        # A launch time in the future (clock skew) counts as brand new, never as old.
+        youngest = min(max(timedelta(0), now - utc(t, "launched")) for t in launched if t)
+        if youngest > window:
+            found.append(
+                AbandonedLadder(ladder, tuple(sorted(m.instance_id for m in members)), youngest)
+            )
+    return found

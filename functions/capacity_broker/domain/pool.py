@@ -31,6 +31,12 @@ from .tags import (
 TAG_LADDER = f"{TAG_PREFIX}ladder"
 # Which rung launched an instance (a pool reservation's id, ``hold`` or ``on-demand``).
 TAG_RUNG = f"{TAG_PREFIX}rung"
+# The ladder's "done" record: written on every node of the ladder (``LADDER_DONE``) before
+# reserve answers ``provisioned``. A ladder whose nodes lack it was left half-done (its
+# invocation died, or failed to undo it), and the cleaner ends it once no invocation of it can
+# still be running (``domain.cleaner.abandoned_ladders``).
+TAG_LADDER_STATE = f"{TAG_PREFIX}ladder-state"
+LADDER_DONE = "done"
 
 # EventBridge detail-types that warn a node will be stopped under it, matched by prefix (EC2
 # names them "EC2 Capacity Reservation Instance Interruption Warning" for an interruptible

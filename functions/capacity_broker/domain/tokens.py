@@ -26,7 +26,7 @@ _DIGEST_CHARS = 48  # 192 bits: no collision in practice, and the token stays re
 RETRY_FIELDS = frozenset({"attempt"})
 # Fields added after requests were first recorded, at their defaults: left out of the identity,
 # so a request that does not use them keeps the identity (and hold digest) it had before.
-LATER_DEFAULTS: Mapping[str, Any] = {"capacity": "hold", "pool": None}
+LATER_DEFAULTS: Mapping[str, Any] = {"capacity": "hold", "pool": None, "allow_on_demand": False}
 IDENTITY_DIGEST_CHARS = 48
 CHANGED_REQUEST = "was used before with a different request; use a new request id"
 # The error code of an attempt that met such an earlier hold (the broker's own, as EC2 only

@@ -289,6 +289,30 @@ def _observe(run: CleanerRun, out: Output) -> None:
             )
         metrics.add_metric(name="NodesInterrupted", unit=count, value=len(run.interrupted))
         return
+    for ended in run.ladder_nodes:
+        logger.warning(
+            "abandoned ladder node",
+            extra={
+                "instance_id": ended.instance_id,
+                "region": ended.region,
+                "ladder": ended.ladder,
+                "rung": ended.rung,
+                "reason": ended.reason,
+                "action": "terminate",
+                "dry_run": run.dry_run,
+                "age_seconds": ended.age_seconds,
+            },
+        )
+    for error in run.ladder_errors:
+        logger.warning(
+            "abandoned ladder not ended",
+            extra={"id": error.id, "region": error.region, "error_code": error.error_code},
+        )
+    if not run.dry_run:
+        # Half-done reserved-first ladders the sweep ended (issue 43): 0 on a healthy day.
+        metrics.add_metric(
+            name="AbandonedLadderNodesTerminated", unit=count, value=len(run.ladder_nodes)
+        )
     if run.pool_unused:
         # The reserved pool's idle capacity (issue 43): what the account pays for and no job
         # uses, now and in instance-hours over the sweep's period.

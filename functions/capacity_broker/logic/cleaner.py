@@ -29,6 +29,8 @@ from typing import Any, Literal
 from ..adapters.aws import AwsError
 from ..adapters.cloudformation import CloudFormation, Stack
 from ..adapters.ec2 import Ec2, Reservation
+from ..adapters.ec2.filters import Prefix
+from ..adapters.ec2.instances import LIVE_STATES
 from ..domain import cleaner as rules
 from ..domain import pool as pool_rules
 from ..domain import templates as version_rules
@@ -43,7 +45,7 @@ from ..domain.cleaner import (
 )
 from ..domain.clock import utc
 from ..domain.failures import BrokerFailure
-from ..domain.pool import SWEEP_HOURS, TAG_RUNG
+from ..domain.pool import SWEEP_HOURS, TAG_LADDER, TAG_RUNG
 from ..domain.tags import (
     TAG_CLUSTER_ID,
     TAG_JOB_ID,
@@ -53,7 +55,7 @@ from ..domain.tags import (
     purpose_of,
 )
 from ..models import CleanerItem, CleanerResponse, ItemError
-from ..models.cleaner import InterruptedNode
+from ..models.cleaner import InterruptedNode, TerminatedNode
 from .failures import item_error
 from .pool import ReservedPool
 from .reservations import ReservationCore
@@ -104,6 +106,10 @@ class CleanerRun:
     pool_unused: dict[str, int] = field(default_factory=dict)
     # An interruption warning's node, when it is this cluster's (nothing is cancelled for it).
     interrupted: list[InterruptedNode] = field(default_factory=list)
+    # The nodes of half-done reserved-first ladders the sweep terminated (in a dry run: would).
+    ladder_nodes: list[TerminatedNode] = field(default_factory=list)
+    # Those whose terminate EC2 did not confirm (the next sweep tries again).
+    ladder_errors: list[ItemError] = field(default_factory=list)
 
     @property
     def pool_unused_instance_hours(self) -> float:
@@ -133,7 +139,12 @@ class CleanerRun:
         # A launch template version the sweep could not judge or delete is a failure of the
         # sweep like a cancel that failed: it stays until a sweep succeeds (and versions of a
         # shared template count toward EC2's 10,000-version quota meanwhile).
-        return len(self.of("failed")) + len(self.region_errors) + len(self.versions.errors)
+        return (
+            len(self.of("failed"))
+            + len(self.region_errors)
+            + len(self.versions.errors)
+            + len(self.ladder_errors)
+        )
 
     @property
     def status(self) -> Literal["ok", "partial", "error"]:
@@ -161,6 +172,7 @@ class CleanerRun:
             ]
             + self.region_errors
             + self.versions.errors
+            + self.ladder_errors
         )
         deleted = [
             CleanerItem(id=own.ref, region=self.region_of(own), reason=reason)
@@ -179,6 +191,8 @@ class CleanerRun:
             template_version_errors=self.versions.errors or None,
             hours_saved=round(self.hours_saved, 4),
             interrupted=self.interrupted or None,
+            ladder_nodes_terminated=self.ladder_nodes or None,
+            ladder_errors=self.ladder_errors or None,
             message=(
                 self._interrupted_message()
                 if self.trigger == "interruption"
@@ -212,6 +226,13 @@ class CleanerRun:
         if self.versions.deleted:
             verb = "would delete" if self.dry_run else "deleted"
             text += f"; {verb} {len(self.versions.deleted)} launch template version(s)"
+        if self.ladder_nodes:
+            verb = "would terminate" if self.dry_run else "terminated"
+            ladders = len({n.ladder for n in self.ladder_nodes})
+            text += (
+                f"; {verb} {len(self.ladder_nodes)} node(s) of {ladders} abandoned "
+                "reserved-first ladder(s)"
+            )
         if errors:
             text += f"; {errors} error{'s' if errors != 1 else ''} (the next sweep retries)"
         return text
@@ -297,8 +318,12 @@ class Cleaner:
                     regions,
                 )
             )
-        for name, (records, error, lookup_failures, deletion) in zip(regions, results, strict=True):
+        for name, (records, error, lookup_failures, deletion, ladders) in zip(
+            regions, results, strict=True
+        ):
             run.records.extend(records)
+            run.ladder_nodes.extend(ladders.terminated)
+            run.ladder_errors.extend(ladders.errors)
             run.lookup_failures += lookup_failures
             if error is not None:
                 run.region_errors.append(error)
@@ -321,12 +346,12 @@ class Cleaner:
 
     def _sweep_region(
         self, name: str, dry_run: bool, deadline: float, hard_deadline: float
-    ) -> tuple[list[Record], ItemError | None, int, Deletion]:
+    ) -> tuple[list[Record], ItemError | None, int, Deletion, Ladders]:
         region = self.region(name)
         try:
             listed = region.ec2.reservations(filters=self._owned_filter(), deadline=deadline)
         except AwsError as error:
-            return [], _region_error(name, error), 0, Deletion()
+            return [], _region_error(name, error), 0, Deletion(), Ladders()
         # A reservation of the cluster's reserved pool is never the broker's, whatever tags
         # it carries (``ReservationCore.owns``): not even examined.
         owned = [(r, held) for r, held in self._in_scope(listed) if region.core.owns(r)]
@@ -348,7 +373,66 @@ class Cleaner:
             ]
             records = self._act(region, decided, now, dry_run, deadline, hard_deadline, io)
             deletion = self._versions(region, dry_run, deadline, hard_deadline, io)
-        return records, None, failures, deletion
+        ladders = self._ladders(region, dry_run, deadline, hard_deadline)
+        return records, None, failures, deletion, ladders
+
+    def _ladders(
+        self, region: _Region, dry_run: bool, deadline: float, hard_deadline: float
+    ) -> Ladders:
+        """This cluster's reserved-first ladders in the region left half-done (no done
+        record, and no invocation that can still finish them: ``abandoned_ladders``), their
+        nodes terminated (unless dry run). Listed by EC2 with the cluster's exact id and the
+        ladder tag (every page, under the adapters' pacing), and checked again here
+        (``is_ladder_node``), since a filter is a convenience and not a guarantee."""
+        name = region.ec2.region
+        if self.monotonic() >= deadline:
+            return Ladders()
+        try:
+            listed = region.ec2.tagged_instances(
+                {TAG_CLUSTER_ID: [self.cluster_id], TAG_LADDER: [Prefix("")]},
+                LIVE_STATES,
+                deadline,
+            )
+        except AwsError as error:
+            return Ladders(errors=[_ladder_error(name, None, error.code, error.message, "list")])
+        # "now" after the listing: an age is never overstated by the time the listing took.
+        now = utc(self.clock())
+        nodes = [rules.LadderNode(i.instance_id, i.tags, i.launched) for i in listed]
+        by_id = {i.instance_id: i for i in listed}
+        found = Ladders()
+        for ladder in rules.abandoned_ladders(nodes, self.cluster_id, now, self.graces.ladder):
+            ended: set[str] = set(ladder.instance_ids)
+            if not dry_run:
+                try:
+                    ended = set(region.ec2.terminate_instances(ladder.instance_ids, hard_deadline))
+                except AwsError as error:
+                    found.errors.append(
+                        _ladder_error(name, ladder.ladder, error.code, error.message, "end")
+                    )
+                    continue
+            for instance_id in ladder.instance_ids:
+                if instance_id not in ended:
+                    found.errors.append(
+                        _ladder_error(
+                            name,
+                            ladder.ladder,
+                            "TerminateUnconfirmed",
+                            f"EC2 did not confirm ending {instance_id}",
+                            "end",
+                        )
+                    )
+                    continue
+                found.terminated.append(
+                    TerminatedNode(
+                        instance_id=instance_id,
+                        region=name,
+                        ladder=ladder.ladder,
+                        rung=by_id[instance_id].tags.get(TAG_RUNG),
+                        reason=rules.ABANDONED_LADDER,
+                        age_seconds=round(ladder.youngest_age.total_seconds(), 1),
+                    )
+                )
+        return found
 
     def _versions(
         self, region: _Region, dry_run: bool, deadline: float, hard_deadline: float, io: Executor
@@ -645,6 +729,26 @@ def _stack_of(held: Held, stacks: dict[str, StackState]) -> StackState:
     if held.purpose is Purpose.HOLD and held.stack_name:
         return stacks.get(held.stack_name, STACK_UNKNOWN)
     return None
+
+
+@dataclass
+class Ladders:
+    """What a region's sweep did to half-done ladders."""
+
+    terminated: list[TerminatedNode] = field(default_factory=list)
+    errors: list[ItemError] = field(default_factory=list)
+
+
+def _ladder_error(
+    region: str, ladder: str | None, code: str | None, message: str, what: str
+) -> ItemError:
+    doing = "list the cluster's ladder nodes" if what == "list" else f"end ladder {ladder}"
+    return ItemError(
+        id=ladder,
+        region=region,
+        error_code=code or "RequestTimeout",
+        message=f"could not {doing}: {message}"[:500],
+    )
 
 
 def _region_error(region: str, error: AwsError) -> ItemError:

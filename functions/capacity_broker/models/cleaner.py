@@ -38,6 +38,19 @@ class InterruptedNode(ResponseModel):
     termination_time: str | None = None
 
 
+class TerminatedNode(ResponseModel):
+    """A node of a reserved-first ladder left half-done, terminated by the sweep (issue 43):
+    its ladder (the job's request id), its rung, and how long ago the ladder's youngest node
+    was launched."""
+
+    instance_id: str
+    region: str
+    ladder: str
+    rung: str | None = None
+    reason: str
+    age_seconds: float
+
+
 class CleanerResponse(ResponseModel):
     status: Literal["ok", "partial", "error", "invalid_request"]
     request_id: str
@@ -56,4 +69,9 @@ class CleanerResponse(ResponseModel):
     hours_saved: float | None = None
     # An interruption warning's node, when it is this cluster's.
     interrupted: list[InterruptedNode] | None = None
+    # The nodes of abandoned reserved-first ladders the sweep terminated (a dry run: would).
+    ladder_nodes_terminated: list[TerminatedNode] | None = None
+    # Ladders that could not be listed or ended (also in ``errors``; the next sweep tries
+    # again), as ``template_version_errors`` are.
+    ladder_errors: list[ItemError] | None = None
     message: str

@@ -91,6 +91,9 @@ class ReserveRequest(PlacementFields):
     # into the cluster's reserved pool and holds only what the pool does not cover.
     capacity: Literal["hold", "reserved-first"] = "hold"
     pool: PoolRef | None = None
+    # Issue 43: a reserved-first job may launch its shortfall On-Demand (untargeted, all or
+    # nothing, in the ladder's AZ) when no hold of it can be made. Off unless asked.
+    allow_on_demand: bool = False
     runtime_seconds: (
         Annotated[
             int,
@@ -131,6 +134,8 @@ class ReserveRequest(PlacementFields):
                 )
         elif self.pool is not None:
             raise ValueError("pool is used only with capacity reserved-first")
+        elif self.allow_on_demand:
+            raise ValueError("allow_on_demand is used only with capacity reserved-first")
         return self
 
 

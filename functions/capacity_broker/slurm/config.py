@@ -96,6 +96,8 @@ class NodeSet(_Strict):
     # set (``resource_groups`` and/or ``tag``, ``priority``), else the deployment's.
     capacity: Literal["hold", "reserved-first"] = "hold"
     pool: PoolRef | None = None
+    # With reserved-first: launch the shortfall On-Demand when no hold of it can be made.
+    allow_on_demand: bool = False
 
     @field_validator("nodes")
     @classmethod
@@ -111,6 +113,8 @@ class NodeSet(_Strict):
             raise ValueError("capacity reserved-first uses the pool: no capacity_reservation_id")
         if self.pool is not None and self.capacity != "reserved-first":
             raise ValueError("pool is used only with capacity: reserved-first")
+        if self.allow_on_demand and self.capacity != "reserved-first":
+            raise ValueError("allow_on_demand is used only with capacity: reserved-first")
         return self
 
     def capacity_options(self) -> dict[str, object]:
@@ -120,6 +124,8 @@ class NodeSet(_Strict):
         options: dict[str, object] = {"capacity": "reserved-first"}
         if self.pool is not None:
             options["pool"] = self.pool.model_dump(exclude_none=True)
+        if self.allow_on_demand:
+            options["allow_on_demand"] = True
         return options
 
     def platform_options(self) -> dict[str, str]:

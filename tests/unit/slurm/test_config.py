@@ -79,6 +79,39 @@ def test_a_node_set_may_name_the_block_it_launches_into(tmp_path: Path) -> None:
         load(write(tmp_path, CONTRACT_EXAMPLE | {"nodesets": [bad]}))
 
 
+def test_a_reserved_first_node_set_may_allow_on_demand(tmp_path: Path) -> None:
+    """Issue 43: ``allow_on_demand`` is passed to reserve with ``capacity: reserved-first``, and
+    refused without it (at load, naming the file)."""
+    from capacity_broker.models import ReserveRequest
+
+    ladder = NODESET | {"capacity": "reserved-first", "allow_on_demand": True}
+    config = load(write(tmp_path, CONTRACT_EXAMPLE | {"nodesets": [ladder]}))
+    options = config.nodesets[0].capacity_options()
+    assert options == {"capacity": "reserved-first", "allow_on_demand": True}
+    # What reserve receives is a request its model takes as the same opt-in.
+    request = ReserveRequest.model_validate(
+        {
+            "job_id": "7",
+            "instance_types": NODESET["instance_types"],
+            "subnet_ids": NODESET["subnet_ids"],
+            "instance_count": 2,
+            "launch_template": {"id": "lt-0f000000000000001"},
+            "provision": True,
+            **options,
+        }
+    )
+    assert request.allow_on_demand is True
+    plain = NODESET | {"capacity": "reserved-first"}
+    assert load(write(tmp_path, CONTRACT_EXAMPLE | {"nodesets": [plain]})).nodesets[
+        0
+    ].capacity_options() == {"capacity": "reserved-first"}
+    alone = NODESET | {"allow_on_demand": True}
+    path = write(tmp_path, CONTRACT_EXAMPLE | {"nodesets": [alone]})
+    with pytest.raises(ConfigError, match="allow_on_demand is used only with capacity") as error:
+        load(path)
+    assert str(path) in str(error.value)
+
+
 def test_the_stacks_alias_is_the_qualifier(tmp_path: Path) -> None:
     config = load(write(tmp_path, CONTRACT_EXAMPLE | {"function_qualifier": "live"}))
     assert config.function_qualifier == "live"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
 from ...domain.tags import tag_dict
@@ -42,6 +43,9 @@ class Instance:
     # The reservation the instance runs in, as EC2 reports it (DescribeInstances'
     # CapacityReservationId): how an answer tells which rung served a node.
     capacity_reservation_id: str | None = None
+    # DescribeInstances' LaunchTime: how the cleaner tells a ladder no invocation can still
+    # be finishing (``domain.cleaner.abandoned_ladders``).
+    launched: datetime | None = None
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any]) -> Instance:
@@ -53,6 +57,7 @@ class Instance:
             tags=tag_dict(data.get("Tags")),
             instance_type=data.get("InstanceType") or None,
             capacity_reservation_id=data.get("CapacityReservationId") or None,
+            launched=data.get("LaunchTime") or None,
         )
 
 
@@ -103,6 +108,32 @@ class InstancesMixin(Ec2Base):
                 Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
             ),
         )
+
+    def tag_instances(
+        self,
+        instance_ids: Sequence[str],
+        tags: Mapping[str, str],
+        deadline: float | None = None,
+        wait_for: Collection[str] = (),
+    ) -> list[str]:
+        """Tag existing instances; answers the ids EC2 confirmed tagging (a call that
+        answered). An id EC2 does not know is left out (asked again until ``deadline`` when
+        it is in ``wait_for``): the caller compares what it asked with what it got."""
+        tagged: list[str] = []
+
+        def mark(ids: list[str]) -> None:
+            self._call(
+                "CreateTags",
+                deadline,
+                Resources=ids,
+                Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
+            )
+            tagged.extend(ids)
+
+        # CreateTags: "Up to 1000 resource IDs" per call.
+        for chunk in _chunks(list(dict.fromkeys(instance_ids)), _IDS_PER_CALL):
+            self._each_known(chunk, mark, wait_for, deadline)
+        return tagged
 
     def known_instances(
         self,

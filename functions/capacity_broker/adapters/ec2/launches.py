@@ -226,7 +226,9 @@ class LaunchesMixin(Ec2Base):
     def create_instant_fleet(self, spec: LaunchSpec, deadline: float | None = None) -> FleetResult:
         """All or nothing into an On-Demand Capacity Reservation: one type, one AZ,
         ``MinTargetCapacity`` = ``count`` (a Capacity Block is launched into with
-        ``run_instances``: EC2 honours no minimum for a block fleet).
+        ``run_instances``: EC2 honours no minimum for a block fleet). From a version that
+        targets no reservation, the same call is an untargeted On-Demand launch (a
+        reserved-first ladder's ``on-demand`` rung).
 
         No ``CapacityReservationOptions``: the template version targets the one reservation
         (``capacity-reservations-only``), and EC2 Fleet does not use a template that targets a

@@ -20,9 +20,12 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from ...adapters.aws import AwsError
-from ...adapters.ec2 import Ec2, Instance, Pricing, Reservation
+from ...adapters.ec2 import Ec2, Instance, LaunchSpec, Pricing, Reservation, TemplateVersion
+from ...domain.errors import is_retryable
 from ...domain.pool import (
+    LADDER_DONE,
     TAG_LADDER,
+    TAG_LADDER_STATE,
     TAG_RUNG,
     PoolPlan,
     PoolReservation,
@@ -32,7 +35,10 @@ from ...domain.pool import (
     kind_of,
     plan,
 )
+from ...domain.reserve import ReserveStatus
+from ...domain.tags import TAG_CLUSTER_ID, TAG_JOB_ID, TAG_REQUEST_ID, Purpose
 from ...domain.templates import Version
+from ...domain.tokens import client_token
 from ...models import ReserveRequest, ReserveResponse
 from ...models.reserve import PoolUseInfo, ServedInstance
 from .. import placement
@@ -43,6 +49,7 @@ from .launch import Launch
 # A request id is at most 128 characters (models.common); a part's id keeps that limit.
 REQUEST_ID_LIMIT = 128
 HOLD_PART = "hold"
+ON_DEMAND_PART = Rung.ON_DEMAND.value
 # A node's states: running (or about to), and ended (what an undone round leaves).
 LIVE = ("pending", "running")
 ENDED = ("shutting-down", "terminated", "stopping", "stopped")
@@ -182,6 +189,98 @@ class Pool:
         answer.chosen(chosen, [])
         return self.launch.use(sub, sub_id, chosen, source, answer, deadline, hard_deadline, stats)
 
+    def on_demand(
+        self,
+        request: ReserveRequest,
+        request_id: str,
+        count: int,
+        subnet_ids: Sequence[str],
+        instance_types: Sequence[str],
+        source: Version | None,
+        deadline: float,
+        round_: int = 0,
+    ) -> ReserveResponse:
+        """The shortfall On-Demand (``allow_on_demand``, when no hold of it could be made): one
+        all-or-nothing instant fleet (``MinTargetCapacity``) from the job's own template
+        version, untargeted, per (type, subnet) in order until one launches every node. Its
+        ClientToken is the part's, type's and subnet's: a retry of the request gets the same
+        fleet back, never a second. The nodes carry the ladder and the rung ``on-demand``.
+
+        The answer is the part's: ``provisioned`` with its nodes, or ``error`` naming the
+        nodes a short launch left (the ladder ends them) and, when an answer was lost,
+        ``cleanup: pending`` (EC2 may have launched: those nodes never get the ladder's done
+        record, so the cleaner ends them)."""
+        sub, sub_id = self.part(
+            request, request_id, ON_DEMAND_PART, count, list(subnet_ids), round_
+        )
+        response = Answer(sub, sub_id).response
+        response.status = ReserveStatus.ERROR
+        if source is None or _targets_a_reservation(source.data):
+            response.error_code = "OnDemandNotUntargeted"
+            response.message = (
+                "the job's launch template version targets a reservation: its nodes cannot be "
+                "launched On-Demand beside it"
+            )
+            return response
+        tags = {
+            TAG_CLUSTER_ID: self.cluster_id,
+            TAG_JOB_ID: request.job_id,
+            TAG_REQUEST_ID: sub_id,
+            **(sub.tags or {}),
+        }
+        said: list[tuple[str, str]] = []
+        for instance_type in dict.fromkeys(instance_types):
+            for subnet_id in subnet_ids:
+                if self.launch.monotonic() >= deadline:
+                    said.append(("DeadlineExceeded", "no time left for another launch"))
+                    break
+                spec = LaunchSpec(
+                    TemplateVersion(source.template_id, source.number),
+                    instance_type,
+                    subnet_id,
+                    count,
+                    client_token(
+                        Purpose.HOLD, sub_id, instance_type, subnet_id, nonce=ON_DEMAND_PART
+                    ),
+                    tags,
+                )
+                try:
+                    fleet = self.ec2.create_instant_fleet(spec, deadline)
+                except AwsError as error:
+                    if is_retryable(error.error_class):
+                        response.error_code = error.code or "RequestTimeout"
+                        response.cleanup = "pending"
+                        response.message = (
+                            f"no answer to the On-Demand launch ({error.message}); any node it "
+                            "made carries the ladder without its done record: the cleaner ends it"
+                        )[:600]
+                        return response
+                    said.append((error.code or "Unknown", f"{instance_type}: {error.message}"))
+                    continue
+                if len(fleet.instance_ids) == count:
+                    response.status = ReserveStatus.PROVISIONED
+                    response.instances = list(fleet.instance_ids)
+                    response.instance_types = [instance_type]
+                    response.subnet_ids = [subnet_id]
+                    response.message = f"{count} × {instance_type} On-Demand in {subnet_id}"
+                    return response
+                errors = [(e.code, f"{instance_type}: {e.message}") for e in fleet.errors]
+                if fleet.instance_ids:
+                    # EC2 did not honour the minimum: the ladder ends what did launch.
+                    response.instances = list(fleet.instance_ids)
+                    response.error_code = errors[0][0] if errors else "FleetIncomplete"
+                    response.message = (
+                        f"the On-Demand launch came back short ({len(fleet.instance_ids)} of "
+                        f"{count})"
+                    )
+                    return response
+                said.extend(errors or [("FleetIncomplete", f"{instance_type}: no error given")])
+        response.error_code = said[0][0] if said else "InsufficientInstanceCapacity"
+        response.message = (
+            "no On-Demand launch of the shortfall: " + "; ".join(f"{c}: {m}" for c, m in said)
+        )[:600]
+        return response
+
     def reservation(self, use: PoolReservation, deadline: float) -> Reservation | None:
         """The pool reservation as the launch step takes it (EC2's full record)."""
         return self.ec2.reservation(use.id, deadline)
@@ -198,6 +297,24 @@ class Pool:
         except AwsError:
             ended = []
         return sorted(set(instance_ids) - set(ended))
+
+    def mark_done(self, instance_ids: Sequence[str], hard_deadline: float) -> list[str]:
+        """The ladder's done record: ``capacity-broker:ladder-state=done`` on every node it
+        launched, before reserve answers ``provisioned`` (the cleaner ends a ladder without
+        it once no invocation can still finish it). Answers the ids EC2 did not confirm
+        tagging: any, and the ladder is not done."""
+        if not instance_ids:
+            return []
+        try:
+            tagged = self.ec2.tag_instances(
+                list(instance_ids),
+                {TAG_LADDER_STATE: LADDER_DONE},
+                hard_deadline,
+                wait_for=list(instance_ids),
+            )
+        except AwsError:
+            tagged = []
+        return sorted(set(instance_ids) - set(tagged))
 
     # -- the answer -----------------------------------------------------------------------
     @staticmethod
@@ -294,6 +411,18 @@ class Pool:
                 price = None  # a price is information, never a reason to fail a launch
         prices[instance_type] = price
         return price
+
+
+def _targets_a_reservation(data: Mapping[str, object]) -> bool:
+    """Whether a template version's data sends its launches to a reservation (a target, or
+    ``capacity-reservations-only``): an On-Demand rung is launched from a version that does
+    not."""
+    spec = data.get("CapacityReservationSpecification")
+    if not isinstance(spec, Mapping):
+        return False
+    return bool(spec.get("CapacityReservationTarget")) or spec.get(
+        "CapacityReservationPreference"
+    ) in ("capacity-reservations-only",)
 
 
 def _runtime(request: ReserveRequest) -> timedelta | None:

@@ -30,13 +30,16 @@ from .answer import Answer, Chosen, ReserveStats
 from .bring_your_own import BringYourOwn
 from .giveback import GiveBack
 from .launch import Launch
-from .pool import ENDED, HOLD_PART, Pool
+from .pool import ENDED, HOLD_PART, ON_DEMAND_PART, Pool
 from .race import Race
 from .replay import Replay
 
 TEMPLATE_UNREADABLE = "Could not check the job's launch template (nothing was held)"
 # A reserved-first retry that met its earlier hold part before EC2 listed that part's nodes.
 EARLIER_NOT_LISTED = "EarlierLaunchNotListed"
+# A rung failed and what launched was ended; and the ladder's done record was not written.
+LADDER_INCOMPLETE = "LadderIncomplete"
+LADDER_NOT_RECORDED = "LadderNotRecorded"
 
 # What the flow uses once it has chosen: the capacity, its template's source version, and the
 # attempts that chose it.
@@ -266,7 +269,17 @@ class Reserver:
         # The hold part's nodes an earlier invocation launched (its hold given back since):
         # a retry takes them, and holds nothing again.
         held_before = [i.instance_id for i in earlier if i.tags.get(TAG_RUNG) == HOLD_PART]
-        if pool_plan.shortfall and len(held_before) != pool_plan.shortfall:
+        # Likewise the On-Demand part's (``allow_on_demand``): launched, it is not held again.
+        on_demand_before = [
+            i.instance_id for i in earlier if i.tags.get(TAG_RUNG) == ON_DEMAND_PART
+        ]
+        on_demand = bool(
+            request.allow_on_demand
+            and pool_plan.shortfall
+            and len(on_demand_before) == pool_plan.shortfall
+        )
+        no_hold: ReserveResponse | None = None
+        if pool_plan.shortfall and len(held_before) != pool_plan.shortfall and not on_demand:
             hold_request, hold_id = self.pool.part(
                 request, request_id, HOLD_PART, pool_plan.shortfall, [s.subnet_id for s in subnets]
             )
@@ -293,7 +306,11 @@ class Reserver:
                     "An earlier invocation of this request launched nodes EC2 does not list "
                     "yet; nothing was launched again: ask again in a moment",
                 )
-            if isinstance(held, ReserveResponse):
+            if isinstance(held, ReserveResponse) and _may_launch_on_demand(request, held):
+                # No hold for the shortfall, and the job allows On-Demand: the shortfall is
+                # launched On-Demand after the pool's part (below).
+                on_demand, no_hold = True, held
+            elif isinstance(held, ReserveResponse):
                 # No hold for the shortfall: nothing is launched (all or nothing).
                 response.status = held.status
                 response.error_code = held.error_code
@@ -309,8 +326,9 @@ class Reserver:
                 if response.status in (ReserveStatus.RESERVED, ReserveStatus.PROVISIONED):
                     response.status = ReserveStatus.ERROR  # never: a hold is a Choice
                 return response
-            chosen, _, attempts = held
-            answer.chosen(chosen, attempts)
+            else:
+                chosen, _, attempts = held
+                answer.chosen(chosen, attempts)
         launched: list[str] = []
         for use in pool_plan.uses:
             subnet_id = place.subnets[pool_plan.subnet_index or 0].subnet_id
@@ -353,6 +371,41 @@ class Reserver:
             hold_nodes = held_before
         else:
             hold_nodes = []
+        on_demand_type: str | None = None
+        if on_demand and len(on_demand_before) == pool_plan.shortfall:
+            launched += on_demand_before
+        elif on_demand:
+            running = bool(on_demand_before)
+            pool_types = [u.reservation.instance_type for u in pool_plan.uses]
+            part = self.pool.on_demand(
+                request,
+                request_id,
+                pool_plan.shortfall,
+                [s.subnet_id for s in subnets],
+                # The pool's type first: the job's nodes alike where they can be.
+                [*pool_types, *request.instance_types],
+                source,
+                deadline,
+                0 if running else ended.get(ON_DEMAND_PART, 0),
+            )
+            if part.status is not ReserveStatus.PROVISIONED:
+                why = no_hold.message if no_hold is not None else "no hold"
+                return self._ladder_failed(
+                    response,
+                    launched,
+                    None,
+                    f"On-Demand after {why}: {part.message}",
+                    part,
+                    hard_deadline,
+                    stats,
+                )
+            launched += part.instances
+            on_demand_type = part.instance_types[0]
+            response.subnet_ids = list(part.subnet_ids)
+            if no_hold is not None:
+                attempts = list(no_hold.attempts)
+                # A losing hold of the race whose cancel failed still holds capacity.
+                response.cleanup = no_hold.cleanup
         if chosen is not None and hold_request is not None:
             part = self.launch.use(
                 hold_request,
@@ -384,19 +437,34 @@ class Reserver:
         response.instances = launched
         response.attempts = attempts
         response.pool = self.pool.uses(pool_plan) or None
-        response.subnet_ids = (
-            [place.subnets[pool_plan.subnet_index].subnet_id]
-            if pool_plan.subnet_index is not None
-            else response.subnet_ids
-        )
+        if pool_plan.subnet_index is not None and on_demand_type is None:
+            response.subnet_ids = [place.subnets[pool_plan.subnet_index].subnet_id]
         if chosen is not None:
             response.subnet_ids = list(chosen.subnet_ids)
         response.instance_types = sorted(
             {u.reservation.instance_type for u in pool_plan.uses}
             | ({chosen.reservation.instance_type} if chosen is not None else set())
+            | ({on_demand_type} if on_demand_type is not None else set())
         )
+        # The ladder's done record, before anything says provisioned: without it the cleaner
+        # ends the ladder once no invocation can still finish it. Not written, the ladder is
+        # undone here (all or nothing), as when a rung fails.
+        unmarked = self.pool.mark_done(launched, hard_deadline)
+        if unmarked:
+            return self._ladder_failed(
+                response,
+                launched,
+                None,
+                f"its done record could not be written on {', '.join(unmarked)}",
+                None,
+                hard_deadline,
+                stats,
+                LADDER_NOT_RECORDED,
+            )
         # All or nothing, and never a claim EC2 has not confirmed: a node EC2 shows ended (a
-        # fleet's ClientToken answering an earlier, undone launch) fails the ladder.
+        # fleet's ClientToken answering an earlier, undone launch; the cleaner ending a ladder
+        # it found abandoned) fails the ladder. Read after the done record: a node the cleaner
+        # ended before the record was written shows here.
         known = self.pool.read_back(launched, hard_deadline)
         gone = sorted(i for i, node in known.items() if node.state in ENDED)
         if gone:
@@ -424,9 +492,12 @@ class Reserver:
                 if chosen is not None
                 else f", {len(hold_nodes)} launched earlier into this request's hold"
                 if hold_nodes
+                else f", {pool_plan.shortfall} On-Demand (allowed; no hold: "
+                f"{no_hold.message if no_hold is not None else 'launched earlier'})"
+                if on_demand
                 else "; no hold was needed"
             )
-        )
+        )[:1000]
         return response
 
     def _ladder_failed(
@@ -438,12 +509,13 @@ class Reserver:
         part: ReserveResponse | None,
         hard_deadline: float,
         stats: ReserveStats,
+        error_code: str = LADDER_INCOMPLETE,
     ) -> ReserveResponse:
         """A rung failed: all or nothing, what the ladder launched is terminated and the hold
         (not yet launched into) given back, before the answer says error."""
         left = self.pool.end(launched + (part.instances if part is not None else []), hard_deadline)
         response.status = ReserveStatus.ERROR
-        response.error_code = (part.error_code if part is not None else None) or "LadderIncomplete"
+        response.error_code = (part.error_code if part is not None else None) or error_code
         response.message = f"The ladder could not launch every node ({what})"[:600]
         if launched:
             response.message += (
@@ -473,6 +545,15 @@ class Reserver:
             return place
         with step(TEMPLATE_UNREADABLE):
             return self.launch.platform(place, source, deadline)
+
+
+def _may_launch_on_demand(request: ReserveRequest, held: ReserveResponse) -> bool:
+    """The job allows On-Demand and the hold of its shortfall found no capacity (strict or
+    not); any other answer (skipped by the flags, an error) launches nothing."""
+    return request.allow_on_demand and held.status in (
+        ReserveStatus.NO_CAPACITY,
+        ReserveStatus.UNRESERVED,
+    )
 
 
 def _no_pools(spec: PoolSpec) -> ReservedPool:
