@@ -14,24 +14,27 @@ Each (region, bucket) of a container has one ``AdaptiveBucket``, shared by its t
 - it starts at the published default (``scale``, the settings' ``BROKER_EC2_RATE_SCALE``,
   multiplies the refill rate), and
   paces inside it until EC2 shows more room;
-- while callers wait for it, and once a few calls at its current rate were answered, it lets
-  one **probe** through beyond its own bucket. A probe EC2 answers is evidence of more room:
-  the rate doubles (until the first throttle) or, after one, climbs back in steps towards the
-  share EC2 last allowed, then past it in steps that double while probes keep being answered
-  (30 s apart at first at the mutating default, then halving). A probe EC2 throttles changes
-  no share, and the next probe waits twice as long (up to 30 s): when the bucket is what was
-  assumed, probing costs one throttled call now and then;
+- while callers wait for it, and once calls at its current rate were answered (one until the
+  first throttle, five after), it lets one **probe** through beyond its own bucket. A probe
+  EC2 answers is evidence of more room: the rate doubles (until the first throttle: every
+  round trip, as TCP's slow start) or, after one, climbs back in steps towards the share EC2
+  last allowed, then past it in steps that double while probes keep being answered (150
+  tokens of the share apart at first: 30 s at the mutating default, then halving). A probe EC2
+  throttles changes no share, and the next probe waits twice as long (up to 30 s): when the
+  bucket is what was assumed, probing costs one throttled call now and then;
 - a throttle of a call paced inside the bucket means the bucket is smaller than assumed or
   someone else takes from it. The calls EC2 let through since the last such throttle measure
   our share of the bucket's refill (the bucket was empty at both ends), and the pace drops just
-  below it; too soon after the last one to measure, it drops by 30% and climbs back to the
-  share measured before. Calls sent before a cut do not cut again.
+  below it; too soon after the last one to measure (less than 5 tokens' time at the published
+  rate and fewer than 20 calls answered), it drops by 30% and climbs back to the share
+  measured before. Calls sent before a cut do not cut again.
 
 An EC2 throttling answer (``RequestLimitExceeded`` and the other codes ``domain.errors``
 classifies as throttles) says the account's bucket is spent, whoever spent it: the container's
 own bucket drops to zero tokens, and its next token comes no sooner than EC2's published refill
-for that bucket (times ``scale``) brings one, so a container that is throttled slows to what
-the account's bucket refills instead of retrying at its own burst (``throttled``). This is how
+for that bucket (times ``scale``) brings one, or the share EC2 was counted to give this
+container between two throttles if that is larger, so a container that is throttled slows to
+what the account's bucket refills instead of retrying at its own burst (``throttled``). This is how
 a class whose probes do not meet in a group (each container pacing alone, with EC2's whole
 burst in hand) stays near EC2's one bucket once EC2 says it is empty.
 
@@ -70,10 +73,13 @@ class Tuning(NamedTuple):
     margin: float = 0.05  # kept below the measured share (what the climb back stops at)
     step: float = 0.05  # growth per answered probe after a throttle, share of the limit
     confirm: int = 5  # paced calls answered at a new rate before the next probe
-    window: float = 5  # least time between two throttles to measure the share from
+    confirm_start: int = 1  # ... before the next doubling, while no throttle was seen (the
+    # slow start: a bucket raised tenfold is found in 4 round trips, not in 2 s)
+    window: float = 5  # least time between two throttles to measure the share from ...
+    measure_calls: int = 20  # ... unless at least this many calls were answered in between
     probe_backoff: float = 5  # time to the next probe after a throttled one, doubling ...
     probe_backoff_max: float = 150  # ... up to this (30 s at 5/s); also the time between
-    # probes above the measured share
+    # probes above the measured share, in tokens of it (``AdaptiveBucket._tick``)
     floor: float = 0.1  # lowest rate, share of the starting rate
     ceiling: float = 100.0  # highest rate, multiple of the starting rate (a safety bound)
 
@@ -113,6 +119,7 @@ class AdaptiveBucket:
         self.rate = self.start
         self.tokens = self.burst  # a bucket starts full, as EC2's does
         self.limit: float | None = None  # our share of EC2's bucket, once a throttle showed it
+        self.measured: float | None = None  # that share as last counted between two throttles
         self._clock = clock
         self._sleep = sleep
         self._stamp = clock()
@@ -151,7 +158,8 @@ class AdaptiveBucket:
                 self.tokens -= 1
                 self.counts["paced"] += 1
                 return Ticket(now, probe=False)
-            may_probe = not self._probe_out and self._confirmed >= self.tuning.confirm
+            confirm = self.tuning.confirm if self.limit is not None else self.tuning.confirm_start
+            may_probe = not self._probe_out and self._confirmed >= confirm
             if may_probe and now >= self._next_probe:
                 self._probe_out = True
                 self.counts["probes"] += 1
@@ -215,7 +223,8 @@ class AdaptiveBucket:
                 # measured low, or has grown, is found again in a few probes).
                 self.rate += self.tuning.step * self.limit * 2**self._streak
                 self.limit = max(self.limit, self.rate)
-                self._next_probe = now + self._backoff_max / 2**self._streak
+                wait = self.tuning.probe_backoff_max * self._tick()
+                self._next_probe = now + wait / 2**self._streak
                 self._streak = min(self._streak + 1, 3)
             self.rate = min(self.rate, self.start * self.tuning.ceiling)
             self._changed(now)
@@ -232,14 +241,15 @@ class AdaptiveBucket:
                 self._cut(now)  # (one sent before the last cut is of a round answered already)
             # Whatever the pace: the account's bucket is spent (EC2 said so, whoever spent it),
             # so this one holds no token either, and its next token comes no sooner than EC2's
-            # published refill brings one (a debt when the pace is above it, which only
-            # answered probes raise it to). A throttled container then waits a token's time for
+            # published refill brings one, or the share EC2 was counted to give this container
+            # if larger (``_tick``; a debt when the pace is above it, which only answered
+            # probes raise it to). A throttled container then waits a token's time for
             # its next call, its retry's too, instead of spending its own burst into a bucket
             # that is empty for every container of the account. Its pace after that token is
             # the one above: capped for good at the published rate, a bucket raised for the
             # account would be found again only probe by probe (1.54x the bound, not 1.02x, in
             # ``bench.pacing_model``'s bucket 10x the default).
-            self.tokens = min(0.0, 1 - self.rate / self.start)
+            self.tokens = min(0.0, 1 - self.rate * self._tick())
 
     def _probe_throttled(self, now: float) -> None:
         """A probe EC2 throttled: no token to spare, the bucket is as assumed. The share
@@ -255,10 +265,17 @@ class AdaptiveBucket:
         """A paced call EC2 throttled: the pace was too fast for our share."""
         # Between two throttles EC2's bucket was empty at both ends: what it let through in
         # between is what refilled for us, i.e. our share of its rate (a lower bound if the
-        # bucket overflowed meanwhile, which it cannot while we keep it busy).
+        # bucket overflowed meanwhile, which it cannot while we keep it busy). Twenty calls
+        # count it to about a tenth, however short the time (a bucket raised tenfold answers
+        # them in 0.4 s): cutting by 30% instead, round after round, only throttles more.
         elapsed = now - self._last_cut if self.limit is not None else 0.0
-        if elapsed >= self._window and self._answered_since_cut >= 3:
-            self.limit = min(self._answered_since_cut / elapsed, self.rate)
+        answered = self._answered_since_cut
+        if (
+            answered >= 3
+            and elapsed > 0
+            and (elapsed >= self._window or answered >= self.tuning.measure_calls)
+        ):
+            self.limit = self.measured = min(answered / elapsed, self.rate)
             rate = self._target()
         else:
             # Too soon to measure: cut, and keep the last measured share (if any) as where
@@ -271,6 +288,15 @@ class AdaptiveBucket:
         self._last_cut = now
         self._changed(now)
         self.counts["cuts"] += 1
+
+    def _tick(self) -> float:
+        """A token's time in the account's bucket as this container knows it: at EC2's
+        published refill, or at the share EC2 was counted to give it between two throttles if
+        larger (a bucket raised for the account). The wait after a throttle, and the time
+        between probes above the share (in tokens of it), are counted in it: at the published
+        tick, a bucket raised tenfold would leave ten of EC2's tokens unspent at each throttle,
+        and probe once per 1,500 calls."""
+        return 1 / max(self.start, self.measured or 0.0)
 
     def _changed(self, now: float) -> None:
         self._changed_at = now

@@ -158,15 +158,30 @@ def test_a_full_bucket_admits_its_burst_then_paces_at_the_refill_rate() -> None:
     assert b.try_take(0.2) == pytest.approx(0.2)
 
 
-def test_one_probe_goes_beyond_the_bucket_once_calls_at_its_rate_are_answered() -> None:
+def test_one_probe_goes_beyond_the_bucket_once_a_call_at_its_rate_is_answered() -> None:
+    # Before any throttle (the climb from the published rate), one answered call at the
+    # current rate is enough: the rate may double every round trip, as TCP's slow start does.
     b, _ = bucket()
     burst = drain(b, 0.0)
-    answer(b, burst[:4], 0.1)
-    assert not isinstance(b.try_take(0.1), Ticket)  # 4 answers: not yet
-    answer(b, burst[4:5], 0.1)
+    assert not isinstance(b.try_take(0.1), Ticket)  # nothing answered: no probe
+    answer(b, burst[:1], 0.1)
     probe = take(b, 0.1)
     assert probe.probe
     assert b.try_take(0.1) == pytest.approx(0.1)  # one probe at a time: wait for the token
+
+
+def test_after_a_throttle_a_probe_waits_for_five_calls_answered_at_the_new_rate() -> None:
+    b, clock = bucket()
+    burst = drain(b, 0.0)
+    b.throttled(burst[0], 0.1)  # cut: 5 -> 3.5 a second
+    answer(b, burst[1:], 0.1)  # sent before the cut: not at the new rate
+    clock.now = 0.1
+    paced = [b.acquire() for _ in range(5)]
+    assert not any(t.probe for t in paced)
+    answer(b, paced[:4], clock.now)
+    assert not isinstance(b.try_take(clock.now), Ticket)  # 4 answers: not yet
+    answer(b, paced[4:], clock.now)
+    assert take(b, clock.now).probe
 
 
 def test_acquire_sleeps_until_a_token_is_there() -> None:
@@ -284,9 +299,11 @@ def test_a_throttle_never_raises_the_rate_and_the_rate_stays_bounded(events, ref
                 b.throttled(ticket, clock.now)
                 assert b.rate <= before
                 # The account's bucket is spent: no token left here, and the next one comes
-                # no sooner than EC2's published refill brings one.
+                # no sooner than EC2's published refill brings one, or the share EC2 was
+                # counted to give this container between two throttles, if larger.
                 assert b.tokens <= 0
-                assert (1 - b.tokens) / b.rate >= 1 / b.start - 1e-9
+                token = 1 / max(b.start, b.measured or 0.0)
+                assert (1 - b.tokens) / b.rate >= token - 1e-9
             else:
                 b.answered(ticket, clock.now)  # answered here: growth is allowed
                 assert b.rate >= before
@@ -353,9 +370,10 @@ def test_answered_probes_double_the_rate_until_the_first_throttle() -> None:
     b, _ = bucket()
     rates, now = [], 0.0
     for _ in range(4):
-        paced = b.counts["paced"]
+        paced, before = b.counts["paced"], now
         probe, now = until_probe(b, now)
-        assert b.counts["paced"] - paced >= 5  # answered at the current rate first
+        assert b.counts["paced"] - paced >= 1  # answered at the current rate first ...
+        assert now - before <= 1 / b.rate + 0.011  # ... its first token: no longer to wait
         b.answered(probe, now)
         rates.append(b.rate)
     assert rates == [10, 20, 40, 80]
@@ -400,6 +418,93 @@ def test_between_two_throttles_the_answered_calls_measure_our_share() -> None:
     b.throttled(Ticket(4.0, probe=False), 4.1)
     assert b.limit == pytest.approx(10 / 4.0)
     assert b.rate == pytest.approx(2.5 * (1 - Tuning().margin))
+
+
+def cut_after_climbing(to: float) -> tuple[AdaptiveBucket, Clock]:
+    """A bucket whose answered probes doubled its rate from 5 to ``to`` a second, then the
+    first throttle of a paced call: cut by 30%, nothing measured yet (no earlier throttle)."""
+    b, clock = bucket()
+    now = 0.0
+    while b.rate < to:
+        probe, now = until_probe(b, now)
+        b.answered(probe, now)
+    clock.now = now
+    ticket = b.acquire()
+    assert not ticket.probe
+    b.throttled(ticket, clock.now)
+    assert b.rate == pytest.approx(to * 0.7) and b.measured is None
+    return b, clock
+
+
+def count_share(b: AdaptiveBucket, clock: Clock, share: float, seconds: float) -> None:
+    """EC2 answers ``share`` calls a second for ``seconds``, then throttles one: the calls it
+    let through between the two throttles."""
+    n = round(share * seconds)
+    start = clock.now
+    for i in range(n):
+        b.answered(Ticket(start + seconds * i / n, probe=False), start + seconds * (i + 1) / n)
+    clock.now = start + seconds
+    b.throttled(Ticket(clock.now - 0.1, probe=False), clock.now)
+
+
+def test_many_calls_answered_between_two_throttles_measure_the_share_sooner() -> None:
+    # A bucket raised to 50 a second: 25 calls answered in the half second between two
+    # throttles count a share of 50 a second, well before the window (a second at the
+    # published 5 a second) has passed.
+    b, clock = cut_after_climbing(80)
+    count_share(b, clock, 50, 0.5)
+    assert b.limit == b.measured == pytest.approx(50)
+    assert b.rate == pytest.approx(50 * (1 - Tuning().margin))
+
+
+def test_fewer_calls_answered_too_soon_after_a_throttle_measure_nothing() -> None:
+    b, clock = cut_after_climbing(80)
+    count_share(b, clock, 38, 0.5)  # 19 calls in half a second: too few to count on
+    assert b.measured is None
+    assert b.rate == pytest.approx(80 * 0.7 * 0.7)
+
+
+@pytest.mark.parametrize(("climb", "share", "token"), [(80, 50.0, 1 / 50), (5, 2.5, 1 / 5)])
+def test_after_a_throttle_the_next_token_comes_at_the_measured_share_if_above_the_published(
+    climb: float, share: float, token: float
+) -> None:
+    # The share EC2 was counted to give this container between two throttles (50 a second,
+    # ten times the published 5) is the account's refill as this container sees it: after the
+    # next throttle its next token comes no sooner than a fiftieth of a second later, not a
+    # fifth (a fifth would leave ten of EC2's tokens unspent at every throttle). A share below
+    # the published rate (another client takes the rest) waits the published token's time.
+    b, clock = cut_after_climbing(climb)
+    count_share(b, clock, share, 4.0)
+    assert b.measured == pytest.approx(share)
+    ticket = b.acquire()
+    start = clock.now
+    b.throttled(ticket, start)  # too soon to measure again: cut, the share stays
+    assert b.measured == pytest.approx(share)
+    b.acquire()
+    # A token's time, or its own pace's if slower (the cut took it below the share).
+    assert clock.now - start == pytest.approx(max(token, 1 / b.rate), abs=2e-3)
+    if share > 5:
+        assert clock.now - start < 0.05  # not the published fifth of a second
+
+
+def test_above_a_measured_share_probes_wait_150_tokens_of_it() -> None:
+    # Above the share, probes come 150 tokens apart (30 s at the published 5 a second): at a
+    # measured 50 a second, 3 s, then halving while they are answered, so a sweep of ten
+    # seconds finds the margin it keeps below the share, saved up in EC2's bucket.
+    b, clock = cut_after_climbing(80)
+    count_share(b, clock, 50, 4.0)
+    assert b.measured == pytest.approx(50)
+    now = clock.now
+    probe, now = until_probe(b, now, step=0.001)  # at 95% of the share: a step above it
+    b.answered(probe, now)
+    assert b.rate == pytest.approx(50)
+    waits = []
+    for _ in range(2):
+        probe, later = until_probe(b, now, step=0.001)
+        waits.append(later - now)
+        b.answered(probe, later)
+        now = later
+    assert waits == pytest.approx([3.0, 1.5], abs=0.01)
 
 
 def test_a_cut_too_soon_to_measure_keeps_the_last_measured_share_to_climb_back_to() -> None:
