@@ -13,6 +13,7 @@ from enum import Enum, StrEnum
 
 from .ahead import in_commitment
 from .clock import utc
+from .graces import Graces
 from .tags import Purpose, is_owned
 
 ACTIVE_STATES = frozenset({"active", "pending"})
@@ -88,22 +89,6 @@ def on_stack_event(status: str) -> CancelReason | None:
     if verdict is StackVerdict.ORPHANED:
         return CancelReason.ORPHANED
     return None
-
-
-@dataclass(frozen=True)
-class Graces:
-    """How long the cleaner waits before each rule applies (contract defaults)."""
-
-    probe: timedelta = timedelta(seconds=90)
-    stack: timedelta = timedelta(seconds=180)
-    idle: timedelta = timedelta(seconds=600)
-    hold_limit: timedelta = timedelta(seconds=1800)
-
-    def __post_init__(self) -> None:
-        for field_name in ("probe", "stack", "idle", "hold_limit"):
-            value = getattr(self, field_name)
-            if not isinstance(value, timedelta) or value < timedelta(0):
-                raise ValueError(f"grace {field_name} must be a non-negative timedelta")
 
 
 @dataclass(frozen=True)

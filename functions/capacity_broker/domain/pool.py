@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from . import blocks
 from .clock import utc
 from .tags import (
     MAX_KEY_LENGTH,
@@ -171,6 +170,11 @@ def excluded(
     if other is not None:
         return f"tagged for cluster {other!r}"
     if reservation.kind is Rung.CAPACITY_BLOCK and reservation.end_date is not None:
+        # Imported here: the blocks' rules (and the discovery rules under them) are the
+        # reserve's and the listing's; the settings need only ``PoolSpec`` from this module,
+        # and every entry point reads them (cold import, issue 44).
+        from . import blocks
+
         left = blocks.usable_seconds(
             reservation.start_date, reservation.end_date, reservation.instance_type, utc(now)
         )
