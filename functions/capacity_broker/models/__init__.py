@@ -1,7 +1,7 @@
 """Typed requests and answers of the five entry points (the contract: docs/contract.md).
 
 One module per entry point (``probe``, ``reserve``, ``release``, ``cleaner``, ``capacity``)
-and for the capacity memory's ``history``;
+and for the capacity memory's ``history``; probe's and reserve's ``Attempt`` in ``attempt``;
 shared field types in ``common``; the ``invalid_request`` answer in ``invalid``.
 
 Importing the package builds no model: each name is imported from its module on first use, so a
@@ -15,6 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .attempt import Attempt
     from .capacity import (
         CapacityRequest,
         CapacityResponse,
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     )
     from .history import HistoryRow
     from .invalid import ErrorResponse, FieldError, InvalidRequestResponse, invalid_request
-    from .probe import Attempt, ProbeAttempt, ProbeRequest, ProbeResponse
+    from .probe import ProbeAttempt, ProbeRequest, ProbeResponse
     from .release import ReleaseRequest, ReleaseResponse, SkippedReservation
     from .reserve import (
         LaunchTemplateInfo,
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     )
 
 _HOME = {
-    "Attempt": "probe",
+    "Attempt": "attempt",
     "CapacityRequest": "capacity",
     "CapacityResponse": "capacity",
     "CapacityRow": "capacity",

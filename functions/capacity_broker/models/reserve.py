@@ -8,6 +8,7 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from ..domain.pool import PoolSpec
 from ..domain.reserve import ReserveStatus
+from .attempt import Attempt
 from .common import (
     LAUNCH_TEMPLATE_VERSION_PATTERN,
     InstanceCount,
@@ -23,7 +24,6 @@ from .common import (
     SubnetIds,
     UtcDateTime,
 )
-from .probe import Attempt
 
 LaunchTemplateVersion = Annotated[
     str, StringConstraints(max_length=20, pattern=LAUNCH_TEMPLATE_VERSION_PATTERN)
