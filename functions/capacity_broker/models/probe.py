@@ -11,10 +11,10 @@ from .attempt import Attempt
 from .common import (
     InstanceCount,
     InstanceType,
-    PlacementFields,
     ResponseModel,
     SubnetIds,
 )
+from .placement import PlacementFields
 
 # Statuses are the domain's StrEnums: plain strings ("available") are accepted too,
 # comparisons work both ways, and the JSON carries the plain value.

@@ -15,7 +15,6 @@ from .common import (
     InstanceTypes,
     JobId,
     LaunchTemplateId,
-    PlacementFields,
     PlacementGroupArn,
     RequestModel,
     ReservationId,
@@ -24,6 +23,7 @@ from .common import (
     SubnetIds,
     UtcDateTime,
 )
+from .placement import PlacementFields
 
 LaunchTemplateVersion = Annotated[
     str, StringConstraints(max_length=20, pattern=LAUNCH_TEMPLATE_VERSION_PATTERN)
