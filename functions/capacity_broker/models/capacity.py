@@ -27,9 +27,9 @@ from .common import (
     RequestId,
     RequestModel,
     ResponseModel,
-    UtcDateTime,
     unique,
 )
+from .times import UtcDateTime
 
 InstanceTypeFilter = Annotated[
     str, StringConstraints(max_length=64, pattern=INSTANCE_TYPE_FILTER_PATTERN)

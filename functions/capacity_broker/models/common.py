@@ -11,10 +11,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Annotated, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic import StringConstraints as S
 
 from ..domain.platform import DEFAULT_PLATFORM, PLATFORMS
@@ -126,16 +125,6 @@ TagKey = Annotated[
 ]
 TagValue = Annotated[str, S(max_length=MAX_VALUE_LENGTH), AfterValidator(_no_control_characters)]
 Tags = Annotated[dict[TagKey, TagValue], Field(max_length=MAX_TAGS)]
-
-
-def _iso_z(moment: datetime) -> str:
-    if moment.tzinfo is None:
-        raise ValueError("datetimes in answers must be timezone-aware")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# Answers carry UTC instants as "2026-11-21T10:05:00Z" (whole seconds, like EC2).
-UtcDateTime = Annotated[datetime, PlainSerializer(_iso_z, return_type=str, when_used="json")]
 
 
 class RequestModel(BaseModel):

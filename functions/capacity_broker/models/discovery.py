@@ -13,7 +13,8 @@ from typing import Literal
 from pydantic import Field
 
 from .capacity import CapacityRow
-from .common import ItemError, ResponseModel, UtcDateTime
+from .common import ItemError, ResponseModel
+from .times import UtcDateTime
 
 
 class BlockOffering(ResponseModel):

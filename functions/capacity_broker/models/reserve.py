@@ -21,9 +21,9 @@ from .common import (
     ResponseModel,
     StackName,
     SubnetIds,
-    UtcDateTime,
 )
 from .placement import PlacementFields
+from .times import UtcDateTime
 
 LaunchTemplateVersion = Annotated[
     str, StringConstraints(max_length=20, pattern=LAUNCH_TEMPLATE_VERSION_PATTERN)
