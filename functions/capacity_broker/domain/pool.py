@@ -170,9 +170,9 @@ def excluded(
     if other is not None:
         return f"tagged for cluster {other!r}"
     if reservation.kind is Rung.CAPACITY_BLOCK and reservation.end_date is not None:
-        # Imported here: the blocks' rules (and the discovery rules under them) are the
-        # reserve's and the listing's; the settings need only ``PoolSpec`` from this module,
-        # and every entry point reads them (cold import, issue 44).
+        # Imported here: only a Capacity Block needs the blocks' rules (and the discovery
+        # rules under them); the settings, which every entry point reads, need only
+        # ``PoolSpec`` from this module (cold import, issue 44).
         from . import blocks
 
         left = blocks.usable_seconds(
