@@ -1,10 +1,14 @@
 """Cold import of each handler module against ``import boto3``, each in a fresh interpreter.
 
 Every sample is a new ``python`` process (same interpreter, same environment, bytecode caches
-warm, as in a deployed package) that times the import statement alone, in CPU time of the
-process and in wall time. Modules are sampled in turn, N rounds, and the best of each is kept;
-the ratios use CPU time (other processes on a shared machine stretch wall time, not CPU).
-``python -X importtime`` then shows where a handler's import time goes.
+warm) that times the import statement alone, in CPU time of the process and in wall time.
+Modules are sampled in turn, N rounds, and the best of each is kept; the ratios use CPU time
+(other processes on a shared machine stretch wall time, not CPU). ``python -X importtime`` then
+shows where a handler's import time goes.
+
+Bytecode: each target is imported once, writing its bytecode, before the samples, whatever the
+caller's ``PYTHONDONTWRITEBYTECODE`` says (without it, every sample of a fresh clone compiles
+the broker's sources, and the row measures the compiler).
 """
 
 from __future__ import annotations
@@ -18,10 +22,14 @@ from .formulas import best, parse_importtime, ratio, self_time_by_package, slowe
 
 HANDLERS = ["probe", "reserve", "release", "cleaner", "capacity"]
 BASELINE = "boto3"
-# What every handler needs from third parties, whatever the broker's own code does.
+# What every handler's import loads from third parties, whatever the broker's own code does:
+# the floor its row is judged beside. Powertools' Logger (and the utility that gives the
+# broker's loggers its format), Metrics and parser. Not ``utilities.parameters``: no handler
+# imports it (the flags' adapter does, on the first invocation: the cold probe's row). The
+# reserve also loads ``utilities.idempotency`` (its records), which this floor leaves out.
 DEPENDENCIES = (
-    "boto3, pydantic, aws_lambda_powertools.logging, aws_lambda_powertools.metrics, "
-    "aws_lambda_powertools.utilities.parser, aws_lambda_powertools.utilities.parameters"
+    "boto3, pydantic, aws_lambda_powertools.logging, aws_lambda_powertools.logging.utils, "
+    "aws_lambda_powertools.metrics, aws_lambda_powertools.utilities.parser"
 )
 
 
@@ -31,8 +39,14 @@ DEPLOYED = {"PYDANTIC_DISABLE_PLUGINS": "__all__"}
 
 def _environment() -> dict[str, str]:
     """The same for every sample: this environment without the broker's variables (a handler
-    must import with none of them set), plus what the deployed functions set."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("BROKER_")} | DEPLOYED
+    must import with none of them set) and with bytecode written (see the module), plus what
+    the deployed functions set."""
+    kept = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("BROKER_") and k != "PYTHONDONTWRITEBYTECODE"
+    }
+    return kept | DEPLOYED
 
 
 def _time_import(statement: str, env: dict[str, str]) -> tuple[float, float]:
@@ -89,6 +103,8 @@ def bench_imports(rounds: int) -> dict[str, Any]:
     targets |= {name: f"capacity_broker.handlers.{name}" for name in HANDLERS}
     walls: dict[str, list[float]] = {name: [] for name in targets}
     cpus: dict[str, list[float]] = {name: [] for name in targets}
+    for statement in targets.values():
+        _time_import(statement, env)  # writes the bytecode the samples then read
     for _ in range(rounds):
         for name, statement in targets.items():
             wall, cpu = _time_import(statement, env)

@@ -12,7 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
-from capacity_broker.domain.cleaner import LADDER_GRACE, RESERVE_MAX_RUN
+from capacity_broker.domain.graces import LADDER_GRACE, RESERVE_MAX_RUN
 from constructs import Construct
 
 from infra.config import FUNCTION_NAMES, METRICS_NAMESPACE, POWERTOOLS_VERSION, BrokerConfig

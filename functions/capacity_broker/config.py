@@ -23,8 +23,8 @@ from pydantic import (
     model_validator,
 )
 
-from .domain.cleaner import Graces
 from .domain.failures import BrokerFailure
+from .domain.graces import Graces
 from .domain.group import MAX_WINDOW_SECONDS, WINDOW_SECONDS
 from .domain.names import default_parameter_prefix
 from .domain.pool import PoolSpec

@@ -128,7 +128,7 @@ def test_environment_per_contract(broker: Synth, name: str) -> None:
             "BROKER_IDLE_GRACE_SECONDS": "600",
             "BROKER_HOLD_LIMIT_SECONDS": "1800",
             # A reserved-first ladder without its done record: the reserve function's timeout
-            # (120 s) and the 5-minute grace (domain.cleaner.LADDER_GRACE).
+            # (120 s) and the 5-minute grace (domain.graces.LADDER_GRACE).
             "BROKER_LADDER_WINDOW_SECONDS": "420",
         }
     assert env == expected
@@ -138,7 +138,7 @@ def test_the_ladder_window_outlasts_every_reserve_invocation(broker: Synth) -> N
     """The cleaner ends a ladder without its done record only once no reserve invocation that
     launched one of its nodes can still run: its window is longer than reserve's timeout, and
     the domain's own default (``Graces().ladder``) is the deployed one."""
-    from capacity_broker.domain.cleaner import LADDER_GRACE, RESERVE_MAX_RUN, Graces
+    from capacity_broker.domain.graces import LADDER_GRACE, RESERVE_MAX_RUN, Graces
 
     reserve_timeout = broker.function("reserve")[1]["Properties"]["Timeout"]
     cleaner_env = broker.function("cleaner")[1]["Properties"]["Environment"]["Variables"]

@@ -18,7 +18,7 @@ import typer
 from rich.markup import escape
 
 from ..client import ReservationType
-from ..models.capacity import AheadAnswer
+from ..models.discovery import AheadAnswer
 from . import capacity as capacity_view
 from . import offerings as offerings_view
 from . import render

@@ -16,7 +16,8 @@ from rich.console import Console
 from ..client import ReservationType, Results
 from ..domain.discovery import FUTURE_WAITING_STATES
 from ..logic.capacity import summary_of
-from ..models.capacity import CapacityRow, CapacitySummary, PoolRow
+from ..models.capacity import CapacityRow, CapacitySummary
+from ..models.discovery import PoolRow
 from . import render
 from .app import (
     OutputOpt,

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from ..client import CapacityBroker
 from ..client.results import Results
-from ..models.capacity import AzRow, InstanceTypeRow, SpotPriceRow
+from ..models.discovery import AzRow, InstanceTypeRow, SpotPriceRow
 from . import render
 from .app import (
     Advance,

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from ..client import ReservationType
-from ..models.capacity import ExtendAnswer
+from ..models.discovery import ExtendAnswer
 from . import capacity as capacity_view
 from . import render
 from .app import OutputOpt, ProfileOpt, RegionsOpt, app, make_broker, state_of

@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from ..client import CapacityBroker, ReservationType, when
 from ..domain.discovery import searched
-from ..models.capacity import BlockOffering, PurchaseAnswer
+from ..models.discovery import BlockOffering, PurchaseAnswer
 from . import capacity as capacity_view
 from . import render
 from .app import (

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ..models.capacity import PlanAnswer
+from ..models.discovery import PlanAnswer
 from . import capacity as capacity_view
 from . import offerings as offerings_view
 from . import render

@@ -14,11 +14,11 @@ from typing import Any
 
 from ..domain.discovery import Verdict
 from ..logic.capacity import Progress
-from ..models.capacity import (
+from ..models.capacity import CapacityRow
+from ..models.discovery import (
     AheadAnswer,
     AzRow,
     BlockOffering,
-    CapacityRow,
     ExtendAnswer,
     InstanceTypeRow,
     PlanAnswer,

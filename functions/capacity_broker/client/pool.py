@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ..domain.pool import PoolSpec, PoolSpecError
 from ..logic.pool import ReservedPool, idle_rows
-from ..models.capacity import PoolRow
+from ..models.discovery import PoolRow
 from .base import BrokerBase
 from .results import InvalidArguments
 

@@ -13,6 +13,7 @@ from enum import Enum, StrEnum
 
 from .ahead import in_commitment
 from .clock import utc
+from .graces import Graces
 from .pool import LADDER_DONE, TAG_LADDER, TAG_LADDER_STATE
 from .tags import TAG_CLUSTER_ID, Purpose, is_owned
 
@@ -89,37 +90,6 @@ def on_stack_event(status: str) -> CancelReason | None:
     if verdict is StackVerdict.ORPHANED:
         return CancelReason.ORPHANED
     return None
-
-
-# The reserve function's longest run: its Lambda timeout (infra/functions.py, "reserve"; a
-# test there keeps the two equal). Lambda stops an invocation at its timeout, so no invocation
-# that launched a ladder's node is still running this long after the node's launch.
-RESERVE_MAX_RUN = timedelta(seconds=120)
-# Added to it before a ladder without its done record counts as abandoned: the clocks of the
-# Lambda and of EC2's LaunchTime may differ by a little, the done record (a tag) takes a moment
-# to show in a listing by tag, and a retry of the request that starts inside the window
-# finishes the ladder (or undoes it) itself.
-LADDER_GRACE = timedelta(minutes=5)
-
-
-@dataclass(frozen=True)
-class Graces:
-    """How long the cleaner waits before each rule applies (contract defaults). ``ladder``:
-    how old the youngest node of a ladder without its done record must be before the cleaner
-    ends the ladder (``abandoned_ladders``); the deployment sets it to the reserve function's
-    timeout plus ``LADDER_GRACE``."""
-
-    probe: timedelta = timedelta(seconds=90)
-    stack: timedelta = timedelta(seconds=180)
-    idle: timedelta = timedelta(seconds=600)
-    hold_limit: timedelta = timedelta(seconds=1800)
-    ladder: timedelta = RESERVE_MAX_RUN + LADDER_GRACE
-
-    def __post_init__(self) -> None:
-        for field_name in ("probe", "stack", "idle", "hold_limit", "ladder"):
-            value = getattr(self, field_name)
-            if not isinstance(value, timedelta) or value < timedelta(0):
-                raise ValueError(f"grace {field_name} must be a non-negative timedelta")
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,9 @@ class DecisionKind(StrEnum):
 
 @dataclass(frozen=True)
 class Decision:
+    """The fan-out's decision so far (``DecisionKind``; ``index``: the candidate it is
+    about, when there is one)."""
+
     kind: DecisionKind
     index: int | None = None
 
@@ -219,6 +222,9 @@ class Slot:
 
 @dataclass(frozen=True)
 class Step:
+    """What the policy asks of the coordinator now: the candidates to start, the holds to
+    give back, when to ask again without news, and whether it is done."""
+
     start: tuple[int, ...] = ()
     give_back: tuple[int, ...] = ()
     wake_at: float | None = None  # call ``step`` again by then even without news

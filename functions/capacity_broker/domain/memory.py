@@ -88,6 +88,9 @@ class Hint(StrEnum):
 
 @dataclass(frozen=True, order=True)
 class MemoryKey:
+    """Where a fact about capacity was learnt: a region, an Availability Zone (by its id, the
+    same zone in every account) and an instance type."""
+
     region: str
     availability_zone_id: str
     instance_type: str

@@ -40,6 +40,9 @@ class Kind(StrEnum):
 
 @dataclass(frozen=True)
 class Meaning:
+    """What one create's outcome means: the attempt's outcome, the fan-out's kind, what the
+    memory remembers, and the metric it counts in."""
+
     outcome: Outcome
     kind: Kind
     seen: Seen

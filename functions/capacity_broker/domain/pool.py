@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from . import blocks
 from .clock import utc
 from .tags import (
     MAX_KEY_LENGTH,
@@ -177,6 +176,11 @@ def excluded(
     if other is not None:
         return f"tagged for cluster {other!r}"
     if reservation.kind is Rung.CAPACITY_BLOCK and reservation.end_date is not None:
+        # Imported here: only a Capacity Block needs the blocks' rules (and the discovery
+        # rules under them); the settings, which every entry point reads, need only
+        # ``PoolSpec`` from this module (cold import, issue 44).
+        from . import blocks
+
         left = blocks.usable_seconds(
             reservation.start_date, reservation.end_date, reservation.instance_type, utc(now)
         )

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from . import blocks
 from .clock import utc
 from .errors import Outcome
 
@@ -240,6 +239,11 @@ def _block_time(
     existing: ExistingReservation, wanted: Wanted, now: datetime
 ) -> Rejected | TooLate | None:
     """Whether the job can still finish in the block before EC2 stops its instances."""
+    # Imported here: only a Capacity Block needs the blocks' rules (and the discovery rules
+    # under them); the release and the cleaner use this module for the templates' data, and a
+    # reserve without a block never asks (cold import, issues 16 and 44).
+    from . import blocks
+
     assert existing.end_date is not None
     rid = existing.id
     end = utc(existing.end_date, "end_date")

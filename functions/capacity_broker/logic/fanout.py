@@ -40,12 +40,18 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Candidate(Generic[C]):
+    """One thing to try (a subnet, an (instance type, subnet) pair), and where its facts are
+    remembered."""
+
     item: C
     key: MemoryKey
 
 
 @dataclass(frozen=True)
 class Task:
+    """One call the coordinator runs: a try of candidate ``index`` (its ``round``-th), or
+    the give-back of its hold."""
+
     action: Literal["try", "give_back"]
     index: int
     round: int = 0
@@ -68,6 +74,8 @@ class Runtime(Protocol):
 
 @dataclass(frozen=True)
 class _Raised:
+    """An exception a call raised, carried back to the coordinator as its result."""
+
     error: BaseException
 
 
@@ -138,6 +146,9 @@ class ThreadRuntime:
 
 @dataclass
 class FanoutResult(Generic[H]):
+    """What one fan-out ended with: its decision, the answer's attempts, the hold kept, and
+    what it learnt and spent."""
+
     decision: Decision
     reports: list[Report]
     kept: H | None  # keep mode: the live hold of ``kept_index`` (None when there is none)

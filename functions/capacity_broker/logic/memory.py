@@ -35,11 +35,14 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..adapters.dynamodb_memory import MemoryTable
 from ..domain import memory as rules
 from ..domain.memory import HOUR, MemoryView, Observation, Tally
-from ..models.history import HistoryRow
+
+if TYPE_CHECKING:
+    from ..models.history import HistoryRow
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +239,10 @@ class CapacityMemory:
         """One row per (region, AZ id, instance type), from the table when there is one
         (every container's memory), else from this container. ``since``: epoch seconds;
         default: all the table keeps."""
+        # Imported here: only ``capacity-broker history`` and the client read the history; no
+        # entry point does, so no handler's cold import builds its model (issue 44).
+        from ..models.history import HistoryRow
+
         if self.table is None:
             with self._lock:
                 tallies = [t.copy() for t in self._tallies.values()]

@@ -11,7 +11,7 @@ from ..adapters.ssm import ImageParameters
 from ..domain.catalog import unknown_types
 from ..domain.platform import DEFAULT_PLATFORM, UnsupportedPlatform, reservation_platform
 from ..domain.templates import Version
-from ..models.common import PlacementFields
+from ..models.placement import PlacementFields
 from . import InvalidInput
 
 # A launch template may name its image by a Systems Manager parameter (EC2 User Guide, "Use a

@@ -23,7 +23,7 @@ from ..domain.failures import BrokerFailure
 from ..domain.pool import PoolReservation, PoolSpec, Rung, kind_of
 
 if TYPE_CHECKING:
-    from ..models.capacity import PoolRow
+    from ..models.discovery import PoolRow
 
 # How long a group's member list is believed (a member added to the group is seen after at
 # most this; the guard that spares pool reservations reads it on every cancel).
@@ -178,8 +178,8 @@ def idle_rows(pool: ReservedPool, pricing: Pricing | None, deadline: float | Non
     """Each reservation of ``pool`` with its unused instances and their hourly cost now
     (``capacity --pool``); ``PoolUnreadable`` when the pool cannot be read. A price the Price
     List cannot give is ``None``, never a reason to fail the listing."""
-    # Imported here: only the listing needs the capacity models (reserve's cold start does not).
-    from ..models.capacity import PoolRow
+    # Imported here: only the listing needs the discovery models (reserve's cold start does not).
+    from ..models.discovery import PoolRow
 
     prices: dict[str, float | None] = {}
 

@@ -122,6 +122,8 @@ class HoldSpec:
 
 @dataclass(frozen=True)
 class Held:
+    """A reservation this request holds, since when it bills, and its ClientToken generation."""
+
     reservation: Reservation
     # monotonic time the create answered: the reservation bills from about then
     since: float

@@ -1,8 +1,10 @@
 """Typed requests and answers of the five entry points (the contract: docs/contract.md).
 
 One module per entry point (``probe``, ``reserve``, ``release``, ``cleaner``, ``capacity``)
-and for the capacity memory's ``history``;
-shared field types in ``common``; the ``invalid_request`` answer in ``invalid``.
+and for the capacity memory's ``history``; the discovery commands' answers in ``discovery``;
+what probe and reserve share in ``attempt`` (an attempt of their answers) and ``placement``
+(their requests' common fields); shared field types in ``common``; the ``invalid_request``
+answer in ``invalid``.
 
 Importing the package builds no model: each name is imported from its module on first use, so a
 handler builds only the models of its own entry point (pydantic builds validators when a model
@@ -15,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .attempt import Attempt
     from .capacity import (
         CapacityRequest,
         CapacityResponse,
@@ -25,7 +28,6 @@ if TYPE_CHECKING:
     from .cleaner import CleanerItem, CleanerResponse, SweepRequest
     from .common import (
         ItemError,
-        PlacementFields,
         RequestModel,
         ResponseModel,
         is_request_id,
@@ -34,7 +36,8 @@ if TYPE_CHECKING:
     )
     from .history import HistoryRow
     from .invalid import ErrorResponse, FieldError, InvalidRequestResponse, invalid_request
-    from .probe import Attempt, ProbeAttempt, ProbeRequest, ProbeResponse
+    from .placement import PlacementFields
+    from .probe import ProbeAttempt, ProbeRequest, ProbeResponse
     from .release import ReleaseRequest, ReleaseResponse, SkippedReservation
     from .reserve import (
         LaunchTemplateInfo,
@@ -46,7 +49,7 @@ if TYPE_CHECKING:
     )
 
 _HOME = {
-    "Attempt": "probe",
+    "Attempt": "attempt",
     "CapacityRequest": "capacity",
     "CapacityResponse": "capacity",
     "CapacityRow": "capacity",
@@ -61,7 +64,7 @@ _HOME = {
     "ItemError": "common",
     "LaunchTemplateInfo": "reserve",
     "LaunchTemplateRef": "reserve",
-    "PlacementFields": "common",
+    "PlacementFields": "placement",
     "ProbeAttempt": "probe",
     "ProbeRequest": "probe",
     "ProbeResponse": "probe",

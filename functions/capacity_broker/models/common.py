@@ -11,10 +11,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Annotated, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic import StringConstraints as S
 
 from ..domain.platform import DEFAULT_PLATFORM, PLATFORMS
@@ -128,16 +127,6 @@ TagValue = Annotated[str, S(max_length=MAX_VALUE_LENGTH), AfterValidator(_no_con
 Tags = Annotated[dict[TagKey, TagValue], Field(max_length=MAX_TAGS)]
 
 
-def _iso_z(moment: datetime) -> str:
-    if moment.tzinfo is None:
-        raise ValueError("datetimes in answers must be timezone-aware")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# Answers carry UTC instants as "2026-11-21T10:05:00Z" (whole seconds, like EC2).
-UtcDateTime = Annotated[datetime, PlainSerializer(_iso_z, return_type=str, when_used="json")]
-
-
 class RequestModel(BaseModel):
     """Requests: unknown fields refused, no type coercion ("5" is not 5, 1 is not true)."""
 
@@ -167,41 +156,6 @@ class ItemError(ResponseModel):
     region: str | None = None
     error_code: str | None = None
     message: str
-
-
-class PlacementFields(RequestModel):
-    """Fields shared by probe and reserve (contract, "Common request rules").
-
-    ``instance_platform`` reads as ``Linux/UNIX`` when not given; with ``image_id`` the
-    platform comes from the image instead (see :attr:`platform`), and giving both is refused.
-    """
-
-    request_id: RequestId | None = None
-    instance_platform: Platform = DEFAULT_PLATFORM
-    image_id: ImageId | None = None
-    tenancy: Tenancy = "default"
-    tags: Tags | None = None
-
-    @property
-    def named_types(self) -> list[tuple[str, str]]:
-        """Each instance type the request names, with its field (each is checked against the
-        types EC2 offers in the region: ``logic.placement``)."""
-        return []
-
-    @property
-    def platform(self) -> str | None:
-        """The reservation platform asked for; ``None`` means "derive it from image_id"."""
-        return None if self.image_id is not None else self.instance_platform
-
-    @property
-    def platform_chosen(self) -> bool:
-        """The caller said which platform (``instance_platform`` or ``image_id``); otherwise
-        reserve takes it from its launch template's image, when it has one."""
-        return self.image_id is not None or "instance_platform" in self.model_fields_set
-
-    def _check_platform_source(self) -> None:
-        if "instance_platform" in self.model_fields_set and self.image_id is not None:
-            raise ValueError("give instance_platform or image_id, not both")
 
 
 _REQUEST_ID = re.compile(REQUEST_ID_PATTERN)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from ..domain.memory import HistoryLine, Seen
-from .common import ResponseModel, UtcDateTime
+from .common import ResponseModel
+from .times import UtcDateTime
 
 
 class HistoryRow(ResponseModel):

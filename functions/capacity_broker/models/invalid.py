@@ -10,7 +10,7 @@ import reprlib
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from .common import (
     IMAGE_ID_PATTERN,
@@ -38,13 +38,21 @@ _shown.maxother = 40
 _shown.maxlist = _shown.maxtuple = _shown.maxdict = _shown.maxset = 3
 _shown.maxlevel = 2
 
+# These answers are for bad requests and broken settings only: their validators are built on
+# the first such answer (``defer_build``), not when a handler is imported (every handler
+# imports this module; a good request never needs them: cold import, issue 44).
+
 
 class FieldError(ResponseModel):
+    model_config = ConfigDict(defer_build=True)
+
     field: str
     message: str
 
 
 class InvalidRequestResponse(ResponseModel):
+    model_config = ConfigDict(defer_build=True)
+
     status: Literal["invalid_request"] = "invalid_request"
     request_id: str | None
     errors: list[FieldError]
@@ -53,6 +61,8 @@ class InvalidRequestResponse(ResponseModel):
 
 class ErrorResponse(ResponseModel):
     """Any entry point's answer when it could not do its job (configuration, AWS failure)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     status: Literal["error"] = "error"
     request_id: str | None

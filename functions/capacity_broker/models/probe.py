@@ -6,13 +6,18 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
-from ..domain.errors import Outcome
 from ..domain.probe import ProbeStatus
-from .common import InstanceCount, InstanceType, PlacementFields, ResponseModel, SubnetIds
+from .attempt import Attempt
+from .common import (
+    InstanceCount,
+    InstanceType,
+    ResponseModel,
+    SubnetIds,
+)
+from .placement import PlacementFields
 
-# Outcomes and statuses are the domain's StrEnums: plain strings ("available") are accepted
-# too, comparisons work both ways, and the JSON carries the plain value.
-AttemptOutcome = Outcome
+# Statuses are the domain's StrEnums: plain strings ("available") are accepted too,
+# comparisons work both ways, and the JSON carries the plain value.
 
 
 class ProbeRequest(PlacementFields):
@@ -30,21 +35,6 @@ class ProbeRequest(PlacementFields):
     def _platform_source(self) -> Self:
         self._check_platform_source()
         return self
-
-
-class Attempt(ResponseModel):
-    """One reservation attempt: a subnet for probe, an (instance type, subnet) pair for
-    reserve. ``message`` carries EC2's error message (shortened) when there was one."""
-
-    subnet_id: str
-    instance_type: str | None = None
-    availability_zone: str | None = None
-    availability_zone_id: str | None = None
-    outcome: AttemptOutcome
-    error_code: str | None = None
-    message: str | None = None
-    reservation_id: str | None = None
-    cancelled: bool | None = None
 
 
 ProbeAttempt = Attempt

@@ -8,22 +8,22 @@ from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from ..domain.pool import PoolSpec
 from ..domain.reserve import ReserveStatus
+from .attempt import Attempt
 from .common import (
     LAUNCH_TEMPLATE_VERSION_PATTERN,
     InstanceCount,
     InstanceTypes,
     JobId,
     LaunchTemplateId,
-    PlacementFields,
     PlacementGroupArn,
     RequestModel,
     ReservationId,
     ResponseModel,
     StackName,
     SubnetIds,
-    UtcDateTime,
 )
-from .probe import Attempt
+from .placement import PlacementFields
+from .times import UtcDateTime
 
 LaunchTemplateVersion = Annotated[
     str, StringConstraints(max_length=20, pattern=LAUNCH_TEMPLATE_VERSION_PATTERN)

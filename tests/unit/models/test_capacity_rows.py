@@ -15,10 +15,8 @@ from capacity_broker.models.capacity import (
     CapacityRow,
     CapacitySummary,
     DurationRange,
-    PlanAnswer,
-    PurchaseAnswer,
-    SpotPriceRow,
 )
+from capacity_broker.models.discovery import PlanAnswer, PurchaseAnswer, SpotPriceRow
 
 
 def odcr(**fields: object) -> CapacityRow:

@@ -29,6 +29,8 @@ BLOCK_STATUS_IDS_PER_CALL = 100
 
 @dataclass(frozen=True)
 class Zone:
+    """An Availability Zone as DescribeAvailabilityZones has it: its name, id, type and state."""
+
     name: str
     zone_id: str
     zone_type: str

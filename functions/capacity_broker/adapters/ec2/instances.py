@@ -34,6 +34,8 @@ LIVE_STATES = ("pending", "running", "stopping", "stopped")
 
 @dataclass(frozen=True)
 class Instance:
+    """One instance as DescribeInstances has it."""
+
     instance_id: str
     state: str
     private_ip: str | None

@@ -22,12 +22,16 @@ PAGE = 200
 
 @dataclass(frozen=True)
 class TemplateVersion:
+    """One version of a launch template."""
+
     template_id: str
     version: int
 
 
 @dataclass(frozen=True)
 class LaunchTemplate:
+    """A launch template: its latest and default version numbers, and its tags."""
+
     id: str
     latest: int
     default: int
@@ -36,6 +40,8 @@ class LaunchTemplate:
 
 @dataclass(frozen=True)
 class FleetError:
+    """One of CreateFleet's Errors[] (the call answers 200 with them; some are transient)."""
+
     code: str
     message: str
     instance_type: str | None = None
@@ -61,6 +67,8 @@ class LaunchSpec:
 
 @dataclass(frozen=True)
 class FleetResult:
+    """What CreateFleet answered: the fleet, the instances it launched, and its errors."""
+
     fleet_id: str | None
     instance_ids: list[str]
     errors: list[FleetError] = field(default_factory=list)

@@ -14,6 +14,8 @@ from .base import Ec2Base
 
 @dataclass(frozen=True)
 class Subnet:
+    """A subnet: its VPC and Availability Zone (name and id)."""
+
     subnet_id: str
     vpc_id: str
     availability_zone: str
@@ -22,6 +24,8 @@ class Subnet:
 
 @dataclass(frozen=True)
 class Image:
+    """An AMI's platform, as DescribeImages has it (what a reservation's platform must match)."""
+
     image_id: str
     platform_details: str | None
     platform: str | None

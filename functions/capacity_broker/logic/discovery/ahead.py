@@ -27,7 +27,8 @@ from ...domain import ahead as rules
 from ...domain import discovery as discovery_rules
 from ...domain.errors import ErrorClass
 from ...domain.tags import TAG_CLUSTER_ID, TAG_NAME, TAG_PREFIX
-from ...models.capacity import AheadAnswer, AheadQuote, CapacityRow
+from ...models.capacity import CapacityRow
+from ...models.discovery import AheadAnswer, AheadQuote
 from .. import InvalidInput
 from ..capacity import to_row
 from .base import DiscoveryBase

@@ -13,12 +13,9 @@ from ...adapters.ec2 import Reservation
 from ...domain import discovery as rules
 from ...domain.errors import ErrorClass
 from ...domain.tags import TAG_CLUSTER_ID, TAG_NAME, TAG_PREFIX
-from ...models.capacity import (
-    BlockOffering,
-    CapacityRow,
-    PurchaseAnswer,
-)
+from ...models.capacity import CapacityRow
 from ...models.common import ItemError
+from ...models.discovery import BlockOffering, PurchaseAnswer
 from .. import InvalidInput
 from ..capacity import Listing, Progress, fan_out, to_row
 from .base import DiscoveryBase

@@ -20,7 +20,8 @@ from ...adapters.aws import AwsError
 from ...domain import blocks as block_rules
 from ...domain import discovery as rules
 from ...domain.errors import ErrorClass
-from ...models.capacity import BlockExtension, CapacityRow, ExtendAnswer, ExtensionOffer
+from ...models.capacity import CapacityRow
+from ...models.discovery import BlockExtension, ExtendAnswer, ExtensionOffer
 from .. import InvalidInput
 from ..capacity import to_row
 from .base import DiscoveryBase

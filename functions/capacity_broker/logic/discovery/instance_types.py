@@ -6,10 +6,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from ...domain import discovery as rules
-from ...models.capacity import (
-    AzRow,
-    InstanceTypeRow,
-)
+from ...models.discovery import AzRow, InstanceTypeRow
 from ..capacity import Listing, Progress, fan_out
 from .base import DiscoveryBase
 

@@ -7,9 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from ...domain import discovery as rules
-from ...models.capacity import (
-    SpotPriceRow,
-)
+from ...models.discovery import SpotPriceRow
 from ..capacity import Listing, Progress, fan_out
 from .base import DEFAULT_PRODUCT, INNER_WORKERS, DiscoveryBase
 

@@ -1,0 +1,78 @@
+"""What a handler's cold import leaves out (issue 44): modules and models its invocations never
+use, or use only for a Capacity Block. Each import runs in a fresh interpreter (this process
+has imported everything).
+
+Structural, not timed: the cost itself is a bench row (``python -m bench --only imports``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HANDLERS = ("probe", "reserve", "release", "cleaner", "capacity")
+
+# Imported by no handler: the discovery commands' answers and the history are the client's
+# and the CLI's; the error answers are built on the first bad request, not at import.
+NEVER = ("capacity_broker.models.discovery", "capacity_broker.models.history")
+# Imported by no handler at import: the rules of Capacity Blocks, which a probe and a release
+# never use, and a reserve or a sweep only for a block (the capacity flow imports them).
+BLOCKS = ("capacity_broker.domain.blocks", "capacity_broker.domain.discovery")
+UNBUILT = ("ErrorResponse", "InvalidRequestResponse", "FieldError")
+
+# Per handler: what its invocations never use. The blocks' and discovery rules are for a
+# Capacity Block (a reserve's or a pool's, the cleaner's, the listing's: the capacity handler
+# imports them on its first invocation, with its flow); probe's models are probe's; the cleaner's
+# records are the cleaner's (every handler's settings carry only its graces); the answers' UTC
+# instant (and the part of pydantic its serializer loads) is for answers that carry dates.
+NOT_FOR = {
+    "probe": (
+        "capacity_broker.domain.blocks",
+        "capacity_broker.domain.discovery",
+        "capacity_broker.domain.cleaner",
+        "capacity_broker.models.times",
+        "pydantic.functional_serializers",
+    ),
+    "reserve": ("capacity_broker.models.probe", "capacity_broker.domain.cleaner"),
+    "release": (
+        "capacity_broker.domain.blocks",
+        "capacity_broker.domain.discovery",
+        "capacity_broker.domain.cleaner",
+        "capacity_broker.models.placement",
+        "capacity_broker.models.times",
+        "pydantic.functional_serializers",
+    ),
+    "cleaner": (
+        "capacity_broker.models.placement",
+        "capacity_broker.models.times",
+        "pydantic.functional_serializers",
+    ),
+    "capacity": ("capacity_broker.domain.cleaner", "capacity_broker.models.placement"),
+}
+
+
+def _imported(handler: str) -> dict[str, object]:
+    code = (
+        "import json, sys\n"
+        f"import capacity_broker.handlers.{handler}\n"
+        "invalid = sys.modules.get('capacity_broker.models.invalid')\n"
+        "built = {n: getattr(invalid, n).__pydantic_complete__ for n in "
+        f"{UNBUILT!r}}} if invalid else {{}}\n"
+        "print(json.dumps({'modules': sorted(sys.modules), 'built': built}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    found: dict[str, object] = json.loads(done.stdout)
+    return found
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_a_handler_imports_only_what_its_invocations_use(handler: str) -> None:
+    found = _imported(handler)
+    modules = set(found["modules"])  # type: ignore[arg-type]
+    assert f"capacity_broker.handlers.{handler}" in modules
+    assert sorted(modules & {*NEVER, *BLOCKS, *NOT_FOR[handler]}) == []
+    assert found["built"] == dict.fromkeys(UNBUILT, False)
