@@ -1,0 +1,92 @@
+"""Attacks on the reserved-first ladder's records (issue 43) that once broke: each through the
+handlers on the emulator's clock.
+
+A ladder's nodes are found again by the ladder tag (the job's request id). Request ids are
+the caller's: two clusters in one account and region may well use the same one (a Slurm job
+id, a scheduler's counter). Nothing of one cluster is reachable from another: a retry of this
+cluster's request never takes another cluster's ladder nodes as its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from capacity_broker.handlers.reserve import handler as reserve
+
+from tests.integration.test_reserve_pool import (
+    SUBNETS,
+    TEMPLATE,
+    job,
+    pool,  # noqa: F401  (fixture)
+)
+from tests.integration.test_reserve_pool_abandoned import (
+    LADDER,
+    STATE,
+    frozen,  # noqa: F401  (fixture)
+    ladder_nodes,
+    running,
+    tags_of,
+)
+
+pytestmark = pytest.mark.integration
+
+RUNG = "capacity-broker:rung"
+
+
+def foreign_nodes(account: Any, count: int, tags: dict[str, str]) -> list[str]:
+    """``count`` running instances another cluster's broker launched, tagged ``tags``."""
+    client = boto3.client(
+        "ec2",
+        region_name="us-east-1",
+        config=Config(retries={"max_attempts": 10, "mode": "standard"}),
+    )
+    launched = client.run_instances(
+        LaunchTemplate={"LaunchTemplateId": TEMPLATE},
+        InstanceType="hpc7a.96xlarge",
+        SubnetId=SUBNETS[2],
+        MinCount=count,
+        MaxCount=count,
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ],
+    )
+    account.advance(1)
+    account.settle()  # launched long ago: DescribeInstances shows them
+    return [i["InstanceId"] for i in launched["Instances"]]
+
+
+@pytest.mark.parametrize("rung", ["hold", "on-demand"])
+def test_another_clusters_ladder_with_the_same_request_id_is_not_taken(
+    frozen: Any,  # noqa: F811
+    container: Any,
+    context: Any,
+    rung: str,
+) -> None:
+    """Another cluster's ladder under the same request id, its shortfall rung launched (2
+    nodes, the shortfall of this job: 5, the pool covers 3): this cluster's reserve launches
+    its own, and never answers, tags or ends the other cluster's nodes."""
+    theirs = foreign_nodes(
+        frozen,
+        2,
+        {
+            "capacity-broker:cluster-id": "other-cluster",
+            LADDER: "shared-7",
+            RUNG: rung,
+            "capacity-broker:request-id": f"shared-7:{rung}",
+        },
+    )
+    answer = reserve(
+        job(request_id="shared-7", instance_count=5, allow_on_demand=rung == "on-demand"),
+        context,
+    )
+    assert answer["status"] == "provisioned", (answer.get("error_code"), answer.get("message"))
+    assert not set(answer["instances"]) & set(theirs), answer["instances"]
+    assert len(answer["instances"]) == 5
+    # The other cluster's nodes: still running, and not given this cluster's done record.
+    assert running(theirs) == sorted(theirs)
+    every = ladder_nodes("shared-7")
+    assert all(STATE not in tags_of(every[i]) for i in theirs)
+    assert {tags_of(every[i]).get(STATE) for i in answer["instances"]} == {"done"}
