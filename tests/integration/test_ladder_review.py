@@ -28,6 +28,7 @@ from tests.integration.test_reserve_pool_abandoned import (
     frozen,  # noqa: F401  (fixture)
     ladder_nodes,
     running,
+    sweep,
     tags_of,
 )
 
@@ -90,3 +91,40 @@ def test_another_clusters_ladder_with_the_same_request_id_is_not_taken(
     every = ladder_nodes("shared-7")
     assert all(STATE not in tags_of(every[i]) for i in theirs)
     assert {tags_of(every[i]).get(STATE) for i in answer["instances"]} == {"done"}
+
+
+def test_a_request_id_reused_by_another_job_never_takes_the_first_jobs_nodes(
+    frozen: Any,  # noqa: F811
+    container: Any,
+    context: Any,
+) -> None:
+    """A second job under a request id a running job's ladder used (a scheduler that reuses
+    its ids): never answered with the first job's nodes."""
+    first = reserve(job(request_id="reused-1", instance_count=3), context)
+    assert first["status"] == "provisioned", first
+    container.build(clock=frozen.now, cleaner_clock=frozen.now)  # a new container: no memory
+    second = reserve(job(request_id="reused-1", job_id="9999", instance_count=3), context)
+    assert not set(second.get("instances") or []) & set(first["instances"]), second
+    assert running(first["instances"]) == sorted(first["instances"])
+
+
+def test_look_alike_tag_values_are_never_the_sweeps(
+    frozen: Any,  # noqa: F811
+    container: Any,
+    context: Any,
+) -> None:
+    """Old nodes without a done record whose cluster id only looks like this cluster's as a
+    pattern would (EC2 filter wildcards, a prefix): never listed as this cluster's, never
+    ended."""
+    foreign = [
+        *foreign_nodes(frozen, 1, {"capacity-broker:cluster-id": "demo-*", LADDER: "a"}),
+        *foreign_nodes(frozen, 1, {"capacity-broker:cluster-id": "demo-cluste?", LADDER: "b"}),
+        *foreign_nodes(frozen, 1, {"capacity-broker:cluster-id": "*", LADDER: "c"}),
+        *foreign_nodes(frozen, 1, {"capacity-broker:cluster-id": "demo", LADDER: "d"}),
+        *foreign_nodes(frozen, 1, {"capacity-broker:cluster-id": "demo-cluster-2", LADDER: "e"}),
+    ]
+    frozen.advance(10 * 3600)
+    swept = sweep(context)
+    assert "ladder_nodes_terminated" not in swept, swept
+    assert running(foreign) == sorted(foreign)
+    assert not frozen.calls("TerminateInstances")
