@@ -128,3 +128,24 @@ def test_look_alike_tag_values_are_never_the_sweeps(
     assert "ladder_nodes_terminated" not in swept, swept
     assert running(foreign) == sorted(foreign)
     assert not frozen.calls("TerminateInstances")
+
+
+@pytest.mark.parametrize("code", ["RequestLimitExceeded", "InternalError"])
+def test_a_hold_refused_for_another_reason_than_capacity_launches_no_on_demand(
+    frozen: Any,  # noqa: F811
+    container: Any,
+    context: Any,
+    code: str,
+) -> None:
+    """allow_on_demand is for "no hold can be made for want of capacity": a throttled (or
+    failing) EC2 is not "no capacity", and launches nothing On-Demand."""
+    frozen.fail("CreateCapacityReservation", code, times=999)
+    answer = reserve(
+        job(request_id=f"od-{code}", instance_count=5, allow_on_demand=True, strict=True), context
+    )
+    assert answer["status"] == "error", answer
+    assert answer["error_code"] == code, answer
+    described = ladder_nodes(f"od-{code}")
+    assert running(described) == [], described
+    assert all(tags_of(d).get(RUNG) != "on-demand" for d in described.values())
+    assert answer["instances"] == []
