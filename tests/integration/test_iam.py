@@ -866,3 +866,21 @@ def test_the_cleaner_cannot_end_a_done_ladders_node(demo: Any) -> None:
     cleaner = as_role(demo, "cleaner")
     for instance_id in (done,):
         refused(lambda i=instance_id: cleaner.terminate_instances(InstanceIds=[i]))
+
+
+@pytest.mark.parametrize("no_hold", [False, True])
+def test_a_reserved_first_ladder_needs_nothing_reserves_role_does_not_grant(
+    demo: Any, no_hold: bool
+) -> None:
+    """The sample reserved-first events run as reserve's role: the pool's part, the hold's
+    (or, with no hold to be had, the On-Demand shortfall: an untargeted instant fleet) and the
+    done record, none refused."""
+    if no_hold:
+        demo.fail("CreateCapacityReservation", "InsufficientInstanceCapacity", times=999)
+    with functions_as_roles(demo):
+        answer = invoke("reserve", sample("reserve_reserved_first_on_demand"))
+    assert answer["status"] == "provisioned", (answer.get("error_code"), answer.get("message"))
+    assert not [(c.service, c.action) for c in demo.calls() if c.outcome in REFUSED]
+    assert demo.calls("CreateTags")  # the done record, written as the role
+    rungs = {s["rung"] for s in answer["served"]}
+    assert ("on-demand" in rungs) == no_hold, answer["served"]
