@@ -81,7 +81,8 @@ _LADDER_DONE = (
 _ABANDONED_LADDERS = (
     "The cleaner ends reserved-first ladders left half-done (their reserve invocation died); "
     "the nodes' ids exist only after their launch. Limited to instances tagged with this "
-    "cluster's id and with a ladder at launch by aws:ResourceTag conditions."
+    "cluster's id and with a ladder at launch, and without the ladder's done record, by "
+    "aws:ResourceTag conditions."
 )
 _STACKS = (
     "The cleaner reads the status of the cluster's job stacks, whose names are only known at "
@@ -269,6 +270,10 @@ class BrokerPermissions(Construct):
             conditions={
                 "StringEquals": {f"aws:ResourceTag/{TAG_CLUSTER_ID}": self._config.cluster_id},
                 "Null": {f"aws:ResourceTag/{TAG_LADDER}": "false"},
+                # Never a done ladder's node: the sweep lists before it terminates, and a retry
+                # may finish the ladder in between; only IAM decides at the terminate itself
+                # (a missing key passes a negated operator: a ladder without its record).
+                "StringNotEquals": {f"aws:ResourceTag/{TAG_LADDER_STATE}": LADDER_DONE},
             },
             wildcard_reason=_ABANDONED_LADDERS,
         )

@@ -826,3 +826,61 @@ def test_reserve_tags_existing_nodes_only_with_the_ladders_done_record(demo: Any
     described = boto3.client("ec2", region_name=EAST).describe_instances(InstanceIds=[own])
     tags = described["Reservations"][0]["Instances"][0]["Tags"]
     assert {"Key": LADDER_STATE_TAG, "Value": "done"} in tags
+
+
+def test_the_cleaner_cannot_end_a_ladder_whose_done_record_landed_after_its_listing(
+    demo: Any,
+) -> None:
+    """A retry of a reserved-first request finishes its old ladder (writes the done record and
+    answers provisioned) between the sweep's listing (no record yet: abandoned) and the
+    sweep's terminate. Only IAM decides at the moment of the terminate: the cleaner's grant
+    reaches a ladder node only while it carries no done record, so the job's node lives and
+    the sweep says what it could not do."""
+    demo.advance(-3600)
+    old = node({CLUSTER_TAG: CLUSTER, LADDER_TAG: "race-1"})
+    demo.advance(3600)
+    demo.settle(EAST)
+    reserve = as_role(demo, "reserve")
+
+    def retry_finishes(**_: Any) -> None:
+        reserve.create_tags(Resources=[old], Tags=[{"Key": LADDER_STATE_TAG, "Value": "done"}])
+
+    with functions_as_roles(demo):
+        root = CONTAINER.use(None, function="cleaner")
+        assert root is not None
+        CONTAINER.use(root, function="cleaner")
+        for events in (root.clients.client("ec2", EAST).meta.events, root.clients.session.events):
+            events.register_first("before-call.ec2.TerminateInstances", retry_finishes)
+        swept = invoke("cleaner", {"action": "sweep", "dry_run": False})
+    assert "ladder_nodes_terminated" not in swept, swept
+    (error,) = swept["ladder_errors"]
+    assert (error["id"], error["error_code"]) == ("race-1", "UnauthorizedOperation")
+    described = boto3.client("ec2", region_name=EAST).describe_instances(InstanceIds=[old])
+    assert described["Reservations"][0]["Instances"][0]["State"]["Name"] == "running"
+
+
+def test_the_cleaner_cannot_end_a_done_ladders_node(demo: Any) -> None:
+    """Its grant reaches a ladder node only while the node carries no done record."""
+    done = node({CLUSTER_TAG: CLUSTER, LADDER_TAG: "job-4", LADDER_STATE_TAG: "done"})
+    demo.settle(EAST)
+    cleaner = as_role(demo, "cleaner")
+    for instance_id in (done,):
+        refused(lambda i=instance_id: cleaner.terminate_instances(InstanceIds=[i]))
+
+
+@pytest.mark.parametrize("no_hold", [False, True])
+def test_a_reserved_first_ladder_needs_nothing_reserves_role_does_not_grant(
+    demo: Any, no_hold: bool
+) -> None:
+    """The sample reserved-first events run as reserve's role: the pool's part, the hold's
+    (or, with no hold to be had, the On-Demand shortfall: an untargeted instant fleet) and the
+    done record, none refused."""
+    if no_hold:
+        demo.fail("CreateCapacityReservation", "InsufficientInstanceCapacity", times=999)
+    with functions_as_roles(demo):
+        answer = invoke("reserve", sample("reserve_reserved_first_on_demand"))
+    assert answer["status"] == "provisioned", (answer.get("error_code"), answer.get("message"))
+    assert not [(c.service, c.action) for c in demo.calls() if c.outcome in REFUSED]
+    assert demo.calls("CreateTags")  # the done record, written as the role
+    rungs = {s["rung"] for s in answer["served"]}
+    assert ("on-demand" in rungs) == no_hold, answer["served"]

@@ -232,6 +232,7 @@ def test_instance_lookups_match_tags_exactly(broker: Any) -> None:
                     "Tags": [
                         {"Key": "capacity-broker:slurm-node", "Value": node},
                         {"Key": TAG_REQUEST_ID, "Value": request},
+                        {"Key": "capacity-broker:cluster-id", "Value": "c"},
                     ],
                 }
             ],
@@ -247,4 +248,4 @@ def test_instance_lookups_match_tags_exactly(broker: Any) -> None:
     assert found({"capacity-broker:slurm-node": ["hpc-?", "hpc-1"]}) == {"hpc-?", "hpc-1"}
     assert found({TAG_REQUEST_ID: [Prefix("slurm.c*.")]}) == {"hpc-*"}
     assert found({TAG_REQUEST_ID: [Prefix("slurm.c.")]}) == {"hpc-1"}
-    assert len(adapter.request_instances("slurm.c?.node.3")) == 1
+    assert len(adapter.request_instances("c", "slurm.c?.node.3")) == 1

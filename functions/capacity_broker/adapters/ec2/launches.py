@@ -318,13 +318,21 @@ class LaunchesMixin(Ec2Base):
         )
         return FleetResult(None, [item["InstanceId"] for item in answer.get("Instances", [])])
 
-    def request_instances(self, request_id: str, deadline: float | None = None) -> list[str]:
-        """Pending or running instances launched for a request (tagged with its id).
+    def request_instances(
+        self, cluster_id: str, request_id: str, deadline: float | None = None
+    ) -> list[str]:
+        """Pending or running instances launched for a request of this cluster (tagged with
+        its id and the cluster's: a request id is the caller's, and another cluster in the
+        account may use the same one).
 
         DescribeInstances is eventually consistent: what it shows exists, but an empty answer
         proves nothing (a fleet launched a moment ago may not show yet)."""
         wanted = Filters(
-            {f"tag:{TAG_REQUEST_ID}": [request_id], "instance-state-name": ["pending", "running"]}
+            {
+                f"tag:{TAG_CLUSTER_ID}": [cluster_id],
+                f"tag:{TAG_REQUEST_ID}": [request_id],
+                "instance-state-name": ["pending", "running"],
+            }
         )
         return [
             instance["InstanceId"]

@@ -190,7 +190,7 @@ class Launch:
         for a short, bounded while until it shows the request's count; otherwise one look."""
 
         def look() -> list[str]:
-            return self.ec2.request_instances(request_id, deadline)
+            return self.ec2.request_instances(self.core.cluster_id, request_id, deadline)
 
         if not patient:
             return look()
@@ -304,7 +304,7 @@ class Launch:
         # them: looked at again with the whole patience until it shows them all.
         try:
             seen = self.core.look_again_until(
-                lambda: self.ec2.request_instances(request_id, hard_deadline),
+                lambda: self.ec2.request_instances(self.core.cluster_id, request_id, hard_deadline),
                 lambda found: len(found) == request.instance_count,
                 hard_deadline,
                 expected=True,

@@ -99,8 +99,14 @@ class Pool:
         self, request_id: str, deadline: float
     ) -> tuple[list[Instance], Counter[str]]:
         """The ladder's nodes an earlier invocation of this request launched (every rung) that
-        run, and per rung how many EC2 shows ended (an earlier round the ladder undid)."""
-        found = self.ec2.tagged_instances({TAG_LADDER: [request_id]}, (*LIVE, *ENDED), deadline)
+        run, and per rung how many EC2 shows ended (an earlier round the ladder undid). This
+        cluster's only: a request id is the caller's, and another cluster in the account may
+        use the same one; its nodes are never this job's."""
+        found = self.ec2.tagged_instances(
+            {TAG_CLUSTER_ID: [self.cluster_id], TAG_LADDER: [request_id]},
+            (*LIVE, *ENDED),
+            deadline,
+        )
         ended = Counter(i.tags.get(TAG_RUNG, "") for i in found if i.state in ENDED)
         return [i for i in found if i.state in LIVE], ended
 
