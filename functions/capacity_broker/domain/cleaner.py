@@ -277,14 +277,17 @@ def abandoned_ladders(
 ) -> list[AbandonedLadder]:
     """The ladders of this cluster left half-done, to be terminated.
 
-    A ladder (its nodes grouped by the ``ladder`` tag, this cluster's nodes only) is abandoned
-    when no node of it carries the done record and its youngest node was launched longer than
-    ``window`` ago: every invocation that launched one of its nodes has then ended (Lambda
-    stops one at its timeout), so nothing will finish it, and a retry of the request starts a
-    new round. Measured from the youngest node, not the oldest: a retry that launched the
-    missing rungs may still be running, and its nodes are the young ones. A node whose launch
-    time is unknown keeps its ladder (never guessed old); a ladder any node of which carries
-    the done record is done (reserve writes it on all of them before answering)."""
+    A ladder (its nodes grouped by the ``ladder`` tag, this cluster's nodes only) is judged
+    once its youngest node was launched longer than ``window`` ago: every invocation that
+    launched one of its nodes has then ended (Lambda stops one at its timeout), so nothing
+    will finish it, and a retry of the request starts a new round. Measured from the youngest
+    node, not the oldest: a retry that launched the missing rungs may still be running, and
+    its nodes are the young ones. Then its nodes without the done record are ended: reserve
+    writes the record on every node it claims before answering ``provisioned`` (and claims
+    nothing when a write is not confirmed), so a node without it is one no answer gave a job:
+    a ladder that never finished, or a stray beside a finished one (a node a retry's listing
+    did not show yet). A node with the record is never ended; a node whose launch time is
+    unknown keeps its whole ladder (never guessed old)."""
     now = utc(now)
     ladders: dict[str, list[LadderNode]] = {}
     for node in nodes:
@@ -292,7 +295,8 @@ def abandoned_ladders(
             ladders.setdefault(node.tags[TAG_LADDER], []).append(node)
     found: list[AbandonedLadder] = []
     for ladder, members in sorted(ladders.items()):
-        if any(m.tags.get(TAG_LADDER_STATE) == LADDER_DONE for m in members):
+        unclaimed = [m for m in members if m.tags.get(TAG_LADDER_STATE) != LADDER_DONE]
+        if not unclaimed:
             continue
         launched = [m.launched for m in members]
         if any(t is None for t in launched):
@@ -301,6 +305,6 @@ def abandoned_ladders(
         youngest = min(max(timedelta(0), now - utc(t, "launched")) for t in launched if t)
         if youngest > window:
             found.append(
-                AbandonedLadder(ladder, tuple(sorted(m.instance_id for m in members)), youngest)
+                AbandonedLadder(ladder, tuple(sorted(m.instance_id for m in unclaimed)), youngest)
             )
     return found

@@ -59,10 +59,18 @@ def test_the_youngest_node_decides() -> None:
     assert ended(old, node("i-2", age=WINDOW * 2)) == {"job-1": ("i-1", "i-2")}
 
 
-def test_a_done_ladder_is_never_ended() -> None:
+def test_a_node_with_the_done_record_is_never_ended() -> None:
     assert ended(node("i-1", age=timedelta(days=30), done=True)) == {}
-    # The record on one node marks the ladder done (reserve writes it on all at once).
-    assert ended(node("i-1", done=True), node("i-2")) == {}
+    assert ended(node("i-1", done=True), node("i-2", done=True)) == {}
+
+
+def test_a_stray_beside_a_done_ladder_is_ended_past_the_window() -> None:
+    """Reserve writes the record on every node it claims before answering, so a node of a done
+    ladder without it is one no answer gave a job (a node a retry's listing did not show yet):
+    it is ended like an unfinished ladder's, once the youngest node is past the window, and
+    the recorded nodes beside it never are."""
+    assert ended(node("i-1", done=True), node("i-2")) == {"job-1": ("i-2",)}
+    assert ended(node("i-1", done=True), node("i-2", age=timedelta(seconds=30))) == {}
 
 
 def test_an_unknown_launch_time_keeps_its_ladder() -> None:
@@ -114,7 +122,9 @@ def test_what_is_ended_is_always_this_clusters_old_unrecorded_ladder(
             for n in nodes
             if is_ladder_node(n.tags, CLUSTER) and n.tags[TAG_LADDER] == ladder.ladder
         ]
-        assert sorted(ladder.instance_ids) == sorted(n.instance_id for n in members)
+        unrecorded = [n for n in members if TAG_LADDER_STATE not in n.tags]
+        assert sorted(ladder.instance_ids) == sorted(n.instance_id for n in unrecorded)
+        assert all(n.launched is not None and NOW - n.launched > WINDOW for n in members)
         for instance_id in ladder.instance_ids:
             found = by_id[instance_id]
             assert found.tags.get(TAG_CLUSTER_ID) == CLUSTER
