@@ -24,6 +24,22 @@ for _var in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
     os.environ.pop(_var, None)
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """Every test ends with the environment it started with (a module's or the session's
+    fixtures set theirs before this snapshot). The first function-scoped fixture, so the last
+    torn down: ``monkeypatch`` alone does not ensure it. Its undo puts back what a variable
+    held when ``setenv`` was called, and a ``LocalBroker`` fixture sets and restores the same
+    variables itself: when ``monkeypatch`` was set up before that fixture (an autouse fixture
+    that uses it), its undo ran after the broker's stop and put the stopped broker's
+    ``AWS_ENDPOINT_URL`` back, and every later test on that worker called a closed port."""
+    before = dict(os.environ)
+    yield
+    if os.environ != before:
+        os.environ.clear()
+        os.environ.update(before)
+
+
 @pytest.fixture
 def emu() -> Iterator[object]:
     """The capacity-aware local EC2, in this process, empty (load a scenario to seed it)."""

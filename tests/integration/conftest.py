@@ -92,8 +92,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 class ParsedModels:
-    """botocore's data loader, one per test process, for every boto3 session a test made
-    under ``parsed_models_shared`` makes (the roots', the clients the test reads with).
+    """botocore's data loader, one per test process, for every boto3 session an integration
+    test makes (the roots', the emulator's, the clients the test reads with).
 
     A new session parses EC2's service model (megabytes of JSON) and the endpoint rules again,
     about 0.2 s of CPU, and nearly every test here builds a root or two with a session of its
@@ -125,13 +125,12 @@ class ParsedModels:
 PARSED_MODELS = ParsedModels()
 
 
-@pytest.fixture
-def parsed_models_shared(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """For a module's ``usefixtures``: sessions made in a test parse no service model another
-    test's session parsed (``ParsedModels``). Only where no local broker runs (the fault
-    matrix): with it on every integration test, tests after a local broker's on the same
-    worker reached that stopped broker's endpoint (not yet understood: something there writes
-    to what it loads)."""
+@pytest.fixture(autouse=True)
+def _parsed_models_shared(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Sessions made in an integration test parse no service model another test's session
+    parsed (``ParsedModels``). (It once leaked a stopped local broker's endpoint into later
+    tests: not the shared models but the ``monkeypatch`` it sets up before a test's own
+    fixtures; ``_environment_restored`` in tests/conftest.py says how.)"""
     import botocore.session
 
     monkeypatch.setattr(botocore.session, "create_loader", PARSED_MODELS.loader)

@@ -59,8 +59,6 @@ from capacity_broker.root import Root
 
 pytestmark = [
     pytest.mark.integration,
-    # Each scenario's root parses no service model an earlier one parsed (conftest).
-    pytest.mark.usefixtures("parsed_models_shared"),
     # moto's serializer warns that CloudFormation's model has no AccessDenied shape.
     pytest.mark.filterwarnings("ignore:Exception\\(AnyServiceError\\):UserWarning"),
 ]
