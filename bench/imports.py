@@ -22,15 +22,19 @@ from .formulas import best, parse_importtime, ratio, self_time_by_package, slowe
 
 HANDLERS = ["probe", "reserve", "release", "cleaner", "capacity"]
 BASELINE = "boto3"
-# What every handler's import loads from third parties, whatever the broker's own code does:
-# the floor its row is judged beside. Powertools' Logger (and the utility that gives the
-# broker's loggers its format), Metrics and parser. Not ``utilities.parameters``: no handler
-# imports it (the flags' adapter does, on the first invocation: the cold probe's row). The
-# reserve also loads ``utilities.idempotency`` (its records), which this floor leaves out.
+# What a handler's import loads from third parties, whatever the broker's own code does: the
+# floor its row is judged beside. botocore's session (the broker makes its clients from it, not
+# from boto3's), pydantic, Powertools' Logger (and the utility that gives the broker's loggers
+# its format), Metrics and parser. Not ``utilities.parameters``: no handler imports it (the
+# flags' adapter does, on the first invocation, and it loads boto3: the cold probe's row).
 DEPENDENCIES = (
-    "boto3, pydantic, aws_lambda_powertools.logging, aws_lambda_powertools.logging.utils, "
-    "aws_lambda_powertools.metrics, aws_lambda_powertools.utilities.parser"
+    "botocore.session, botocore.config, pydantic, aws_lambda_powertools.logging, "
+    "aws_lambda_powertools.logging.utils, aws_lambda_powertools.metrics, "
+    "aws_lambda_powertools.utilities.parser"
 )
+# The reserve's import also loads Powertools' idempotency (its records), and with it boto3
+# (Powertools' DynamoDB persistence layer imports it): its own floor.
+FLOORS = {"reserve": f"{DEPENDENCIES}, aws_lambda_powertools.utilities.idempotency"}
 
 
 # What the deployed functions' environment sets that changes import work (infra/functions.py).
@@ -100,6 +104,7 @@ def _importtime(module: str, env: dict[str, str], runs: int = 3) -> dict[str, An
 def bench_imports(rounds: int) -> dict[str, Any]:
     env = _environment()
     targets = {BASELINE: BASELINE, "dependencies": DEPENDENCIES}
+    targets |= {f"dependencies+{name}": floor for name, floor in FLOORS.items()}
     targets |= {name: f"capacity_broker.handlers.{name}" for name in HANDLERS}
     walls: dict[str, list[float]] = {name: [] for name in targets}
     cpus: dict[str, list[float]] = {name: [] for name in targets}

@@ -194,22 +194,27 @@ def rows_for(results: dict[str, Any]) -> list[Row]:
         for name, value in imports["ratio_to_boto3"].items():
             if name == "boto3":
                 continue
-            if name == "dependencies":
+            if name.startswith("dependencies"):
+                handler = name.partition("+")[2]
                 rows.append(
                     Row(
-                        "import boto3+pydantic+Powertools / boto3",
+                        f"import {handler}'s third parties / boto3"
+                        if handler
+                        else "import botocore+pydantic+Powertools / boto3",
                         value,
                         None,
-                        detail=f"CPU {_ms(best[name])}: what every handler's import loads "
-                        "(the floor of the rows below)",
+                        detail=f"CPU {_ms(best[name])}: what "
+                        + (f"{handler}'s import" if handler else "every handler's import")
+                        + " loads from third parties (the floor of its row below)",
                     )
                 )
                 continue
             # The issue's goal is 1.5x, or the dependencies' floor stated beside the row (the
             # broker's own imports then cost what the row exceeds it by).
-            floor = imports["ratio_to_boto3"].get("dependencies")
+            key = f"dependencies+{name}" if f"dependencies+{name}" in best else "dependencies"
+            floor = imports["ratio_to_boto3"].get(key)
             beside = (
-                f"; floor {floor:.2f}x, the broker's own {_ms(best[name] - best['dependencies'])}"
+                f"; floor {floor:.2f}x, the broker's own {_ms(best[name] - best[key])}"
                 if floor is not None
                 else ""
             )

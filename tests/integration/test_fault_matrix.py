@@ -298,7 +298,10 @@ class Run:
         # with less time left than the client's read timeout goes through a client of its own,
         # ``Clients.client(within=...)``).
         clients = self.root.clients
-        for events in (clients.client("ec2", REGION).meta.events, clients.session.events):
+        for events in (
+            clients.client("ec2", REGION).meta.events,
+            clients.session.get_component("event_emitter"),
+        ):
             events.register("before-parameter-build.ec2", self._before)
             events.register("after-call.ec2", self._after)
             events.register("after-call-error.ec2", self._after_error)

@@ -63,7 +63,10 @@ def first_arrives_late(emu: Any, instance_type: str, az: str, seconds: float) ->
     # (On the root's EC2 client and on its session, for the clients it makes later: a call
     # with little time left goes through a client whose read timeout fits.)
     clients = CONTAINER.root().clients
-    for events in (clients.client("ec2", REGION).meta.events, clients.session.events):
+    for events in (
+        clients.client("ec2", REGION).meta.events,
+        clients.session.get_component("event_emitter"),
+    ):
         events.register("before-parameter-build.ec2.CreateCapacityReservation", before)
 
 

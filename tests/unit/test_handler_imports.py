@@ -21,6 +21,9 @@ NEVER = ("capacity_broker.models.discovery", "capacity_broker.models.history")
 # never use, and a reserve or a sweep only for a block (the capacity flow imports them).
 BLOCKS = ("capacity_broker.domain.blocks", "capacity_broker.domain.discovery")
 UNBUILT = ("ErrorResponse", "InvalidRequestResponse", "FieldError")
+# boto3 (and the s3transfer and multiprocessing it loads): the broker makes its clients from
+# botocore's session. Only the reserve's import loads it, through Powertools' idempotency.
+BOTO3 = ("boto3", "s3transfer", "multiprocessing")
 
 # Per handler: what its invocations never use. The blocks' and discovery rules are for a
 # Capacity Block (a reserve's or a pool's, the cleaner's, the listing's: the capacity handler
@@ -75,4 +78,6 @@ def test_a_handler_imports_only_what_its_invocations_use(handler: str) -> None:
     modules = set(found["modules"])  # type: ignore[arg-type]
     assert f"capacity_broker.handlers.{handler}" in modules
     assert sorted(modules & {*NEVER, *BLOCKS, *NOT_FOR[handler]}) == []
+    if handler != "reserve":
+        assert sorted(modules & set(BOTO3)) == []
     assert found["built"] == dict.fromkeys(UNBUILT, False)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-import boto3
+import botocore.session
 from botocore.config import Config
 from botocore.credentials import (
     CredentialProvider,
@@ -62,9 +62,12 @@ SHORTER_READ_TIMEOUTS = (8.0, 4.0, 2.0, 1.0)
 
 
 class Clients:
-    """One boto3 session and the clients made from it, one per service and region, made on
-    first use and kept (clients are thread-safe). Every adapter of a root asks this object, so
-    a root's calls all go through the session it was given.
+    """One AWS session and the clients made from it, one per service and region, made on
+    first use and kept (clients are thread-safe). The session is the caller's (a boto3
+    session: the CLI's, the client library's, the Slurm programs'), else a botocore session
+    made here, so a handler's import does not load boto3 (docs/performance.md, cold imports).
+    Every adapter of a root asks this object, so a root's calls all go through the session it
+    was given.
 
     Without a session, one is made on first use: its loader caches the parsed service models
     (EC2's alone is megabytes of JSON), so a second client costs microseconds instead of a
@@ -81,13 +84,16 @@ class Clients:
 
     @property
     def session(self) -> Any:
-        """The boto3 session (the one given, else one made now and kept)."""
+        """The session (the one given, else a botocore session made now and kept)."""
         with self._lock:
             return self._session_locked()
 
     def _session_locked(self) -> Any:
         if self._session is None:
-            self._session = boto3.session.Session()
+            # botocore's own session, not boto3's: boto3 adds nothing the broker's clients use,
+            # and importing it loads s3transfer and multiprocessing (about 40 ms of a cold
+            # container's CPU, docs/performance.md).
+            self._session = botocore.session.get_session()
         return self._session
 
     def client(self, service: str, region: str, within: float | None = None) -> Any:
@@ -123,7 +129,7 @@ class Clients:
         that reads the session's usual credential chain on its first use, after the
         restore, and again when what it read expires."""
         with self._lock:
-            session = self._session_locked()._session
+            session = _core(self._session_locked())
             if getattr(session, "_credentials", None) is not None:
                 # The session has read its credentials already (botocore keeps them, and a
                 # client made now would hold them): no client is made ahead.
@@ -153,7 +159,7 @@ class Clients:
         services: about 90% of a cold client's CPU (0.2 s for SSM, EC2 and DynamoDB, 15 ms
         after). (A first paginator read its model, and scanned every service's directory for
         it, in each container: 7 ms of a restored probe's CPU, the flags' read among them.)"""
-        session = self.session._session
+        session: Any = _core(self.session)
         loader = session.get_component("data_loader")
         # The list of services is read (a directory scan) by every client made, and per kind
         # of model by the first of that kind.
@@ -251,7 +257,19 @@ def _make(session: Any, service: str, region: str, read_timeout: float | None = 
     config = _CONFIGS.get(service, CLIENT_CONFIG)
     if read_timeout is not None:
         config = config.merge(Config(read_timeout=read_timeout))
+    if isinstance(session, botocore.session.Session):
+        return session.create_client(service, region_name=region, config=config)
+    # A boto3 session given by the caller (the CLI's, the client library's, the Slurm
+    # programs' with their endpoints): its ``client`` keeps what the caller set on it.
     return session.client(service, region_name=region, config=config)
+
+
+def _core(session: Any) -> botocore.session.Session:
+    """The botocore session under ``session`` (a boto3 session wraps one)."""
+    if isinstance(session, botocore.session.Session):
+        return session
+    core: botocore.session.Session = session._session
+    return core
 
 
 def _parse_timestamp(value: Any) -> datetime:
@@ -266,8 +284,8 @@ def _parse_timestamp(value: Any) -> datetime:
     return parse_timestamp(value)
 
 
-def _fast_timestamps(session: boto3.session.Session) -> None:
-    factory = session._session.get_component("response_parser_factory")
+def _fast_timestamps(session: Any) -> None:
+    factory = _core(session).get_component("response_parser_factory")
     factory.set_parser_defaults(timestamp_parser=_parse_timestamp)
 
 

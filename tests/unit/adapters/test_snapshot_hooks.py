@@ -12,7 +12,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
+import botocore.session
 import pytest
 from botocore.exceptions import NoCredentialsError
 from capacity_broker.adapters import aws as aws_adapter
@@ -32,9 +32,9 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     CONTAINER.use(None)
 
 
-def parsed_models(session: boto3.session.Session) -> set[str]:
-    """The API models the session's loader has parsed and keeps."""
-    loader = session._session.get_component("data_loader")
+def parsed_models(session: botocore.session.Session) -> set[str]:
+    """The API models the (botocore) session's loader has parsed and keeps."""
+    loader = session.get_component("data_loader")
     return {
         str(key[1]).split("/")[0]
         for key in loader._cache
@@ -121,7 +121,7 @@ def test_before_snapshot_parses_the_models_and_makes_the_first_clients_calling_n
     assert root._built == {}
     # The clients read no data file after the restore, nor do their paginators (the flags'
     # read pages with one).
-    files = session._session.get_component("data_loader").file_loader
+    files = session.get_component("data_loader").file_loader
     reads: list[str] = []
     original = files.load_file
 
@@ -136,7 +136,7 @@ def test_before_snapshot_parses_the_models_and_makes_the_first_clients_calling_n
     root.clients.client("ssm", region).get_paginator("get_parameters_by_path")
     root.clients.client("ec2", "eu-west-1")  # (another region's client: the models are kept)
     assert reads == []
-    listed = session._session.get_component("data_loader").list_available_services
+    listed = session.get_component("data_loader").list_available_services
     monkeypatch.setattr(files, "exists", lambda path: pytest.fail(f"looked for {path}"))
     assert "ec2" in listed("service-2")  # (the services' list is kept too: no directory scan)
 
