@@ -84,7 +84,8 @@ synth: $(STAMP) node_modules/.installed
 
 # The functions' IAM roles as the emulator evaluates them offline (`capacity-broker local`):
 # synthesized from infra/; tests/infra/test_emulated_roles.py fails when the file is stale.
-iam-roles: $(STAMP)
+# (Every synth compiles the functions' bytecode: node_modules has the CPython 3.14, Pyodide.)
+iam-roles: $(STAMP) node_modules/.installed
 	$(BIN)/python -m infra.emulated_roles
 
 deploy: $(STAMP) node_modules/.installed

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from aws_cdk import Aws, Duration, RemovalPolicy
+from aws_cdk import AssetHashType, Aws, Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -15,6 +15,7 @@ from aws_cdk import aws_ssm as ssm
 from capacity_broker.domain.graces import LADDER_GRACE, RESERVE_MAX_RUN
 from constructs import Construct
 
+from infra.bytecode import bundling_options
 from infra.config import FUNCTION_NAMES, METRICS_NAMESPACE, POWERTOOLS_VERSION, BrokerConfig
 
 CODE_DIR = Path(__file__).resolve().parent.parent / "functions"
@@ -30,7 +31,8 @@ POWERTOOLS_LAYER_PARAMETER = (
     f"/aws/service/powertools/python/{ARCHITECTURE.name}/{RUNTIME.name}/{POWERTOOLS_VERSION}"
 )
 
-# Nothing but the importable package goes to Lambda.
+# Nothing but the importable package goes to Lambda: these never leave functions/ (the
+# bundling step copies the rest, then adds the bytecode CPython 3.14 compiles: infra/bytecode.py).
 ASSET_EXCLUDE = [
     "**/__pycache__",
     "**/*.pyc",
@@ -140,7 +142,14 @@ class BrokerFunctions(Construct):
         state_table: dynamodb.ITable,
     ) -> None:
         super().__init__(scope, construct_id)
-        code = lambda_.Code.from_asset(str(CODE_DIR), exclude=ASSET_EXCLUDE)
+        # The asset's hash is that of the sources (without ASSET_EXCLUDE: a local __pycache__
+        # changes nothing) and of the bundling options; the bytecode is a function of them.
+        code = lambda_.Code.from_asset(
+            str(CODE_DIR),
+            exclude=ASSET_EXCLUDE,
+            asset_hash_type=AssetHashType.SOURCE,
+            bundling=bundling_options(CODE_DIR, ASSET_EXCLUDE, RUNTIME.bundling_image),
+        )
         self.powertools_layer = lambda_.LayerVersion.from_layer_version_arn(
             self, "PowertoolsLayer", powertools_layer_arn(self, config)
         )

@@ -9,6 +9,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Match
 from infra_helpers import CUSTOM_LAYER_ARN, FUNCTIONS, Synth
 
+from infra.functions import CODE_DIR
+
 pytestmark = pytest.mark.infra
 
 
@@ -65,20 +67,59 @@ def test_one_code_asset_for_all_five(broker: Synth) -> None:
     assert len(keys) == 1
 
 
-def test_code_asset_is_the_package_without_caches_or_tests(broker: Synth) -> None:
-    _, resource = broker.function("probe")
+def code_asset(synth: Synth) -> Path:
+    _, resource = synth.function("probe")
     asset_hash = resource["Properties"]["Code"]["S3Key"].removesuffix(".zip")
-    asset = Path(broker.app.outdir) / f"asset.{asset_hash}"
+    return Path(synth.app.outdir) / f"asset.{asset_hash}"
+
+
+def test_code_asset_is_the_package_without_caches_or_tests(broker: Synth) -> None:
+    asset = code_asset(broker)
     assert (asset / "capacity_broker" / "__init__.py").is_file()
     assert (asset / "capacity_broker" / "handlers").is_dir()
     unwanted = [
         path.relative_to(asset)
         for path in asset.rglob("*")
-        if path.name in ("__pycache__", "tests", "conftest.py", ".pytest_cache", ".mypy_cache")
-        or path.suffix == ".pyc"
+        if path.name in ("tests", "conftest.py", ".pytest_cache", ".mypy_cache")
+        or path.name.startswith("test_")
+        or (path.suffix == ".pyc" and not path.name.endswith(".cpython-314.pyc"))
         or path.name.endswith(".egg-info")
     ]
     assert unwanted == []
+
+
+# CPython 3.14's magic number (3627, Include/internal/pycore_magic_number.h) + b"\r\n", the
+# one the python3.14 runtime loads; PEP 552's flags word 0b01: hash-based, source not checked.
+PYTHON_314_MAGIC = bytes.fromhex("2b0e0d0a")
+UNCHECKED_HASH = 0b01
+
+
+def test_code_asset_has_python_3_14_bytecode_beside_every_source(broker: Synth) -> None:
+    """Lambda cannot write /var/task: without bytecode every cold start compiles the broker."""
+    asset = code_asset(broker)
+    sources = sorted(asset.rglob("*.py"))
+    # Every module of the package is shipped as source too (tracebacks show its lines).
+    packaged = {
+        path.relative_to(CODE_DIR)
+        for path in CODE_DIR.rglob("*.py")
+        if not {"tests", "__pycache__"} & set(path.parts)
+        and not path.name.startswith("test_")
+        and path.name != "conftest.py"
+    }
+    assert {path.relative_to(asset) for path in sources} == packaged
+    assert len(sources) > 100
+    for source in sources:
+        pyc = source.parent / "__pycache__" / f"{source.stem}.cpython-314.pyc"
+        assert pyc.is_file(), source
+        data = pyc.read_bytes()
+        assert data[:4] == PYTHON_314_MAGIC, (source, data[:4].hex())
+        assert int.from_bytes(data[4:8], "little") == UNCHECKED_HASH, source
+        # The source it names is where Lambda unpacks the code, not the build directory.
+        module = source.relative_to(asset).as_posix()
+        assert f"/var/task/{module}".encode() in data, source
+        assert str(asset).encode() not in data
+        assert pyc.stat().st_mode & 0o444 == 0o444
+    assert len(list(asset.rglob("*.pyc"))) == len(sources)
 
 
 def test_sizing(broker: Synth) -> None:
