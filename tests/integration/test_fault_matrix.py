@@ -300,7 +300,7 @@ class Run:
         clients = self.root.clients
         for events in (
             clients.client("ec2", REGION).meta.events,
-            clients.session.get_component("event_emitter"),
+            getattr(clients.session, "_session", clients.session).get_component("event_emitter"),
         ):
             events.register("before-parameter-build.ec2", self._before)
             events.register("after-call.ec2", self._after)

@@ -851,7 +851,9 @@ def test_the_cleaner_cannot_end_a_ladder_whose_done_record_landed_after_its_list
         CONTAINER.use(root, function="cleaner")
         for events in (
             root.clients.client("ec2", EAST).meta.events,
-            root.clients.session.get_component("event_emitter"),
+            getattr(root.clients.session, "_session", root.clients.session).get_component(
+                "event_emitter"
+            ),
         ):
             events.register_first("before-call.ec2.TerminateInstances", retry_finishes)
         swept = invoke("cleaner", {"action": "sweep", "dry_run": False})

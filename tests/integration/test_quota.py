@@ -65,7 +65,7 @@ def first_arrives_late(emu: Any, instance_type: str, az: str, seconds: float) ->
     clients = CONTAINER.root().clients
     for events in (
         clients.client("ec2", REGION).meta.events,
-        clients.session.get_component("event_emitter"),
+        getattr(clients.session, "_session", clients.session).get_component("event_emitter"),
     ):
         events.register("before-parameter-build.ec2.CreateCapacityReservation", before)
 

@@ -60,7 +60,7 @@ class Killer:
         clients = root.clients
         for events in (
             clients.client("ec2", "us-east-1").meta.events,
-            clients.session.get_component("event_emitter"),
+            getattr(clients.session, "_session", clients.session).get_component("event_emitter"),
         ):
             events.register("before-parameter-build.ec2", self._before)
             events.register("after-call.ec2", self._after)
