@@ -32,15 +32,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .adapters.aws import Clients, RetryPolicy, TableHealth
-from .adapters.dynamodb_memory import MemoryTable
 from .adapters.ec2 import Ec2, Pricing, Reservation
 from .adapters.throttle import Pacer
 from .config import Settings
 from .domain.pool import PoolSpec
-from .logic.memory import WRITE_SECONDS, CapacityMemory
 
 if TYPE_CHECKING:  # the flows are imported where they are built: a probe Lambda never
-    # imports the cleaner's modules (cold starts).
+    # imports the cleaner's modules (cold starts), a release none of the capacity memory's.
     from .adapters.cloudformation import CloudFormation
     from .adapters.dynamodb import RequestRecords
     from .adapters.resource_groups import ResourceGroups
@@ -49,6 +47,7 @@ if TYPE_CHECKING:  # the flows are imported where they are built: a probe Lambda
     from .logic.cleaner import Cleaner
     from .logic.discovery import Discovery
     from .logic.grouping import Coalescer
+    from .logic.memory import CapacityMemory
     from .logic.pool import ReservedPool, Spared
     from .logic.probe import Prober
     from .logic.release import Releaser
@@ -131,12 +130,14 @@ FLOW_MODULES: tuple[str, ...] = (
     ".adapters.dynamodb",
     ".adapters.dynamodb_group",
     ".adapters.dynamodb_group_items",
+    ".adapters.dynamodb_memory",
     ".adapters.resource_groups",
     ".adapters.ssm",
     ".logic.capacity",
     ".logic.cleaner",
     ".logic.discovery",
     ".logic.grouping",
+    ".logic.memory",
     ".logic.pool",
     ".logic.probe",
     ".logic.release",
@@ -175,15 +176,8 @@ class Root:
         # Whether the state table answered lately: one for everything of this root that asks
         # it (the probes' meeting, the capacity memory), so a table found down is not asked.
         self.table_health = TableHealth(monotonic)
-        # The capacity memory probe and reserve learn into and ``history`` reads: the state
-        # table's when there is one (every container's), else this root's own.
-        self.memory = memory or CapacityMemory(
-            MemoryTable(
-                settings.state_table, settings.region, self.clients, health=self.table_health
-            )
-            if settings.state_table
-            else None
-        )
+        # The capacity memory the caller owns (None: this root's own, made on first use).
+        self._memory = memory
         # The flows' "now" (None: each flow's own, the wall clock in UTC); the cleaner's, which
         # it compares with EC2's dates (default: ``clock``); the monotonic clock of deadlines;
         # the reservation core's pauses. Tests hand the emulator's.
@@ -214,6 +208,28 @@ class Root:
                 self._built[name] = build()
             found: T = self._built[name]
             return found
+
+    @property
+    def memory(self) -> CapacityMemory:
+        """The capacity memory probe and reserve learn into and ``history`` reads: the
+        caller's, else the state table's when there is one (every container's), else this
+        root's own; made on first use (release, the cleaner and the listing never use it)."""
+        if self._memory is not None:
+            return self._memory
+        from .adapters.dynamodb_memory import MemoryTable
+        from .logic.memory import CapacityMemory
+
+        config = self.settings
+        return self._once(
+            "memory",
+            lambda: CapacityMemory(
+                MemoryTable(
+                    config.state_table, config.region, self.clients, health=self.table_health
+                )
+                if config.state_table
+                else None
+            ),
+        )
 
     def _clocks(self) -> dict[str, Any]:
         return {"clock": self.clock} if self.clock is not None else {}
@@ -453,10 +469,16 @@ class Root:
             ),
         )
 
-    def close(self, timeout: float = WRITE_SECONDS) -> None:
+    def close(self, timeout: float | None = None) -> None:
         """Write what the memory still holds for the table (a process about to end, a test
-        switching worlds)."""
-        self.memory.flush(timeout=timeout, everything=True)
+        switching worlds), waiting up to ``timeout`` seconds (default: the memory's
+        ``WRITE_SECONDS``). A memory never made holds nothing."""
+        memory = self._memory or self._built.get("memory")
+        if memory is None:
+            return
+        from .logic.memory import WRITE_SECONDS
+
+        memory.flush(timeout=WRITE_SECONDS if timeout is None else timeout, everything=True)
 
 
 def discovery(

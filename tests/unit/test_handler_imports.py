@@ -26,7 +26,13 @@ UNBUILT = ("ErrorResponse", "InvalidRequestResponse", "FieldError")
 # Capacity Block (a reserve's or a pool's, the cleaner's, the listing's: the capacity handler
 # imports them on its first invocation, with its flow); probe's models are probe's; the cleaner's
 # records are the cleaner's (every handler's settings carry only its graces); the answers' UTC
-# instant (and the part of pydantic its serializer loads) is for answers that carry dates.
+# instant (and the part of pydantic its serializer loads) is for answers that carry dates. The
+# capacity memory is probe's and reserve's.
+MEMORY = (
+    "capacity_broker.domain.memory",
+    "capacity_broker.logic.memory",
+    "capacity_broker.adapters.dynamodb_memory",
+)
 NOT_FOR = {
     "probe": (
         "capacity_broker.domain.blocks",
@@ -43,13 +49,19 @@ NOT_FOR = {
         "capacity_broker.models.placement",
         "capacity_broker.models.times",
         "pydantic.functional_serializers",
+        *MEMORY,
     ),
     "cleaner": (
         "capacity_broker.models.placement",
         "capacity_broker.models.times",
         "pydantic.functional_serializers",
+        *MEMORY,
     ),
-    "capacity": ("capacity_broker.domain.cleaner", "capacity_broker.models.placement"),
+    "capacity": (
+        "capacity_broker.domain.cleaner",
+        "capacity_broker.models.placement",
+        *MEMORY,
+    ),
 }
 
 
