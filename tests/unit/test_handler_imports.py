@@ -27,12 +27,13 @@ UNBUILT = ("ErrorResponse", "InvalidRequestResponse", "FieldError")
 # imports them on its first invocation, with its flow); probe's models are probe's; the cleaner's
 # records are the cleaner's (every handler's settings carry only its graces); the answers' UTC
 # instant (and the part of pydantic its serializer loads) is for answers that carry dates. The
-# capacity memory is probe's and reserve's.
+# capacity memory is probe's and reserve's; the rules of grouped probes are probe's.
 MEMORY = (
     "capacity_broker.domain.memory",
     "capacity_broker.logic.memory",
     "capacity_broker.adapters.dynamodb_memory",
 )
+GROUPS = "capacity_broker.domain.group"
 NOT_FOR = {
     "probe": (
         "capacity_broker.domain.blocks",
@@ -41,7 +42,7 @@ NOT_FOR = {
         "capacity_broker.models.times",
         "pydantic.functional_serializers",
     ),
-    "reserve": ("capacity_broker.models.probe", "capacity_broker.domain.cleaner"),
+    "reserve": ("capacity_broker.models.probe", "capacity_broker.domain.cleaner", GROUPS),
     "release": (
         "capacity_broker.domain.blocks",
         "capacity_broker.domain.discovery",
@@ -50,17 +51,20 @@ NOT_FOR = {
         "capacity_broker.models.times",
         "pydantic.functional_serializers",
         *MEMORY,
+        GROUPS,
     ),
     "cleaner": (
         "capacity_broker.models.placement",
         "capacity_broker.models.times",
         "pydantic.functional_serializers",
         *MEMORY,
+        GROUPS,
     ),
     "capacity": (
         "capacity_broker.domain.cleaner",
         "capacity_broker.models.placement",
         *MEMORY,
+        GROUPS,
     ),
 }
 
