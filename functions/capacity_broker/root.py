@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the flows are imported where they are built: a probe Lambda
     # imports the cleaner's modules (cold starts), a release none of the capacity memory's.
     from .adapters.cloudformation import CloudFormation
     from .adapters.dynamodb import RequestRecords
+    from .adapters.ec2.launches import Launches
     from .adapters.resource_groups import ResourceGroups
     from .adapters.ssm import Flags
     from .logic.capacity import CapacityLister
@@ -59,9 +60,10 @@ T = TypeVar("T")
 
 class Adapters:
     """The AWS side of a root: one session's clients, one EC2 pacer, one EC2 adapter per
-    region (each with its caches of subnets, VPC tenancies and images), one Price List
-    adapter. The Python client builds these first (discovery needs no cluster id) and hands
-    them to the root its actions run on, so both draw from one pacer."""
+    region (each with its caches of subnets, VPC tenancies and images) and, beside it, one
+    for its launch templates and launches, one Price List adapter. The Python client builds
+    these first (discovery needs no cluster id) and hands them to the root its actions run
+    on, so both draw from one pacer."""
 
     def __init__(
         self,
@@ -76,6 +78,7 @@ class Adapters:
         # Every adapter's retry policy (None: each its own default RetryPolicy).
         self.retry = retry
         self._ec2: dict[str, Ec2] = {}
+        self._launches: dict[str, Launches] = {}
         self._stacks: dict[str, CloudFormation] = {}
         self._pricing: Pricing | None = None
         self._groups: dict[str, ResourceGroups] = {}
@@ -87,6 +90,20 @@ class Adapters:
             found = self._ec2.get(region)
             if found is None:
                 found = self._ec2[region] = Ec2(region, self.clients, self.pacer, self.retry)
+            return found
+
+    def launches(self, region: str) -> Launches:
+        """The launch templates and launches of ``region`` (reserve's, release's, the
+        cleaner's): one per region, made on first use, on the clients and pacer of the
+        region's EC2 adapter."""
+        from .adapters.ec2.launches import Launches
+
+        with self._lock:
+            found = self._launches.get(region)
+            if found is None:
+                found = self._launches[region] = Launches(
+                    region, self.clients, self.pacer, self.retry
+                )
             return found
 
     def stacks(self, region: str) -> CloudFormation:
@@ -131,6 +148,7 @@ FLOW_MODULES: tuple[str, ...] = (
     ".adapters.dynamodb_group",
     ".adapters.dynamodb_group_items",
     ".adapters.dynamodb_memory",
+    ".adapters.ec2.launches",
     ".adapters.resource_groups",
     ".adapters.ssm",
     ".logic.capacity",
@@ -383,6 +401,7 @@ class Root:
             lambda: Reserver(
                 **self._placement(),
                 **self._clocks(),
+                launches=self.adapters.launches(self.settings.region),
                 pools=self.pool,
                 pool=self.settings.pool,
                 pricing=self.adapters.pricing,
@@ -431,7 +450,12 @@ class Root:
         config = self.settings
         return self._once(
             "release",
-            lambda: Releaser(self.ec2(config.region), self.core, config.max_concurrency),
+            lambda: Releaser(
+                self.ec2(config.region),
+                self.adapters.launches(config.region),
+                self.core,
+                config.max_concurrency,
+            ),
         )
 
     @property
@@ -445,6 +469,7 @@ class Root:
                 config.cluster_id,
                 config.graces,
                 ec2_for=self.ec2,
+                launches_for=self.adapters.launches,
                 stacks_for=self.adapters.stacks,
                 max_concurrency=config.max_concurrency,
                 monotonic=self.monotonic,

@@ -27,15 +27,18 @@ UNBUILT = ("ErrorResponse", "InvalidRequestResponse", "FieldError")
 # imports them on its first invocation, with its flow); probe's models are probe's; the cleaner's
 # records are the cleaner's (every handler's settings carry only its graces); the answers' UTC
 # instant (and the part of pydantic its serializer loads) is for answers that carry dates. The
-# capacity memory is probe's and reserve's; the rules of grouped probes are probe's.
+# capacity memory is probe's and reserve's; the rules of grouped probes are probe's; launch
+# templates and launches (``adapters.ec2.launches``) are reserve's, release's and the cleaner's.
 MEMORY = (
     "capacity_broker.domain.memory",
     "capacity_broker.logic.memory",
     "capacity_broker.adapters.dynamodb_memory",
 )
 GROUPS = "capacity_broker.domain.group"
+LAUNCHES = "capacity_broker.adapters.ec2.launches"
 NOT_FOR = {
     "probe": (
+        LAUNCHES,
         "capacity_broker.domain.blocks",
         "capacity_broker.domain.discovery",
         "capacity_broker.domain.cleaner",
@@ -61,6 +64,7 @@ NOT_FOR = {
         GROUPS,
     ),
     "capacity": (
+        LAUNCHES,
         "capacity_broker.domain.cleaner",
         "capacity_broker.models.placement",
         *MEMORY,
