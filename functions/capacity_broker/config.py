@@ -26,7 +26,7 @@ from pydantic import (
 from .domain.failures import BrokerFailure
 from .domain.graces import Graces
 from .domain.names import default_parameter_prefix
-from .domain.pool import PoolSpec
+from .domain.pool_spec import PoolSpec
 from .models.common import REGION_PATTERN
 
 DEFAULT_REGION = "us-east-1"

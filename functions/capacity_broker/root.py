@@ -35,7 +35,7 @@ from .adapters.aws import Clients, RetryPolicy, TableHealth
 from .adapters.ec2 import Ec2, Pricing, Reservation
 from .adapters.throttle import Pacer
 from .config import Settings
-from .domain.pool import PoolSpec
+from .domain.pool_spec import PoolSpec
 
 if TYPE_CHECKING:  # the flows are imported where they are built: a probe Lambda never
     # imports the cleaner's modules (cold starts), a release none of the capacity memory's.

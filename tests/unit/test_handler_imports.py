@@ -28,7 +28,9 @@ UNBUILT = ("ErrorResponse", "InvalidRequestResponse", "FieldError")
 # records are the cleaner's (every handler's settings carry only its graces); the answers' UTC
 # instant (and the part of pydantic its serializer loads) is for answers that carry dates. The
 # capacity memory is probe's and reserve's; the rules of grouped probes are probe's; launch
-# templates and launches (``adapters.ec2.launches``) are reserve's, release's and the cleaner's.
+# templates and launches (``adapters.ec2.launches``) are reserve's, release's and the cleaner's;
+# the pool's rules (``domain.pool``) are reserve's and the cleaner's, a probe's and a release's
+# only when the deployment names a pool (the reservation core spares it), never the listing's.
 MEMORY = (
     "capacity_broker.domain.memory",
     "capacity_broker.logic.memory",
@@ -36,9 +38,11 @@ MEMORY = (
 )
 GROUPS = "capacity_broker.domain.group"
 LAUNCHES = "capacity_broker.adapters.ec2.launches"
+POOL = "capacity_broker.domain.pool"
 NOT_FOR = {
     "probe": (
         LAUNCHES,
+        POOL,
         "capacity_broker.domain.blocks",
         "capacity_broker.domain.discovery",
         "capacity_broker.domain.cleaner",
@@ -47,6 +51,7 @@ NOT_FOR = {
     ),
     "reserve": ("capacity_broker.models.probe", "capacity_broker.domain.cleaner", GROUPS),
     "release": (
+        POOL,
         "capacity_broker.domain.blocks",
         "capacity_broker.domain.discovery",
         "capacity_broker.domain.cleaner",
@@ -65,6 +70,7 @@ NOT_FOR = {
     ),
     "capacity": (
         LAUNCHES,
+        POOL,
         "capacity_broker.domain.cleaner",
         "capacity_broker.models.placement",
         *MEMORY,

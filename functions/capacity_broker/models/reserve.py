@@ -6,7 +6,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from ..domain.pool import PoolSpec
+from ..domain.pool_spec import PoolSpec
 from ..domain.reserve import ReserveStatus
 from .attempt import Attempt
 from .common import (

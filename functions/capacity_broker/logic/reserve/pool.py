@@ -30,12 +30,11 @@ from ...domain.pool import (
     TAG_RUNG,
     PoolPlan,
     PoolReservation,
-    PoolSpec,
-    Rung,
     excluded,
     kind_of,
     plan,
 )
+from ...domain.pool_spec import PoolSpec, Rung
 from ...domain.reserve import ReserveStatus
 from ...domain.tags import TAG_CLUSTER_ID, TAG_JOB_ID, TAG_REQUEST_ID, Purpose
 from ...domain.templates import Version

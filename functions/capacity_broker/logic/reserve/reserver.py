@@ -15,7 +15,8 @@ from ...adapters.ec2 import Ec2, Pricing
 from ...adapters.ec2.launches import Launches
 from ...adapters.ssm import Flags, ImageParameters
 from ...domain.failures import BrokerFailure
-from ...domain.pool import TAG_RUNG, PoolSpec
+from ...domain.pool import TAG_RUNG
+from ...domain.pool_spec import PoolSpec
 from ...domain.reserve import (
     ReserveStatus,
 )
