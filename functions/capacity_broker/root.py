@@ -16,7 +16,8 @@ Who makes a root:
 - a test: whatever the test needs (its clocks, a sleep, a fast retry policy).
 
 Every root runs the same entry function (``handlers._runtime.serve``). Which pacer, session or
-memory a call uses is therefore always "its root's": follow ``Root.__init__``.
+memory a call uses is therefore always "its root's": follow ``Root.__init__`` (and
+``Root.memory``).
 
 As Karpenter's ``pkg/operator/operator.go`` builds its providers, each with its caches, and
 Powertools' ``IdempotencyHandler`` is handed its persistence layer: the flows are handed
