@@ -17,7 +17,7 @@ from typing import Any
 from capacity_broker.adapters.regions import unknown_region_message, unknown_regions
 from capacity_broker.domain import tags
 from capacity_broker.domain.names import default_parameter_prefix, default_stack_prefix
-from capacity_broker.domain.pool import PoolSpec, PoolSpecError
+from capacity_broker.domain.pool_spec import PoolSpec, PoolSpecError
 
 # The five entry points of the contract, in the order they are presented everywhere.
 FUNCTION_NAMES: tuple[str, ...] = ("probe", "reserve", "release", "cleaner", "capacity")

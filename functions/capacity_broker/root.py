@@ -16,7 +16,8 @@ Who makes a root:
 - a test: whatever the test needs (its clocks, a sleep, a fast retry policy).
 
 Every root runs the same entry function (``handlers._runtime.serve``). Which pacer, session or
-memory a call uses is therefore always "its root's": follow ``Root.__init__``.
+memory a call uses is therefore always "its root's": follow ``Root.__init__`` (and
+``Root.memory``).
 
 As Karpenter's ``pkg/operator/operator.go`` builds its providers, each with its caches, and
 Powertools' ``IdempotencyHandler`` is handed its persistence layer: the flows are handed
@@ -32,23 +33,23 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .adapters.aws import Clients, RetryPolicy, TableHealth
-from .adapters.dynamodb_memory import MemoryTable
 from .adapters.ec2 import Ec2, Pricing, Reservation
 from .adapters.throttle import Pacer
 from .config import Settings
-from .domain.pool import PoolSpec
-from .logic.memory import WRITE_SECONDS, CapacityMemory
+from .domain.pool_spec import PoolSpec
 
 if TYPE_CHECKING:  # the flows are imported where they are built: a probe Lambda never
-    # imports the cleaner's modules (cold starts).
+    # imports the cleaner's modules (cold starts), a release none of the capacity memory's.
     from .adapters.cloudformation import CloudFormation
     from .adapters.dynamodb import RequestRecords
+    from .adapters.ec2.launches import Launches
     from .adapters.resource_groups import ResourceGroups
     from .adapters.ssm import Flags
     from .logic.capacity import CapacityLister
     from .logic.cleaner import Cleaner
     from .logic.discovery import Discovery
     from .logic.grouping import Coalescer
+    from .logic.memory import CapacityMemory
     from .logic.pool import ReservedPool, Spared
     from .logic.probe import Prober
     from .logic.release import Releaser
@@ -60,9 +61,10 @@ T = TypeVar("T")
 
 class Adapters:
     """The AWS side of a root: one session's clients, one EC2 pacer, one EC2 adapter per
-    region (each with its caches of subnets, VPC tenancies and images), one Price List
-    adapter. The Python client builds these first (discovery needs no cluster id) and hands
-    them to the root its actions run on, so both draw from one pacer."""
+    region (each with its caches of subnets, VPC tenancies and images) and, beside it, one
+    for its launch templates and launches, one Price List adapter. The Python client builds
+    these first (discovery needs no cluster id) and hands them to the root its actions run
+    on, so both draw from one pacer."""
 
     def __init__(
         self,
@@ -77,6 +79,7 @@ class Adapters:
         # Every adapter's retry policy (None: each its own default RetryPolicy).
         self.retry = retry
         self._ec2: dict[str, Ec2] = {}
+        self._launches: dict[str, Launches] = {}
         self._stacks: dict[str, CloudFormation] = {}
         self._pricing: Pricing | None = None
         self._groups: dict[str, ResourceGroups] = {}
@@ -88,6 +91,20 @@ class Adapters:
             found = self._ec2.get(region)
             if found is None:
                 found = self._ec2[region] = Ec2(region, self.clients, self.pacer, self.retry)
+            return found
+
+    def launches(self, region: str) -> Launches:
+        """The launch templates and launches of ``region`` (reserve's, release's, the
+        cleaner's): one per region, made on first use, on the clients and pacer of the
+        region's EC2 adapter."""
+        from .adapters.ec2.launches import Launches
+
+        with self._lock:
+            found = self._launches.get(region)
+            if found is None:
+                found = self._launches[region] = Launches(
+                    region, self.clients, self.pacer, self.retry
+                )
             return found
 
     def stacks(self, region: str) -> CloudFormation:
@@ -131,12 +148,15 @@ FLOW_MODULES: tuple[str, ...] = (
     ".adapters.dynamodb",
     ".adapters.dynamodb_group",
     ".adapters.dynamodb_group_items",
+    ".adapters.dynamodb_memory",
+    ".adapters.ec2.launches",
     ".adapters.resource_groups",
     ".adapters.ssm",
     ".logic.capacity",
     ".logic.cleaner",
     ".logic.discovery",
     ".logic.grouping",
+    ".logic.memory",
     ".logic.pool",
     ".logic.probe",
     ".logic.release",
@@ -175,15 +195,8 @@ class Root:
         # Whether the state table answered lately: one for everything of this root that asks
         # it (the probes' meeting, the capacity memory), so a table found down is not asked.
         self.table_health = TableHealth(monotonic)
-        # The capacity memory probe and reserve learn into and ``history`` reads: the state
-        # table's when there is one (every container's), else this root's own.
-        self.memory = memory or CapacityMemory(
-            MemoryTable(
-                settings.state_table, settings.region, self.clients, health=self.table_health
-            )
-            if settings.state_table
-            else None
-        )
+        # The capacity memory the caller owns (None: this root's own, made on first use).
+        self._memory = memory
         # The flows' "now" (None: each flow's own, the wall clock in UTC); the cleaner's, which
         # it compares with EC2's dates (default: ``clock``); the monotonic clock of deadlines;
         # the reservation core's pauses. Tests hand the emulator's.
@@ -214,6 +227,28 @@ class Root:
                 self._built[name] = build()
             found: T = self._built[name]
             return found
+
+    @property
+    def memory(self) -> CapacityMemory:
+        """The capacity memory probe and reserve learn into and ``history`` reads: the
+        caller's, else the state table's when there is one (every container's), else this
+        root's own; made on first use (release, the cleaner and the listing never use it)."""
+        if self._memory is not None:
+            return self._memory
+        from .adapters.dynamodb_memory import MemoryTable
+        from .logic.memory import CapacityMemory
+
+        config = self.settings
+        return self._once(
+            "memory",
+            lambda: CapacityMemory(
+                MemoryTable(
+                    config.state_table, config.region, self.clients, health=self.table_health
+                )
+                if config.state_table
+                else None
+            ),
+        )
 
     def _clocks(self) -> dict[str, Any]:
         return {"clock": self.clock} if self.clock is not None else {}
@@ -367,6 +402,7 @@ class Root:
             lambda: Reserver(
                 **self._placement(),
                 **self._clocks(),
+                launches=self.adapters.launches(self.settings.region),
                 pools=self.pool,
                 pool=self.settings.pool,
                 pricing=self.adapters.pricing,
@@ -415,7 +451,12 @@ class Root:
         config = self.settings
         return self._once(
             "release",
-            lambda: Releaser(self.ec2(config.region), self.core, config.max_concurrency),
+            lambda: Releaser(
+                self.ec2(config.region),
+                self.adapters.launches(config.region),
+                self.core,
+                config.max_concurrency,
+            ),
         )
 
     @property
@@ -429,6 +470,7 @@ class Root:
                 config.cluster_id,
                 config.graces,
                 ec2_for=self.ec2,
+                launches_for=self.adapters.launches,
                 stacks_for=self.adapters.stacks,
                 max_concurrency=config.max_concurrency,
                 monotonic=self.monotonic,
@@ -453,10 +495,16 @@ class Root:
             ),
         )
 
-    def close(self, timeout: float = WRITE_SECONDS) -> None:
+    def close(self, timeout: float | None = None) -> None:
         """Write what the memory still holds for the table (a process about to end, a test
-        switching worlds)."""
-        self.memory.flush(timeout=timeout, everything=True)
+        switching worlds), waiting up to ``timeout`` seconds (default: the memory's
+        ``WRITE_SECONDS``). A memory never made holds nothing."""
+        memory = self._memory or self._built.get("memory")
+        if memory is None:
+            return
+        from .logic.memory import WRITE_SECONDS
+
+        memory.flush(timeout=WRITE_SECONDS if timeout is None else timeout, everything=True)
 
 
 def discovery(

@@ -22,9 +22,8 @@ import pytest
 from capacity_broker.adapters.dynamodb_group import TableStore
 from capacity_broker.adapters.dynamodb_group_items import PREFIX, group_item
 from capacity_broker.client.in_process import IN_PROCESS_TIMEOUT_MS, run_function
-from capacity_broker.config import Settings
+from capacity_broker.config import GROUP_MAX_WINDOW_SECONDS, Settings
 from capacity_broker.domain.group import (
-    MAX_WINDOW_SECONDS,
     MOST_PATIENCE_SECONDS,
 )
 from capacity_broker.domain.group_plan import (
@@ -40,7 +39,7 @@ AZS = ["us-east-1a", "us-east-1b", "us-east-1c"]
 SUBNETS = ["subnet-0a00000000000d401", "subnet-0b00000000000d402", "subnet-0c00000000000d403"]
 TYPE = "g6.xlarge"
 # The emulator's clock moves past a group's longest window: its leader closes it.
-WINDOW = MAX_WINDOW_SECONDS
+WINDOW = GROUP_MAX_WINDOW_SECONDS
 
 
 def world(capacity: list[int]) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from capacity_broker.config import GROUP_MAX_WINDOW_SECONDS
 from capacity_broker.domain.group import (
-    MAX_WINDOW_SECONDS,
     GroupKey,
     GroupState,
 )
@@ -142,7 +142,7 @@ class Class:
             threading.Event().wait(0.01)
         assert waiting() == size, "the class did not meet"
         # The group's longest window passes on the emulator's clock: its leader closes it.
-        self.time.sleep(MAX_WINDOW_SECONDS + 1)
+        self.time.sleep(GROUP_MAX_WINDOW_SECONDS + 1)
         for thread in threads:
             thread.join(120)
         self.go.set()

@@ -239,7 +239,8 @@ def test_instance_lookups_match_tags_exactly(broker: Any) -> None:
         )["Instances"]
         names[made["InstanceId"]] = node
     broker.settle()
-    adapter = Adapters().ec2("us-east-1")  # a root's EC2 adapter, with its own pacer
+    adapters = Adapters()  # a root's adapters, with their own pacer
+    adapter = adapters.ec2("us-east-1")
 
     def found(tags: dict[str, Any]) -> set[str]:
         return {names[i.instance_id] for i in adapter.tagged_instances(tags)}
@@ -248,4 +249,4 @@ def test_instance_lookups_match_tags_exactly(broker: Any) -> None:
     assert found({"capacity-broker:slurm-node": ["hpc-?", "hpc-1"]}) == {"hpc-?", "hpc-1"}
     assert found({TAG_REQUEST_ID: [Prefix("slurm.c*.")]}) == {"hpc-*"}
     assert found({TAG_REQUEST_ID: [Prefix("slurm.c.")]}) == {"hpc-1"}
-    assert len(adapter.request_instances("c", "slurm.c?.node.3")) == 1
+    assert len(adapters.launches("us-east-1").request_instances("c", "slurm.c?.node.3")) == 1

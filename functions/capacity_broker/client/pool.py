@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Sequence
 
-from ..domain.pool import PoolSpec, PoolSpecError
+from ..domain.pool_spec import PoolSpec, PoolSpecError
 from ..logic.pool import ReservedPool, idle_rows
 from ..models.discovery import PoolRow
 from .base import BrokerBase

@@ -26,16 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-# Defaults (``config.Settings`` may change them): a group takes members until none has joined
-# for this long, and for at most the maximum from its opening; at most this many instances
-# (the contract's largest probe) and members (each member's answer is an item of its own, so
-# the size bounds only the leader's answering, never an item).
-WINDOW_SECONDS = 0.25
-# A class whose arrivals spread over several seconds made, with 2 s, two or three groups per
-# kind of desktop, each costing the account's bucket its creates and cancel; with 4 s, one or
-# two. The first members wait longer for their leader to ask; a lone probe never waits, and a
-# pair waits only the idle window.
-MAX_WINDOW_SECONDS = 4.0
+# A group's windows are the settings' (``config``: ``GROUP_WINDOW_SECONDS`` and
+# ``GROUP_MAX_WINDOW_SECONDS`` by default). At most this many instances (the contract's largest
+# probe) and members (each member's answer is an item of its own, so the size bounds only the
+# leader's answering, never an item).
 MAX_GROUP_COUNT = 1000
 MAX_MEMBERS = 200
 

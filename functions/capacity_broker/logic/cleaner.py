@@ -31,6 +31,7 @@ from ..adapters.cloudformation import CloudFormation, Stack
 from ..adapters.ec2 import Ec2, Reservation
 from ..adapters.ec2.filters import Prefix
 from ..adapters.ec2.instances import LIVE_STATES
+from ..adapters.ec2.launches import Launches
 from ..domain import cleaner as rules
 from ..domain import pool as pool_rules
 from ..domain import templates as version_rules
@@ -244,6 +245,7 @@ class _Region:
     def __init__(
         self,
         ec2: Ec2,
+        launches: Launches,
         stacks: CloudFormation,
         cluster_id: str,
         clock: Callable[[], datetime],
@@ -258,7 +260,7 @@ class _Region:
         self.core = ReservationCore(
             self.ec2, cluster_id, clock=clock, spares=pool.why_spared if pool is not None else None
         )
-        self.templates = Templates(self.ec2, cluster_id, clock=clock, grace=grace)
+        self.templates = Templates(self.ec2, launches, cluster_id, clock=clock, grace=grace)
 
 
 class Cleaner:
@@ -268,6 +270,7 @@ class Cleaner:
         graces: Graces,
         *,
         ec2_for: Callable[[str], Ec2],
+        launches_for: Callable[[str], Launches],
         stacks_for: Callable[[str], CloudFormation],
         clock: Callable[[], datetime] = utcnow,
         max_concurrency: int = 16,
@@ -278,8 +281,10 @@ class Cleaner:
         self.graces = graces
         # A region's reserved pool (issue 43), when the deployment names one.
         self.pool_for = pool_for
-        # A region's EC2 and CloudFormation adapters (the root's: its clients, pacer, retries).
+        # A region's EC2 (its launches too) and CloudFormation adapters (the root's: its
+        # clients, pacer, retries).
         self.ec2_for = ec2_for
+        self.launches_for = launches_for
         self.stacks_for = stacks_for
         self.clock = clock
         self.max_concurrency = max(1, max_concurrency)
@@ -293,6 +298,7 @@ class Cleaner:
             if found is None:
                 found = self._regions[name] = _Region(
                     self.ec2_for(name),
+                    self.launches_for(name),
                     self.stacks_for(name),
                     self.cluster_id,
                     self.clock,

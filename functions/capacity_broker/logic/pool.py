@@ -20,7 +20,8 @@ from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2, Pricing, Reservation
 from ..adapters.resource_groups import ResourceGroups
 from ..domain.failures import BrokerFailure
-from ..domain.pool import PoolReservation, PoolSpec, Rung, kind_of
+from ..domain.pool import PoolReservation, kind_of
+from ..domain.pool_spec import PoolSpec, Rung
 
 if TYPE_CHECKING:
     from ..models.discovery import PoolRow

@@ -14,6 +14,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from ..adapters.ec2 import Ec2, Reservation
+from ..adapters.ec2.launches import Launches
 from ..domain.failures import BrokerFailure
 from ..domain.tags import TAG_CLUSTER_ID, TAG_JOB_ID, TAG_PURPOSE, TAG_STACK_NAME, Purpose
 from ..models import ReleaseRequest, ReleaseResponse
@@ -28,11 +29,13 @@ HOLDING = ("active", "pending")
 
 
 class Releaser:
-    def __init__(self, ec2: Ec2, core: ReservationCore, max_concurrency: int = 16) -> None:
+    def __init__(
+        self, ec2: Ec2, launches: Launches, core: ReservationCore, max_concurrency: int = 16
+    ) -> None:
         self.ec2 = ec2
         self.core = core
         self.max_concurrency = max_concurrency
-        self.templates = Templates(ec2, core.cluster_id)
+        self.templates = Templates(ec2, launches, core.cluster_id)
 
     def release(
         self, request: ReleaseRequest, request_id: str, deadline: float, hard_deadline: float

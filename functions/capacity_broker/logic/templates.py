@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ..adapters.aws import AwsError
-from ..adapters.ec2 import Ec2, Reservation, TemplateVersion
+from ..adapters.ec2 import Ec2, Reservation
+from ..adapters.ec2.launches import Launches, TemplateVersion
 from ..domain import templates as rules
 from ..domain.failures import Refused
 from ..domain.reserve import template_version_data
@@ -65,6 +66,7 @@ class Templates:
     def __init__(
         self,
         ec2: Ec2,
+        launches: Launches,
         cluster_id: str,
         clock: Callable[[], datetime] = utcnow,
         grace: timedelta = GRACE,
@@ -72,6 +74,7 @@ class Templates:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ec2 = ec2
+        self.launches = launches
         self.cluster_id = cluster_id
         self.clock = clock
         self.grace = grace
@@ -86,7 +89,7 @@ class Templates:
         First of all the template must be this cluster's (``TemplateRefused`` otherwise): a
         request builds on it to write a version into it. A ``Templates`` without a cluster id
         (``slurm check`` of a deployed broker, whose cluster id it does not know) skips that."""
-        template = self.ec2.launch_template(template_id, deadline)
+        template = self.launches.launch_template(template_id, deadline)
         refusal = (
             rules.template_refusal(template_id, template.tags, self.cluster_id)
             if self.cluster_id
@@ -95,7 +98,9 @@ class Templates:
         if refusal is not None:
             raise TemplateRefused(refusal)
         if version != "$Latest":
-            found = self.ec2.template_versions(template_id, numbers=[version], deadline=deadline)
+            found = self.launches.template_versions(
+                template_id, numbers=[version], deadline=deadline
+            )
             if not found:  # EC2 answers InvalidLaunchTemplateId.VersionNotFound; some []
                 raise AwsError(
                     "DescribeLaunchTemplateVersions",
@@ -105,7 +110,7 @@ class Templates:
             return found[0]
         for window in self._windows(template.latest, MAX_WINDOWS):
             chosen = rules.newest_user_version(
-                self.ec2.template_versions(
+                self.launches.template_versions(
                     template_id, after=window[0], up_to=window[1], deadline=deadline
                 )
             )
@@ -156,7 +161,7 @@ class Templates:
             source.data,
         )
         try:
-            return self.ec2.create_template_version(
+            return self.launches.create_template_version(
                 template_id,
                 source.number if wanted.inherit else None,
                 wanted.data,
@@ -185,9 +190,9 @@ class Templates:
         self, template_id: str, request_id: str, reservation_id: str, deadline: float
     ) -> OwnVersion | None:
         for attempt in range(FIND_TRIES):
-            top = self.ec2.launch_template(template_id, deadline).latest
+            top = self.launches.launch_template(template_id, deadline).latest
             for after, up_to in self._windows(top, FIND_WINDOWS):
-                for version in self.ec2.template_versions(
+                for version in self.launches.template_versions(
                     template_id, after=after, up_to=up_to, deadline=deadline
                 ):
                     own = rules.owned(version, self.cluster_id)
@@ -203,8 +208,8 @@ class Templates:
     def own_versions(self, deadline: float) -> list[OwnVersion]:
         """This cluster's versions in the templates tagged as this cluster's."""
         found: list[OwnVersion] = []
-        for template_id in self.ec2.cluster_templates(self.cluster_id, deadline):
-            for version in self.ec2.template_versions(template_id, deadline=deadline):
+        for template_id in self.launches.cluster_templates(self.cluster_id, deadline):
+            for version in self.launches.template_versions(template_id, deadline=deadline):
                 own = rules.owned(version, self.cluster_id)
                 if own is not None:
                     found.append(own)
@@ -334,7 +339,7 @@ class Templates:
         for template_id, items in condemned.items():
             by_number = {own.version.number: (own, reason) for own, reason in items}
             try:
-                deleted, refused = self.ec2.delete_template_versions(
+                deleted, refused = self.launches.delete_template_versions(
                     template_id, list(by_number), hard_deadline
                 )
             except AwsError as error:

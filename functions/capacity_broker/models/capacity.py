@@ -27,6 +27,7 @@ from .common import (
     RequestId,
     RequestModel,
     ResponseModel,
+    empty_list,
     unique,
 )
 from .times import UtcDateTime
@@ -198,9 +199,9 @@ class CapacitySummary(_KeepsContractFields):
     reservations: int = 0
     # per reservation type ("odcr", "capacity-block") and per instance type
     by_type: dict[str, int] = Field(default_factory=dict)
-    instance_types: list[str] = Field(default_factory=list)
+    instance_types: list[str] = Field(default_factory=empty_list)
     by_instance_type: dict[str, int] = Field(default_factory=dict)
-    regions: list[str] = Field(default_factory=list)
+    regions: list[str] = Field(default_factory=empty_list)
     total_capacity: int = 0
     available_capacity: int = 0
     used_capacity: int = 0
@@ -212,8 +213,8 @@ class CapacitySummary(_KeepsContractFields):
 class CapacityResponse(ResponseModel):
     status: Literal["ok", "partial", "error", "invalid_request"]
     request_id: str
-    regions: list[str] = Field(default_factory=list)
+    regions: list[str] = Field(default_factory=empty_list)
     summary: CapacitySummary = Field(default_factory=CapacitySummary)
-    reservations: list[CapacityRow] = Field(default_factory=list)
-    errors: list[ItemError] = Field(default_factory=list)
+    reservations: list[CapacityRow] = Field(default_factory=empty_list)
+    errors: list[ItemError] = Field(default_factory=empty_list)
     message: str

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from .common import ItemError, Regions, RequestId, RequestModel, ResponseModel
+from .common import ItemError, Regions, RequestId, RequestModel, ResponseModel, empty_list
 
 
 class SweepRequest(RequestModel):
@@ -55,14 +55,14 @@ class CleanerResponse(ResponseModel):
     status: Literal["ok", "partial", "error", "invalid_request"]
     request_id: str
     dry_run: bool
-    regions: list[str] = Field(default_factory=list)
+    regions: list[str] = Field(default_factory=empty_list)
     examined: int = 0
-    cancelled: list[CleanerItem] = Field(default_factory=list)
-    kept: list[CleanerItem] = Field(default_factory=list)
+    cancelled: list[CleanerItem] = Field(default_factory=empty_list)
+    kept: list[CleanerItem] = Field(default_factory=empty_list)
     # This cluster's launch template versions nothing can launch from any more
     # (id "lt-…:<version>"), deleted (or, in a dry run, that would be); absent when none.
     template_versions_deleted: list[CleanerItem] | None = None
-    errors: list[ItemError] = Field(default_factory=list)
+    errors: list[ItemError] = Field(default_factory=empty_list)
     # Versions that could not be looked over or deleted (the next sweep tries again); they
     # do not change ``status``, which the contract ties to the cancels.
     template_version_errors: list[ItemError] | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic import StringConstraints as S
@@ -61,6 +61,14 @@ T = TypeVar("T")
 
 # Control characters and lone surrogates: they break tags, logs and UTF-8 encoding.
 _FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cs"})
+
+
+def empty_list() -> list[Any]:
+    """A new empty list: the default factory of the models' list fields. Not ``list`` itself:
+    pydantic reads a default factory's signature, and ``inspect.signature(list)`` parses the
+    builtin's text signature with ``tokenize``, whose patterns are then compiled: about 2 ms of
+    every handler's cold import, for nothing."""
+    return []
 
 
 def unique(values: list[T]) -> list[T]:

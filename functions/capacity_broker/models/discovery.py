@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from .capacity import CapacityRow
-from .common import ItemError, ResponseModel
+from .common import ItemError, ResponseModel, empty_list
 from .times import UtcDateTime
 
 
@@ -56,7 +56,7 @@ class InstanceTypeRow(ResponseModel):
     region: str
     vcpus: int
     memory_gib: float
-    architectures: list[str] = Field(default_factory=list)
+    architectures: list[str] = Field(default_factory=empty_list)
     accelerated: bool = False
     gpus: int = 0
     accelerator: str | None = None
@@ -69,8 +69,8 @@ class AzRow(ResponseModel):
 
     instance_type: str
     region: str
-    availability_zones: list[str] = Field(default_factory=list)
-    availability_zone_ids: list[str] = Field(default_factory=list)
+    availability_zones: list[str] = Field(default_factory=empty_list)
+    availability_zone_ids: list[str] = Field(default_factory=empty_list)
     az_count: int = 0
 
 
@@ -126,11 +126,11 @@ class Split(ResponseModel):
     """Several blocks that together hold the run's instances over the same hours, and what
     splitting costs (``costs``: separate blocks, no shared placement)."""
 
-    pieces: list[SplitPiece] = Field(default_factory=list)
+    pieces: list[SplitPiece] = Field(default_factory=empty_list)
     instance_count: int
     run_start: UtcDateTime
     upfront_fee: float | None = None
-    costs: list[str] = Field(default_factory=list)
+    costs: list[str] = Field(default_factory=empty_list)
 
 
 class PlanAnswer(ResponseModel):
@@ -146,25 +146,25 @@ class PlanAnswer(ResponseModel):
     status: Literal["ready", "buy", "split", "extend", "unavailable", "error"]
     workload: str
     instance_type: str
-    instance_types: list[str] = Field(default_factory=list)
+    instance_types: list[str] = Field(default_factory=empty_list)
     instance_count: int
     days: float | None = None
     run_hours: float | None = None
     start_after: UtcDateTime | None = None
     end_before: UtcDateTime | None = None
     recommendation: Literal["odcr", "capacity-block"]
-    reasons: list[str] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=empty_list)
+    notes: list[str] = Field(default_factory=empty_list)
     block_duration_hours: int | None = None
     run_start: UtcDateTime | None = None
-    capacity_blocks: list[CapacityRow] = Field(default_factory=list)
-    odcrs: list[CapacityRow] = Field(default_factory=list)
-    offerings: list[BlockOffering] = Field(default_factory=list)
-    largest_offerings: list[BlockOffering] = Field(default_factory=list)
+    capacity_blocks: list[CapacityRow] = Field(default_factory=empty_list)
+    odcrs: list[CapacityRow] = Field(default_factory=empty_list)
+    offerings: list[BlockOffering] = Field(default_factory=empty_list)
+    largest_offerings: list[BlockOffering] = Field(default_factory=empty_list)
     split: Split | None = None
     extension: ExtensionOffer | None = None
-    commands: list[str] = Field(default_factory=list)
-    errors: list[ItemError] = Field(default_factory=list)
+    commands: list[str] = Field(default_factory=empty_list)
+    errors: list[ItemError] = Field(default_factory=empty_list)
     message: str
 
 
@@ -205,7 +205,7 @@ class ExtendAnswer(ResponseModel):
     # A block bought as several segments (one CapacityBlockId) is extended as one: each
     # segment's own answer (each is extended on its own, PurchaseCapacityBlockExtension naming
     # one CapacityReservationId); empty for a block of one reservation.
-    segments: list[ExtendAnswer] = Field(default_factory=list)
+    segments: list[ExtendAnswer] = Field(default_factory=empty_list)
 
 
 class AheadQuote(ResponseModel):
@@ -270,7 +270,7 @@ class PurchaseAnswer(ResponseModel):
     # The first (or only) reservation the purchase made; ``reservations``: every one, one per
     # segment of the block, each tagged with the purchase key (contract v3).
     reservation: CapacityRow | None = None
-    reservations: list[CapacityRow] = Field(default_factory=list)
+    reservations: list[CapacityRow] = Field(default_factory=empty_list)
     offering: BlockOffering | None = None
     error_code: str | None = None
     message: str

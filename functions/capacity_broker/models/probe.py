@@ -13,6 +13,7 @@ from .common import (
     InstanceType,
     ResponseModel,
     SubnetIds,
+    empty_list,
 )
 from .placement import PlacementFields
 
@@ -57,7 +58,7 @@ class ProbeResponse(ResponseModel):
     subnet_id: str | None = None
     availability_zone: str | None = None
     availability_zone_id: str | None = None
-    attempts: list[Attempt] = Field(default_factory=list)
+    attempts: list[Attempt] = Field(default_factory=empty_list)
     error_code: str | None = None
     cleanup: Literal["pending"] | None = None
     # Contract v2: the seconds every reservation this request created was held, summed, as

@@ -14,6 +14,7 @@ from .common import (
     ReservationId,
     ResponseModel,
     StackName,
+    empty_list,
 )
 
 SELECTORS = ("job_id", "stack_name", "reservation_id")
@@ -55,12 +56,12 @@ class SkippedReservation(ResponseModel):
 class ReleaseResponse(ResponseModel):
     status: Literal["released", "partial", "error", "invalid_request"]
     request_id: str
-    cancelled: list[str] = Field(default_factory=list)
-    skipped: list[SkippedReservation] = Field(default_factory=list)
+    cancelled: list[str] = Field(default_factory=empty_list)
+    skipped: list[SkippedReservation] = Field(default_factory=empty_list)
     # Launch template versions made for the job that nothing can launch from any more
     # ("lt-…:<version>"), deleted with the hold; absent when none were.
     template_versions_deleted: list[str] | None = None
-    errors: list[ItemError] = Field(default_factory=list)
+    errors: list[ItemError] = Field(default_factory=empty_list)
     # Versions that could not be looked over or deleted (the cleaner's sweep tries again);
     # they do not change ``status``, which is about the holds.
     template_version_errors: list[ItemError] | None = None

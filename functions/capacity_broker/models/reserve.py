@@ -6,7 +6,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from ..domain.pool import PoolSpec
+from ..domain.pool_spec import PoolSpec
 from ..domain.reserve import ReserveStatus
 from .attempt import Attempt
 from .common import (
@@ -21,6 +21,7 @@ from .common import (
     ResponseModel,
     StackName,
     SubnetIds,
+    empty_list,
 )
 from .placement import PlacementFields
 from .times import UtcDateTime
@@ -54,7 +55,9 @@ class PoolRef(RequestModel):
     resource groups and/or one ``key=value`` tag, used in ``priority`` order of their kinds.
     Absent from a request: the deployment's pool (``BROKER_POOL_*``)."""
 
-    resource_groups: Annotated[list[GroupName], Field(max_length=10)] = Field(default_factory=list)
+    resource_groups: Annotated[list[GroupName], Field(max_length=10)] = Field(
+        default_factory=empty_list
+    )
     tag: PoolTag | None = None
     priority: Annotated[list[PoolKind], Field(min_length=1, max_length=3)] | None = None
 
@@ -190,11 +193,11 @@ class ReserveResponse(ResponseModel):
     request_id: str
     job_id: str | None = None
     reservation: ReservationInfo | None = None
-    instance_types: list[str] = Field(default_factory=list)
-    subnet_ids: list[str] = Field(default_factory=list)
+    instance_types: list[str] = Field(default_factory=empty_list)
+    subnet_ids: list[str] = Field(default_factory=empty_list)
     launch_template: LaunchTemplateInfo | None = None
-    instances: list[str] = Field(default_factory=list)
-    attempts: list[Attempt] = Field(default_factory=list)
+    instances: list[str] = Field(default_factory=empty_list)
+    attempts: list[Attempt] = Field(default_factory=empty_list)
     retry_after_seconds: int | None = None
     reason: str | None = None
     error_code: str | None = None

@@ -32,6 +32,7 @@ from rich.table import Table
 
 from ..adapters.aws import AwsError, RetryPolicy
 from ..adapters.ec2 import Ec2
+from ..adapters.ec2.launches import Launches
 from ..client.deployed import invoke_function
 from ..client.results import BrokerError
 from ..domain.errors import ErrorClass
@@ -152,7 +153,13 @@ def check(
         raise typer.Exit(EXIT_USAGE) from None
     session = QuickSession(aws_session(config))
     adapters = Adapters(session, retry=RetryPolicy(max_attempts=1))
-    report = inspect(config, adapters.ec2(config.region), str(path), session)
+    report = inspect(
+        config,
+        adapters.ec2(config.region),
+        adapters.launches(config.region),
+        str(path),
+        session,
+    )
     if output is Output.json:
         sys.stdout.write(json.dumps(asdict(report), indent=2) + "\n")
     else:
@@ -160,7 +167,9 @@ def check(
     raise typer.Exit(EXIT_OK if report.ok else EXIT_FAILED)
 
 
-def inspect(config: SlurmConfig, ec2: Ec2, source: str = "", session: Any = None) -> Report:
+def inspect(
+    config: SlurmConfig, ec2: Ec2, launches: Launches, source: str = "", session: Any = None
+) -> Report:
     report = Report(
         config=source,
         region=config.region,
@@ -187,7 +196,9 @@ def inspect(config: SlurmConfig, ec2: Ec2, source: str = "", session: Any = None
         ]
     except AwsError as error:
         report.warnings.append(f"could not read the region's instance types: {error}")
-    report.nodesets = [_nodeset(config, nodeset, ec2, grants) for nodeset in config.nodesets]
+    report.nodesets = [
+        _nodeset(config, nodeset, ec2, launches, grants) for nodeset in config.nodesets
+    ]
     if grants is not None:
         report.warnings += grants.warnings
     _block_ends(config, ec2, report)
@@ -239,7 +250,11 @@ def _functions(config: SlurmConfig, lam: Callable[[], Any]) -> list[str]:
 
 
 def _nodeset(
-    config: SlurmConfig, nodeset: NodeSet, ec2: Ec2, grants: LaunchGrants | None = None
+    config: SlurmConfig,
+    nodeset: NodeSet,
+    ec2: Ec2,
+    launches: Launches,
+    grants: LaunchGrants | None = None,
 ) -> NodeSetReport:
     members = nodeset.members()
     found = NodeSetReport(nodeset=nodeset.label, nodes=nodeset.nodes, node_count=len(members))
@@ -275,7 +290,7 @@ def _nodeset(
     try:
         deadline = time.monotonic() + CHECK_SECONDS
         # The version the broker would build on ($Latest: the newest one no broker made).
-        source = Templates(ec2, config.cluster_id or "").source(
+        source = Templates(ec2, launches, config.cluster_id or "").source(
             template.id, template.version, deadline
         )
         # What EC2 calls the version named ("$Latest is version 4"): for $Latest the
@@ -283,7 +298,7 @@ def _nodeset(
         # ``builds_on`` then (issue 42: the check said "$Latest is version 1" where EC2 says 4).
         named = source.number
         if template.version in ("$Latest", "$Default"):
-            numbers = ec2.launch_template(template.id, deadline)
+            numbers = launches.launch_template(template.id, deadline)
             named = numbers.latest if template.version == "$Latest" else numbers.default
         found.launch_template = {
             "id": template.id,
@@ -292,7 +307,7 @@ def _nodeset(
         }
         if named != source.number:
             found.launch_template["builds_on"] = source.number
-        _template_facts(config, template.id, source.data, ec2, found)
+        _template_facts(config, template.id, source.data, ec2, launches, found)
         if grants is not None and isinstance(source.data, dict):
             # What the deployed function may launch with (deployed mode: the deploy's
             # imageParameters and instanceRoleArns; slurm/grants.py).
@@ -327,12 +342,17 @@ def _nodeset(
 
 
 def _template_facts(
-    config: SlurmConfig, template_id: str, data: Any, ec2: Ec2, found: NodeSetReport
+    config: SlurmConfig,
+    template_id: str,
+    data: Any,
+    ec2: Ec2,
+    launches: Launches,
+    found: NodeSetReport,
 ) -> None:
     """The template's cluster tag (deployed mode: direct mode's ``Templates`` refused a
     template of another cluster already) and its image's platform."""
     if not config.cluster_id:
-        tags = ec2.launch_template(template_id).tags
+        tags = launches.launch_template(template_id).tags
         owner = tags.get(TAG_CLUSTER_ID)
         found.launch_template["cluster_id"] = owner
         if owner is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from capacity_broker.config import InvalidConfiguration, Settings
-from capacity_broker.domain.pool import PoolSpec, Rung
+from capacity_broker.domain.pool_spec import PoolSpec, Rung
 
 
 def settings(**env: str) -> Settings:

@@ -8,14 +8,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from capacity_broker.domain.pool import (
     PoolReservation,
-    PoolSpec,
-    PoolSpecError,
-    Rung,
     excluded,
     kind_of,
     plan,
     unused,
 )
+from capacity_broker.domain.pool_spec import PoolSpec, PoolSpecError, Rung
 from hypothesis import given
 from hypothesis import strategies as st
 

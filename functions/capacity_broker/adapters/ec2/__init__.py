@@ -1,4 +1,5 @@
-"""EC2, the service the broker lives on (one adapter, split by concern).
+"""EC2, the service the broker lives on (one adapter, split by concern; launch templates and
+launches are an adapter of their own, ``launches.Launches``, imported only where used).
 
 Owns what talking to EC2 takes: the ClientToken on every create, retries of throttling and
 5xx under the caller's deadline (reusing the same parameters, so a retry can never create a
@@ -13,15 +14,6 @@ from .catalog import CatalogMixin
 from .discovery import DiscoveryMixin, Pricing, TopologyUnreadable, Zone
 from .filters import Filters, Prefix
 from .instances import Instance, InstancesMixin
-from .launches import (
-    FleetError,
-    FleetResult,
-    LaunchesMixin,
-    LaunchSpec,
-    LaunchTemplate,
-    Refused,
-    TemplateVersion,
-)
 from .network import Image, NetworkMixin, Subnet
 from .reservations import FutureReservation, NewReservation, Reservation, ReservationsMixin
 
@@ -29,13 +21,12 @@ from .reservations import FutureReservation, NewReservation, Reservation, Reserv
 class Ec2(
     DiscoveryMixin,
     ReservationsMixin,
-    LaunchesMixin,
     InstancesMixin,
     NetworkMixin,
     CatalogMixin,
     Ec2Base,
 ):
-    """Everything the broker asks of EC2 in one region."""
+    """Everything the broker asks of EC2 in one region but its launches (``Launches``)."""
 
 
 __all__ = [
@@ -44,20 +35,14 @@ __all__ = [
     "Ec2",
     "Ec2Base",
     "Filters",
-    "FleetError",
-    "FleetResult",
     "FutureReservation",
     "Image",
     "Instance",
-    "LaunchSpec",
-    "LaunchTemplate",
     "NewReservation",
     "Prefix",
     "Pricing",
-    "Refused",
     "Reservation",
     "Subnet",
-    "TemplateVersion",
     "TopologyUnreadable",
     "Zone",
 ]

@@ -1,4 +1,9 @@
-"""Launch templates and instant EC2 Fleets: how a hold turns into running nodes."""
+"""Launch templates and instant EC2 Fleets: how a hold turns into running nodes.
+
+``Launches`` is an adapter of its own beside ``Ec2`` (same region, clients, pacer and retry
+policy; the root makes one per region on first use, ``root.Adapters.launches``): only reserve,
+release and the cleaner (and ``slurm check``) touch launch templates or launch, so a probe or
+a listing never imports this module."""
 
 from __future__ import annotations
 
@@ -83,7 +88,9 @@ class Refused:
     message: str
 
 
-class LaunchesMixin(Ec2Base):
+class Launches(Ec2Base):
+    """Launch templates, their versions and launches in one region."""
+
     # -- launch templates ---------------------------------------------------------------
     def launch_template(self, template_id: str, deadline: float | None = None) -> LaunchTemplate:
         """The template's latest and default version numbers and its tags (EC2 answers an

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...adapters.aws import AwsError
-from ...adapters.ec2 import Ec2, FleetError, FleetResult, LaunchSpec, TemplateVersion
+from ...adapters.ec2 import Ec2
+from ...adapters.ec2.launches import FleetError, FleetResult, Launches, LaunchSpec, TemplateVersion
 from ...adapters.ssm import ImageParameters
 from ...domain.errors import is_retryable, launch_asks_again
 from ...domain.failures import BrokerFailure
@@ -74,18 +75,20 @@ class Launch:
     def __init__(
         self,
         ec2: Ec2,
+        launches: Launches,
         core: ReservationCore,
         give_back: GiveBack,
         monotonic: Callable[[], float],
         parameters: ImageParameters,
     ) -> None:
         self.ec2 = ec2
+        self.launches = launches
         self.core = core
         self.give_back = give_back
         self.monotonic = monotonic
         # The Systems Manager parameters a template's image may name (resolve:ssm:).
         self.parameters = parameters
-        self.templates = Templates(ec2, core.cluster_id)
+        self.templates = Templates(ec2, launches, core.cluster_id)
 
     # -- the job's template, checked before anything is held ---------------------------
     def source(self, request: ReserveRequest, deadline: float) -> Version | None:
@@ -190,7 +193,7 @@ class Launch:
         for a short, bounded while until it shows the request's count; otherwise one look."""
 
         def look() -> list[str]:
-            return self.ec2.request_instances(self.core.cluster_id, request_id, deadline)
+            return self.launches.request_instances(self.core.cluster_id, request_id, deadline)
 
         if not patient:
             return look()
@@ -277,9 +280,9 @@ class Launch:
 
         def create(until: float) -> FleetResult:
             if not block:
-                return self.ec2.create_instant_fleet(spec, until)
+                return self.launches.create_instant_fleet(spec, until)
             try:
-                return self.ec2.run_instances(spec, until)
+                return self.launches.run_instances(spec, until)
             except AwsError as error:
                 if is_retryable(error.error_class):
                     raise  # no answer: the lost-answer path below
@@ -304,7 +307,9 @@ class Launch:
         # them: looked at again with the whole patience until it shows them all.
         try:
             seen = self.core.look_again_until(
-                lambda: self.ec2.request_instances(self.core.cluster_id, request_id, hard_deadline),
+                lambda: self.launches.request_instances(
+                    self.core.cluster_id, request_id, hard_deadline
+                ),
                 lambda found: len(found) == request.instance_count,
                 hard_deadline,
                 expected=True,

@@ -20,7 +20,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from ...adapters.aws import AwsError
-from ...adapters.ec2 import Ec2, Instance, LaunchSpec, Pricing, Reservation, TemplateVersion
+from ...adapters.ec2 import Ec2, Instance, Pricing, Reservation
+from ...adapters.ec2.launches import LaunchSpec, TemplateVersion
 from ...domain.errors import is_retryable
 from ...domain.pool import (
     LADDER_DONE,
@@ -29,12 +30,11 @@ from ...domain.pool import (
     TAG_RUNG,
     PoolPlan,
     PoolReservation,
-    PoolSpec,
-    Rung,
     excluded,
     kind_of,
     plan,
 )
+from ...domain.pool_spec import PoolSpec, Rung
 from ...domain.reserve import ReserveStatus
 from ...domain.tags import TAG_CLUSTER_ID, TAG_JOB_ID, TAG_REQUEST_ID, Purpose
 from ...domain.templates import Version
@@ -251,7 +251,7 @@ class Pool:
                     tags,
                 )
                 try:
-                    fleet = self.ec2.create_instant_fleet(spec, deadline)
+                    fleet = self.launch.launches.create_instant_fleet(spec, deadline)
                 except AwsError as error:
                     if is_retryable(error.error_class):
                         response.error_code = error.code or "RequestTimeout"

@@ -12,9 +12,11 @@ from collections.abc import Callable
 from datetime import datetime
 
 from ...adapters.ec2 import Ec2, Pricing
+from ...adapters.ec2.launches import Launches
 from ...adapters.ssm import Flags, ImageParameters
 from ...domain.failures import BrokerFailure
-from ...domain.pool import TAG_RUNG, PoolSpec
+from ...domain.pool import TAG_RUNG
+from ...domain.pool_spec import PoolSpec
 from ...domain.reserve import (
     ReserveStatus,
 )
@@ -57,6 +59,7 @@ class Reserver:
         ec2: Ec2,
         flags: Flags,
         core: ReservationCore,
+        launches: Launches,
         max_concurrency: int = 16,
         monotonic: Callable[[], float] = time.monotonic,
         clock: Callable[[], datetime] = utcnow,
@@ -75,6 +78,7 @@ class Reserver:
         self.bring_your_own = BringYourOwn(core, clock)
         self.launch = Launch(
             ec2,
+            launches,
             core,
             self.give_back,
             monotonic,
