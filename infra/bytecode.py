@@ -62,7 +62,9 @@ PYTHON_ENV_VAR = "CAPACITY_BROKER_PYTHON314"
 COMPILEALL_OPTIONS = ("-q", "--invalidation-mode", "unchecked-hash")
 
 # The Docker fallback, run in the build image: copy the sources without the excluded names
-# ($4...), then compile. Arguments: source dir, bundle dir, python; then the names to leave out.
+# ($4...), compile, then check the bytecode as `check_bytecode` does for a local compile (every
+# module's .pyc starts with CPython 3.14's magic and the unchecked-hash flags, and no other
+# Python's .pyc is there). Arguments: source dir, bundle dir, python; then the names to leave out.
 DOCKER_SCRIPT = """set -euo pipefail
 src=$1 out=$2 python=$3
 shift 3
@@ -72,7 +74,22 @@ expr=(-false)
 for name in "$@"; do expr+=(-o -name "$name"); done
 find . -mindepth 1 \\( "${expr[@]}" \\) -prune -exec rm -rf {} +
 "$python" -m compileall -q --invalidation-mode unchecked-hash -s "$out" -p /var/task "$out"
-"""
+bad=0
+while IFS= read -r -d '' source; do
+  pyc="$(dirname "$source")/__pycache__/$(basename "$source" .py).@TAG@.pyc"
+  if [ ! -f "$pyc" ] || [ "$(od -An -tx1 -N8 "$pyc" | tr -d ' \\n')" != @HEADER@ ]; then
+    echo "${source#./}: no CPython 3.14 unchecked-hash ${pyc#./}" >&2
+    bad=1
+  fi
+done < <(find . -name '*.py' -print0)
+while IFS= read -r -d '' stray; do
+  echo "${stray#./}: bytecode of another Python" >&2
+  bad=1
+done < <(find . -name '*.pyc' ! -name '*.@TAG@.pyc' -print0)
+exit "$bad"
+""".replace("@TAG@", CACHE_TAG).replace(
+    "@HEADER@", (PYTHON_314_MAGIC + UNCHECKED_HASH_FLAGS.to_bytes(4, "little")).hex()
+)
 
 
 class BytecodeError(RuntimeError):

@@ -159,6 +159,31 @@ def test_the_docker_fallback_builds_the_same_asset(tmp_path: Path) -> None:
     assert files(docker) == files(local)
 
 
+def test_the_docker_fallback_fails_on_bytecode_of_another_python(tmp_path: Path) -> None:
+    """The image's script checks what its `python` wrote, as the local bundling does: bytecode
+    Lambda's CPython 3.14 would ignore (here this process's Python) stops the synth."""
+    source = tmp_path / "src"
+    (source / "pkg").mkdir(parents=True)
+    (source / "pkg" / "__init__.py").write_text("")
+    (source / "pkg" / "mod.py").write_text("x = 1\n")
+    output = tmp_path / "out"
+    output.mkdir()
+    result = subprocess.run(
+        docker_command(
+            ASSET_EXCLUDE, source=str(source), output=str(output), python=sys.executable
+        ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "pkg/mod.py: no CPython 3.14 unchecked-hash pkg/__pycache__/mod.cpython-314.pyc" in (
+        result.stderr
+    )
+    assert "bytecode of another Python" in result.stderr
+
+
 def test_copy_leaves_out_the_excluded_names(tmp_path: Path) -> None:
     source = tmp_path / "src"
     for relative in (
