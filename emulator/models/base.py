@@ -126,6 +126,26 @@ class BackendBase:
 
         return instance_type in INSTANCE_TYPES
 
+    def held_or_pooled(self, known_types: Any) -> set[tuple[str, str]]:
+        """The (instance type, AZ) pairs this region's scenario gives capacity for, or some
+        reservation or Capacity Block of the world holds (EC2 makes reservations only for
+        types an AZ offers), among ``known_types``, read under the world's lock: a listing
+        runs beside creates and cancels, and reading the reservations while one is added
+        failed with "dictionary changed size during iteration" (an HTTP 500)."""
+        with world.lock:
+            zones = self.zones
+            pairs = {
+                (instance_type, zone)
+                for zone, instance_type in self.pools
+                if instance_type in known_types and zone in zones
+            }
+            pairs |= {
+                (r.instance_type, r.availability_zone)
+                for r in self.reservations.values()
+                if r.availability_zone in zones
+            }
+            return pairs
+
     def _pool(self, availability_zone: str, instance_type: str) -> Pool:
         key = (availability_zone, instance_type)
         if key not in self.pools:

@@ -93,17 +93,10 @@ class Discovery(CapacityResponse):
         capacity = self.capacity
         zones = capacity.zones
         # AZ-level truth: moto's offerings, less what the scenario says is not offered there,
-        # plus what the scenario gives capacity for.
-        pairs = set(_catalogue(self.region))
-        for zone, instance_type in capacity.pools:
-            if instance_type in INSTANCE_TYPES and zone in zones:
-                pairs.add((instance_type, zone))
-        # A type some reservation or Capacity Block of the world holds in an AZ is offered
-        # there (EC2 makes reservations only for types an AZ offers), even where moto's
-        # catalogue is older than EC2's (p5en, P6e-GB200 UltraServers).
-        for reservation in capacity.reservations.values():
-            if reservation.availability_zone in zones:
-                pairs.add((reservation.instance_type, reservation.availability_zone))
+        # plus what the scenario gives capacity for, plus a type some reservation or Capacity
+        # Block of the world holds in an AZ (even where moto's catalogue is older than EC2's:
+        # p5en, P6e-GB200 UltraServers).
+        pairs = set(_catalogue(self.region)) | capacity.held_or_pooled(INSTANCE_TYPES)
         pairs = {(t, z) for t, z in pairs if (z, t) not in capacity.unsupported}
         if location_type == "availability-zone":
             located = pairs

@@ -139,6 +139,25 @@ def test_offerings_follow_the_scenario(world, ec2):
     assert ("g6.xlarge", "us-east-1a") in offered(ec2, instance_type=["g6.*"])
 
 
+def test_offerings_read_the_reservations_under_the_worlds_lock(emu, world, ec2):
+    """A listing runs beside creates and cancels in a served emulator: it must read the world's
+    reservations holding the world's lock (without it, one listing answered an HTTP 500,
+    "dictionary changed size during iteration")."""
+    from emulator.state import world as state
+
+    capacity = emu.capacity("us-east-1")
+    held: list[bool] = []
+
+    class Watched(dict):  # type: ignore[type-arg]
+        def values(self):  # type: ignore[no-untyped-def]
+            held.append(state.lock._is_owned())  # (RLock: owned by this thread)
+            return super().values()
+
+    capacity.reservations = Watched(capacity.reservations)
+    assert ("c5.large", "us-east-1a") in offered(ec2, instance_type=["c5.large"])
+    assert held and all(held)
+
+
 def test_offering_location_types_and_filters(world, ec2):
     by_id = offered(ec2, "availability-zone-id", instance_type=["c5.large"])
     assert ("c5.large", "use1-az6") in by_id
