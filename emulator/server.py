@@ -9,15 +9,11 @@ CloudFormation, DynamoDB, ...). In front of it sit:
   used by ``emulator.remote.RemoteEmulator``;
 - optional extra routes (``capacity-broker local`` adds a Lambda ``Invoke`` endpoint);
 - the hook that turns a "timeout" fault into a dropped connection.
-
-It speaks HTTP/1.1 and keeps a connection open between requests, as AWS's endpoints do
-(``_Handler``; ``Server(keep_alive=False)`` closes each after its answer, werkzeug's way).
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import ipaddress
 import json
 import socket
@@ -33,7 +29,7 @@ from moto.moto_server.werkzeug_app import (
     MotoRequestHandler,
     create_backend_app,
 )
-from werkzeug.serving import ThreadedWSGIServer
+from werkzeug.serving import BaseWSGIServer, ThreadedWSGIServer
 from werkzeug.wrappers import Request, Response
 
 from . import install as installer
@@ -304,75 +300,11 @@ class Application:
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-            environ[_DROPPED] = True  # (the handler reads nothing more from it)
             return [b""]
         return result
 
 
-# Set in a request's environ when the "timeout" fault dropped its connection.
-_DROPPED = "capacity_broker.dropped"
-# A request body read whole before the application runs, on a kept connection; a longer one
-# (none of the broker's calls) is answered on a connection closed after it, werkzeug's way.
-_KEPT_BODY = 16 * 1024 * 1024
-
-
-class _Handler(MotoRequestHandler):
-    """moto's request handler, its connection kept open between requests (HTTP/1.1).
-
-    AWS's endpoints keep a connection open, and botocore keeps it in its urllib3 pool, so a
-    container sets one up for its first call only (docs/fidelity.md, "The served emulator's
-    connections"). werkzeug's server (3.1) answers every request ``Connection: close``: it
-    cannot tell where a request's unread body ends, so after each answer it reads and throws
-    away whatever the socket holds, the next request's line too if kept. Here the body
-    (``Content-Length``) is read whole first and the application reads it from memory: that
-    reading away finds nothing of the socket's, and the next request starts where this one
-    ended. A request whose end is not known so (chunked, ``Expect: 100-continue``, a body
-    over 16 MiB), a client's ``Connection: close``, and a connection the "timeout" fault
-    dropped are answered as before: the connection closes after the answer."""
-
-    protocol_version = "HTTP/1.1"
-
-    def run_wsgi(self) -> None:
-        socket_file = self.rfile
-        self._kept = getattr(self.server, "keep_alive", True) and self._body_in_memory()
-        try:
-            super().run_wsgi()
-        finally:
-            self.rfile = socket_file
-        if not self._kept or self.environ.get(_DROPPED):
-            self.close_connection = True
-        self._kept = False  # (an error answered outside a request says close)
-
-    def _body_in_memory(self) -> bool:
-        """Read the request's body whole into ``rfile``; False when its end is not known."""
-        if self.headers.get("Transfer-Encoding") or self.headers.get("Expect"):
-            return False
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            return False
-        if not 0 <= length <= _KEPT_BODY:
-            return False
-        body = self.rfile.read(length) if length else b""
-        if len(body) != length:  # (the client went away mid-body)
-            return False
-        self.rfile = io.BytesIO(body)
-        return True
-
-    def send_header(self, keyword: str, value: str) -> None:
-        # werkzeug sends ``Connection: close`` with every answer; a kept connection says
-        # nothing (HTTP/1.1's default: kept) unless the client asked to close it.
-        if (
-            keyword.lower() == "connection"
-            and value.lower() == "close"
-            and getattr(self, "_kept", False)
-            and not self.close_connection
-        ):
-            return
-        super().send_header(keyword, value)
-
-
-class QuietHandler(_Handler):
+class QuietHandler(MotoRequestHandler):
     """No access log: the demo and the CLI print what matters themselves."""
 
     def log_request(self, *args: Any, **kwargs: Any) -> None:
@@ -389,32 +321,6 @@ class _BurstServer(ThreadedWSGIServer):
     in issue 23's class of 200). ``listen`` caps the queue at ``net.core.somaxconn``."""
 
     request_queue_size = 4096
-    keep_alive = True  # (read by ``_Handler``)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
-        self.accepted = 0  # connections accepted since the start
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._open_lock:
-            self._open.add(request)
-            self.accepted += 1
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._open_lock:
-            self._open.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        """End the kept connections (their threads wait for a next request that won't come)."""
-        with self._open_lock:
-            kept = list(self._open)
-        for sock in kept:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
 
 
 class Server:
@@ -422,8 +328,7 @@ class Server:
 
     ``scenario``: the scenario file it was started with, which the control API may load
     again by that name (besides the bundled ones). ``after_reset``: called after the control
-    API's reset (which makes the functions' roles again, with new sessions). ``keep_alive``
-    (default on, as AWS): connections stay open between requests.
+    API's reset (which makes the functions' roles again, with new sessions).
     """
 
     def __init__(
@@ -434,7 +339,6 @@ class Server:
         quiet: bool = True,
         scenario: str | Path | None = None,
         after_reset: Callable[[], None] | None = None,
-        keep_alive: bool = True,
     ) -> None:
         try:
             loopback = ipaddress.ip_address(host).is_loopback
@@ -446,10 +350,12 @@ class Server:
         world.mode = "server"
         self.emulator = Emulator()
         application = Application(self.emulator, routes, scenario, after_reset)
-        self._server = _BurstServer(
-            host, port, application, handler=QuietHandler if quiet else _Handler
+        self._server: BaseWSGIServer = _BurstServer(
+            host,
+            port,
+            application,
+            handler=QuietHandler if quiet else MotoRequestHandler,
         )
-        self._server.keep_alive = keep_alive
         application.door.listen(*self._server.server_address[:2])
         self._thread: threading.Thread | None = None
 
@@ -466,15 +372,9 @@ class Server:
     def serve_forever(self) -> None:
         self._server.serve_forever()
 
-    @property
-    def accepted(self) -> int:
-        """Connections accepted since the start (with keep-alive, fewer than requests)."""
-        return self._server.accepted
-
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self._server.close_connections()
         if self._thread is not None:
             self._thread.join(timeout=5)
 
