@@ -3,10 +3,10 @@
 A ``Root`` is made from validated ``Settings`` (``config``) and, optionally, what its caller
 owns: a boto3 session (else ``Clients`` makes a botocore one), an EC2 pacer, a capacity
 memory, clocks. It builds every flow (probe, reserve, release, cleaner, capacity; ``history``
-reads its ``memory``) once, on first use,
-from one set of adapters: one ``Clients`` (the session and its clients), one ``Pacer`` (EC2's
-request buckets, as this process sees them), one EC2 adapter per region (with its subnet, VPC
-and image caches). Every cache belongs to one of these objects; nothing is kept in a module.
+reads its ``memory``) once, on first use, from one set of adapters: one ``Clients`` (the
+session and its clients), one ``Pacer`` (EC2's request buckets, as this process sees them),
+one EC2 adapter per region (with its subnet, VPC and image caches). Every cache belongs to one
+of these objects; nothing is kept in a module.
 
 Who makes a root:
 
