@@ -51,42 +51,37 @@ def _segments(zones: tuple[str, str], starts: tuple[str, str], supply: int) -> d
     }  # fmt: skip
 
 
-def test_held_segments_that_hold_the_run_are_ready_not_bought_again(
-    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+DEC_5 = "2026-12-05T11:30:00Z"
+
+
+def _plan(tf: CapacityBroker, count: int, days: int) -> Any:
+    """``plan`` for a training run of ``count`` p5.48xlarge for ``days`` in December."""
+    return tf.plan("training", P5, count, days, start_after=DECEMBER[0], end_before=DECEMBER[1])
+
+
+@pytest.mark.parametrize("supply", [64, 0], ids=["a-block-on-sale", "nothing-on-sale"])
+def test_held_segments_that_hold_the_run_are_one_ready_block(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch, supply: int
 ) -> None:
+    """Two held segments of 32 are one block ready for 64, whatever is on sale (was: buy, split)."""
     world = world_of(
         broker,
         container,
         monkeypatch,
-        _segments(("us-east-1a", "us-east-1a"), ("2026-12-05T11:30:00Z",) * 2, supply=64),
+        _segments(("us-east-1a", "us-east-1a"), (DEC_5,) * 2, supply),
     )
-    tf = CapacityBroker(regions=["us-east-1"])
-    answer = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
-    assert answer.status == "ready", answer.message  # was "buy": another non-refundable block
+    answer = _plan(CapacityBroker(regions=["us-east-1"]), 64, 7)
+    # was "buy" (another non-refundable block) or, with nothing on sale, a "split"
+    assert answer.status == "ready", answer.message
     assert answer.offerings == []
+    assert answer.split is None
+    assert "separate Capacity Blocks" not in answer.message
     ids = {world.ids["seg-a"], world.ids["seg-b"]}
     assert {b.reservation_id for b in answer.capacity_blocks} == ids
     (block_id,) = {b.capacity_block_id for b in answer.capacity_blocks}
     assert block_id and block_id in answer.message
-    assert "64 x p5.48xlarge in us-east-1a (32 + 32)" in answer.message
-
-
-def test_held_segments_are_not_called_separate_blocks(
-    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Nothing on sale: the two segments were a "split" across "separate Capacity Blocks"."""
-    world = world_of(
-        broker,
-        container,
-        monkeypatch,
-        _segments(("us-east-1a", "us-east-1a"), ("2026-12-05T11:30:00Z",) * 2, supply=0),
-    )
-    tf = CapacityBroker(regions=["us-east-1"])
-    answer = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
-    assert answer.status == "ready", answer.message
-    assert answer.split is None
-    assert "separate Capacity Blocks" not in answer.message
     assert world.ids["seg-b"] in answer.message
+    assert "64 x p5.48xlarge in us-east-1a (32 + 32)" in answer.message
 
 
 def test_segments_that_differ_are_said_per_segment_and_start_with_the_last(
@@ -98,12 +93,12 @@ def test_segments_that_differ_are_said_per_segment_and_start_with_the_last(
         monkeypatch,
         _segments(
             ("us-east-1a", "us-east-1b"),
-            ("2026-12-05T11:30:00Z", "2026-12-06T11:30:00Z"),
+            (DEC_5, "2026-12-06T11:30:00Z"),
             supply=64,
         ),
     )
     tf = CapacityBroker(regions=["us-east-1"])
-    answer = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    answer = _plan(tf, 64, 7)
     assert answer.status == "ready", answer.message
     # The run needs both segments: it starts when the later one does.
     assert answer.run_start is not None
@@ -111,7 +106,7 @@ def test_segments_that_differ_are_said_per_segment_and_start_with_the_last(
     assert f"32 x p5.48xlarge in us-east-1a ({world.ids['seg-a']}" in answer.message
     assert f"32 x p5.48xlarge in us-east-1b ({world.ids['seg-b']}" in answer.message
     # A run of 32 is held by one segment alone: that one, from its own start.
-    one = tf.plan("training", P5, 32, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    one = _plan(tf, 32, 7)
     assert one.status == "ready", one.message
     assert next(b.reservation_id for b in one.capacity_blocks) == world.ids["seg-a"]
     assert one.run_start is not None
@@ -127,10 +122,10 @@ def test_segments_that_run_out_are_extended_together_not_bought_again(
         broker,
         container,
         monkeypatch,
-        _segments(("us-east-1a", "us-east-1a"), ("2026-12-05T11:30:00Z",) * 2, supply=64),
+        _segments(("us-east-1a", "us-east-1a"), (DEC_5,) * 2, supply=64),
     )
     tf = CapacityBroker(regions=["us-east-1"])
-    answer = tf.plan("training", P5, 64, 14, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    answer = _plan(tf, 64, 14)
     assert answer.status == "extend", answer.message  # was "buy"
     extension = answer.extension
     assert extension is not None
@@ -172,7 +167,7 @@ def test_a_purchase_answered_in_segments_is_one_block_for_plan(
     bought = tf.purchase_capacity_block(offer.offering_id, P5, 64, 24 * 9, regions=["us-east-1"])
     assert bought.status == "purchased", bought.message
     assert len(bought.reservations) == 2
-    answer = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    answer = _plan(tf, 64, 7)
     assert answer.status == "ready", answer.message
     assert {b.reservation_id for b in answer.capacity_blocks} == {
         r.reservation_id for r in bought.reservations
@@ -187,7 +182,7 @@ def test_capacity_counts_a_purchase_of_segments_as_one_block(
         broker,
         container,
         monkeypatch,
-        _segments(("us-east-1a", "us-east-1b"), ("2026-12-05T11:30:00Z",) * 2, supply=0),
+        _segments(("us-east-1a", "us-east-1b"), (DEC_5,) * 2, supply=0),
     )
     wide = CliRunner().invoke(app, ["capacity", "--blocks"], env={"COLUMNS": "250"})
     assert wide.exit_code == EXIT_OK, wide.output
@@ -372,11 +367,11 @@ def test_a_purchase_whose_segments_differ_in_type_and_start(
     assert "Total Blocks: 1 (2 reservations)" in wide.stdout
     assert f"Instance Types: 2 ({P5}, {P5E})" in wide.stdout
 
-    one = tf.plan("training", P5, 32, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    one = _plan(tf, 32, 7)
     assert one.status == "ready", one.message
     assert [b.reservation_id for b in one.capacity_blocks] == [first.reservation_id]
     assert one.run_start is not None
     assert one.run_start.isoformat().startswith("2026-12-01T11:30")
-    both = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    both = _plan(tf, 64, 7)
     assert both.status != "ready", both.message  # the p5e segment runs no p5 instance
     assert second.reservation_id not in both.message
