@@ -567,17 +567,7 @@ def test_fleet_from_a_template_targeting_a_reservation(api, ec2):
     rid = api.reserve("c5.large", "us-east-1b", 3, InstanceMatchCriteria="targeted")[
         "CapacityReservationId"
     ]
-    ec2.create_launch_template(
-        LaunchTemplateName="held",
-        LaunchTemplateData={
-            "ImageId": AMI,
-            "InstanceType": "c5.large",
-            "CapacityReservationSpecification": {
-                "CapacityReservationPreference": "capacity-reservations-only",
-                **target(rid),
-            },
-        },
-    )
+    targeting_template(ec2, "held", rid)
     response = fleet(
         ec2,
         [{"SubnetId": SUBNET_B}],
@@ -607,16 +597,21 @@ def test_fleet_from_a_template_targeting_a_reservation(api, ec2):
     assert launched(response) == []
 
 
-def test_fleet_into_a_capacity_block(api, ec2, block):
+def block_template(ec2, block_id: str) -> None:
+    """The launch template "gpu-block": p5.48xlarge, market type capacity-block, into the block."""
     ec2.create_launch_template(
         LaunchTemplateName="gpu-block",
         LaunchTemplateData={
             "ImageId": AMI,
             "InstanceType": "p5.48xlarge",
             "InstanceMarketOptions": {"MarketType": "capacity-block"},
-            "CapacityReservationSpecification": target(block),
+            "CapacityReservationSpecification": target(block_id),
         },
     )
+
+
+def test_fleet_into_a_capacity_block(api, ec2, block):
+    block_template(ec2, block)
     response = fleet(
         ec2,
         [{"SubnetId": SUBNET_B}],
@@ -642,15 +637,7 @@ def test_fleet_into_a_capacity_block(api, ec2, block):
     ],
 )
 def test_a_capacity_block_fleet_refuses_on_demand_settings(api, ec2, block, capacity, options):
-    ec2.create_launch_template(
-        LaunchTemplateName="gpu-block",
-        LaunchTemplateData={
-            "ImageId": AMI,
-            "InstanceType": "p5.48xlarge",
-            "InstanceMarketOptions": {"MarketType": "capacity-block"},
-            "CapacityReservationSpecification": target(block),
-        },
-    )
+    block_template(ec2, block)
     with pytest.raises(ClientError) as exc:
         ec2.create_fleet(
             Type="instant",
@@ -730,10 +717,28 @@ def targeting_template(ec2, name: str, reservation_id: str, **data) -> None:
 FIRST = {"UsageStrategy": "use-capacity-reservations-first"}
 
 
-def test_reservations_first_does_not_use_a_template_that_targets_a_reservation(api, ec2):
-    """EC2 User Guide ("Use Capacity Reservations ... in EC2 Fleet"): with the strategy, the
-    template's reservation setting is "Open" or "Target by group"; Karpenter measured that
-    CreateFleet does not use templates targeting a reservation under it."""
+@pytest.mark.parametrize(
+    ("knobs", "options", "expected_launched", "expected_errors"),
+    [
+        ({}, {"CapacityReservationOptions": FIRST}, 0, ["InvalidParameterCombination"]),
+        ({}, {}, 3, []),
+        (
+            {"fleet_skips_reservation_targets": False},
+            {"CapacityReservationOptions": FIRST},
+            3,
+            [],
+        ),
+    ],
+    ids=["reservations-first-skips-it", "without-the-strategy", "rule-off-by-the-knob"],
+)
+def test_a_template_that_targets_a_reservation_under_the_reservations_first_strategy(
+    api, ec2, emu, knobs, options, expected_launched, expected_errors
+):
+    """A fleet under reservations-first skips a template targeting a reservation; else uses it."""
+    # EC2 User Guide ("Use Capacity Reservations ... in EC2 Fleet"): with the strategy, the
+    # template's reservation setting is "Open" or "Target by group"; Karpenter measured that
+    # CreateFleet does not use templates targeting a reservation under it.
+    emu.configure(**knobs)
     rid = api.reserve("c5.large", "us-east-1b", 3, InstanceMatchCriteria="targeted")[
         "CapacityReservationId"
     ]
@@ -746,50 +751,15 @@ def test_reservations_first_does_not_use_a_template_that_targets_a_reservation(a
         SingleAvailabilityZone=True,
         SingleInstanceType=True,
         MinTargetCapacity=3,
-        CapacityReservationOptions=FIRST,
+        **options,
     )
-    assert response["Instances"] == []
-    [error] = response["Errors"]
-    assert error["ErrorCode"] == "InvalidParameterCombination"
-    assert error["LaunchTemplateAndOverrides"]["Overrides"]["SubnetId"] == SUBNET_B
-    assert api.get(rid)["AvailableInstanceCount"] == 3
-    assert ec2.describe_instances()["Reservations"] == []
-
-
-def test_the_same_template_launches_into_its_reservation_without_the_strategy(api, ec2):
-    rid = api.reserve("c5.large", "us-east-1b", 3, InstanceMatchCriteria="targeted")[
-        "CapacityReservationId"
-    ]
-    targeting_template(ec2, "held", rid)
-    response = fleet(
-        ec2,
-        [{"SubnetId": SUBNET_B}],
-        3,
-        template="held",
-        SingleAvailabilityZone=True,
-        SingleInstanceType=True,
-        MinTargetCapacity=3,
-    )
-    assert len(launched(response)) == 3
-    assert api.get(rid)["AvailableInstanceCount"] == 0
-
-
-def test_the_strategy_rule_is_a_knob(api, ec2, emu):
-    emu.configure(fleet_skips_reservation_targets=False)
-    rid = api.reserve("c5.large", "us-east-1b", 2, InstanceMatchCriteria="targeted")[
-        "CapacityReservationId"
-    ]
-    targeting_template(ec2, "held", rid)
-    response = fleet(
-        ec2,
-        [{"SubnetId": SUBNET_B}],
-        2,
-        template="held",
-        SingleAvailabilityZone=True,
-        MinTargetCapacity=2,
-        CapacityReservationOptions=FIRST,
-    )
-    assert len(launched(response)) == 2
+    assert len(launched(response)) == expected_launched
+    assert [e["ErrorCode"] for e in response["Errors"]] == expected_errors
+    for error in response["Errors"]:
+        assert error["LaunchTemplateAndOverrides"]["Overrides"]["SubnetId"] == SUBNET_B
+    assert api.get(rid)["AvailableInstanceCount"] == 3 - expected_launched
+    described = ec2.describe_instances()["Reservations"]
+    assert sum(len(r["Instances"]) for r in described) == expected_launched
 
 
 def test_reservations_first_with_an_open_template_uses_open_reservations_first(api, ec2):
