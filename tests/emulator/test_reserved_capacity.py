@@ -39,6 +39,32 @@ def listed(groups: Any, group: str, **extra: Any) -> list[dict[str, str]]:
     return [r["Identifier"] for r in answer["Resources"]]
 
 
+def seed_block(emu: Any, count: int = 1, **extra: Any) -> str:
+    """The id of an active p5.48xlarge Capacity Block in us-east-1a, seeded by a scenario."""
+    block = {
+        "name": "block",
+        "instance_type": "p5.48xlarge",
+        "availability_zone": "us-east-1a",
+        "count": count,
+        "start": "-1h",
+        **extra,
+    }
+    ids = emu.load_scenario({"regions": {"us-east-1": {"capacity_blocks": [block]}}})
+    return str(ids.reservations["block"])
+
+
+def reserve_role(account: str) -> Caller:
+    """The reserve function's role, as the emulator's IAM sees the caller."""
+    return Caller(
+        principal_arn="arn:aws:iam::123456789012:role/reserve",
+        session_arn="arn:aws:sts::123456789012:assumed-role/reserve/s",
+        user_id="AROAEXAMPLE:s",
+        account=account,
+        region="us-east-1",
+        now=NOW,
+    )
+
+
 # -- Capacity Reservation groups ------------------------------------------------------------
 
 
@@ -92,44 +118,30 @@ def test_a_pool_refuses_what_is_not_a_reservation_of_its_own(api, groups):
 
 def _block_and_lent(api: Any, ec2: Any, emu: Any) -> list[str]:
     """The ARNs of an active Capacity Block and of an interruptible reservation."""
-    ids = emu.load_scenario(
-        {
-            "regions": {
-                "us-east-1": {
-                    "capacity_blocks": [
-                        {
-                            "name": "block",
-                            "instance_type": "p5.48xlarge",
-                            "availability_zone": "us-east-1a",
-                            "count": 1,
-                            "start": "-1h",
-                        }
-                    ]
-                }
-            }
-        }
-    )
+    block = seed_block(emu)
     source = api.reserve(count=1)["CapacityReservationId"]
     lend(ec2, source, 1)
     return [
-        api.get(ids.reservations["block"])["CapacityReservationArn"],
+        api.get(block)["CapacityReservationArn"],
         api.get(interruptible_of(api, source))["CapacityReservationArn"],
     ]
 
 
-def test_a_pool_takes_capacity_blocks_and_interruptible_reservations(api, ec2, emu, groups):
-    pool = make_pool(groups)
-    arns = _block_and_lent(api, ec2, emu)
-    assert groups.group_resources(Group=pool, ResourceArns=arns)["Succeeded"] == arns
-
-
-def test_the_knob_keeps_pools_to_odcrs(api, ec2, emu, groups):
-    emu.configure(groups_take_blocks=False)
+@pytest.mark.parametrize(
+    ("knobs", "takes"),
+    [({}, True), ({"groups_take_blocks": False}, False)],
+    ids=["takes-them", "knob-keeps-pools-to-odcrs"],
+)
+def test_whether_a_pool_takes_capacity_blocks_and_interruptible_reservations(
+    api, ec2, emu, groups, knobs, takes
+):
+    """A pool takes Capacity Blocks and interruptible reservations, unless the knob says not."""
+    emu.configure(**knobs)
     pool = make_pool(groups)
     arns = _block_and_lent(api, ec2, emu)
     answer = groups.group_resources(Group=pool, ResourceArns=arns)
-    assert answer["Succeeded"] == []
-    assert sorted(f["ResourceArn"] for f in answer["Failed"]) == sorted(arns)
+    assert answer["Succeeded"] == (arns if takes else [])
+    assert sorted(f["ResourceArn"] for f in answer["Failed"]) == ([] if takes else sorted(arns))
 
 
 def test_a_pool_group_needs_its_generic_configuration(groups):
@@ -578,25 +590,7 @@ def test_a_reserved_fleet_targets_a_group_or_its_templates_target(api, ec2, grou
 
 
 def test_a_capacity_block_in_a_reserved_fleet_says_capacity_block(api, ec2, emu):
-    ids = emu.load_scenario(
-        {
-            "regions": {
-                "us-east-1": {
-                    "capacity_blocks": [
-                        {
-                            "name": "block",
-                            "instance_type": "p5.48xlarge",
-                            "availability_zone": "us-east-1a",
-                            "count": 2,
-                            "start": "-1h",
-                            "duration_hours": 24,
-                        }
-                    ]
-                }
-            }
-        }
-    )
-    block = ids.reservations["block"]
+    block = seed_block(emu, count=2, duration_hours=24)
     answer = reserved_fleet(
         ec2,
         template(ec2),
@@ -806,14 +800,7 @@ def test_reservations_first_uses_every_overrides_reservations_before_on_demand(a
 
 
 def test_resource_group_calls_are_authorized_on_the_group_they_name():
-    caller = Caller(
-        principal_arn="arn:aws:iam::123456789012:role/reserve",
-        session_arn="arn:aws:sts::123456789012:assumed-role/reserve/s",
-        user_id="AROAEXAMPLE:s",
-        account="123456789012",
-        region="us-east-1",
-        now=NOW,
-    )
+    caller = reserve_role("123456789012")
     pool = "arn:aws:resource-groups:us-east-1:123456789012:group/pool"
     for params in ({"Group": "pool"}, {"Group": pool}, {"GroupName": "pool"}):
         [request] = requests("resource-groups", "ListGroupResources", params, caller)
@@ -840,14 +827,7 @@ def test_a_reserved_fleet_runs_instances_in_the_reservations_it_names(api, ec2):
             }
         },
     }
-    caller = Caller(
-        principal_arn="arn:aws:iam::123456789012:role/reserve",
-        session_arn="arn:aws:sts::123456789012:assumed-role/reserve/s",
-        user_id="AROAEXAMPLE:s",
-        account=reservation["OwnerId"],
-        region="us-east-1",
-        now=NOW,
-    )
+    caller = reserve_role(reservation["OwnerId"])
     asked = {(r.action, r.resource) for r in requests("ec2", "CreateFleet", params, caller)}
     assert ("ec2:RunInstances", reservation["CapacityReservationArn"]) in asked
 
@@ -928,14 +908,7 @@ def test_a_scenario_seeds_interruptible_reservations_and_pools(api, ec2, emu, gr
 
 def test_an_interruptible_allocation_is_authorized_on_its_source(api):
     source = api.reserve(count=2)
-    caller = Caller(
-        principal_arn="arn:aws:iam::123456789012:role/reserve",
-        session_arn="arn:aws:sts::123456789012:assumed-role/reserve/s",
-        user_id="AROAEXAMPLE:s",
-        account=source["OwnerId"],
-        region="us-east-1",
-        now=NOW,
-    )
+    caller = reserve_role(source["OwnerId"])
     for action in (
         "CreateInterruptibleCapacityReservationAllocation",
         "UpdateInterruptibleCapacityReservationAllocation",
@@ -946,24 +919,7 @@ def test_an_interruptible_allocation_is_authorized_on_its_source(api):
 
 
 def test_a_capacity_block_launch_into_a_group_takes_its_blocks_only(api, ec2, emu, groups):
-    ids = emu.load_scenario(
-        {
-            "regions": {
-                "us-east-1": {
-                    "capacity_blocks": [
-                        {
-                            "name": "block",
-                            "instance_type": "p5.48xlarge",
-                            "availability_zone": "us-east-1a",
-                            "count": 1,
-                            "start": "-1h",
-                        }
-                    ]
-                }
-            }
-        }
-    )
-    block = api.get(ids.reservations["block"])
+    block = api.get(seed_block(emu))
     pool = make_pool(groups)
     groups.group_resources(Group=pool, ResourceArns=[block["CapacityReservationArn"]])
     market = {"InstanceMarketOptions": {"MarketType": "capacity-block"}}
