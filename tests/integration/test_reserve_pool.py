@@ -398,23 +398,38 @@ def live(ids: list[str]) -> list[str]:
     return [i["InstanceId"] for r in found for i in r["Instances"] if i["InstanceId"] in ids]
 
 
+def fail_fleets_of(emu: Any, size: int, code: str, times: int) -> None:
+    """EC2 Fleet answers ``code`` (in its Errors) to an On-Demand fleet of ``size`` nodes."""
+    emu.fail(
+        "CreateFleet",
+        code,
+        mode="errors",
+        times=times,
+        when={
+            "TargetCapacitySpecification": {
+                "TotalTargetCapacity": size,
+                "DefaultTargetCapacityType": "on-demand",
+                "OnDemandTargetCapacity": size,
+            }
+        },
+    )
+
+
+def ladder_instances(request_id: str) -> list[str]:
+    """Every instance the request's ladder launched, ended or not."""
+    return [
+        i["InstanceId"]
+        for r in ec2().describe_instances()["Reservations"]
+        for i in r["Instances"]
+        if {"Key": "capacity-broker:ladder", "Value": request_id} in i.get("Tags", [])
+    ]
+
+
 def test_when_the_holds_launch_fails_the_pools_nodes_are_terminated_and_the_hold_cancelled(
     pool: Any, context: Any
 ) -> None:
     # The hold's part (2 nodes) is refused by EC2; the pool's part (3 nodes) had launched.
-    pool.fail(
-        "CreateFleet",
-        "InsufficientInstanceCapacity",
-        mode="errors",
-        times=99,
-        when={
-            "TargetCapacitySpecification": {
-                "TotalTargetCapacity": 2,
-                "DefaultTargetCapacityType": "on-demand",
-                "OnDemandTargetCapacity": 2,
-            }
-        },
-    )
+    fail_fleets_of(pool, 2, "InsufficientInstanceCapacity", times=99)
     answer = reserve(job(request_id="pool-undo", instance_count=5), context)
     assert answer["status"] == "error", answer
     assert answer["error_code"] == "InsufficientInstanceCapacity"
@@ -425,12 +440,7 @@ def test_when_the_holds_launch_fails_the_pools_nodes_are_terminated_and_the_hold
         3,
         2,
     ]
-    launched_first = [
-        i["InstanceId"]
-        for r in ec2().describe_instances()["Reservations"]
-        for i in r["Instances"]
-        if {"Key": "capacity-broker:ladder", "Value": "pool-undo"} in i.get("Tags", [])
-    ]
+    launched_first = ladder_instances("pool-undo")
     assert launched_first and live(launched_first) == []
     assert reservation(POOL_ODCR)["AvailableInstanceCount"] == 3
     assert {h["InstanceCount"] for h in holds_made(pool)} == {2}
