@@ -182,6 +182,15 @@ def reservation_of(ec2: Any, instance_id: str) -> str | None:
     return instance.get("CapacityReservationId")
 
 
+def reservation_target(reservation_id: str) -> dict[str, Any]:
+    """A launch's CapacityReservationSpecification naming one reservation."""
+    return {
+        "CapacityReservationSpecification": {
+            "CapacityReservationTarget": {"CapacityReservationId": reservation_id}
+        }
+    }
+
+
 def group_target(arn: str, preference: str | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "CapacityReservationTarget": {"CapacityReservationResourceGroupArn": arn}
@@ -193,13 +202,7 @@ def group_target(arn: str, preference: str | None = None) -> dict[str, Any]:
 
 def test_an_instance_in_a_reservation_names_it_and_uses_it(api, ec2):
     reservation = api.reserve(count=2, InstanceMatchCriteria="targeted")
-    target = {
-        "CapacityReservationSpecification": {
-            "CapacityReservationTarget": {
-                "CapacityReservationId": reservation["CapacityReservationId"]
-            }
-        }
-    }
+    target = reservation_target(reservation["CapacityReservationId"])
     [instance] = api.run(count=1, **target)
     assert reservation_of(ec2, instance) == reservation["CapacityReservationId"]
     assert api.get(reservation["CapacityReservationId"])["AvailableInstanceCount"] == 1
@@ -318,11 +321,7 @@ def test_an_interruptible_reservation_is_a_launch_target(api, ec2):
     source = api.reserve(count=3)["CapacityReservationId"]
     lend(ec2, source, 2)
     lent = interruptible_of(api, source)
-    target = {
-        "CapacityReservationSpecification": {
-            "CapacityReservationTarget": {"CapacityReservationId": lent}
-        }
-    }
+    target = reservation_target(lent)
     ids = api.run(count=2, **target)
     assert {reservation_of(ec2, i) for i in ids} == {lent}
     assert api.get(lent)["AvailableInstanceCount"] == 0
@@ -337,11 +336,7 @@ def _reclaimed(api: Any, ec2: Any) -> tuple[str, str, list[str], dict[str, Any]]
     source = api.reserve(count=3)["CapacityReservationId"]
     lend(ec2, source, 3)
     lent = interruptible_of(api, source)
-    target = {
-        "CapacityReservationSpecification": {
-            "CapacityReservationTarget": {"CapacityReservationId": lent}
-        }
-    }
+    target = reservation_target(lent)
     ids = api.run(count=2, **target)
     answer = ec2.update_interruptible_capacity_reservation_allocation(
         CapacityReservationId=source, TargetInstanceCount=1
