@@ -305,24 +305,13 @@ def test_platform_of_the_image_must_match_an_open_reservation(api):
 
 
 # -- Capacity Blocks -----------------------------------------------------------------------
-def capacity_block_launch(api, block_id: str, count: int = 1, **extra):
-    return api.run(
-        SUBNET_B,
-        "p5.48xlarge",
-        count,
-        InstanceMarketOptions={"MarketType": "capacity-block"},
-        CapacityReservationSpecification=target(block_id),
-        **extra,
-    )
-
-
 def test_launch_into_an_active_capacity_block(api, ec2, block):
-    ids = capacity_block_launch(api, block, 2)
+    ids = api.run_in_block(block, 2)
     assert len(ids) == 2
     r = api.get(block)
     assert (r["TotalInstanceCount"], r["AvailableInstanceCount"]) == (2, 0)
     with pytest.raises(ClientError) as exc:
-        capacity_block_launch(api, block, 1)
+        api.run_in_block(block, 1)
     assert error_of(exc) == ("ReservationCapacityExceeded", 400)
     ec2.terminate_instances(InstanceIds=ids[:1])
     # "it takes several minutes to clean up your instance before you can launch another
@@ -330,17 +319,17 @@ def test_launch_into_an_active_capacity_block(api, ec2, block):
     # at once (the emulator used to free it at once).
     assert api.get(block)["AvailableInstanceCount"] == 0
     with pytest.raises(ClientError) as exc:
-        capacity_block_launch(api, block, 1)
+        api.run_in_block(block, 1)
     assert error_of(exc) == ("ReservationCapacityExceeded", 400)
     api.emu.advance(180)  # block_cleanup_seconds
     assert api.get(block)["AvailableInstanceCount"] == 1
     assert api.pool("us-east-1b", "p5.48xlarge")["used"] == 0
-    capacity_block_launch(api, block, 1)
+    api.run_in_block(block, 1)
 
 
 def test_the_block_cleanup_is_a_knob(api, ec2, block):
     api.emu.configure(block_cleanup_seconds=0)
-    ids = capacity_block_launch(api, block, 2)
+    ids = api.run_in_block(block, 2)
     ec2.terminate_instances(InstanceIds=ids)
     assert api.get(block)["AvailableInstanceCount"] == 2
 
@@ -375,7 +364,7 @@ def test_a_scheduled_capacity_block_refuses_launches(api, emu):
     )
     emu.capacity().add_existing(b, {})
     with pytest.raises(ClientError) as exc:
-        capacity_block_launch(api, b.id)
+        api.run_in_block(b.id)
     # AWS: a launch into a block that has not started gets an Insufficient Capacity error
     assert error_of(exc) == ("InsufficientInstanceCapacity", 500)
     # EC2 shows nothing available before the block starts ("View Capacity Blocks")
