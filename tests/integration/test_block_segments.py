@@ -29,6 +29,25 @@ pytestmark = pytest.mark.integration
 DECEMBER = ("2026-12-01", "2026-12-31")
 
 
+def _on_sale(**extra: Any) -> dict[str, Any]:
+    """p5.48xlarge Capacity Blocks on sale in us-east-1a: up to 64 at 30 USD an instance-hour."""
+    return {
+        "instance_type": P5,
+        "availability_zone": "us-east-1a",
+        "max_instance_count": 64,
+        "price_per_instance_hour": "30",
+        "earliest_start": "+1d",
+        "latest_start": "+8w",
+        **extra,
+    }
+
+
+def _buy_64_for_9_days(tf: CapacityBroker) -> Any:
+    """The first December offering of 64 for 216 hours, bought through the broker."""
+    offer = tf.offerings(P5, 64, 24 * 9, start_after=DECEMBER[0], regions=["us-east-1"])[0]
+    return tf.purchase_capacity_block(offer.offering_id, P5, 64, 24 * 9, regions=["us-east-1"])
+
+
 def _segments(zones: tuple[str, str], starts: tuple[str, str], supply: int) -> dict[str, Any]:
     return {
         "regions": {
@@ -41,11 +60,7 @@ def _segments(zones: tuple[str, str], starts: tuple[str, str], supply: int) -> d
                      "availability_zone": zones[1], "count": 32, "start": starts[1],
                      "duration_hours": 24 * 14},
                 ],
-                "offerings": [
-                    {"instance_type": P5, "availability_zone": "us-east-1a",
-                     "max_instance_count": supply, "price_per_instance_hour": "30",
-                     "earliest_start": "+1d", "latest_start": "+8w"},
-                ] if supply else [],
+                "offerings": [_on_sale(max_instance_count=supply)] if supply else [],
             }
         }
     }  # fmt: skip
@@ -148,23 +163,14 @@ def test_a_purchase_answered_in_segments_is_one_block_for_plan(
             "regions": {
                 "us-east-1": {
                     "offerings": [
-                        {
-                            "instance_type": P5,
-                            "availability_zone": "us-east-1a",
-                            "max_instance_count": 64,
-                            "price_per_instance_hour": "30",
-                            "earliest_start": "+1d",
-                            "latest_start": "+8w",
-                            "segments": 2,
-                        },
+                        _on_sale(segments=2),
                     ]
                 }
             }
         },
     )
     tf = CapacityBroker(regions=["us-east-1"])
-    offer = tf.offerings(P5, 64, 24 * 9, start_after=DECEMBER[0], regions=["us-east-1"])[0]
-    bought = tf.purchase_capacity_block(offer.offering_id, P5, 64, 24 * 9, regions=["us-east-1"])
+    bought = _buy_64_for_9_days(tf)
     assert bought.status == "purchased", bought.message
     assert len(bought.reservations) == 2
     answer = _plan(tf, 64, 7)
@@ -217,14 +223,7 @@ def _running_segments(
                         for name in ("seg-a", "seg-b")
                     ],
                     "offerings": [
-                        {
-                            "instance_type": P5,
-                            "availability_zone": "us-east-1a",
-                            "max_instance_count": 64,
-                            "price_per_instance_hour": "30",
-                            "earliest_start": "+0h",
-                            "latest_start": "+8w",
-                        },
+                        _on_sale(earliest_start="+0h"),
                     ],
                 }
             },
@@ -286,14 +285,7 @@ def test_a_block_is_never_extended_past_182_days_in_all(
                         },
                     ],
                     "offerings": [
-                        {
-                            "instance_type": P5,
-                            "availability_zone": "us-east-1a",
-                            "max_instance_count": 64,
-                            "price_per_instance_hour": "30",
-                            "earliest_start": "+0h",
-                            "latest_start": "+8w",
-                        },
+                        _on_sale(earliest_start="+0h"),
                     ],
                 }
             },
@@ -333,25 +325,14 @@ def test_a_purchase_whose_segments_differ_in_type_and_start(
             "regions": {
                 "us-east-1": {
                     "offerings": [
-                        {
-                            "instance_type": P5,
-                            "availability_zone": "us-east-1a",
-                            "max_instance_count": 64,
-                            "price_per_instance_hour": "30",
-                            "earliest_start": "+1d",
-                            "latest_start": "+8w",
-                            "segments": 2,
-                            "segment_types": [P5, P5E],
-                            "segment_start_hours": [0, 24],
-                        },
+                        _on_sale(segments=2, segment_types=[P5, P5E], segment_start_hours=[0, 24]),
                     ]
                 }
             },
         },
     )
     tf = CapacityBroker(regions=["us-east-1"])
-    offer = tf.offerings(P5, 64, 24 * 9, start_after=DECEMBER[0], regions=["us-east-1"])[0]
-    bought = tf.purchase_capacity_block(offer.offering_id, P5, 64, 24 * 9, regions=["us-east-1"])
+    bought = _buy_64_for_9_days(tf)
     assert bought.status == "purchased", bought.message
     first, second = bought.reservations
     assert (first.instance_type, second.instance_type) == (P5, P5E)
