@@ -485,7 +485,15 @@ def test_a_reserved_fleet_fills_the_reservations_it_names_and_calls_them_on_dema
     assert described["ReservedCapacityOptions"] == {"ReservationTypes": [ODCR]}
 
 
-def test_without_fallback_a_reserved_fleet_launches_as_many_as_it_can(api, ec2, emu):
+@pytest.mark.parametrize(
+    ("fallback", "on_demand", "errors"),
+    [(False, 0, ["ReservationCapacityExceeded"]), (True, 1, [])],
+    ids=["without-fallback-as-many-as-it-can", "fallback-launches-the-rest-on-demand"],
+)
+def test_a_reserved_fleet_for_more_than_its_reservation_holds(
+    api, ec2, fallback, on_demand, errors
+):
+    """A fleet of 3 on a reservation of 2 launches the third On-Demand only with the fallback."""
     reservation = api.reserve(count=2, InstanceMatchCriteria="targeted")["CapacityReservationId"]
     free = api.free("us-east-1a", "c5.large")
     answer = reserved_fleet(
@@ -494,29 +502,15 @@ def test_without_fallback_a_reserved_fleet_launches_as_many_as_it_can(api, ec2, 
         [override()],
         3,
         types=[ODCR],
+        fallback=fallback,
         CapacityReservationTarget={"CapacityReservationIds": [reservation]},
     )
-    assert sources(ec2, answer) == [reservation, reservation]
-    assert [e["ErrorCode"] for e in answer["Errors"]] == ["ReservationCapacityExceeded"]
-    assert api.free("us-east-1a", "c5.large") == free  # nothing On-Demand
-
-
-def test_the_fallback_launches_what_reservations_do_not_cover_on_demand(api, ec2):
-    reservation = api.reserve(count=2, InstanceMatchCriteria="targeted")["CapacityReservationId"]
-    answer = reserved_fleet(
-        ec2,
-        template(ec2),
-        [override()],
-        3,
-        types=[ODCR],
-        fallback=True,
-        CapacityReservationTarget={"CapacityReservationIds": [reservation]},
-    )
-    assert answer["Errors"] == []
-    assert sources(ec2, answer) == sorted([reservation, reservation, None], key=str)
+    assert [e["ErrorCode"] for e in answer["Errors"]] == errors
+    assert sources(ec2, answer) == sorted([reservation] * 2 + [None] * on_demand, key=str)
+    assert api.free("us-east-1a", "c5.large") == free - on_demand
     # One entry for the override: ODCR and On-Demand instances alike say on-demand.
     [entry] = answer["Instances"]
-    assert (entry["Lifecycle"], len(entry["InstanceIds"])) == ("on-demand", 3)
+    assert (entry["Lifecycle"], len(entry["InstanceIds"])) == ("on-demand", 2 + on_demand)
 
 
 def test_a_reservation_serves_only_overrides_of_its_type_az_platform_and_tenancy(api, ec2):
