@@ -134,18 +134,24 @@ def test_a_job_larger_than_the_pool_uses_the_pool_first_and_holds_only_the_rest(
     }
 
 
-def test_a_pool_named_by_a_resource_group(
-    pool: Any, monkeypatch: pytest.MonkeyPatch, container: Any, context: Any
-) -> None:
+def pool_by_group(monkeypatch: pytest.MonkeyPatch, container: Any, members: list[str]) -> None:
+    """The pool becomes the resource group "hpc-pool" of ``members``, no longer the tag."""
     groups = boto3.client("resource-groups", region_name="us-east-1")
     arn = groups.create_group(Name="hpc-pool", Configuration=POOL_CONFIGURATION)["Group"][
         "GroupArn"
     ]
-    grouped_arn = reservation(GROUPED)["CapacityReservationArn"]
-    groups.group_resources(Group=arn, ResourceArns=[grouped_arn])
+    if members:
+        arns = [reservation(m)["CapacityReservationArn"] for m in members]
+        groups.group_resources(Group=arn, ResourceArns=arns)
     monkeypatch.delenv("BROKER_POOL_TAG")
     monkeypatch.setenv("BROKER_POOL_GROUPS", "hpc-pool")
     container.fresh()
+
+
+def test_a_pool_named_by_a_resource_group(
+    pool: Any, monkeypatch: pytest.MonkeyPatch, container: Any, context: Any
+) -> None:
+    pool_by_group(monkeypatch, container, [GROUPED])
     answer = reserve(job(request_id="pool-group", instance_count=2), context)
     assert answer["status"] == "provisioned", answer
     assert {(s["rung"], s["reservation_id"]) for s in answer["served"]} == {("odcr", GROUPED)}
@@ -468,15 +474,8 @@ def test_the_same_request_again_launches_nothing_twice(pool: Any, context: Any) 
 def test_a_reservation_in_the_pools_group_survives_release_whatever_its_tags(
     pool: Any, monkeypatch: pytest.MonkeyPatch, container: Any, context: Any
 ) -> None:
-    groups = boto3.client("resource-groups", region_name="us-east-1")
-    arn = groups.create_group(Name="hpc-pool", Configuration=POOL_CONFIGURATION)["Group"][
-        "GroupArn"
-    ]
-    groups.group_resources(Group=arn, ResourceArns=[reservation(OUTSIDE)["CapacityReservationArn"]])
     # The pool by its group alone: the tagged look-alike is not the pool's any more.
-    monkeypatch.delenv("BROKER_POOL_TAG")
-    monkeypatch.setenv("BROKER_POOL_GROUPS", "hpc-pool")
-    container.fresh()
+    pool_by_group(monkeypatch, container, [OUTSIDE])
     released = release({"request_id": "rel-group", "job_id": "1234"}, context)
     assert released["status"] == "released", released
     assert released["cancelled"] == [LOOKALIKE]

@@ -107,16 +107,11 @@ def test_release_while_the_pools_group_cannot_be_read_says_so(
     container: Any,
     context: Any,
 ) -> None:
-    import boto3
     from capacity_broker.handlers.release import handler as release
 
-    from tests.integration.test_reserve_pool import LOOKALIKE, OUTSIDE, POOL_CONFIGURATION
+    from tests.integration.test_reserve_pool import LOOKALIKE, OUTSIDE, pool_by_group
 
-    groups = boto3.client("resource-groups", region_name="us-east-1")
-    groups.create_group(Name="hpc-pool", Configuration=POOL_CONFIGURATION)
-    monkeypatch.delenv("BROKER_POOL_TAG")
-    monkeypatch.setenv("BROKER_POOL_GROUPS", "hpc-pool")
-    container.fresh()
+    pool_by_group(monkeypatch, container, [])
     pool.fail(
         "ListGroupResources", "TooManyRequestsException", times=999, service="resource-groups"
     )
