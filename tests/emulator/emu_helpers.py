@@ -82,3 +82,21 @@ class Api:
             **extra,
         )
         return [i["InstanceId"] for i in response["Instances"]]
+
+    def run_in_block(
+        self,
+        block_id: str,
+        count: int = 1,
+        instance_type: str = "p5.48xlarge",
+        subnet_id: str = SUBNET_B,
+    ) -> list[str]:
+        """A launch into a Capacity Block: market type capacity-block, targeting the block."""
+        return self.run(
+            subnet_id,
+            instance_type,
+            count,
+            InstanceMarketOptions={"MarketType": "capacity-block"},
+            CapacityReservationSpecification={
+                "CapacityReservationTarget": {"CapacityReservationId": block_id}
+            },
+        )

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from botocore.exceptions import ClientError
-from emu_helpers import NOW, SUBNET_B, error_of
+from emu_helpers import NOW, error_of
 
 pytestmark = pytest.mark.emulator
 
@@ -306,15 +306,7 @@ def test_a_purchased_block_from_purchase_to_expiry(catalogue, ec2, api, emu):
     # from its start the block reports its size; the size tag stays
     assert (started["TotalInstanceCount"], started["AvailableInstanceCount"]) == (2, 2)
     assert {"Key": SIZE_TAG, "Value": "2"} in started["Tags"]
-    ids = api.run(
-        SUBNET_B,
-        "p5.48xlarge",
-        2,
-        InstanceMarketOptions={"MarketType": "capacity-block"},
-        CapacityReservationSpecification={
-            "CapacityReservationTarget": {"CapacityReservationId": block_id}
-        },
-    )
+    ids = api.run_in_block(block_id, 2)
     assert len(ids) == 2
     assert api.get(block_id)["AvailableInstanceCount"] == 0
     emu.set_time(offering["EndDate"])
@@ -331,15 +323,7 @@ def test_instances_in_a_block_are_terminated_from_30_minutes_before_its_end(
     offering = offers(ec2, 2)[0]
     block_id = buy(ec2, offering)["CapacityReservationId"]
     emu.set_time(offering["StartDate"])
-    ids = api.run(
-        SUBNET_B,
-        "p5.48xlarge",
-        2,
-        InstanceMarketOptions={"MarketType": "capacity-block"},
-        CapacityReservationSpecification={
-            "CapacityReservationTarget": {"CapacityReservationId": block_id}
-        },
-    )
+    ids = api.run_in_block(block_id, 2)
     emu.set_time(offering["EndDate"] - timedelta(minutes=31))
     assert api.get(block_id)["AvailableInstanceCount"] == 0
     emu.set_time(offering["EndDate"] - timedelta(minutes=30))
@@ -383,15 +367,7 @@ def test_a_block_refuses_launches_once_ec2_is_ending_its_instances(
     emu.capacity().add_existing(block, {})
 
     def launch():
-        return api.run(
-            SUBNET_B,
-            instance_type,
-            1,
-            InstanceMarketOptions={"MarketType": "capacity-block"},
-            CapacityReservationSpecification={
-                "CapacityReservationTarget": {"CapacityReservationId": block.id}
-            },
-        )
+        return api.run_in_block(block.id, 1, instance_type=instance_type)
 
     assert len(launch()) == 1
     emu.advance(2 * 60)  # inside its last `lead` minutes
@@ -489,15 +465,7 @@ def test_a_block_that_has_not_started_cannot_be_launched_into(emu, api, world):
         _block("next", 2, "+1h", payment="pending"),
     )
     with pytest.raises(ClientError) as exc:
-        api.run(
-            SUBNET_B,
-            "p5.48xlarge",
-            1,
-            InstanceMarketOptions={"MarketType": "capacity-block"},
-            CapacityReservationSpecification={
-                "CapacityReservationTarget": {"CapacityReservationId": ids["next"]}
-            },
-        )
+        api.run_in_block(ids["next"])
     assert error_of(exc) == ("InsufficientInstanceCapacity", 500)
 
 
@@ -914,15 +882,7 @@ def test_block_status_counts_instances_in_use_as_unavailable(emu, api, ec2):
         end=now + timedelta(days=1),
     )
     emu.capacity().add_existing(block, {})
-    api.run(
-        SUBNET_B,
-        "p5.48xlarge",
-        1,
-        InstanceMarketOptions={"MarketType": "capacity-block"},
-        CapacityReservationSpecification={
-            "CapacityReservationTarget": {"CapacityReservationId": block.id}
-        },
-    )
+    api.run_in_block(block.id)
     (status,) = ec2.describe_capacity_block_status(CapacityBlockIds=[block.capacity_block_id])[
         "CapacityBlockStatuses"
     ]

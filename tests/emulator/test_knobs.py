@@ -90,29 +90,44 @@ def test_each_action_has_its_own_bucket(api, emu, ec2):
         ec2.describe_vpcs()
 
 
-def test_the_capacity_block_actions_have_their_own_small_buckets(emu, ec2):
-    # "Uncategorized actions": DescribeCapacityBlockOfferings and PurchaseCapacityBlock, 10
-    # tokens, refilled at 0.15/s (the non-mutating default would allow 100).
+OFFERINGS = {"InstanceType": "p5.48xlarge", "InstanceCount": 1, "CapacityDurationHours": 24}
+RUNNING = {"Filters": [{"Name": "instance-state-name", "Values": ["running"]}]}
+
+
+@pytest.mark.parametrize(
+    ("action", "params", "tokens", "untouched"),
+    [
+        # "Uncategorized actions": DescribeCapacityBlockOfferings and PurchaseCapacityBlock, 10
+        # tokens, refilled at 0.15/s (the non-mutating default would allow 100).
+        (
+            "describe_capacity_block_offerings",
+            OFFERINGS,
+            10,
+            [("describe_capacity_reservations", {})],  # the non-mutating default
+        ),
+        # An unfiltered, unpaginated DescribeInstances; with a filter or pagination: the
+        # standard bucket of 100, still full.
+        (
+            "describe_instances",
+            {},
+            50,
+            [("describe_instances", {"MaxResults": 5}), ("describe_instances", RUNNING)],
+        ),
+    ],
+    ids=["capacity-block-actions", "unfiltered-unpaginated-describe-instances"],
+)
+def test_a_call_with_a_small_bucket_of_its_own_is_throttled_alone(
+    emu, ec2, action, params, tokens, untouched
+):
+    """At EC2's sizes with no refill, the call's small bucket runs dry; other calls still pass."""
     emu.throttle(time_scale=0)  # EC2's sizes, no refill
-    offerings = {"InstanceType": "p5.48xlarge", "InstanceCount": 1, "CapacityDurationHours": 24}
-    for _ in range(10):
-        ec2.describe_capacity_block_offerings(**offerings)
+    for _ in range(tokens):
+        getattr(ec2, action)(**params)
     with pytest.raises(ClientError) as exc:
-        ec2.describe_capacity_block_offerings(**offerings)
+        getattr(ec2, action)(**params)
     assert error_of(exc) == ("RequestLimitExceeded", 503)
-    ec2.describe_capacity_reservations()  # the non-mutating default is untouched
-
-
-def test_an_unfiltered_unpaginated_describe_instances_draws_from_the_smaller_bucket(emu, ec2):
-    emu.throttle(time_scale=0)
-    for _ in range(50):
-        ec2.describe_instances()
-    with pytest.raises(ClientError) as exc:
-        ec2.describe_instances()
-    assert error_of(exc) == ("RequestLimitExceeded", 503)
-    # With a filter or pagination: the standard bucket of 100, still full.
-    ec2.describe_instances(MaxResults=5)
-    ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": ["running"]}])
+    for other, other_params in untouched:
+        getattr(ec2, other)(**other_params)
 
 
 def test_buckets_can_refill_by_the_emulator_clock(emu, ec2):

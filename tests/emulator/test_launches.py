@@ -22,6 +22,12 @@ def running(ec2, ids: list[str]) -> dict[str, dict]:
     return {i["InstanceId"]: i for r in found for i in r["Instances"]}
 
 
+def targeted(api, instance_type: str, zone: str, count: int) -> str:
+    """The id of a new targeted Capacity Reservation (only launches naming it use it)."""
+    made = api.reserve(instance_type, zone, count, InstanceMatchCriteria="targeted")
+    return str(made["CapacityReservationId"])
+
+
 @pytest.fixture
 def block(emu):
     """An active 2-instance p5.48xlarge Capacity Block in us-east-1b."""
@@ -122,25 +128,31 @@ def test_an_open_reservation_is_used_first(api, ec2):
     assert api.free("us-east-1a", "c5.large") == 2
 
 
-def test_a_targeted_reservation_is_not_used_by_untargeted_launches(api):
-    rid = api.reserve("c5.large", "us-east-1a", 2, InstanceMatchCriteria="targeted")[
-        "CapacityReservationId"
-    ]
-    api.run(SUBNET_A, "c5.large", 2)
-    assert api.get(rid)["AvailableInstanceCount"] == 2
-    assert api.free("us-east-1a", "c5.large") == 0
+NONE = {"CapacityReservationSpecification": {"CapacityReservationPreference": "none"}}
 
 
-def test_an_open_reservation_elsewhere_is_not_used(api):
-    rid = api.reserve("c5.large", "us-east-1b", 2)["CapacityReservationId"]
-    api.run(SUBNET_A, "c5.large", 1)
+@pytest.mark.parametrize(
+    ("criteria", "zone", "launch", "count", "free_after"),
+    [
+        # us-east-1a's pool of 4: the targeted reservation holds 2, the launch takes the rest
+        ("targeted", "us-east-1a", {}, 2, 0),
+        ("open", "us-east-1b", {}, 1, 3),
+        ("open", "us-east-1a", NONE, 1, 1),
+    ],
+    ids=["targeted-and-untargeted-launch", "open-in-another-zone", "open-and-preference-none"],
+)
+def test_a_launch_leaves_a_reservation_it_does_not_match_alone(
+    api, criteria, zone, launch, count, free_after
+):
+    """A launch in us-east-1a takes nothing from a reservation it does not match."""
+    rid = api.reserve("c5.large", zone, 2, InstanceMatchCriteria=criteria)["CapacityReservationId"]
+    api.run(SUBNET_A, "c5.large", count, **launch)
     assert api.get(rid)["AvailableInstanceCount"] == 2
+    assert api.free("us-east-1a", "c5.large") == free_after
 
 
 def test_a_launch_targeting_a_reservation_and_reservation_capacity_exceeded(api, ec2):
-    rid = api.reserve("c5.large", "us-east-1a", 2, InstanceMatchCriteria="targeted")[
-        "CapacityReservationId"
-    ]
+    rid = targeted(api, "c5.large", "us-east-1a", 2)
     spec = target(rid)
     [first] = api.run(SUBNET_A, "c5.large", 1, CapacityReservationSpecification=spec)
     assert api.get(rid)["AvailableInstanceCount"] == 1
@@ -161,9 +173,7 @@ def test_a_launch_targeting_a_reservation_and_reservation_capacity_exceeded(api,
 
 
 def test_a_targeted_launch_partially_fills_up_to_max_count(api):
-    rid = api.reserve("c5.large", "us-east-1a", 2, InstanceMatchCriteria="targeted")[
-        "CapacityReservationId"
-    ]
+    rid = targeted(api, "c5.large", "us-east-1a", 2)
     ids = api.run(
         SUBNET_A, "c5.large", MinCount=1, MaxCount=5, CapacityReservationSpecification=target(rid)
     )
@@ -235,9 +245,7 @@ def test_a_cancelled_reservation_refuses_targeted_launches(api, ec2):
 
 @pytest.mark.parametrize("preference", ["open", "none"])
 def test_a_target_takes_no_other_preference_than_capacity_reservations_only(api, preference):
-    rid = api.reserve("c5.large", "us-east-1a", 2, InstanceMatchCriteria="targeted")[
-        "CapacityReservationId"
-    ]
+    rid = targeted(api, "c5.large", "us-east-1a", 2)
     spec = {"CapacityReservationPreference": preference, **target(rid)}
     with pytest.raises(ClientError) as exc:
         api.run(SUBNET_A, "c5.large", 1, CapacityReservationSpecification=spec)
@@ -258,22 +266,8 @@ def test_capacity_reservations_only_preference(api):
     assert api.get(rid)["AvailableInstanceCount"] == 0
 
 
-def test_preference_none_skips_open_reservations(api):
-    rid = api.reserve("c5.large", "us-east-1a", 2)["CapacityReservationId"]
-    api.run(
-        SUBNET_A,
-        "c5.large",
-        1,
-        CapacityReservationSpecification={"CapacityReservationPreference": "none"},
-    )
-    assert api.get(rid)["AvailableInstanceCount"] == 2
-    assert api.free("us-east-1a", "c5.large") == 1
-
-
 def test_a_launch_template_can_target_a_reservation(api, ec2):
-    rid = api.reserve("c5.large", "us-east-1a", 2, InstanceMatchCriteria="targeted")[
-        "CapacityReservationId"
-    ]
+    rid = targeted(api, "c5.large", "us-east-1a", 2)
     template = ec2.create_launch_template(
         LaunchTemplateName="held",
         LaunchTemplateData={
@@ -311,24 +305,13 @@ def test_platform_of_the_image_must_match_an_open_reservation(api):
 
 
 # -- Capacity Blocks -----------------------------------------------------------------------
-def capacity_block_launch(api, block_id: str, count: int = 1, **extra):
-    return api.run(
-        SUBNET_B,
-        "p5.48xlarge",
-        count,
-        InstanceMarketOptions={"MarketType": "capacity-block"},
-        CapacityReservationSpecification=target(block_id),
-        **extra,
-    )
-
-
 def test_launch_into_an_active_capacity_block(api, ec2, block):
-    ids = capacity_block_launch(api, block, 2)
+    ids = api.run_in_block(block, 2)
     assert len(ids) == 2
     r = api.get(block)
     assert (r["TotalInstanceCount"], r["AvailableInstanceCount"]) == (2, 0)
     with pytest.raises(ClientError) as exc:
-        capacity_block_launch(api, block, 1)
+        api.run_in_block(block, 1)
     assert error_of(exc) == ("ReservationCapacityExceeded", 400)
     ec2.terminate_instances(InstanceIds=ids[:1])
     # "it takes several minutes to clean up your instance before you can launch another
@@ -336,17 +319,17 @@ def test_launch_into_an_active_capacity_block(api, ec2, block):
     # at once (the emulator used to free it at once).
     assert api.get(block)["AvailableInstanceCount"] == 0
     with pytest.raises(ClientError) as exc:
-        capacity_block_launch(api, block, 1)
+        api.run_in_block(block, 1)
     assert error_of(exc) == ("ReservationCapacityExceeded", 400)
     api.emu.advance(180)  # block_cleanup_seconds
     assert api.get(block)["AvailableInstanceCount"] == 1
     assert api.pool("us-east-1b", "p5.48xlarge")["used"] == 0
-    capacity_block_launch(api, block, 1)
+    api.run_in_block(block, 1)
 
 
 def test_the_block_cleanup_is_a_knob(api, ec2, block):
     api.emu.configure(block_cleanup_seconds=0)
-    ids = capacity_block_launch(api, block, 2)
+    ids = api.run_in_block(block, 2)
     ec2.terminate_instances(InstanceIds=ids)
     assert api.get(block)["AvailableInstanceCount"] == 2
 
@@ -381,7 +364,7 @@ def test_a_scheduled_capacity_block_refuses_launches(api, emu):
     )
     emu.capacity().add_existing(b, {})
     with pytest.raises(ClientError) as exc:
-        capacity_block_launch(api, b.id)
+        api.run_in_block(b.id)
     # AWS: a launch into a block that has not started gets an Insufficient Capacity error
     assert error_of(exc) == ("InsufficientInstanceCapacity", 500)
     # EC2 shows nothing available before the block starts ("View Capacity Blocks")
@@ -564,40 +547,12 @@ def test_fleet_min_target_capacity_rules(api, ec2):
 
 
 def test_fleet_from_a_template_targeting_a_reservation(api, ec2):
-    rid = api.reserve("c5.large", "us-east-1b", 3, InstanceMatchCriteria="targeted")[
-        "CapacityReservationId"
-    ]
-    ec2.create_launch_template(
-        LaunchTemplateName="held",
-        LaunchTemplateData={
-            "ImageId": AMI,
-            "InstanceType": "c5.large",
-            "CapacityReservationSpecification": {
-                "CapacityReservationPreference": "capacity-reservations-only",
-                **target(rid),
-            },
-        },
-    )
-    response = fleet(
-        ec2,
-        [{"SubnetId": SUBNET_B}],
-        4,
-        template="held",
-        SingleAvailabilityZone=True,
-        SingleInstanceType=True,
-        MinTargetCapacity=4,
-    )
+    rid = targeted(api, "c5.large", "us-east-1b", 3)
+    targeting_template(ec2, "held", rid)
+    response = held_fleet(ec2, 4)
     assert response["Instances"] == []  # only 3 in the reservation: nothing
     assert api.get(rid)["AvailableInstanceCount"] == 3
-    response = fleet(
-        ec2,
-        [{"SubnetId": SUBNET_B}],
-        3,
-        template="held",
-        SingleAvailabilityZone=True,
-        SingleInstanceType=True,
-        MinTargetCapacity=3,
-    )
+    response = held_fleet(ec2, 3)
     assert len(launched(response)) == 3
     r = api.get(rid)
     assert (r["TotalInstanceCount"], r["AvailableInstanceCount"]) == (3, 0)
@@ -607,16 +562,21 @@ def test_fleet_from_a_template_targeting_a_reservation(api, ec2):
     assert launched(response) == []
 
 
-def test_fleet_into_a_capacity_block(api, ec2, block):
+def block_template(ec2, block_id: str) -> None:
+    """The launch template "gpu-block": p5.48xlarge, market type capacity-block, into the block."""
     ec2.create_launch_template(
         LaunchTemplateName="gpu-block",
         LaunchTemplateData={
             "ImageId": AMI,
             "InstanceType": "p5.48xlarge",
             "InstanceMarketOptions": {"MarketType": "capacity-block"},
-            "CapacityReservationSpecification": target(block),
+            "CapacityReservationSpecification": target(block_id),
         },
     )
+
+
+def test_fleet_into_a_capacity_block(api, ec2, block):
+    block_template(ec2, block)
     response = fleet(
         ec2,
         [{"SubnetId": SUBNET_B}],
@@ -642,15 +602,7 @@ def test_fleet_into_a_capacity_block(api, ec2, block):
     ],
 )
 def test_a_capacity_block_fleet_refuses_on_demand_settings(api, ec2, block, capacity, options):
-    ec2.create_launch_template(
-        LaunchTemplateName="gpu-block",
-        LaunchTemplateData={
-            "ImageId": AMI,
-            "InstanceType": "p5.48xlarge",
-            "InstanceMarketOptions": {"MarketType": "capacity-block"},
-            "CapacityReservationSpecification": target(block),
-        },
-    )
+    block_template(ec2, block)
     with pytest.raises(ClientError) as exc:
         ec2.create_fleet(
             Type="instant",
@@ -730,66 +682,52 @@ def targeting_template(ec2, name: str, reservation_id: str, **data) -> None:
 FIRST = {"UsageStrategy": "use-capacity-reservations-first"}
 
 
-def test_reservations_first_does_not_use_a_template_that_targets_a_reservation(api, ec2):
-    """EC2 User Guide ("Use Capacity Reservations ... in EC2 Fleet"): with the strategy, the
-    template's reservation setting is "Open" or "Target by group"; Karpenter measured that
-    CreateFleet does not use templates targeting a reservation under it."""
-    rid = api.reserve("c5.large", "us-east-1b", 3, InstanceMatchCriteria="targeted")[
-        "CapacityReservationId"
-    ]
-    targeting_template(ec2, "held", rid)
-    response = fleet(
+def held_fleet(ec2, count: int, **options) -> dict:
+    """All or nothing: ``count`` instances from the template "held", one zone and one type."""
+    return fleet(
         ec2,
         [{"SubnetId": SUBNET_B}],
-        3,
+        count,
         template="held",
         SingleAvailabilityZone=True,
         SingleInstanceType=True,
-        MinTargetCapacity=3,
-        CapacityReservationOptions=FIRST,
+        MinTargetCapacity=count,
+        **options,
     )
-    assert response["Instances"] == []
-    [error] = response["Errors"]
-    assert error["ErrorCode"] == "InvalidParameterCombination"
-    assert error["LaunchTemplateAndOverrides"]["Overrides"]["SubnetId"] == SUBNET_B
-    assert api.get(rid)["AvailableInstanceCount"] == 3
-    assert ec2.describe_instances()["Reservations"] == []
 
 
-def test_the_same_template_launches_into_its_reservation_without_the_strategy(api, ec2):
-    rid = api.reserve("c5.large", "us-east-1b", 3, InstanceMatchCriteria="targeted")[
-        "CapacityReservationId"
-    ]
+@pytest.mark.parametrize(
+    ("knobs", "options", "expected_launched", "expected_errors"),
+    [
+        ({}, {"CapacityReservationOptions": FIRST}, 0, ["InvalidParameterCombination"]),
+        ({}, {}, 3, []),
+        (
+            {"fleet_skips_reservation_targets": False},
+            {"CapacityReservationOptions": FIRST},
+            3,
+            [],
+        ),
+    ],
+    ids=["reservations-first-skips-it", "without-the-strategy", "rule-off-by-the-knob"],
+)
+def test_a_template_that_targets_a_reservation_under_the_reservations_first_strategy(
+    api, ec2, emu, knobs, options, expected_launched, expected_errors
+):
+    """A fleet under reservations-first skips a template targeting a reservation; else uses it."""
+    # EC2 User Guide ("Use Capacity Reservations ... in EC2 Fleet"): with the strategy, the
+    # template's reservation setting is "Open" or "Target by group"; Karpenter measured that
+    # CreateFleet does not use templates targeting a reservation under it.
+    emu.configure(**knobs)
+    rid = targeted(api, "c5.large", "us-east-1b", 3)
     targeting_template(ec2, "held", rid)
-    response = fleet(
-        ec2,
-        [{"SubnetId": SUBNET_B}],
-        3,
-        template="held",
-        SingleAvailabilityZone=True,
-        SingleInstanceType=True,
-        MinTargetCapacity=3,
-    )
-    assert len(launched(response)) == 3
-    assert api.get(rid)["AvailableInstanceCount"] == 0
-
-
-def test_the_strategy_rule_is_a_knob(api, ec2, emu):
-    emu.configure(fleet_skips_reservation_targets=False)
-    rid = api.reserve("c5.large", "us-east-1b", 2, InstanceMatchCriteria="targeted")[
-        "CapacityReservationId"
-    ]
-    targeting_template(ec2, "held", rid)
-    response = fleet(
-        ec2,
-        [{"SubnetId": SUBNET_B}],
-        2,
-        template="held",
-        SingleAvailabilityZone=True,
-        MinTargetCapacity=2,
-        CapacityReservationOptions=FIRST,
-    )
-    assert len(launched(response)) == 2
+    response = held_fleet(ec2, 3, **options)
+    assert len(launched(response)) == expected_launched
+    assert [e["ErrorCode"] for e in response["Errors"]] == expected_errors
+    for error in response["Errors"]:
+        assert error["LaunchTemplateAndOverrides"]["Overrides"]["SubnetId"] == SUBNET_B
+    assert api.get(rid)["AvailableInstanceCount"] == 3 - expected_launched
+    described = ec2.describe_instances()["Reservations"]
+    assert sum(len(r["Instances"]) for r in described) == expected_launched
 
 
 def test_reservations_first_with_an_open_template_uses_open_reservations_first(api, ec2):
@@ -801,9 +739,7 @@ def test_reservations_first_with_an_open_template_uses_open_reservations_first(a
 
 
 def test_a_spot_market_type_cannot_use_an_on_demand_reservation(api, ec2):
-    rid = api.reserve("c5.large", "us-east-1b", 2, InstanceMatchCriteria="targeted")[
-        "CapacityReservationId"
-    ]
+    rid = targeted(api, "c5.large", "us-east-1b", 2)
     targeting_template(ec2, "spot-held", rid, InstanceMarketOptions={"MarketType": "spot"})
     with pytest.raises(ClientError) as exc:
         ec2.run_instances(

@@ -39,6 +39,32 @@ def listed(groups: Any, group: str, **extra: Any) -> list[dict[str, str]]:
     return [r["Identifier"] for r in answer["Resources"]]
 
 
+def seed_block(emu: Any, count: int = 1, **extra: Any) -> str:
+    """The id of an active p5.48xlarge Capacity Block in us-east-1a, seeded by a scenario."""
+    block = {
+        "name": "block",
+        "instance_type": "p5.48xlarge",
+        "availability_zone": "us-east-1a",
+        "count": count,
+        "start": "-1h",
+        **extra,
+    }
+    ids = emu.load_scenario({"regions": {"us-east-1": {"capacity_blocks": [block]}}})
+    return str(ids.reservations["block"])
+
+
+def reserve_role(account: str) -> Caller:
+    """The reserve function's role, as the emulator's IAM sees the caller."""
+    return Caller(
+        principal_arn="arn:aws:iam::123456789012:role/reserve",
+        session_arn="arn:aws:sts::123456789012:assumed-role/reserve/s",
+        user_id="AROAEXAMPLE:s",
+        account=account,
+        region="us-east-1",
+        now=NOW,
+    )
+
+
 # -- Capacity Reservation groups ------------------------------------------------------------
 
 
@@ -92,44 +118,30 @@ def test_a_pool_refuses_what_is_not_a_reservation_of_its_own(api, groups):
 
 def _block_and_lent(api: Any, ec2: Any, emu: Any) -> list[str]:
     """The ARNs of an active Capacity Block and of an interruptible reservation."""
-    ids = emu.load_scenario(
-        {
-            "regions": {
-                "us-east-1": {
-                    "capacity_blocks": [
-                        {
-                            "name": "block",
-                            "instance_type": "p5.48xlarge",
-                            "availability_zone": "us-east-1a",
-                            "count": 1,
-                            "start": "-1h",
-                        }
-                    ]
-                }
-            }
-        }
-    )
+    block = seed_block(emu)
     source = api.reserve(count=1)["CapacityReservationId"]
     lend(ec2, source, 1)
     return [
-        api.get(ids.reservations["block"])["CapacityReservationArn"],
+        api.get(block)["CapacityReservationArn"],
         api.get(interruptible_of(api, source))["CapacityReservationArn"],
     ]
 
 
-def test_a_pool_takes_capacity_blocks_and_interruptible_reservations(api, ec2, emu, groups):
-    pool = make_pool(groups)
-    arns = _block_and_lent(api, ec2, emu)
-    assert groups.group_resources(Group=pool, ResourceArns=arns)["Succeeded"] == arns
-
-
-def test_the_knob_keeps_pools_to_odcrs(api, ec2, emu, groups):
-    emu.configure(groups_take_blocks=False)
+@pytest.mark.parametrize(
+    ("knobs", "takes"),
+    [({}, True), ({"groups_take_blocks": False}, False)],
+    ids=["takes-them", "knob-keeps-pools-to-odcrs"],
+)
+def test_whether_a_pool_takes_capacity_blocks_and_interruptible_reservations(
+    api, ec2, emu, groups, knobs, takes
+):
+    """A pool takes Capacity Blocks and interruptible reservations, unless the knob says not."""
+    emu.configure(**knobs)
     pool = make_pool(groups)
     arns = _block_and_lent(api, ec2, emu)
     answer = groups.group_resources(Group=pool, ResourceArns=arns)
-    assert answer["Succeeded"] == []
-    assert sorted(f["ResourceArn"] for f in answer["Failed"]) == sorted(arns)
+    assert answer["Succeeded"] == (arns if takes else [])
+    assert sorted(f["ResourceArn"] for f in answer["Failed"]) == ([] if takes else sorted(arns))
 
 
 def test_a_pool_group_needs_its_generic_configuration(groups):
@@ -170,6 +182,15 @@ def reservation_of(ec2: Any, instance_id: str) -> str | None:
     return instance.get("CapacityReservationId")
 
 
+def reservation_target(reservation_id: str) -> dict[str, Any]:
+    """A launch's CapacityReservationSpecification naming one reservation."""
+    return {
+        "CapacityReservationSpecification": {
+            "CapacityReservationTarget": {"CapacityReservationId": reservation_id}
+        }
+    }
+
+
 def group_target(arn: str, preference: str | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "CapacityReservationTarget": {"CapacityReservationResourceGroupArn": arn}
@@ -181,13 +202,7 @@ def group_target(arn: str, preference: str | None = None) -> dict[str, Any]:
 
 def test_an_instance_in_a_reservation_names_it_and_uses_it(api, ec2):
     reservation = api.reserve(count=2, InstanceMatchCriteria="targeted")
-    target = {
-        "CapacityReservationSpecification": {
-            "CapacityReservationTarget": {
-                "CapacityReservationId": reservation["CapacityReservationId"]
-            }
-        }
-    }
+    target = reservation_target(reservation["CapacityReservationId"])
     [instance] = api.run(count=1, **target)
     assert reservation_of(ec2, instance) == reservation["CapacityReservationId"]
     assert api.get(reservation["CapacityReservationId"])["AvailableInstanceCount"] == 1
@@ -306,11 +321,7 @@ def test_an_interruptible_reservation_is_a_launch_target(api, ec2):
     source = api.reserve(count=3)["CapacityReservationId"]
     lend(ec2, source, 2)
     lent = interruptible_of(api, source)
-    target = {
-        "CapacityReservationSpecification": {
-            "CapacityReservationTarget": {"CapacityReservationId": lent}
-        }
-    }
+    target = reservation_target(lent)
     ids = api.run(count=2, **target)
     assert {reservation_of(ec2, i) for i in ids} == {lent}
     assert api.get(lent)["AvailableInstanceCount"] == 0
@@ -325,11 +336,7 @@ def _reclaimed(api: Any, ec2: Any) -> tuple[str, str, list[str], dict[str, Any]]
     source = api.reserve(count=3)["CapacityReservationId"]
     lend(ec2, source, 3)
     lent = interruptible_of(api, source)
-    target = {
-        "CapacityReservationSpecification": {
-            "CapacityReservationTarget": {"CapacityReservationId": lent}
-        }
-    }
+    target = reservation_target(lent)
     ids = api.run(count=2, **target)
     answer = ec2.update_interruptible_capacity_reservation_allocation(
         CapacityReservationId=source, TargetInstanceCount=1
@@ -478,7 +485,15 @@ def test_a_reserved_fleet_fills_the_reservations_it_names_and_calls_them_on_dema
     assert described["ReservedCapacityOptions"] == {"ReservationTypes": [ODCR]}
 
 
-def test_without_fallback_a_reserved_fleet_launches_as_many_as_it_can(api, ec2, emu):
+@pytest.mark.parametrize(
+    ("fallback", "on_demand", "errors"),
+    [(False, 0, ["ReservationCapacityExceeded"]), (True, 1, [])],
+    ids=["without-fallback-as-many-as-it-can", "fallback-launches-the-rest-on-demand"],
+)
+def test_a_reserved_fleet_for_more_than_its_reservation_holds(
+    api, ec2, fallback, on_demand, errors
+):
+    """A fleet of 3 on a reservation of 2 launches the third On-Demand only with the fallback."""
     reservation = api.reserve(count=2, InstanceMatchCriteria="targeted")["CapacityReservationId"]
     free = api.free("us-east-1a", "c5.large")
     answer = reserved_fleet(
@@ -487,29 +502,15 @@ def test_without_fallback_a_reserved_fleet_launches_as_many_as_it_can(api, ec2, 
         [override()],
         3,
         types=[ODCR],
+        fallback=fallback,
         CapacityReservationTarget={"CapacityReservationIds": [reservation]},
     )
-    assert sources(ec2, answer) == [reservation, reservation]
-    assert [e["ErrorCode"] for e in answer["Errors"]] == ["ReservationCapacityExceeded"]
-    assert api.free("us-east-1a", "c5.large") == free  # nothing On-Demand
-
-
-def test_the_fallback_launches_what_reservations_do_not_cover_on_demand(api, ec2):
-    reservation = api.reserve(count=2, InstanceMatchCriteria="targeted")["CapacityReservationId"]
-    answer = reserved_fleet(
-        ec2,
-        template(ec2),
-        [override()],
-        3,
-        types=[ODCR],
-        fallback=True,
-        CapacityReservationTarget={"CapacityReservationIds": [reservation]},
-    )
-    assert answer["Errors"] == []
-    assert sources(ec2, answer) == sorted([reservation, reservation, None], key=str)
+    assert [e["ErrorCode"] for e in answer["Errors"]] == errors
+    assert sources(ec2, answer) == sorted([reservation] * 2 + [None] * on_demand, key=str)
+    assert api.free("us-east-1a", "c5.large") == free - on_demand
     # One entry for the override: ODCR and On-Demand instances alike say on-demand.
     [entry] = answer["Instances"]
-    assert (entry["Lifecycle"], len(entry["InstanceIds"])) == ("on-demand", 3)
+    assert (entry["Lifecycle"], len(entry["InstanceIds"])) == ("on-demand", 2 + on_demand)
 
 
 def test_a_reservation_serves_only_overrides_of_its_type_az_platform_and_tenancy(api, ec2):
@@ -578,25 +579,7 @@ def test_a_reserved_fleet_targets_a_group_or_its_templates_target(api, ec2, grou
 
 
 def test_a_capacity_block_in_a_reserved_fleet_says_capacity_block(api, ec2, emu):
-    ids = emu.load_scenario(
-        {
-            "regions": {
-                "us-east-1": {
-                    "capacity_blocks": [
-                        {
-                            "name": "block",
-                            "instance_type": "p5.48xlarge",
-                            "availability_zone": "us-east-1a",
-                            "count": 2,
-                            "start": "-1h",
-                            "duration_hours": 24,
-                        }
-                    ]
-                }
-            }
-        }
-    )
-    block = ids.reservations["block"]
+    block = seed_block(emu, count=2, duration_hours=24)
     answer = reserved_fleet(
         ec2,
         template(ec2),
@@ -806,14 +789,7 @@ def test_reservations_first_uses_every_overrides_reservations_before_on_demand(a
 
 
 def test_resource_group_calls_are_authorized_on_the_group_they_name():
-    caller = Caller(
-        principal_arn="arn:aws:iam::123456789012:role/reserve",
-        session_arn="arn:aws:sts::123456789012:assumed-role/reserve/s",
-        user_id="AROAEXAMPLE:s",
-        account="123456789012",
-        region="us-east-1",
-        now=NOW,
-    )
+    caller = reserve_role("123456789012")
     pool = "arn:aws:resource-groups:us-east-1:123456789012:group/pool"
     for params in ({"Group": "pool"}, {"Group": pool}, {"GroupName": "pool"}):
         [request] = requests("resource-groups", "ListGroupResources", params, caller)
@@ -840,14 +816,7 @@ def test_a_reserved_fleet_runs_instances_in_the_reservations_it_names(api, ec2):
             }
         },
     }
-    caller = Caller(
-        principal_arn="arn:aws:iam::123456789012:role/reserve",
-        session_arn="arn:aws:sts::123456789012:assumed-role/reserve/s",
-        user_id="AROAEXAMPLE:s",
-        account=reservation["OwnerId"],
-        region="us-east-1",
-        now=NOW,
-    )
+    caller = reserve_role(reservation["OwnerId"])
     asked = {(r.action, r.resource) for r in requests("ec2", "CreateFleet", params, caller)}
     assert ("ec2:RunInstances", reservation["CapacityReservationArn"]) in asked
 
@@ -928,14 +897,7 @@ def test_a_scenario_seeds_interruptible_reservations_and_pools(api, ec2, emu, gr
 
 def test_an_interruptible_allocation_is_authorized_on_its_source(api):
     source = api.reserve(count=2)
-    caller = Caller(
-        principal_arn="arn:aws:iam::123456789012:role/reserve",
-        session_arn="arn:aws:sts::123456789012:assumed-role/reserve/s",
-        user_id="AROAEXAMPLE:s",
-        account=source["OwnerId"],
-        region="us-east-1",
-        now=NOW,
-    )
+    caller = reserve_role(source["OwnerId"])
     for action in (
         "CreateInterruptibleCapacityReservationAllocation",
         "UpdateInterruptibleCapacityReservationAllocation",
@@ -946,24 +908,7 @@ def test_an_interruptible_allocation_is_authorized_on_its_source(api):
 
 
 def test_a_capacity_block_launch_into_a_group_takes_its_blocks_only(api, ec2, emu, groups):
-    ids = emu.load_scenario(
-        {
-            "regions": {
-                "us-east-1": {
-                    "capacity_blocks": [
-                        {
-                            "name": "block",
-                            "instance_type": "p5.48xlarge",
-                            "availability_zone": "us-east-1a",
-                            "count": 1,
-                            "start": "-1h",
-                        }
-                    ]
-                }
-            }
-        }
-    )
-    block = api.get(ids.reservations["block"])
+    block = api.get(seed_block(emu))
     pool = make_pool(groups)
     groups.group_resources(Group=pool, ResourceArns=[block["CapacityReservationArn"]])
     market = {"InstanceMarketOptions": {"MarketType": "capacity-block"}}

@@ -17,6 +17,16 @@ YAML = "test_full.yaml"
 JSON = Path(__file__).parent / "scenarios" / "full.json"
 
 
+def reserve(ec2, instance_type: str, zone: str, count: int) -> dict:
+    """A Linux/UNIX On-Demand Capacity Reservation, as the tests below ask for one."""
+    return ec2.create_capacity_reservation(
+        InstanceType=instance_type,
+        InstancePlatform="Linux/UNIX",
+        AvailabilityZone=zone,
+        InstanceCount=count,
+    )
+
+
 @pytest.fixture(params=["yaml", "json"])
 def full(request, emu):
     emu.freeze(NOW)
@@ -70,45 +80,28 @@ def test_pools_limit_what_can_be_reserved(full, emu, ec2):
     assert emu.pool("us-east-1", "us-east-1b", "g6.xlarge")["capacity"] == 5
     assert emu.pool("us-east-1", "us-east-1c", "m5.large")["capacity"] == 5
     with pytest.raises(ClientError) as exc:
-        ec2.create_capacity_reservation(
-            InstanceType="g6.xlarge",
-            InstancePlatform="Linux/UNIX",
-            AvailabilityZone="us-east-1a",
-            InstanceCount=3,
-        )
+        reserve(ec2, "g6.xlarge", "us-east-1a", 3)
     assert error_of(exc) == ("InsufficientInstanceCapacity", 500)
 
 
-def test_unsupported_type_in_zone(full, ec2):
+@pytest.mark.parametrize(
+    ("instance_type", "zone", "count", "expected"),
+    [
+        ("g6.xlarge", "us-east-1d", 1, ("Unsupported", 400)),
+        ("c5.large", "us-east-1b", 4, ("InstanceLimitExceeded", 400)),
+        # P class: 384 vCPUs = two p5.48xlarge; Capacity Blocks do not count against it. Over
+        # the vCPU limit: InstanceLimitExceeded (EC2's error table).
+        ("p5.48xlarge", "us-east-1a", 3, ("InstanceLimitExceeded", 400)),
+    ],
+    ids=["type-unsupported-in-zone", "instance-quota", "p-class-vcpu-quota"],
+)
+def test_a_reservation_the_scenario_does_not_allow_is_refused(
+    full, ec2, instance_type, zone, count, expected
+):
+    """The scenario's unsupported types and quotas refuse a reservation with EC2's error."""
     with pytest.raises(ClientError) as exc:
-        ec2.create_capacity_reservation(
-            InstanceType="g6.xlarge",
-            InstancePlatform="Linux/UNIX",
-            AvailabilityZone="us-east-1d",
-            InstanceCount=1,
-        )
-    assert error_of(exc) == ("Unsupported", 400)
-
-
-def test_quotas(full, ec2):
-    with pytest.raises(ClientError) as exc:
-        ec2.create_capacity_reservation(
-            InstanceType="c5.large",
-            InstancePlatform="Linux/UNIX",
-            AvailabilityZone="us-east-1b",
-            InstanceCount=4,
-        )
-    assert error_of(exc) == ("InstanceLimitExceeded", 400)
-    # P class: 384 vCPUs = two p5.48xlarge; Capacity Blocks do not count against it
-    with pytest.raises(ClientError) as exc:
-        ec2.create_capacity_reservation(
-            InstanceType="p5.48xlarge",
-            InstancePlatform="Linux/UNIX",
-            AvailabilityZone="us-east-1a",
-            InstanceCount=3,
-        )
-    # A Capacity Reservation over the vCPU limit: InstanceLimitExceeded (EC2's error table).
-    assert error_of(exc) == ("InstanceLimitExceeded", 400)
+        reserve(ec2, instance_type, zone, count)
+    assert error_of(exc) == expected
 
 
 def test_images_keep_their_platform_details(full, ec2):
@@ -209,19 +202,9 @@ def test_regions_are_separate(full, emu, client):
     assert emu.pool("us-west-2", "us-west-2a", "g6.xlarge")["capacity"] == 1
     west = client("ec2", "us-west-2")
     assert west.describe_capacity_reservations()["CapacityReservations"] == []
-    west.create_capacity_reservation(
-        InstanceType="g6.xlarge",
-        InstancePlatform="Linux/UNIX",
-        AvailabilityZone="us-west-2a",
-        InstanceCount=1,
-    )
+    reserve(west, "g6.xlarge", "us-west-2a", 1)
     with pytest.raises(ClientError) as exc:
-        west.create_capacity_reservation(
-            InstanceType="g6.xlarge",
-            InstancePlatform="Linux/UNIX",
-            AvailabilityZone="us-west-2a",
-            InstanceCount=1,
-        )
+        reserve(west, "g6.xlarge", "us-west-2a", 1)
     assert error_of(exc) == ("InsufficientInstanceCapacity", 500)
 
 

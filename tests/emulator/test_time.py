@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from botocore.exceptions import ClientError
-from emu_helpers import NOW, SUBNET_B, error_of
+from emu_helpers import NOW, error_of
 
 pytestmark = pytest.mark.emulator
 
@@ -239,15 +239,7 @@ def test_capacity_block_life_cycle(api, emu, block):
 
 def test_a_block_launches_only_while_active(api, ec2, emu, block):
     def launch():
-        return api.run(
-            SUBNET_B,
-            "p5.48xlarge",
-            1,
-            InstanceMarketOptions={"MarketType": "capacity-block"},
-            CapacityReservationSpecification={
-                "CapacityReservationTarget": {"CapacityReservationId": block}
-            },
-        )
+        return api.run_in_block(block)
 
     with pytest.raises(ClientError) as exc:
         launch()
@@ -268,15 +260,7 @@ def test_a_block_launches_only_while_active(api, ec2, emu, block):
 
 def test_instances_in_an_expired_capacity_block_are_terminated(api, ec2, emu, block):
     emu.advance(2 * 3600)
-    ids = api.run(
-        SUBNET_B,
-        "p5.48xlarge",
-        2,
-        InstanceMarketOptions={"MarketType": "capacity-block"},
-        CapacityReservationSpecification={
-            "CapacityReservationTarget": {"CapacityReservationId": block}
-        },
-    )
+    ids = api.run_in_block(block, 2)
     emu.advance(24 * 3600)
     assert api.get(block)["State"] == "expired"
     found = ec2.describe_instances(InstanceIds=ids)["Reservations"]

@@ -29,6 +29,25 @@ pytestmark = pytest.mark.integration
 DECEMBER = ("2026-12-01", "2026-12-31")
 
 
+def _on_sale(**extra: Any) -> dict[str, Any]:
+    """p5.48xlarge Capacity Blocks on sale in us-east-1a: up to 64 at 30 USD an instance-hour."""
+    return {
+        "instance_type": P5,
+        "availability_zone": "us-east-1a",
+        "max_instance_count": 64,
+        "price_per_instance_hour": "30",
+        "earliest_start": "+1d",
+        "latest_start": "+8w",
+        **extra,
+    }
+
+
+def _buy_64_for_9_days(tf: CapacityBroker) -> Any:
+    """The first December offering of 64 for 216 hours, bought through the broker."""
+    offer = tf.offerings(P5, 64, 24 * 9, start_after=DECEMBER[0], regions=["us-east-1"])[0]
+    return tf.purchase_capacity_block(offer.offering_id, P5, 64, 24 * 9, regions=["us-east-1"])
+
+
 def _segments(zones: tuple[str, str], starts: tuple[str, str], supply: int) -> dict[str, Any]:
     return {
         "regions": {
@@ -41,52 +60,43 @@ def _segments(zones: tuple[str, str], starts: tuple[str, str], supply: int) -> d
                      "availability_zone": zones[1], "count": 32, "start": starts[1],
                      "duration_hours": 24 * 14},
                 ],
-                "offerings": [
-                    {"instance_type": P5, "availability_zone": "us-east-1a",
-                     "max_instance_count": supply, "price_per_instance_hour": "30",
-                     "earliest_start": "+1d", "latest_start": "+8w"},
-                ] if supply else [],
+                "offerings": [_on_sale(max_instance_count=supply)] if supply else [],
             }
         }
     }  # fmt: skip
 
 
-def test_held_segments_that_hold_the_run_are_ready_not_bought_again(
-    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
+DEC_5 = "2026-12-05T11:30:00Z"
+
+
+def _plan(tf: CapacityBroker, count: int, days: int) -> Any:
+    """``plan`` for a training run of ``count`` p5.48xlarge for ``days`` in December."""
+    return tf.plan("training", P5, count, days, start_after=DECEMBER[0], end_before=DECEMBER[1])
+
+
+@pytest.mark.parametrize("supply", [64, 0], ids=["a-block-on-sale", "nothing-on-sale"])
+def test_held_segments_that_hold_the_run_are_one_ready_block(
+    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch, supply: int
 ) -> None:
+    """Two held segments of 32 are one block ready for 64, whatever is on sale (was: buy, split)."""
     world = world_of(
         broker,
         container,
         monkeypatch,
-        _segments(("us-east-1a", "us-east-1a"), ("2026-12-05T11:30:00Z",) * 2, supply=64),
+        _segments(("us-east-1a", "us-east-1a"), (DEC_5,) * 2, supply),
     )
-    tf = CapacityBroker(regions=["us-east-1"])
-    answer = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
-    assert answer.status == "ready", answer.message  # was "buy": another non-refundable block
+    answer = _plan(CapacityBroker(regions=["us-east-1"]), 64, 7)
+    # was "buy" (another non-refundable block) or, with nothing on sale, a "split"
+    assert answer.status == "ready", answer.message
     assert answer.offerings == []
+    assert answer.split is None
+    assert "separate Capacity Blocks" not in answer.message
     ids = {world.ids["seg-a"], world.ids["seg-b"]}
     assert {b.reservation_id for b in answer.capacity_blocks} == ids
     (block_id,) = {b.capacity_block_id for b in answer.capacity_blocks}
     assert block_id and block_id in answer.message
-    assert "64 x p5.48xlarge in us-east-1a (32 + 32)" in answer.message
-
-
-def test_held_segments_are_not_called_separate_blocks(
-    broker: Any, container: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Nothing on sale: the two segments were a "split" across "separate Capacity Blocks"."""
-    world = world_of(
-        broker,
-        container,
-        monkeypatch,
-        _segments(("us-east-1a", "us-east-1a"), ("2026-12-05T11:30:00Z",) * 2, supply=0),
-    )
-    tf = CapacityBroker(regions=["us-east-1"])
-    answer = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
-    assert answer.status == "ready", answer.message
-    assert answer.split is None
-    assert "separate Capacity Blocks" not in answer.message
     assert world.ids["seg-b"] in answer.message
+    assert "64 x p5.48xlarge in us-east-1a (32 + 32)" in answer.message
 
 
 def test_segments_that_differ_are_said_per_segment_and_start_with_the_last(
@@ -98,12 +108,12 @@ def test_segments_that_differ_are_said_per_segment_and_start_with_the_last(
         monkeypatch,
         _segments(
             ("us-east-1a", "us-east-1b"),
-            ("2026-12-05T11:30:00Z", "2026-12-06T11:30:00Z"),
+            (DEC_5, "2026-12-06T11:30:00Z"),
             supply=64,
         ),
     )
     tf = CapacityBroker(regions=["us-east-1"])
-    answer = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    answer = _plan(tf, 64, 7)
     assert answer.status == "ready", answer.message
     # The run needs both segments: it starts when the later one does.
     assert answer.run_start is not None
@@ -111,7 +121,7 @@ def test_segments_that_differ_are_said_per_segment_and_start_with_the_last(
     assert f"32 x p5.48xlarge in us-east-1a ({world.ids['seg-a']}" in answer.message
     assert f"32 x p5.48xlarge in us-east-1b ({world.ids['seg-b']}" in answer.message
     # A run of 32 is held by one segment alone: that one, from its own start.
-    one = tf.plan("training", P5, 32, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    one = _plan(tf, 32, 7)
     assert one.status == "ready", one.message
     assert next(b.reservation_id for b in one.capacity_blocks) == world.ids["seg-a"]
     assert one.run_start is not None
@@ -127,10 +137,10 @@ def test_segments_that_run_out_are_extended_together_not_bought_again(
         broker,
         container,
         monkeypatch,
-        _segments(("us-east-1a", "us-east-1a"), ("2026-12-05T11:30:00Z",) * 2, supply=64),
+        _segments(("us-east-1a", "us-east-1a"), (DEC_5,) * 2, supply=64),
     )
     tf = CapacityBroker(regions=["us-east-1"])
-    answer = tf.plan("training", P5, 64, 14, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    answer = _plan(tf, 64, 14)
     assert answer.status == "extend", answer.message  # was "buy"
     extension = answer.extension
     assert extension is not None
@@ -153,26 +163,17 @@ def test_a_purchase_answered_in_segments_is_one_block_for_plan(
             "regions": {
                 "us-east-1": {
                     "offerings": [
-                        {
-                            "instance_type": P5,
-                            "availability_zone": "us-east-1a",
-                            "max_instance_count": 64,
-                            "price_per_instance_hour": "30",
-                            "earliest_start": "+1d",
-                            "latest_start": "+8w",
-                            "segments": 2,
-                        },
+                        _on_sale(segments=2),
                     ]
                 }
             }
         },
     )
     tf = CapacityBroker(regions=["us-east-1"])
-    offer = tf.offerings(P5, 64, 24 * 9, start_after=DECEMBER[0], regions=["us-east-1"])[0]
-    bought = tf.purchase_capacity_block(offer.offering_id, P5, 64, 24 * 9, regions=["us-east-1"])
+    bought = _buy_64_for_9_days(tf)
     assert bought.status == "purchased", bought.message
     assert len(bought.reservations) == 2
-    answer = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    answer = _plan(tf, 64, 7)
     assert answer.status == "ready", answer.message
     assert {b.reservation_id for b in answer.capacity_blocks} == {
         r.reservation_id for r in bought.reservations
@@ -187,7 +188,7 @@ def test_capacity_counts_a_purchase_of_segments_as_one_block(
         broker,
         container,
         monkeypatch,
-        _segments(("us-east-1a", "us-east-1b"), ("2026-12-05T11:30:00Z",) * 2, supply=0),
+        _segments(("us-east-1a", "us-east-1b"), (DEC_5,) * 2, supply=0),
     )
     wide = CliRunner().invoke(app, ["capacity", "--blocks"], env={"COLUMNS": "250"})
     assert wide.exit_code == EXIT_OK, wide.output
@@ -222,14 +223,7 @@ def _running_segments(
                         for name in ("seg-a", "seg-b")
                     ],
                     "offerings": [
-                        {
-                            "instance_type": P5,
-                            "availability_zone": "us-east-1a",
-                            "max_instance_count": 64,
-                            "price_per_instance_hour": "30",
-                            "earliest_start": "+0h",
-                            "latest_start": "+8w",
-                        },
+                        _on_sale(earliest_start="+0h"),
                     ],
                 }
             },
@@ -291,14 +285,7 @@ def test_a_block_is_never_extended_past_182_days_in_all(
                         },
                     ],
                     "offerings": [
-                        {
-                            "instance_type": P5,
-                            "availability_zone": "us-east-1a",
-                            "max_instance_count": 64,
-                            "price_per_instance_hour": "30",
-                            "earliest_start": "+0h",
-                            "latest_start": "+8w",
-                        },
+                        _on_sale(earliest_start="+0h"),
                     ],
                 }
             },
@@ -338,25 +325,14 @@ def test_a_purchase_whose_segments_differ_in_type_and_start(
             "regions": {
                 "us-east-1": {
                     "offerings": [
-                        {
-                            "instance_type": P5,
-                            "availability_zone": "us-east-1a",
-                            "max_instance_count": 64,
-                            "price_per_instance_hour": "30",
-                            "earliest_start": "+1d",
-                            "latest_start": "+8w",
-                            "segments": 2,
-                            "segment_types": [P5, P5E],
-                            "segment_start_hours": [0, 24],
-                        },
+                        _on_sale(segments=2, segment_types=[P5, P5E], segment_start_hours=[0, 24]),
                     ]
                 }
             },
         },
     )
     tf = CapacityBroker(regions=["us-east-1"])
-    offer = tf.offerings(P5, 64, 24 * 9, start_after=DECEMBER[0], regions=["us-east-1"])[0]
-    bought = tf.purchase_capacity_block(offer.offering_id, P5, 64, 24 * 9, regions=["us-east-1"])
+    bought = _buy_64_for_9_days(tf)
     assert bought.status == "purchased", bought.message
     first, second = bought.reservations
     assert (first.instance_type, second.instance_type) == (P5, P5E)
@@ -372,11 +348,11 @@ def test_a_purchase_whose_segments_differ_in_type_and_start(
     assert "Total Blocks: 1 (2 reservations)" in wide.stdout
     assert f"Instance Types: 2 ({P5}, {P5E})" in wide.stdout
 
-    one = tf.plan("training", P5, 32, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    one = _plan(tf, 32, 7)
     assert one.status == "ready", one.message
     assert [b.reservation_id for b in one.capacity_blocks] == [first.reservation_id]
     assert one.run_start is not None
     assert one.run_start.isoformat().startswith("2026-12-01T11:30")
-    both = tf.plan("training", P5, 64, 7, start_after=DECEMBER[0], end_before=DECEMBER[1])
+    both = _plan(tf, 64, 7)
     assert both.status != "ready", both.message  # the p5e segment runs no p5 instance
     assert second.reservation_id not in both.message

@@ -565,6 +565,24 @@ def test_clean_when_the_cleaner_exists(tf: CapacityBroker) -> None:
 # -- deployed mode, stubbed ------------------------------------------------------------------
 
 
+# capacity's answer when the account holds no ODCR, as the deployed function returns it
+NO_ODCRS = {
+    "status": "ok",
+    "request_id": "r",
+    "regions": ["us-east-1"],
+    "summary": {"reservations": 0},
+    "reservations": [],
+    "message": "0 ODCRs",
+}
+
+
+def one_attempt_lambda() -> Any:
+    """A Lambda client that sends each invoke once (botocore retries nothing)."""
+    return boto3.client(
+        "lambda", region_name="us-east-1", config=Config(retries={"total_max_attempts": 1})
+    )
+
+
 def _payload(data: Any) -> Any:
     from botocore.response import StreamingBody
 
@@ -575,17 +593,9 @@ def _payload(data: Any) -> Any:
 def test_deployed_invokes_prefix_entry_functions() -> None:
     lam = boto3.client("lambda", region_name="us-east-1")
     stub = Stubber(lam)
-    answer = {
-        "status": "ok",
-        "request_id": "r",
-        "regions": ["us-east-1"],
-        "summary": {"reservations": 0},
-        "reservations": [],
-        "message": "0 ODCRs",
-    }
     stub.add_response(
         "invoke",
-        {"StatusCode": 200, "Payload": _payload(answer)},
+        {"StatusCode": 200, "Payload": _payload(NO_ODCRS)},
         {
             "FunctionName": "cb-prod-capacity",
             "InvocationType": "RequestResponse",
@@ -621,9 +631,7 @@ def test_deployed_invokes_prefix_entry_functions() -> None:
 def test_deployed_invoke_refused_raises_invoke_failed(code: str, status: int) -> None:
     """Refused (or still throttled when the caller's patience is spent: none here; issue 23
     made throttled invokes wait, see test_deployed_throttled_invoke_backs_off)."""
-    lam = boto3.client(
-        "lambda", region_name="us-east-1", config=Config(retries={"total_max_attempts": 1})
-    )
+    lam = one_attempt_lambda()
     stub = Stubber(lam)
     stub.add_client_error("invoke", code, "not now", status)
     stub.add_client_error("invoke", code, "not now", status)
@@ -657,21 +665,11 @@ class Moment:
 def test_deployed_throttled_invoke_backs_off(code: str) -> None:
     """Lambda throttles the invoke (reserved concurrency used up, issue 23): the client asks
     again with jittered, growing pauses until the function answers, within its patience."""
-    lam = boto3.client(
-        "lambda", region_name="us-east-1", config=Config(retries={"total_max_attempts": 1})
-    )
+    lam = one_attempt_lambda()
     stub = Stubber(lam)
     for _ in range(4):
         stub.add_client_error("invoke", code, "Rate Exceeded.", 429)
-    answer = {
-        "status": "ok",
-        "request_id": "r",
-        "regions": ["us-east-1"],
-        "summary": {"reservations": 0},
-        "reservations": [],
-        "message": "0 ODCRs",
-    }
-    stub.add_response("invoke", {"StatusCode": 200, "Payload": _payload(answer)})
+    stub.add_response("invoke", {"StatusCode": 200, "Payload": _payload(NO_ODCRS)})
     clock = Moment()
     with stub:
         tf = CapacityBroker.deployed("cb-prod", lambda_client=lam)
@@ -683,9 +681,7 @@ def test_deployed_throttled_invoke_backs_off(code: str) -> None:
 
 
 def test_deployed_throttled_invoke_gives_up_within_its_patience() -> None:
-    lam = boto3.client(
-        "lambda", region_name="us-east-1", config=Config(retries={"total_max_attempts": 1})
-    )
+    lam = one_attempt_lambda()
     stub = Stubber(lam)
     for _ in range(200):
         stub.add_client_error("invoke", "TooManyRequestsException", "Rate Exceeded.", 429)

@@ -871,6 +871,22 @@ def check_capacity(run: Run, answer: dict[str, Any]) -> None:
         assert answer["reservations"] == []
 
 
+def _reserve_entry(name: str, event: Callable[[], Any]) -> Entry:
+    """reserve on the hpc scenario: the two entries differ only in their event."""
+    return Entry(
+        name,
+        "fault_hpc.yaml",
+        event,
+        lambda: reserve_handler.handler,
+        check_reserve,
+        _reserve_essence,
+        outcome=lambda run: _reserve_essence(run)[::3],
+        settle=_release_kept_hold,
+        ordered=True,
+        winner=lambda answer: answer["reservation"]["id"],
+    )
+
+
 ENTRIES = {
     e.name: e
     for e in (
@@ -888,31 +904,12 @@ ENTRIES = {
                 if a["subnet_id"] == answer["subnet_id"]
             ),
         ),
-        Entry(
-            "reserve",
-            "fault_hpc.yaml",
-            job_event,
-            lambda: reserve_handler.handler,
-            check_reserve,
-            _reserve_essence,
-            outcome=lambda run: _reserve_essence(run)[::3],
-            settle=_release_kept_hold,
-            ordered=True,
-            winner=lambda answer: answer["reservation"]["id"],
-        ),
-        Entry(
+        _reserve_entry("reserve", job_event),
+        _reserve_entry(
             "reserve+provision",
-            "fault_hpc.yaml",
             lambda: job_event(
                 request_id="job-fm-prov", launch_template={"id": TEMPLATE}, provision=True
             ),
-            lambda: reserve_handler.handler,
-            check_reserve,
-            _reserve_essence,
-            outcome=lambda run: _reserve_essence(run)[::3],
-            settle=_release_kept_hold,
-            ordered=True,
-            winner=lambda answer: answer["reservation"]["id"],
         ),
         Entry(
             "release",

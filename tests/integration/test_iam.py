@@ -394,6 +394,22 @@ def test_instances_only_through_a_launch_template(demo: Any) -> None:
     )
 
 
+def template_targeting(ec2: Any, demo: Any, tags: list[dict[str, str]] | None) -> str:
+    """A new reservation in us-east-1c with ``tags``, and TEMPLATE's new version targeting it."""
+    reservation = create(ec2, tags, zone="us-east-1c")
+    demo.settle(EAST)
+    spec = {
+        "CapacityReservationPreference": "capacity-reservations-only",
+        "CapacityReservationTarget": {"CapacityReservationId": reservation},
+    }
+    ec2.create_launch_template_version(
+        LaunchTemplateId=TEMPLATE,
+        SourceVersion="1",
+        LaunchTemplateData={"CapacityReservationSpecification": spec},
+    )
+    return reservation
+
+
 def test_launches_only_into_this_clusters_or_untagged_reservations(demo: Any) -> None:
     """Launches "may use reservations tagged with this cluster id or carrying no
     capacity-broker:cluster-id tag at all ... never another broker cluster's"."""
@@ -401,17 +417,7 @@ def test_launches_only_into_this_clusters_or_untagged_reservations(demo: Any) ->
     reserve = as_role(demo, "reserve")
 
     def target(tags: list[dict[str, str]] | None) -> None:
-        reservation = create(ec2, tags, zone="us-east-1c")
-        demo.settle(EAST)
-        spec = {
-            "CapacityReservationPreference": "capacity-reservations-only",
-            "CapacityReservationTarget": {"CapacityReservationId": reservation},
-        }
-        ec2.create_launch_template_version(
-            LaunchTemplateId=TEMPLATE,
-            SourceVersion="1",
-            LaunchTemplateData={"CapacityReservationSpecification": spec},
-        )
+        template_targeting(ec2, demo, tags)
         reserve.create_fleet(**fleet(TEMPLATE))
 
     message = refused(lambda: target(hold_tags("hold", cluster="another-cluster")))
@@ -503,17 +509,7 @@ def test_a_launchs_reservation_carries_only_aws_resource_tags(demo: Any) -> None
     ec2:ResourceTag/${TagKey} (Service Authorization Reference, Amazon EC2): a grant written
     with the latter would never match it on AWS, so it matches nothing here either."""
     ec2 = boto3.client("ec2", region_name=EAST)
-    reservation = create(ec2, hold_tags("hold"), zone="us-east-1c")
-    demo.settle(EAST)
-    spec = {
-        "CapacityReservationPreference": "capacity-reservations-only",
-        "CapacityReservationTarget": {"CapacityReservationId": reservation},
-    }
-    ec2.create_launch_template_version(
-        LaunchTemplateId=TEMPLATE,
-        SourceVersion="1",
-        LaunchTemplateData={"CapacityReservationSpecification": spec},
-    )
+    reservation = template_targeting(ec2, demo, hold_tags("hold"))
     world.iam.decisions.clear()
     as_role(demo, "reserve").create_fleet(**fleet(TEMPLATE))
     (keys,) = [

@@ -153,13 +153,18 @@ def test_a_permission_error_stops_too(
     assert answer["attempts"][1]["outcome"] == "not_tried"
 
 
-def test_flag_off_is_skipped_without_touching_ec2(broker: Any, context: Any) -> None:
-    broker.load_scenario(world([4, 4, 4]))
+def set_flag(value: str) -> None:
+    """The cluster's EnableCapacityReservation feature flag in Parameter Store."""
     boto3.client("ssm", region_name="us-east-1").put_parameter(
         Name="/capacity-broker/demo-cluster/configuration/FeatureFlags/EnableCapacityReservation",
-        Value="FALSE",
+        Value=value,
         Type="String",
     )
+
+
+def test_flag_off_is_skipped_without_touching_ec2(broker: Any, context: Any) -> None:
+    broker.load_scenario(world([4, 4, 4]))
+    set_flag("FALSE")
     broker.clear_calls()
     answer = probe(context)
     assert answer["status"] == "skipped"
@@ -169,11 +174,7 @@ def test_flag_off_is_skipped_without_touching_ec2(broker: Any, context: Any) -> 
 
 def test_a_malformed_flag_is_a_configuration_error(broker: Any, context: Any) -> None:
     broker.load_scenario(world([4, 4, 4]))
-    boto3.client("ssm", region_name="us-east-1").put_parameter(
-        Name="/capacity-broker/demo-cluster/configuration/FeatureFlags/EnableCapacityReservation",
-        Value="yes please",
-        Type="String",
-    )
+    set_flag("yes please")
     answer = probe(context)
     assert answer["status"] == "error"
     assert "EnableCapacityReservation" in answer["message"]

@@ -134,18 +134,24 @@ def test_a_job_larger_than_the_pool_uses_the_pool_first_and_holds_only_the_rest(
     }
 
 
-def test_a_pool_named_by_a_resource_group(
-    pool: Any, monkeypatch: pytest.MonkeyPatch, container: Any, context: Any
-) -> None:
+def pool_by_group(monkeypatch: pytest.MonkeyPatch, container: Any, members: list[str]) -> None:
+    """The pool becomes the resource group "hpc-pool" of ``members``, no longer the tag."""
     groups = boto3.client("resource-groups", region_name="us-east-1")
     arn = groups.create_group(Name="hpc-pool", Configuration=POOL_CONFIGURATION)["Group"][
         "GroupArn"
     ]
-    grouped_arn = reservation(GROUPED)["CapacityReservationArn"]
-    groups.group_resources(Group=arn, ResourceArns=[grouped_arn])
+    if members:
+        arns = [reservation(m)["CapacityReservationArn"] for m in members]
+        groups.group_resources(Group=arn, ResourceArns=arns)
     monkeypatch.delenv("BROKER_POOL_TAG")
     monkeypatch.setenv("BROKER_POOL_GROUPS", "hpc-pool")
     container.fresh()
+
+
+def test_a_pool_named_by_a_resource_group(
+    pool: Any, monkeypatch: pytest.MonkeyPatch, container: Any, context: Any
+) -> None:
+    pool_by_group(monkeypatch, container, [GROUPED])
     answer = reserve(job(request_id="pool-group", instance_count=2), context)
     assert answer["status"] == "provisioned", answer
     assert {(s["rung"], s["reservation_id"]) for s in answer["served"]} == {("odcr", GROUPED)}
@@ -398,23 +404,38 @@ def live(ids: list[str]) -> list[str]:
     return [i["InstanceId"] for r in found for i in r["Instances"] if i["InstanceId"] in ids]
 
 
+def fail_fleets_of(emu: Any, size: int, code: str, times: int) -> None:
+    """EC2 Fleet answers ``code`` (in its Errors) to an On-Demand fleet of ``size`` nodes."""
+    emu.fail(
+        "CreateFleet",
+        code,
+        mode="errors",
+        times=times,
+        when={
+            "TargetCapacitySpecification": {
+                "TotalTargetCapacity": size,
+                "DefaultTargetCapacityType": "on-demand",
+                "OnDemandTargetCapacity": size,
+            }
+        },
+    )
+
+
+def ladder_instances(request_id: str) -> list[str]:
+    """Every instance the request's ladder launched, ended or not."""
+    return [
+        i["InstanceId"]
+        for r in ec2().describe_instances()["Reservations"]
+        for i in r["Instances"]
+        if {"Key": "capacity-broker:ladder", "Value": request_id} in i.get("Tags", [])
+    ]
+
+
 def test_when_the_holds_launch_fails_the_pools_nodes_are_terminated_and_the_hold_cancelled(
     pool: Any, context: Any
 ) -> None:
     # The hold's part (2 nodes) is refused by EC2; the pool's part (3 nodes) had launched.
-    pool.fail(
-        "CreateFleet",
-        "InsufficientInstanceCapacity",
-        mode="errors",
-        times=99,
-        when={
-            "TargetCapacitySpecification": {
-                "TotalTargetCapacity": 2,
-                "DefaultTargetCapacityType": "on-demand",
-                "OnDemandTargetCapacity": 2,
-            }
-        },
-    )
+    fail_fleets_of(pool, 2, "InsufficientInstanceCapacity", times=99)
     answer = reserve(job(request_id="pool-undo", instance_count=5), context)
     assert answer["status"] == "error", answer
     assert answer["error_code"] == "InsufficientInstanceCapacity"
@@ -425,12 +446,7 @@ def test_when_the_holds_launch_fails_the_pools_nodes_are_terminated_and_the_hold
         3,
         2,
     ]
-    launched_first = [
-        i["InstanceId"]
-        for r in ec2().describe_instances()["Reservations"]
-        for i in r["Instances"]
-        if {"Key": "capacity-broker:ladder", "Value": "pool-undo"} in i.get("Tags", [])
-    ]
+    launched_first = ladder_instances("pool-undo")
     assert launched_first and live(launched_first) == []
     assert reservation(POOL_ODCR)["AvailableInstanceCount"] == 3
     assert {h["InstanceCount"] for h in holds_made(pool)} == {2}
@@ -458,15 +474,8 @@ def test_the_same_request_again_launches_nothing_twice(pool: Any, context: Any) 
 def test_a_reservation_in_the_pools_group_survives_release_whatever_its_tags(
     pool: Any, monkeypatch: pytest.MonkeyPatch, container: Any, context: Any
 ) -> None:
-    groups = boto3.client("resource-groups", region_name="us-east-1")
-    arn = groups.create_group(Name="hpc-pool", Configuration=POOL_CONFIGURATION)["Group"][
-        "GroupArn"
-    ]
-    groups.group_resources(Group=arn, ResourceArns=[reservation(OUTSIDE)["CapacityReservationArn"]])
     # The pool by its group alone: the tagged look-alike is not the pool's any more.
-    monkeypatch.delenv("BROKER_POOL_TAG")
-    monkeypatch.setenv("BROKER_POOL_GROUPS", "hpc-pool")
-    container.fresh()
+    pool_by_group(monkeypatch, container, [OUTSIDE])
     released = release({"request_id": "rel-group", "job_id": "1234"}, context)
     assert released["status"] == "released", released
     assert released["cancelled"] == [LOOKALIKE]

@@ -11,8 +11,10 @@ from emulator import Emulator
 from tests.integration.test_reserve_pool import (
     POOL_ODCR,
     ec2,
+    fail_fleets_of,
     instances,
     job,
+    ladder_instances,
     live,
     pool,  # noqa: F401  (fixture)
     reservation,
@@ -34,19 +36,7 @@ def test_a_pool_tag_value_is_never_a_pattern(pool: Any, context: Any, tag: str) 
 
 
 def test_a_retry_after_a_failed_ladder_claims_only_nodes_that_run(pool: Any, context: Any) -> None:  # noqa: F811
-    pool.fail(
-        "CreateFleet",
-        "InsufficientInstanceCapacity",
-        mode="errors",
-        times=99,
-        when={
-            "TargetCapacitySpecification": {
-                "TotalTargetCapacity": 2,
-                "DefaultTargetCapacityType": "on-demand",
-                "OnDemandTargetCapacity": 2,
-            }
-        },
-    )
+    fail_fleets_of(pool, 2, "InsufficientInstanceCapacity", times=99)
     first = reserve(job(request_id="pool-retry", instance_count=5), context)
     assert first["status"] == "error", first
     pool.clear_faults()
@@ -59,12 +49,7 @@ def test_a_retry_after_a_failed_ladder_claims_only_nodes_that_run(pool: Any, con
     assert len(again["instances"]) == 5, again
     assert sorted(live(again["instances"])) == sorted(again["instances"]), again
     assert {s["instance_id"] for s in again["served"]} == set(again["instances"])
-    every = [
-        i["InstanceId"]
-        for r in ec2().describe_instances()["Reservations"]
-        for i in r["Instances"]
-        if {"Key": "capacity-broker:ladder", "Value": "pool-retry"} in i.get("Tags", [])
-    ]
+    every = ladder_instances("pool-retry")
     assert len(live(every)) == 5  # nothing launched twice
     assert {i.get("CapacityReservationId") for i in instances(again["instances"])} >= {POOL_ODCR}
 
@@ -95,29 +80,12 @@ def test_a_failed_second_pool_launch_ends_the_first_and_leaves_nothing(
 
     lent = lent_to_the_pool(2)
     pool.clear_calls()
-    pool.fail(
-        "CreateFleet",
-        "InsufficientInstanceCapacity",
-        mode="errors",
-        times=99,
-        when={
-            "TargetCapacitySpecification": {
-                "TotalTargetCapacity": 2,
-                "DefaultTargetCapacityType": "on-demand",
-                "OnDemandTargetCapacity": 2,
-            }
-        },
-    )
+    fail_fleets_of(pool, 2, "InsufficientInstanceCapacity", times=99)
     answer = reserve(job(request_id="pool-second", instance_count=5), context)
     assert answer["status"] == "error", answer
     assert answer["instances"] == []
     assert holds_made(pool) == []
-    every = [
-        i["InstanceId"]
-        for r in ec2().describe_instances()["Reservations"]
-        for i in r["Instances"]
-        if {"Key": "capacity-broker:ladder", "Value": "pool-second"} in i.get("Tags", [])
-    ]
+    every = ladder_instances("pool-second")
     assert every and live(every) == []
     assert reservation(POOL_ODCR)["AvailableInstanceCount"] == 3
     assert reservation(lent)["State"] == "active"
@@ -127,19 +95,7 @@ def test_transient_fleet_errors_on_a_pool_launch_are_asked_again(
     pool: Any,  # noqa: F811
     context: Any,
 ) -> None:
-    pool.fail(
-        "CreateFleet",
-        "RequestLimitExceeded",
-        mode="errors",
-        times=1,
-        when={
-            "TargetCapacitySpecification": {
-                "TotalTargetCapacity": 3,
-                "DefaultTargetCapacityType": "on-demand",
-                "OnDemandTargetCapacity": 3,
-            }
-        },
-    )
+    fail_fleets_of(pool, 3, "RequestLimitExceeded", times=1)
     answer = reserve(job(request_id="pool-transient", instance_count=3), context)
     assert answer["status"] == "provisioned", answer
     assert len(live(answer["instances"])) == 3
@@ -151,16 +107,11 @@ def test_release_while_the_pools_group_cannot_be_read_says_so(
     container: Any,
     context: Any,
 ) -> None:
-    import boto3
     from capacity_broker.handlers.release import handler as release
 
-    from tests.integration.test_reserve_pool import LOOKALIKE, OUTSIDE, POOL_CONFIGURATION
+    from tests.integration.test_reserve_pool import LOOKALIKE, OUTSIDE, pool_by_group
 
-    groups = boto3.client("resource-groups", region_name="us-east-1")
-    groups.create_group(Name="hpc-pool", Configuration=POOL_CONFIGURATION)
-    monkeypatch.delenv("BROKER_POOL_TAG")
-    monkeypatch.setenv("BROKER_POOL_GROUPS", "hpc-pool")
-    container.fresh()
+    pool_by_group(monkeypatch, container, [])
     pool.fail(
         "ListGroupResources", "TooManyRequestsException", times=999, service="resource-groups"
     )

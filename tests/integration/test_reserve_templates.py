@@ -16,15 +16,20 @@ from capacity_broker.handlers.reserve import handler as reserve
 
 from emulator import Emulator
 
+from .test_reserve import (  # the hpc scenario's names, its job and the state table
+    BLOCK_NOW,
+    SCENARIO,
+    SUBNETS,
+    TEMPLATE,
+    ec2,
+    job,
+    state_table,  # noqa: F401  (fixture, asked for by name)
+)
+
 # The broker's waits on the emulator's clock (conftest: ``waits_on_emulated_time``).
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("waits_on_emulated_time")]
 
-SCENARIO = Path(__file__).parent / "scenarios" / "hpc.yaml"
 EVENTS = Path(__file__).resolve().parents[2] / "events"
-SUBNETS = ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2", "subnet-0aaaaaaaaaaaaaaa3"]
-TYPES = ["c7i.48xlarge", "hpc7a.96xlarge"]
-TEMPLATE = "lt-0ddddddddddddddd1"
-BLOCK_NOW = "cr-0fffffffffffffff1"
 # Milliseconds of backoff instead of seconds (as the fault matrix): a lost answer is retried
 # the same way, sooner.
 FAST = RetryPolicy(base=0.002, cap=0.01, max_attempts=4)
@@ -34,20 +39,6 @@ FAST = RetryPolicy(base=0.002, cap=0.01, max_attempts=4)
 def hpc(broker: Any) -> Any:
     broker.load_scenario(SCENARIO)
     return broker
-
-
-def job(**fields: Any) -> dict[str, Any]:
-    return {
-        "job_id": "1234",
-        "instance_types": TYPES,
-        "subnet_ids": SUBNETS,
-        "instance_count": 8,
-        **fields,
-    }
-
-
-def ec2() -> Any:
-    return boto3.client("ec2", region_name="us-east-1")
 
 
 def versions(template: str = TEMPLATE) -> dict[int, dict[str, Any]]:
@@ -84,19 +75,6 @@ def fast(hpc: Any, container: Any) -> Any:
     """reserve on a root with the fast retry policy (everything else is the real handler's)."""
     container.build(retry=FAST)
     return hpc
-
-
-@pytest.fixture
-def state_table(hpc: Any, container: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    boto3.client("dynamodb", region_name="us-east-1").create_table(
-        TableName="broker-state",
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    monkeypatch.setenv("BROKER_STATE_TABLE", "broker-state")
-    container.rebuild()
-    return "broker-state"
 
 
 # -- 1. the fleet form -------------------------------------------------------------------------
