@@ -137,8 +137,10 @@ class Adapters:
             return self._pricing
 
 
-# The clients an entry point's first invocation needs, in the order it calls them: probe and
-# reserve read the flags (SSM) before they ask EC2; the others start with EC2.
+# The clients an entry point's first invocation needs, in the order they are made: probe and
+# reserve read the flags (SSM) beside their first EC2 calls (the look-ups of their places), so
+# SSM's client, the cheap one, is made first and its call is on its way while EC2's, the
+# costly one, is built; the others start with EC2.
 FIRST_CLIENTS: Mapping[str, tuple[str, ...]] = {"probe": ("ssm", "ec2"), "reserve": ("ssm", "ec2")}
 FIRST_CLIENTS_DEFAULT: tuple[str, ...] = ("ec2",)
 
@@ -336,14 +338,15 @@ class Root:
 
     def first_clients(self, entry: str) -> tuple[str, ...]:
         """The clients ``entry``'s first invocation makes on a thread of their own as it
-        starts (``Clients.warm_first``), in the order it calls them. A probe that meets the
-        probes of other containers (in the state table) makes its EC2 client itself once it
-        knows it is not a group's member: a member asks EC2 nothing, and EC2's client is the
-        costly one to make (its model's parse). Its arrival, a call to the table, is its first
-        call, so DynamoDB's client is made first: clients are made one at a time, and an
-        arrival that waited for SSM's client started the EC2 client (the lone probe's critical
-        path) some 80 ms later in a cold container. (A meeting in memory answers at once:
-        there the client is made beside the flags' read as for any entry.)"""
+        starts (``Clients.warm_first``), in the order they are made. A probe that meets the
+        probes of other containers (in the state table) makes its EC2 client itself (its
+        look-ups' first call) once it knows it is not a group's member: a member asks EC2
+        nothing, and EC2's client is the costly one to make (its model's parse). Its arrival,
+        a call to the table, is its first call, so DynamoDB's client is made first: clients
+        are made one at a time, and an arrival that waited for SSM's client started the EC2
+        client (the lone probe's critical path) some 80 ms later in a cold container. (A
+        meeting in memory answers at once: there the client is made beside the flags' read as
+        for any entry.)"""
         from .logic.grouping import MemoryStore
 
         services = FIRST_CLIENTS.get(entry, FIRST_CLIENTS_DEFAULT)

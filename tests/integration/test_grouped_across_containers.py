@@ -286,11 +286,11 @@ def test_a_leader_slower_than_its_members_answer_by_still_answers_them(classroom
     for root in roots:
         looked_up = root.probe._place
 
-        def slow(request: Any, deadline: float, looked_up: Any = looked_up) -> Any:
+        def slow(asked: Any, looked_up: Any = looked_up) -> Any:
             assert joined.wait(120)  # every member is in the group first
             # Past every answer-by (half a budget, two thirds of the longest patience at most).
             room.time.sleep(min(IN_PROCESS_TIMEOUT_MS / 1000 * 0.55, MOST_PATIENCE_SECONDS * 0.7))
-            return looked_up(request, deadline)
+            return looked_up(asked)
 
         root.probe._place = slow  # type: ignore[method-assign]
 
@@ -450,6 +450,47 @@ def test_a_lone_probe_s_arrival_overlaps_its_flags_read(
     answer = room.answers["alone"]
     assert answer["status"] == "available" and answer["subnet_id"] == SUBNETS[2]
     assert table.counts["calls"] == 3  # its join, its mark and its leaving
+
+
+def test_a_lone_probe_s_look_ups_overlap_its_flags_read(
+    classroom: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once its arrival says it is not a group's member, a probe looks its places up beside
+    its flags' read, not after it: each waits to see the other under way (the 60 s only guard
+    a hang)."""
+    room = classroom([0, 0, 1000])
+    root = room.container()
+    ec2 = root.ec2(REGION)
+    looking, reading = threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+    real_subnets, real_read = ec2.subnets, root.flags.read
+
+    def subnets(*args: Any, **kwargs: Any) -> Any:
+        looking.set()
+        seen["the flags were being read"] = reading.wait(60)
+        return real_subnets(*args, **kwargs)
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        reading.set()
+        seen["the look-ups were under way"] = looking.wait(60)
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(ec2, "subnets", subnets)
+    monkeypatch.setattr(root.flags, "read", read)
+    room.probe(root, "alone")
+    assert seen == {"the flags were being read": True, "the look-ups were under way": True}
+    answer = room.answers["alone"]
+    assert answer["status"] == "available" and answer["subnet_id"] == SUBNETS[2]
+
+
+def test_only_the_probes_that_ask_ec2_look_their_places_up(classroom: Any) -> None:
+    """Each container is cold, yet the class's members look nothing up (their leader does
+    it for the group): the subnets are asked for twice, by the first desktop and the
+    leader."""
+    room = classroom([0, 0, 1000])
+    answers = room.run(6)
+    assert all(a["status"] == "available" and "group" in a for a in answers)
+    assert len(room.emu.calls("DescribeSubnets")) == 2, room.emu.calls("DescribeSubnets")
 
 
 def _any_key() -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
@@ -153,6 +154,10 @@ def test_a_permission_error_stops_too(
     assert answer["attempts"][1]["outcome"] == "not_tried"
 
 
+# What a cold probe looks up beside its flags' read (``logic.placement``): reads only.
+LOOK_UPS = {"DescribeInstanceTypeOfferings", "DescribeSubnets", "DescribeVpcs", "DescribeImages"}
+
+
 def set_flag(value: str) -> None:
     """The cluster's EnableCapacityReservation feature flag in Parameter Store."""
     boto3.client("ssm", region_name="us-east-1").put_parameter(
@@ -162,14 +167,106 @@ def set_flag(value: str) -> None:
     )
 
 
-def test_flag_off_is_skipped_without_touching_ec2(broker: Any, context: Any) -> None:
+def test_flag_off_is_skipped_and_creates_nothing(broker: Any, context: Any) -> None:
+    """Contract: EnableCapacityReservation false is ``skipped`` (the first subnet, no
+    reservation). A cold container looks its places up beside the flags' read (one round trip
+    instead of two in a row): those reads are all EC2 sees, each answered before the probe
+    answers (nothing keeps running after it). A warm one asks EC2 nothing at all."""
     broker.load_scenario(world([4, 4, 4]))
     set_flag("FALSE")
     broker.clear_calls()
     answer = probe(context)
     assert answer["status"] == "skipped"
     assert answer["subnet_id"] == SUBNETS[0]
+    calls = broker.calls()
+    assert {c.action for c in calls} <= LOOK_UPS, calls
+    assert all(c.ended for c in calls), calls
+    broker.clear_calls()
+    again = probe(context)
+    assert again["status"] == "skipped"
     assert broker.calls() == []  # not even a describe
+    assert owned(answer["request_id"]) == owned(again["request_id"]) == []
+
+
+def test_a_skipped_probe_drops_what_its_look_ups_found(broker: Any, context: Any) -> None:
+    """What the look-ups found is the probe's only when the flags say to probe: with the flag
+    off, a subnet that does not exist (``invalid_request`` when probing) or EC2 refusing the
+    look-ups (``error``) changes nothing, the answer is ``skipped`` as when the flags were
+    read first."""
+    broker.load_scenario(world([4, 4, 4]))
+    set_flag("FALSE")
+    missing = probe(context, subnet_ids=[SUBNETS[0], "subnet-0ddddddddddddddd4"])
+    assert missing["status"] == "skipped", missing
+    assert missing["subnet_id"] == SUBNETS[0]
+    broker.clear_calls()
+    broker.fail("DescribeSubnets", "UnauthorizedOperation", times=1000)
+    refused = probe(context, subnet_ids=[SUBNETS[1]])
+    assert refused["status"] == "skipped", refused
+    assert refused["subnet_id"] == SUBNETS[1]
+    assert {c.action for c in broker.calls()} <= LOOK_UPS
+
+
+@pytest.mark.parametrize("grouping", ["true", "false"])
+def test_a_cold_probe_looks_its_places_up_beside_its_flags_read(
+    broker: Any, container: Any, context: Any, monkeypatch: pytest.MonkeyPatch, grouping: str
+) -> None:
+    """The look-ups are not a step after the flags' read but beside it: each waits to see the
+    other under way (a probe that made them one after the other would never see both at
+    once; the 60 s only guard a hang). Without grouping they start at once; with it, once the
+    probe's arrival says it is not a group's member."""
+    monkeypatch.setenv("BROKER_PROBE_GROUPING", grouping)
+    broker.load_scenario(world([0, 0, 4]))
+    root = container.root
+    ec2 = root.ec2("us-east-1")
+    looking, reading = threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+    real_subnets, real_read = ec2.subnets, root.flags.read
+
+    def subnets(*args: Any, **kwargs: Any) -> Any:
+        looking.set()
+        seen["the flags were being read"] = reading.wait(60)
+        return real_subnets(*args, **kwargs)
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        reading.set()
+        seen["the look-ups were under way"] = looking.wait(60)
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(ec2, "subnets", subnets)
+    monkeypatch.setattr(root.flags, "read", read)
+    answer = probe(context)
+    assert seen == {"the flags were being read": True, "the look-ups were under way": True}
+    assert answer["status"] == "available" and answer["subnet_id"] == SUBNETS[2]
+
+
+def test_unreadable_flags_answer_as_before_whatever_the_look_ups_say(
+    broker: Any, context: Any
+) -> None:
+    """Flags that cannot be read answer the flags' error, as when they were read first: the
+    look-ups beside them (failing too, here) are not the answer, and nothing is created."""
+    broker.load_scenario(world([4, 4, 4]))
+    broker.fail("GetParametersByPath", "AccessDeniedException", service="ssm", times=1000)
+    broker.fail("DescribeSubnets", "UnauthorizedOperation", times=1000)
+    answer = probe(context)
+    assert answer["status"] == "error", answer
+    assert answer["error_code"] == "AccessDeniedException"
+    assert answer["message"].startswith("Could not read the feature flags"), answer
+    assert {c.action for c in broker.calls()} <= LOOK_UPS
+    assert broker.calls("CreateCapacityReservation") == []
+
+
+def test_a_failed_look_up_answers_as_before(broker: Any, context: Any) -> None:
+    """A look-up EC2 refuses is the probe's answer once its flags say to probe: the step's
+    error, nothing created (a place that does not exist: ``invalid_request``, below)."""
+    broker.load_scenario(world([4, 4, 4]))
+    broker.fail("DescribeSubnets", "UnauthorizedOperation", times=1000)
+    answer = probe(context)
+    assert answer["status"] == "error", answer
+    assert answer["error_code"] == "UnauthorizedOperation"
+    assert answer["message"].startswith(
+        "Could not look up the instance types, subnets, image or VPC"
+    ), answer
+    assert broker.calls("CreateCapacityReservation") == []
 
 
 def test_a_malformed_flag_is_a_configuration_error(broker: Any, context: Any) -> None:

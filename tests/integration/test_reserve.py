@@ -192,6 +192,63 @@ def test_flag_off_skips_with_placement_unchanged(hpc: Any, context: Any) -> None
     assert mutations == []
 
 
+def test_a_cold_reserve_reads_its_flags_beside_its_look_ups(
+    hpc: Any, container: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The flags' read is not a step after the look-ups but beside them: each waits to see
+    the other under way (a reserve that made them one after the other would never see both
+    at once; the 60 s only guard a hang)."""
+    root = container.root
+    ec2 = root.ec2("us-east-1")
+    looking, reading = threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+    real_subnets, real_read = ec2.subnets, root.flags.read
+
+    def subnets(*args: Any, **kwargs: Any) -> Any:
+        looking.set()
+        seen["the flags were being read"] = reading.wait(60)
+        return real_subnets(*args, **kwargs)
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        reading.set()
+        seen["the look-ups were under way"] = looking.wait(60)
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(ec2, "subnets", subnets)
+    monkeypatch.setattr(root.flags, "read", read)
+    answer = reserve(job(request_id="job-beside"), context)
+    assert seen == {"the flags were being read": True, "the look-ups were under way": True}
+    assert answer["status"] == "reserved", answer
+    assert answer["subnet_ids"] == [SUBNETS[2]]
+
+
+def test_the_look_ups_answer_before_the_flags_as_when_read_one_after_the_other(
+    hpc: Any, container: Any, context: Any
+) -> None:
+    """The flags' answer is taken after the look-ups': a place that does not exist is
+    ``invalid_request`` and a refused look-up its error whatever the flags say, as when the
+    flags were read after the look-ups; and flags that cannot be read are the answer once the
+    look-ups are done. Nothing is held."""
+    set_flag("EnableCapacityReservation", "false")
+    missing = reserve(job(subnet_ids=[SUBNETS[0], "subnet-0ddddddddddddddd4"]), context)
+    assert missing["status"] == "invalid_request", missing
+    assert missing["errors"][0]["field"] == "subnet_ids.1"
+    hpc.fail("GetParametersByPath", "AccessDeniedException", service="ssm", times=1000)
+    hpc.fail("DescribeSubnets", "UnauthorizedOperation", times=1000)
+    looked_up = reserve(job(subnet_ids=[SUBNETS[1]]), context)
+    assert looked_up["status"] == "error", looked_up
+    assert looked_up["error_code"] == "UnauthorizedOperation"
+    assert looked_up["message"].startswith("Could not look up the job's places"), looked_up
+    hpc.clear_faults()
+    container.fresh()  # (the flags read beside the first look-ups are cached: a new container)
+    hpc.fail("GetParametersByPath", "AccessDeniedException", service="ssm", times=1000)
+    flags = reserve(job(subnet_ids=[SUBNETS[1]]), context)
+    assert flags["status"] == "error", flags
+    assert flags["error_code"] == "AccessDeniedException"
+    assert flags["message"].startswith("Could not read the feature flags"), flags
+    assert holds() == []
+
+
 def test_provision_launches_exactly_the_count_in_one_az_and_releases_the_hold(
     hpc: Any, context: Any
 ) -> None:

@@ -97,6 +97,66 @@ class Remembering:
         return self._recall
 
 
+class Placing:
+    """One probe's look-up of its places (``placement.resolve``), started once on a thread of
+    its own beside the flags' read: at once for a probe that will ask EC2, never for a group's
+    member (its leader looks the places up for the group). A cold container then reads its
+    flags and looks its places up in one round trip, not two in a row. Only reads are made, so
+    nothing is created before the flags say to probe (contract: ``skipped``, no reservation).
+
+    What the look-ups found (or how they failed) is the probe's only when it goes on to ask
+    EC2 (``result``); a probe the flags stop drops it (``drop``). Either way the answer waits
+    for them to end (their calls end by the probe's deadline): nothing keeps running after it.
+    """
+
+    def __init__(self, ec2: Ec2, request: ProbeRequest, deadline: float) -> None:
+        self.ec2 = ec2
+        self.request = request
+        self.deadline = deadline
+        self._lock = threading.Lock()
+        self._looking: Future[placement.Placement] | None = None
+        self._dropped = False
+
+    def start(self) -> None:
+        """Start the look-ups on their thread (once; never after ``drop``)."""
+        with self._lock:
+            if self._looking is not None or self._dropped:
+                return
+            looking: Future[placement.Placement] = Future()
+            self._looking = looking
+        threading.Thread(
+            target=self._look_up, args=(looking,), name="probe-placing", daemon=True
+        ).start()
+
+    def _look_up(self, looking: Future[placement.Placement]) -> None:
+        looking.set_running_or_notify_cancel()
+        try:
+            looking.set_result(self._resolve())
+        except BaseException as error:  # noqa: BLE001 - raised again where it is used
+            looking.set_exception(error)
+
+    def _resolve(self) -> placement.Placement:
+        return placement.resolve(self.ec2, self.request, self.request.subnet_ids, self.deadline)
+
+    def result(self) -> placement.Placement:
+        """The places, raising what the look-ups raised; looked up now, on this thread, when
+        they were never started (a member that ends up probing alone)."""
+        with self._lock:
+            looking = self._looking
+        if looking is None:
+            return self._resolve()
+        return looking.result()
+
+    def drop(self) -> None:
+        """The probe will not use the look-ups: none starts from now on, and one under way
+        is waited for, its result or error let go."""
+        with self._lock:
+            self._dropped = True
+            looking = self._looking
+        if looking is not None:
+            looking.exception()  # waits; whatever it says is not the probe's answer
+
+
 @dataclass(frozen=True)
 class Arriving:
     """A probe's arrival on its way (its seat), when it arrived, when its group must answer it
@@ -110,12 +170,13 @@ class Arriving:
 
 @dataclass(frozen=True)
 class Asking:
-    """One probe under way: its request, its read of the memory, its deadlines, the fields
-    every answer carries, and what it spends."""
+    """One probe under way: its request, its read of the memory, its look-ups, its
+    deadlines, the fields every answer carries, and what it spends."""
 
     request: ProbeRequest
     request_id: str
     remembering: Remembering
+    placing: Placing
     deadline: float
     hard_deadline: float
     base: dict[str, str]
@@ -150,13 +211,19 @@ class Prober:
     ) -> tuple[ProbeResponse, ProbeStats]:
         stats = ProbeStats(instance_count=request.instance_count)
         base = {"request_id": request_id, "instance_type": request.instance_type}
-        # The memory's read overlaps the flag and subnet look-ups; the decision takes whatever
-        # has arrived by then. With grouping it starts once the probe knows it is not a
-        # group's member (its arrival, one round trip to the table, still well before its
-        # look-ups end).
+        # The look-ups (instance types, subnets, image, VPCs) and the memory's read start
+        # beside the flags' read, not after it: on a cold container that is one round trip
+        # fewer before the first create. They only read, and what they find is dropped when
+        # the flags stop the probe. The decision takes whatever the memory has by then. With
+        # grouping both start once the probe knows it is not a group's member (its arrival,
+        # one round trip to the table, beside the flags' read too).
         remembering = Remembering(self.memory, self.ec2.region, request.instance_type, deadline)
-        asked = Asking(request, request_id, remembering, deadline, hard_deadline, base, stats)
+        placing = Placing(self.ec2, request, deadline)
+        asked = Asking(
+            request, request_id, remembering, placing, deadline, hard_deadline, base, stats
+        )
         if self.grouping is None:
+            placing.start()
             remembering.start()
             return self._flagged(asked)
         # Probes alike meet before anything is looked up: a member asks EC2 nothing (its
@@ -173,7 +240,7 @@ class Prober:
             key,
             request_id,
             waits,
-            then=lambda seat: self._prepare_unless_member(seat, remembering),
+            then=lambda seat: self._prepare_unless_member(seat, asked),
         )
         arriving = Arriving(seat, now, answer_by(now, deadline), waits)
         try:
@@ -182,14 +249,15 @@ class Prober:
             if seat.exception() is None:  # (an arrival that raised has no seat to leave)
                 self.grouping.leave(seat.result())
 
-    def _prepare_unless_member(self, seat: Seat, remembering: Remembering) -> None:
-        """Once this probe knows it will ask EC2 (it is not a group's member), its memory
-        read starts and its EC2 client is made at once, beside the flags' read
-        (``Root.first_clients``: a cold container does not make it for a member, which never
-        asks EC2). A member that ends up probing alone starts its read then."""
+    def _prepare_unless_member(self, seat: Seat, asked: Asking) -> None:
+        """Once this probe knows it will ask EC2 (it is not a group's member), its look-ups
+        and its memory read start at once, beside the flags' read; the look-ups' thread makes
+        the EC2 client as it starts (``Root.first_clients``: a cold container does not make
+        it for a member, which never asks EC2). A member that ends up probing alone looks
+        its places up and starts its read then."""
         if seat.state is not ArrivalState.JOINED:
-            remembering.start()
-            self.ec2.warm()
+            asked.placing.start()
+            asked.remembering.start()
 
     def _give_up_leading(self, arriving: Arriving | None) -> None:
         """A probe that stops before it answers its group (its flags could not be read, or
@@ -227,10 +295,10 @@ class Prober:
         try:
             stopped = self._unflagged(asked)
         except BaseException:
-            self._give_up_leading(arriving)
+            self._stop(asked, arriving)
             raise
         if stopped is not None:
-            self._give_up_leading(arriving)
+            self._stop(asked, arriving)
             return stopped, stats
         if arriving is None:
             return self._alone(asked)
@@ -243,7 +311,7 @@ class Prober:
             grouped = self.grouping.wait(seat, give_up, deadline, request.subnet_ids)
         elif seat.state is ArrivalState.LEADING:
             try:
-                place = self._place(request, deadline)
+                place = self._place(asked)
             except BaseException:
                 self.grouping.give_up(seat)  # its members probe alone, at once
                 raise
@@ -266,14 +334,19 @@ class Prober:
             return _grouped_answer(base, request, grouped), stats
         return self._alone(asked, known)
 
-    def _place(
-        self, request: ProbeRequest, deadline: float
-    ) -> placement.Placement | dict[str, Any]:
-        """The request's places, or the failed answer's fields when EC2 could not be asked
-        (``InvalidInput`` is raised: the handler's ``invalid_request``)."""
+    def _stop(self, asked: Asking, arriving: Arriving | None) -> None:
+        """The flags stopped the probe: a group it leads is given up (its members go on at
+        once), then its look-ups are let go (waited for, their result unused)."""
+        self._give_up_leading(arriving)
+        asked.placing.drop()
+
+    def _place(self, asked: Asking) -> placement.Placement | dict[str, Any]:
+        """The request's places (its look-ups' result), or the failed answer's fields when
+        EC2 could not be asked (``InvalidInput`` is raised: the handler's
+        ``invalid_request``)."""
         try:
             with step("Could not look up the instance types, subnets, image or VPC"):
-                return placement.resolve(self.ec2, request, request.subnet_ids, deadline)
+                return asked.placing.result()
         except InvalidInput:
             raise
         except BrokerFailure as failure:
@@ -285,7 +358,7 @@ class Prober:
         """The probe on its own: its places looked up (unless ``known``: a leader's), then the
         fan-out over its subnets."""
         request, deadline, base, stats = asked.request, asked.deadline, asked.base, asked.stats
-        place = known or self._place(request, deadline)
+        place = known or self._place(asked)
         if not isinstance(place, placement.Placement):
             return ProbeResponse(**place, **base), stats
 

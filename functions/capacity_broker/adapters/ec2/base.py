@@ -33,11 +33,6 @@ class Ec2Base:
     def _client(self) -> Any:
         return self.clients.client("ec2", self.region)
 
-    def warm(self) -> None:
-        """Make this region's client now, before the first call needs it (a cold container:
-        EC2's model is parsed, tens of milliseconds of CPU)."""
-        self.clients.client("ec2", self.region)
-
     def budget_short(self, action: str) -> bool:
         """Whether the bucket ``action`` draws from has no token to spare now (the pacer's
         word): a call made only in case another fails would take the next caller's."""

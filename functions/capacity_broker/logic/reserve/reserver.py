@@ -1,8 +1,8 @@
-"""The reserve flow: look up the job's places, read the flags and the memory, check its
-template beside the flow, then either use the reservation it brought or race the pairs, and
-use what was chosen (template version, fleet). ``Reserver`` holds the collaborators that do
-each part and only orders them; what stops the flow is a ``BrokerFailure``, caught here once
-and answered through the one table (``logic.failures``)."""
+"""The reserve flow: look up the job's places with the flags' and the memory's reads beside
+them, check its template beside the flow, then either use the reservation it brought or race
+the pairs, and use what was chosen (template version, fleet). ``Reserver`` holds the
+collaborators that do each part and only orders them; what stops the flow is a
+``BrokerFailure``, caught here once and answered through the one table (``logic.failures``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
+from typing import Generic, TypeVar, cast
 
 from ...adapters.ec2 import Ec2, Pricing
 from ...adapters.ec2.launches import Launches
-from ...adapters.ssm import Flags, ImageParameters
+from ...adapters.ssm import Flags, FlagValues, ImageParameters
 from ...domain.failures import BrokerFailure
 from ...domain.pool import TAG_RUNG
 from ...domain.pool_spec import PoolSpec
@@ -151,8 +152,24 @@ class Reserver:
             if self.memory is not None and not request.capacity_reservation_id
             else None
         )
-        with step("Could not look up the job's places"):
-            place = placement.resolve(self.ec2, request, request.subnet_ids, deadline)
+        # A job that races its pairs reads the flags first thing after its look-ups: the read
+        # (SSM) starts beside them (EC2), one round trip instead of two in a row when the
+        # flags' cache is cold (a new container, or once a minute). Its answer is taken only
+        # after theirs, so what is answered (an invalid place, a look-up or a flags error,
+        # ``skipped``) is what reading them one after the other answered. A brought
+        # reservation never reads them, a reserved-first job only after its pool: not early.
+        flags = (
+            Background(self.flags.read, deadline, name="reserve-flags")
+            if not request.capacity_reservation_id and request.capacity != "reserved-first"
+            else None
+        )
+        try:
+            with step("Could not look up the job's places"):
+                place = placement.resolve(self.ec2, request, request.subnet_ids, deadline)
+        except BaseException:
+            if flags is not None:
+                flags.wait()  # not the answer; nothing keeps running after it
+            raise
         # The job's template is checked while the flow goes on, and before anything is held:
         # a template that does not exist must not cost a hold.
         template = Background(self.launch.source, request, deadline)
@@ -163,14 +180,23 @@ class Reserver:
                 request, request_id, place, template, recall, answer, deadline, hard_deadline, stats
             )
         return self._raced(
-            request, request_id, place, template, recall, answer, deadline, hard_deadline, stats
+            request,
+            request_id,
+            place,
+            template,
+            recall,
+            answer,
+            deadline,
+            hard_deadline,
+            stats,
+            flags,
         )
 
     def _brought(
         self,
         request: ReserveRequest,
         place: placement.Placement,
-        template: Background,
+        template: Background[Version | None],
         answer: Answer,
         deadline: float,
     ) -> Choice | ReserveResponse:
@@ -188,15 +214,18 @@ class Reserver:
         request: ReserveRequest,
         request_id: str,
         place: placement.Placement,
-        template: Background,
+        template: Background[Version | None],
         recall: Recall | None,
         answer: Answer,
         deadline: float,
         hard_deadline: float,
         stats: ReserveStats,
+        reading: Background[FlagValues] | None = None,
     ) -> Choice | ReserveResponse:
+        """The race of the pairs (after the flags); ``reading``: the flags' read started
+        beside the look-ups (None: read now)."""
         with step("Could not read the feature flags"):
-            flags = self.flags.read(deadline)
+            flags = reading.result() if reading is not None else self.flags.read(deadline)
         if not flags.enable:
             return answer.unchanged(
                 ReserveStatus.SKIPPED,
@@ -242,7 +271,7 @@ class Reserver:
         request: ReserveRequest,
         request_id: str,
         place: placement.Placement,
-        template: Background,
+        template: Background[Version | None],
         recall: Recall | None,
         answer: Answer,
         deadline: float,
@@ -564,18 +593,22 @@ def _no_pools(spec: PoolSpec) -> ReservedPool:
     raise RuntimeError("no reserved pool reader was given to reserve")
 
 
-def _checked(template: Background) -> Version | None:
+def _checked(template: Background[Version | None]) -> Version | None:
     """The job's template's source version, once its check is done (``TemplateRefused``:
     another cluster's)."""
     with step(TEMPLATE_UNREADABLE):
         return template.result()
 
 
-class Background:
-    """One look-up running beside the flow; ``result()`` waits for it (and re-raises)."""
+T = TypeVar("T")
 
-    def __init__(self, fn: Callable[..., Version | None], *args: object) -> None:
-        self._value: Version | None = None
+
+class Background(Generic[T]):
+    """One look-up running beside the flow; ``result()`` waits for it (and re-raises),
+    ``wait()`` only waits (a flow that will not use it)."""
+
+    def __init__(self, fn: Callable[..., T], *args: object, name: str = "reserve-template") -> None:
+        self._value: T | None = None
         self._error: BaseException | None = None
 
         def run() -> None:
@@ -584,11 +617,14 @@ class Background:
             except BaseException as error:  # noqa: BLE001 - handed to the waiting flow
                 self._error = error
 
-        self._thread = threading.Thread(target=run, name="reserve-template", daemon=True)
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
         self._thread.start()
 
-    def result(self) -> Version | None:
-        self._thread.join()
+    def result(self) -> T:
+        self.wait()
         if self._error is not None:
             raise self._error
-        return self._value
+        return cast(T, self._value)
+
+    def wait(self) -> None:
+        self._thread.join()
