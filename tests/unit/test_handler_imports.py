@@ -21,6 +21,11 @@ NEVER = ("capacity_broker.models.discovery", "capacity_broker.models.history")
 # never use, and a reserve or a sweep only for a block (the capacity flow imports them).
 BLOCKS = ("capacity_broker.domain.blocks", "capacity_broker.domain.discovery")
 UNBUILT = ("ErrorResponse", "InvalidRequestResponse", "FieldError")
+# Records (dataclasses) no handler's invocation makes: the history's lines (``capacity-broker
+# history``), a future-dated reservation (``capacity-broker ahead``), an Availability Zone
+# (``capacity-broker az``); each is made at import
+# of the module it lives in, so it lives apart from what the handlers load.
+NEVER_MADE = ("HistoryLine", "FutureReservation", "Zone")
 # boto3 (and the s3transfer and multiprocessing it loads): the broker makes its clients from
 # botocore's session. Only the reserve's import loads it, through Powertools' idempotency.
 BOTO3 = ("boto3", "s3transfer", "multiprocessing")
@@ -33,7 +38,9 @@ BOTO3 = ("boto3", "s3transfer", "multiprocessing")
 # capacity memory is probe's and reserve's; the rules of grouped probes are probe's; launch
 # templates and launches (``adapters.ec2.launches``) are reserve's, release's and the cleaner's;
 # the pool's rules (``domain.pool``) are reserve's and the cleaner's, a probe's and a release's
-# only when the deployment names a pool (the reservation core spares it), never the listing's.
+# only when the deployment names a pool (the reservation core spares it), never the listing's;
+# the reserve's rules (``domain.reserve``) are reserve's (the cleaner deletes the template
+# versions a reserve made, and never makes one).
 MEMORY = (
     "capacity_broker.domain.memory",
     "capacity_broker.logic.memory",
@@ -65,6 +72,7 @@ NOT_FOR = {
         GROUPS,
     ),
     "cleaner": (
+        "capacity_broker.domain.reserve",
         "capacity_broker.models.placement",
         "capacity_broker.models.times",
         "pydantic.functional_serializers",
@@ -97,7 +105,11 @@ def _imported(handler: str) -> dict[str, object]:
         "listed = sorted({f'{m.__name__}.{name}' for m in models(BaseModel)\n"
         "    if m.__module__.startswith('capacity_broker') and m.__pydantic_complete__\n"
         "    for name, info in m.model_fields.items() if info.default_factory is list})\n"
-        "print(json.dumps({'modules': sorted(sys.modules), 'built': built, 'listed': listed}))\n"
+        "records = sorted({c.__name__ for n, m in list(sys.modules.items())\n"
+        "    if n.startswith('capacity_broker') for c in vars(m).values()\n"
+        "    if isinstance(c, type) and c.__module__ == n and '__dataclass_fields__' in vars(c)})\n"
+        "print(json.dumps({'modules': sorted(sys.modules), 'built': built, 'listed': listed,\n"
+        "    'records': records}))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
@@ -114,6 +126,7 @@ def test_a_handler_imports_only_what_its_invocations_use(handler: str) -> None:
     assert sorted(modules & {*NEVER, *BLOCKS, *NOT_FOR[handler]}) == []
     if handler != "reserve":
         assert sorted(modules & set(BOTO3)) == []
+    assert sorted(set(found["records"]) & set(NEVER_MADE)) == []  # type: ignore[arg-type]
     assert found["built"] == dict.fromkeys(UNBUILT, False)
 
 
@@ -123,3 +136,43 @@ def test_no_model_a_handler_builds_has_list_as_its_default_factory(handler: str)
     ``list``'s is parsed with ``tokenize``, which compiles its patterns (~2 ms of a cold
     import)."""
     assert _imported(handler)["listed"] == []
+
+
+def _loads(code: str) -> list[str]:
+    """The broker's modules loaded in a fresh interpreter by ``code``."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import json, sys\n{code}\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('capacity_broker'))))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+# What a module shared by several entry points loads only for one of them (their first
+# invocations, not their imports: ``Root`` and the flows import on first use).
+SHARED = {
+    # Only reserve makes a template version (``Templates.make``); release and the cleaner
+    # only delete them.
+    "import capacity_broker.logic.templates": "capacity_broker.domain.reserve",
+    # Only reserve reads a template version for its platform (``from_template``).
+    "import capacity_broker.logic.placement": "capacity_broker.domain.templates",
+    # Only a probe groups: another entry's first clients leave the grouped probes' modules out.
+    "from capacity_broker.config import Settings\n"
+    "from capacity_broker.root import Root\n"
+    "root = Root(Settings(cluster_id='c', region='us-east-1'))\n"
+    "for entry in ('reserve', 'release', 'cleaner', 'capacity'):\n"
+    "    root.first_clients(entry)": "capacity_broker.logic.grouping",
+}
+
+
+@pytest.mark.parametrize("code", SHARED)
+def test_a_shared_module_loads_another_entrys_code_only_for_it(code: str) -> None:
+    assert SHARED[code] not in _loads(code)

@@ -15,7 +15,6 @@ from ..adapters.ec2 import Ec2, Reservation
 from ..adapters.ec2.launches import Launches, TemplateVersion
 from ..domain import templates as rules
 from ..domain.failures import Refused
-from ..domain.reserve import template_version_data
 from ..domain.templates import GONE, OwnVersion, StackFact, TargetFact, Verdict, Version
 from ..models.common import ItemError
 
@@ -153,6 +152,10 @@ class Templates:
         between the invocations), the version the earlier invocation made is looked up by its
         description and answered: the request builds on, and answers, one version.
         """
+        # Only a reserve makes a version, and its flow has the reserve's rules loaded already:
+        # the cleaner and release, which only delete versions, never load them (cold imports).
+        from ..domain.reserve import template_version_data
+
         wanted = template_version_data(
             reservation.id,
             reservation.reservation_type == "capacity-block",
