@@ -61,6 +61,9 @@ POOL = "capacity_broker.domain.pool"
 # probe's and reserve's answers carry none.
 ITEM_ERROR = "capacity_broker.models.item_error"
 ITEM_ERROR_MODEL = "ItemError"
+# What a launch asks and answers (``adapters.ec2.fleets``): only reserve launches; release and
+# the cleaner use ``Launches`` for template versions.
+FLEETS = ("FleetError", "FleetResult", "LaunchSpec")
 NOT_FOR = {
     "probe": (
         ITEM_ERROR,
@@ -156,6 +159,8 @@ def test_a_handler_imports_only_what_its_invocations_use(handler: str) -> None:
     assert sorted(made & {*NEVER_MADE, *(CLEANER_MADE if handler != "cleaner" else ())}) == []
     if handler in ("probe", "reserve"):
         assert ITEM_ERROR_MODEL not in made
+    if handler != "reserve":
+        assert sorted(made & set(FLEETS)) == []
     assert found["built"] == {}  # not even made: ``models.invalid`` is not imported
 
 
@@ -195,6 +200,7 @@ SHARED = {
     "import capacity_broker.logic.templates": ("capacity_broker.domain.reserve", ITEM_ERROR_MODEL),
     # Probe's and reserve's flows answer with ``failed`` and ``step``, never ``item_error``.
     "import capacity_broker.logic.failures": (ITEM_ERROR_MODEL,),
+    "import capacity_broker.adapters.ec2.launches": FLEETS,
     # Only reserve reads a template version for its platform (``from_template``).
     "import capacity_broker.logic.placement": ("capacity_broker.domain.templates",),
     # Only a probe groups: another entry's first clients leave the grouped probes' modules out.
