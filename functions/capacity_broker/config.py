@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
     AliasChoices,
@@ -24,10 +24,13 @@ from pydantic import (
 )
 
 from .domain.failures import BrokerFailure
-from .domain.graces import Graces
+from .domain.graces import HOLD_LIMIT, IDLE_GRACE, LADDER_WINDOW, PROBE_GRACE, STACK_GRACE
 from .domain.names import default_parameter_prefix
 from .domain.pool_spec import PoolSpec
 from .models.common import REGION_PATTERN
+
+if TYPE_CHECKING:  # made by the cleaner alone (``Settings.graces``), with its rules
+    from .domain.cleaner import Graces
 
 DEFAULT_REGION = "us-east-1"
 # A grace longer than a week is a typo (the contract's are minutes).
@@ -60,8 +63,6 @@ VARIABLES: Mapping[str, tuple[str, ...]] = {
     "probe_group_window_seconds": ("BROKER_PROBE_GROUP_WINDOW_SECONDS",),
     "probe_group_max_window_seconds": ("BROKER_PROBE_GROUP_MAX_WINDOW_SECONDS",),
 }
-_DEFAULT_GRACES = Graces()
-
 Seconds = Annotated[float, Field(ge=0, le=MAX_GRACE_SECONDS, allow_inf_nan=False)]
 RegionName = Annotated[str, Field(max_length=32, pattern=REGION_PATTERN)]
 
@@ -117,25 +118,25 @@ class Settings(BaseModel):
     safety_margin: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 3.0
     # How long the cleaner waits before each rule applies (contract defaults).
     probe_grace_seconds: Seconds = Field(
-        default=_DEFAULT_GRACES.probe.total_seconds(),
+        default=PROBE_GRACE.total_seconds(),
         validation_alias=_alias("probe_grace_seconds"),
     )
     stack_grace_seconds: Seconds = Field(
-        default=_DEFAULT_GRACES.stack.total_seconds(),
+        default=STACK_GRACE.total_seconds(),
         validation_alias=_alias("stack_grace_seconds"),
     )
     idle_grace_seconds: Seconds = Field(
-        default=_DEFAULT_GRACES.idle.total_seconds(),
+        default=IDLE_GRACE.total_seconds(),
         validation_alias=_alias("idle_grace_seconds"),
     )
     hold_limit_seconds: Seconds = Field(
-        default=_DEFAULT_GRACES.hold_limit.total_seconds(),
+        default=HOLD_LIMIT.total_seconds(),
         validation_alias=_alias("hold_limit_seconds"),
     )
     # How long a reserved-first ladder without its done record waits before the cleaner ends
     # it: the reserve function's timeout plus a grace (infra/functions.py sets it).
     ladder_window_seconds: Seconds = Field(
-        default=_DEFAULT_GRACES.ladder.total_seconds(),
+        default=LADDER_WINDOW.total_seconds(),
         validation_alias=_alias("ladder_window_seconds"),
     )
     # Multiplies the pacer's starting refill rates (adapters/throttle.py): an account whose
@@ -211,6 +212,9 @@ class Settings(BaseModel):
 
     @property
     def graces(self) -> Graces:
+        """The cleaner's graces (only the cleaner asks: its rules' module is imported here)."""
+        from .domain.cleaner import Graces
+
         return Graces(
             probe=timedelta(seconds=self.probe_grace_seconds),
             stack=timedelta(seconds=self.stack_grace_seconds),

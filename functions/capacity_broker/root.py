@@ -347,12 +347,15 @@ class Root:
         client (the lone probe's critical path) some 80 ms later in a cold container. (A
         meeting in memory answers at once: there the client is made beside the flags' read as
         for any entry.)"""
-        from .logic.grouping import MemoryStore
-
         services = FIRST_CLIENTS.get(entry, FIRST_CLIENTS_DEFAULT)
         grouping = self.probe.grouping if entry == "probe" else None
-        if grouping is not None and not isinstance(grouping.meeting.store, MemoryStore):
-            return ("dynamodb", *(s for s in services if s not in ("ec2", "dynamodb")))
+        if grouping is not None:
+            # Imported here: only a probe groups; no other entry's first invocation loads the
+            # grouped probes' modules.
+            from .logic.grouping import MemoryStore
+
+            if not isinstance(grouping.meeting.store, MemoryStore):
+                return ("dynamodb", *(s for s in services if s not in ("ec2", "dynamodb")))
         return services
 
     # -- the flows --------------------------------------------------------------------------

@@ -179,7 +179,8 @@ def test_the_ladder_window_outlasts_every_reserve_invocation(broker: Synth) -> N
     """The cleaner ends a ladder without its done record only once no reserve invocation that
     launched one of its nodes can still run: its window is longer than reserve's timeout, and
     the domain's own default (``Graces().ladder``) is the deployed one."""
-    from capacity_broker.domain.graces import LADDER_GRACE, RESERVE_MAX_RUN, Graces
+    from capacity_broker.domain.cleaner import Graces
+    from capacity_broker.domain.graces import LADDER_GRACE, RESERVE_MAX_RUN
 
     reserve_timeout = broker.function("reserve")[1]["Properties"]["Timeout"]
     cleaner_env = broker.function("cleaner")[1]["Properties"]["Environment"]["Variables"]

@@ -22,7 +22,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
-from capacity_broker.domain.graces import Graces
+from capacity_broker.domain.cleaner import Graces
 from capacity_broker.handlers.cleaner import handler as cleaner
 from capacity_broker.handlers.reserve import handler as reserve
 

@@ -20,7 +20,7 @@ from ..adapters.aws import AwsError
 from ..client import BrokerError, InvalidArguments, RegionsFailed, Results
 from ..client.in_process import FUNCTION_LOG
 from ..domain.discovery import Verdict
-from ..models.common import ItemError
+from ..models.item_error import ItemError
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from ..adapters.regions import unknown_region_message
 from ..domain.discovery import Verdict, listing_verdict
 from ..models.capacity import CapacitySummary
-from ..models.common import ItemError
+from ..models.item_error import ItemError
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)

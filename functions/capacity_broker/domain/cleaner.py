@@ -13,7 +13,7 @@ from enum import Enum, StrEnum
 
 from .ahead import in_commitment
 from .clock import utc
-from .graces import Graces
+from .graces import HOLD_LIMIT, IDLE_GRACE, LADDER_WINDOW, PROBE_GRACE, STACK_GRACE
 from .pool import LADDER_DONE, TAG_LADDER, TAG_LADDER_STATE
 from .tags import TAG_CLUSTER_ID, Purpose, is_owned
 
@@ -24,6 +24,26 @@ CAPACITY_BLOCK = "capacity-block"
 # EndDate). With the moment spread over that hour, half an hour is the expected lag; the
 # capacity emulator uses the same default (expiry_lag_seconds: 1800).
 ENFORCEMENT_LAG = timedelta(minutes=30)
+
+
+@dataclass(frozen=True)
+class Graces:
+    """How long the cleaner waits before each rule applies (defaults: the contract's, from
+    ``domain.graces``). ``ladder``: how old the youngest node of a ladder without its done
+    record must be before the cleaner ends the ladder (``abandoned_ladders``); the deployment
+    sets it to the reserve function's timeout plus ``LADDER_GRACE``."""
+
+    probe: timedelta = PROBE_GRACE
+    stack: timedelta = STACK_GRACE
+    idle: timedelta = IDLE_GRACE
+    hold_limit: timedelta = HOLD_LIMIT
+    ladder: timedelta = LADDER_WINDOW
+
+    def __post_init__(self) -> None:
+        for field_name in ("probe", "stack", "idle", "hold_limit", "ladder"):
+            value = getattr(self, field_name)
+            if not isinstance(value, timedelta) or value < timedelta(0):
+                raise ValueError(f"grace {field_name} must be a non-negative timedelta")
 
 
 class CancelReason(StrEnum):

@@ -1,13 +1,13 @@
-"""How long the cleaner waits before each of its rules applies (contract defaults).
+"""How long the cleaner waits before each of its rules applies: the contract's defaults.
 
-A module of its own, apart from the rules in ``domain.cleaner``: every entry point's settings
-carry the graces (``config.Settings.graces``), and a handler's cold import should not build
-the cleaner's other records for them (issue 44).
+A module of its own, apart from the rules in ``domain.cleaner`` and their ``Graces``: every
+entry point's settings default to these (``config.Settings``), and a handler's cold import
+should not build the cleaner's records for them (issue 44); only the cleaner makes ``Graces``
+(``Settings.graces``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
 
 # The reserve function's longest run: its Lambda timeout (infra/functions.py, "reserve"; a
@@ -19,23 +19,11 @@ RESERVE_MAX_RUN = timedelta(seconds=120)
 # to show in a listing by tag, and a retry of the request that starts inside the window
 # finishes the ladder (or undoes it) itself.
 LADDER_GRACE = timedelta(minutes=5)
-
-
-@dataclass(frozen=True)
-class Graces:
-    """How long the cleaner waits before each rule applies (contract defaults). ``ladder``:
-    how old the youngest node of a ladder without its done record must be before the cleaner
-    ends the ladder (``domain.cleaner.abandoned_ladders``); the deployment sets it to the
-    reserve function's timeout plus ``LADDER_GRACE``."""
-
-    probe: timedelta = timedelta(seconds=90)
-    stack: timedelta = timedelta(seconds=180)
-    idle: timedelta = timedelta(seconds=600)
-    hold_limit: timedelta = timedelta(seconds=1800)
-    ladder: timedelta = RESERVE_MAX_RUN + LADDER_GRACE
-
-    def __post_init__(self) -> None:
-        for field_name in ("probe", "stack", "idle", "hold_limit", "ladder"):
-            value = getattr(self, field_name)
-            if not isinstance(value, timedelta) or value < timedelta(0):
-                raise ValueError(f"grace {field_name} must be a non-negative timedelta")
+# The contract's defaults of the other graces (``Graces``, ``BROKER_*_GRACE_SECONDS``).
+PROBE_GRACE = timedelta(seconds=90)
+STACK_GRACE = timedelta(seconds=180)
+IDLE_GRACE = timedelta(seconds=600)
+HOLD_LIMIT = timedelta(seconds=1800)
+# How old the youngest node of a ladder without its done record must be before the cleaner
+# ends the ladder; the deployment sets it to the reserve function's timeout plus the grace.
+LADDER_WINDOW = RESERVE_MAX_RUN + LADDER_GRACE

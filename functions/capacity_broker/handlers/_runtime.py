@@ -35,7 +35,7 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from ..config import InvalidConfiguration, Settings
 from ..logic import InvalidInput
-from ..models import ErrorResponse, request_id_from
+from ..models import request_id_from
 from ..root import Root
 
 NAMESPACE = "CapacityBroker"
@@ -431,6 +431,10 @@ def configuration_error(
         out.metrics.add_metric(
             name=CONFIGURATION_ERROR_METRICS[name], unit=MetricUnit.Count, value=1
         )
+    # Imported here: a function deployed with bad settings is the rare path (its model is
+    # built then, as ``invalid_request``'s on the first bad request).
+    from ..models.invalid import ErrorResponse
+
     return ErrorResponse(
         request_id=request_id, error_code="InvalidConfiguration", message=str(problem)
     ).to_json_dict()

@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from pydantic import ValidationError
 
 from ..logic import InvalidInput
-from ..models import CapacityRequest, invalid_request
+from ..models import CapacityRequest
 from ._runtime import Invocation, Output, invalid_input, lambda_handler, observability
 
 logger, metrics = observability("capacity")
@@ -24,6 +24,8 @@ def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
         request = parse(event=event if event is not None else {}, model=CapacityRequest)
     except ValidationError as error:
         metrics.add_metric(name="CapacityInvalid", unit=MetricUnit.Count, value=1)
+        from ..models.invalid import invalid_request  # built on the first bad request
+
         return invalid_request(error, invocation.request_id)
     try:
         response = invocation.root.capacity.answer(

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..domain.pool import is_interruption_warning
 from ..logic.cleaner import REASON_METRICS, CleanerRun
-from ..models import SweepRequest, invalid_request
+from ..models import SweepRequest
 from ..models.common import REGION_PATTERN, STACK_NAME_PATTERN
 from ._runtime import Invocation, Output, lambda_handler, observability
 
@@ -173,6 +173,8 @@ def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
         trigger = parse_trigger(event)
     except ValidationError as error:
         metrics.add_metric(name="CleanerInvalid", unit=MetricUnit.Count, value=1)
+        from ..models.invalid import invalid_request  # built on the first bad request
+
         return invalid_request(error, invocation.request_id)
     flow = invocation.root.cleaner
     regions = list(invocation.settings.regions)

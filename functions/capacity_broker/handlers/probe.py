@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.parser import parse
 from pydantic import ValidationError
 
 from ..logic import InvalidInput
-from ..models import ProbeRequest, invalid_request
+from ..models import ProbeRequest
 from ._runtime import Invocation, Output, invalid_input, lambda_handler, observability
 from ._spending import emit, finish
 
@@ -24,6 +24,8 @@ def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
         request = parse(event=event, model=ProbeRequest)
     except ValidationError as error:
         metrics.add_metric(name="ProbeInvalid", unit=MetricUnit.Count, value=1)
+        from ..models.invalid import invalid_request  # built on the first bad request
+
         return {**invalid_request(error, invocation.request_id), "reservation_seconds": 0.0}
     flow = invocation.root.probe
     try:

@@ -8,7 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import ValidationError
 
-from ..models import ReleaseRequest, invalid_request
+from ..models import ReleaseRequest
 from ._runtime import Invocation, Output, lambda_handler, observability
 
 logger, metrics = observability("release")
@@ -21,6 +21,8 @@ def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
     try:
         request = parse(event=event, model=ReleaseRequest)
     except ValidationError as error:
+        from ..models.invalid import invalid_request  # built on the first bad request
+
         return invalid_request(error, invocation.request_id)
     # Releasing is idempotent by nature (what is gone stays gone), so no request record.
     response = invocation.root.release.release(

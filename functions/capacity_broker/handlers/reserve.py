@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from ..logic import InvalidInput
 from ..logic.attempts import Spending
 from ..logic.remember import remembered
-from ..models import ReserveRequest, invalid_request
+from ..models import ReserveRequest
 from ._runtime import Invocation, Output, invalid_input, lambda_handler, observability
 from ._spending import emit, finish
 
@@ -39,6 +39,8 @@ def run(event: Any, invocation: Invocation, out: Output) -> dict[str, Any]:
         request = parse(event=event, model=ReserveRequest)
     except ValidationError as error:
         metrics.add_metric(name="HoldsInvalid", unit=MetricUnit.Count, value=1)
+        from ..models.invalid import invalid_request  # built on the first bad request
+
         return {**invalid_request(error, invocation.request_id), "reservation_seconds": 0.0}
     spent: list[Spending] = []
     flow = invocation.root.reserve

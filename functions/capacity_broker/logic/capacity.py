@@ -28,7 +28,7 @@ from ..models.capacity import (
     CapacitySummary,
     DurationRange,
 )
-from ..models.common import ItemError
+from ..models.item_error import ItemError
 from . import InvalidInput
 
 T = TypeVar("T")

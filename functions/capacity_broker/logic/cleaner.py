@@ -40,12 +40,12 @@ from ..domain.cleaner import (
     STACK_UNKNOWN,
     CancelReason,
     Decision,
+    Graces,
     Held,
     StackState,
 )
 from ..domain.clock import utc
 from ..domain.failures import BrokerFailure
-from ..domain.graces import Graces
 from ..domain.pool import SWEEP_HOURS, TAG_LADDER, TAG_RUNG
 from ..domain.tags import (
     TAG_CLUSTER_ID,

@@ -240,7 +240,8 @@ class CapacityMemory:
         (every container's memory), else from this container. ``since``: epoch seconds;
         default: all the table keeps."""
         # Imported here: only ``capacity-broker history`` and the client read the history; no
-        # entry point does, so no handler's cold import builds its model (issue 44).
+        # entry point does, so no handler's cold import builds its lines or model (issue 44).
+        from ..domain.history import history
         from ..models.history import HistoryRow
 
         if self.table is None:
@@ -248,7 +249,7 @@ class CapacityMemory:
                 tallies = [t.copy() for t in self._tallies.values()]
         else:
             tallies = self._read_history(instance_types, regions, since, deadline)
-        lines = rules.history(tallies, since, instance_types, regions)
+        lines = history(tallies, since, instance_types, regions)
         return [HistoryRow.of(line) for line in lines]
 
     def _read_history(

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ..adapters.ec2 import Ec2, Subnet
 from ..adapters.ssm import ImageParameters
 from ..domain.catalog import unknown_types
 from ..domain.platform import DEFAULT_PLATFORM, UnsupportedPlatform, reservation_platform
-from ..domain.templates import Version
 from ..models.placement import PlacementFields
 from . import InvalidInput
+
+if TYPE_CHECKING:  # a reserve's template version (``from_template``): a probe never loads it
+    from ..domain.templates import Version
 
 # A launch template may name its image by a Systems Manager parameter (EC2 User Guide, "Use a
 # Systems Manager parameter instead of an AMI ID"): resolve:ssm:<name>[:<version or label>].

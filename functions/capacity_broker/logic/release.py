@@ -18,7 +18,7 @@ from ..adapters.ec2.launches import Launches
 from ..domain.failures import BrokerFailure
 from ..domain.tags import TAG_CLUSTER_ID, TAG_JOB_ID, TAG_PURPOSE, TAG_STACK_NAME, Purpose
 from ..models import ReleaseRequest, ReleaseResponse
-from ..models.common import ItemError
+from ..models.item_error import ItemError
 from ..models.release import SkippedReservation
 from . import InvalidInput
 from .failures import failed, item_error, step

@@ -9,15 +9,17 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from ..adapters.aws import AwsError
 from ..adapters.ec2 import Ec2, Reservation
 from ..adapters.ec2.launches import Launches, TemplateVersion
 from ..domain import templates as rules
 from ..domain.failures import Refused
-from ..domain.reserve import template_version_data
 from ..domain.templates import GONE, OwnVersion, StackFact, TargetFact, Verdict, Version
-from ..models.common import ItemError
+
+if TYPE_CHECKING:  # made where versions are deleted (release, the cleaner), never by reserve
+    from ..models.item_error import ItemError
 
 # Version windows read newest first, 200 at a time; past this many the search gives up (a
 # template holds at most 10,000 versions: EC2 quota).
@@ -153,6 +155,10 @@ class Templates:
         between the invocations), the version the earlier invocation made is looked up by its
         description and answered: the request builds on, and answers, one version.
         """
+        # Only a reserve makes a version, and its flow has the reserve's rules loaded already:
+        # the cleaner and release, which only delete versions, never load them (cold imports).
+        from ..domain.reserve import template_version_data
+
         wanted = template_version_data(
             reservation.id,
             reservation.reservation_type == "capacity-block",
@@ -291,6 +297,8 @@ class Templates:
         no id filter (its documented filters name none, and EC2 refuses an unknown one). One
         unknown id fails the whole call (``InvalidCapacityReservationId.NotFound``, EC2 API
         Reference), so a chunk that fails so is halved until the unknown id is alone."""
+        from ..models.item_error import ItemError  # see ``apply``
+
         states: dict[str, TargetFact] = {}
         errors: list[ItemError] = []
 
@@ -329,6 +337,10 @@ class Templates:
     def apply(self, judged: Sequence[tuple[OwnVersion, Verdict]], hard_deadline: float) -> Deletion:
         """Delete the condemned versions (per template, 200 per call); a version EC2 no
         longer has counts as deleted."""
+        # Imported here: only release and the cleaner delete versions (their answers' models
+        # have imported it); reserve, which makes versions through this module, never builds it.
+        from ..models.item_error import ItemError
+
         outcome = Deletion()
         condemned: dict[str, list[tuple[OwnVersion, str]]] = {}
         for own, verdict in judged:

@@ -4,7 +4,7 @@ One module per entry point (``probe``, ``reserve``, ``release``, ``cleaner``, ``
 and for the capacity memory's ``history``; the discovery commands' answers in ``discovery``;
 what probe and reserve share in ``attempt`` (an attempt of their answers) and ``placement``
 (their requests' common fields); shared field types in ``common``; the ``invalid_request``
-answer in ``invalid``.
+answer in ``invalid``; the per-item error of the answers that list failures in ``item_error``.
 
 Importing the package builds no model: each name is imported from its module on first use, so a
 handler builds only the models of its own entry point (pydantic builds validators when a model
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     )
     from .cleaner import CleanerItem, CleanerResponse, SweepRequest
     from .common import (
-        ItemError,
         RequestModel,
         ResponseModel,
         is_request_id,
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
     )
     from .history import HistoryRow
     from .invalid import ErrorResponse, FieldError, InvalidRequestResponse, invalid_request
+    from .item_error import ItemError
     from .placement import PlacementFields
     from .probe import ProbeAttempt, ProbeRequest, ProbeResponse
     from .release import ReleaseRequest, ReleaseResponse, SkippedReservation
@@ -61,7 +61,7 @@ _HOME = {
     "FieldError": "invalid",
     "HistoryRow": "history",
     "InvalidRequestResponse": "invalid",
-    "ItemError": "common",
+    "ItemError": "item_error",
     "LaunchTemplateInfo": "reserve",
     "LaunchTemplateRef": "reserve",
     "PlacementFields": "placement",

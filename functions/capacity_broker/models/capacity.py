@@ -22,7 +22,6 @@ from pydantic import (
 
 from .common import (
     INSTANCE_TYPE_FILTER_PATTERN,
-    ItemError,
     Regions,
     RequestId,
     RequestModel,
@@ -30,6 +29,7 @@ from .common import (
     empty_list,
     unique,
 )
+from .item_error import ItemError
 from .times import UtcDateTime
 
 InstanceTypeFilter = Annotated[

@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from .common import ItemError, Regions, RequestId, RequestModel, ResponseModel, empty_list
+from .common import Regions, RequestId, RequestModel, ResponseModel, empty_list
+from .item_error import ItemError
 
 
 class SweepRequest(RequestModel):

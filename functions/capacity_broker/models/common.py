@@ -157,15 +157,6 @@ class ResponseModel(BaseModel):
         return self.model_dump(mode="json", exclude_none=True)
 
 
-class ItemError(ResponseModel):
-    """One thing that failed inside an otherwise answered request (a cancel, a region)."""
-
-    id: str | None = None
-    region: str | None = None
-    error_code: str | None = None
-    message: str
-
-
 _REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
 
 

@@ -13,7 +13,8 @@ from typing import Literal
 from pydantic import Field
 
 from .capacity import CapacityRow
-from .common import ItemError, ResponseModel, empty_list
+from .common import ResponseModel, empty_list
+from .item_error import ItemError
 from .times import UtcDateTime
 
 

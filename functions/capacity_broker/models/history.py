@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ..domain.memory import HistoryLine, Seen
+from ..domain.history import HistoryLine
+from ..domain.memory import Seen
 from .common import ResponseModel
 from .times import UtcDateTime
 

@@ -7,7 +7,6 @@ from typing import Literal, Self
 from pydantic import Field, model_validator
 
 from .common import (
-    ItemError,
     JobId,
     RequestId,
     RequestModel,
@@ -16,6 +15,7 @@ from .common import (
     StackName,
     empty_list,
 )
+from .item_error import ItemError
 
 SELECTORS = ("job_id", "stack_name", "reservation_id")
 

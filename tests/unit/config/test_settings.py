@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 from capacity_broker.config import VARIABLES, InvalidConfiguration, Settings
-from capacity_broker.domain.graces import Graces
+from capacity_broker.domain.cleaner import Graces
 from pydantic import ValidationError
 
 CLUSTER = {"BROKER_CLUSTER_ID": "hpc-prod"}

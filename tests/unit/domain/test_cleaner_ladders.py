@@ -6,11 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from capacity_broker.domain.cleaner import (
+    Graces,
     LadderNode,
     abandoned_ladders,
     is_ladder_node,
 )
-from capacity_broker.domain.graces import LADDER_GRACE, RESERVE_MAX_RUN, Graces
+from capacity_broker.domain.graces import LADDER_GRACE, RESERVE_MAX_RUN
 from capacity_broker.domain.pool import LADDER_DONE, TAG_LADDER, TAG_LADDER_STATE
 from capacity_broker.domain.tags import TAG_CLUSTER_ID
 from hypothesis import given

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from capacity_broker.domain.errors import ErrorClass, Outcome
 from capacity_broker.domain.fanout import Tried, first_bound, widen
+from capacity_broker.domain.history import history
 from capacity_broker.domain.memory import (
     DECISION_WINDOW,
     HEDGE_CEILING,
@@ -18,7 +19,6 @@ from capacity_broker.domain.memory import (
     Tally,
     fold,
     hedge_delay,
-    history,
     hour_of,
     latency_bucket,
 )

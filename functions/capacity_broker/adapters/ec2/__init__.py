@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from .base import Ec2Base
 from .catalog import CatalogMixin
-from .discovery import DiscoveryMixin, Pricing, TopologyUnreadable, Zone
+from .discovery import DiscoveryMixin, Pricing, TopologyUnreadable
 from .filters import Filters, Prefix
 from .instances import Instance, InstancesMixin
 from .network import Image, NetworkMixin, Subnet
-from .reservations import FutureReservation, NewReservation, Reservation, ReservationsMixin
+from .reservations import NewReservation, Reservation, ReservationsMixin
 
 
 class Ec2(
@@ -35,7 +35,6 @@ __all__ = [
     "Ec2",
     "Ec2Base",
     "Filters",
-    "FutureReservation",
     "Image",
     "Instance",
     "NewReservation",
@@ -44,5 +43,4 @@ __all__ = [
     "Reservation",
     "Subnet",
     "TopologyUnreadable",
-    "Zone",
 ]

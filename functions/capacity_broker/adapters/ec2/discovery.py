@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..aws import AwsError, Clients, call
 from .base import Ec2Base
 from .filters import Filters, Wanted
 from .reservations import RESOURCE_TYPE, Reservation
+
+if TYPE_CHECKING:
+    from .zones import Zone
 
 # API limits (botocore's EC2 model): ids per topology call, names per DescribeInstanceTypes.
 TOPOLOGY_IDS_PER_CALL = 10
@@ -25,16 +27,6 @@ SPOT_TYPES_PER_CALL = 100
 # Ids per DescribeCapacityBlockStatus call (botocore gives no limit; EC2's describe calls take
 # up to 1000 results a page, and a listing names far fewer blocks).
 BLOCK_STATUS_IDS_PER_CALL = 100
-
-
-@dataclass(frozen=True)
-class Zone:
-    """An Availability Zone as DescribeAvailabilityZones has it: its name, id, type and state."""
-
-    name: str
-    zone_id: str
-    zone_type: str
-    state: str
 
 
 class TopologyUnreadable(ValueError):
@@ -162,6 +154,9 @@ class DiscoveryMixin(Ec2Base):
         ]
 
     def zones(self, deadline: float | None = None) -> list[Zone]:
+        # Imported here: only the client's ``az`` look-up lists zones; no handler does.
+        from .zones import Zone
+
         answer = self._call("DescribeAvailabilityZones", deadline)
         return [
             Zone(
@@ -419,4 +414,4 @@ def _hourly_usd(item: object) -> list[float]:
     return found
 
 
-__all__ = ["AwsError", "DiscoveryMixin", "Pricing", "TopologyUnreadable", "Zone"]
+__all__ = ["AwsError", "DiscoveryMixin", "Pricing", "TopologyUnreadable"]

@@ -3,7 +3,8 @@
 ``Launches`` is an adapter of its own beside ``Ec2`` (same region, clients, pacer and retry
 policy; the root makes one per region on first use, ``root.Adapters.launches``): only reserve,
 release and the cleaner (and ``slurm check``) touch launch templates or launch, so a probe or
-a listing never imports this module."""
+a listing never imports this module. What a launch asks and answers is ``fleets``'s: only
+reserve launches (``create_instant_fleet`` and ``run_instances`` import it)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from .filters import Filters
 
 if TYPE_CHECKING:
     from ...domain.templates import Version
+    from .fleets import FleetResult, LaunchSpec
 
 # DescribeLaunchTemplateVersions and DescribeLaunchTemplates: "between 1 and 200";
 # DeleteLaunchTemplateVersions: "up to 200 launch template version numbers".
@@ -41,42 +43,6 @@ class LaunchTemplate:
     latest: int
     default: int
     tags: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class FleetError:
-    """One of CreateFleet's Errors[] (the call answers 200 with them; some are transient)."""
-
-    code: str
-    message: str
-    instance_type: str | None = None
-    subnet_id: str | None = None
-
-
-@dataclass(frozen=True)
-class LaunchSpec:
-    """The job's nodes, from the version that targets its reservation, in one subnet, under
-    one ClientToken, tagged on launch."""
-
-    template: TemplateVersion
-    instance_type: str
-    subnet_id: str
-    count: int
-    client_token: str
-    tags: Mapping[str, str]
-
-    def tag_specification(self, *resource_types: str) -> list[dict[str, Any]]:
-        tags = [{"Key": k, "Value": v} for k, v in self.tags.items()]
-        return [{"ResourceType": kind, "Tags": tags} for kind in resource_types]
-
-
-@dataclass(frozen=True)
-class FleetResult:
-    """What CreateFleet answered: the fleet, the instances it launched, and its errors."""
-
-    fleet_id: str | None
-    instance_ids: list[str]
-    errors: list[FleetError] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -256,6 +222,8 @@ class Launches(Ec2Base):
         ``client_token`` makes the call idempotent (EC2 "Ensuring idempotency" lists
         CreateFleet): a retry after a lost answer gets the first fleet back, never a second.
         """
+        from .fleets import FleetError, FleetResult  # see ``fleets``
+
         count = spec.count
         target: dict[str, Any] = {
             "TotalTargetCapacity": count,
@@ -309,6 +277,8 @@ class Launches(Ec2Base):
         with RunInstances MinCount=MaxCount ("CapacityReservationId is not supported by
         create-fleet", aws/aws-parallelcluster#5862). A failure is
         EC2's error (``AwsError``); ``client_token`` makes a retry idempotent."""
+        from .fleets import FleetResult  # see ``fleets``
+
         answer = self._call(
             "RunInstances",
             deadline,

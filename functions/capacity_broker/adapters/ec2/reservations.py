@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...domain.ahead import DELIVERY_PREFERENCE, MATCH_CRITERIA
 from ...domain.tags import tag_dict
 from ..aws import AwsError
 from .base import Ec2Base
 from .filters import Filters, Wanted
+
+if TYPE_CHECKING:  # requested by ``capacity-broker ahead`` only: no handler builds one
+    from .ahead import FutureReservation
 
 RESOURCE_TYPE = "capacity-reservation"
 
@@ -150,43 +152,6 @@ class NewReservation:
         if self.placement_group_arn:
             params["PlacementGroupArn"] = self.placement_group_arn
         return params
-
-
-@dataclass(frozen=True)
-class FutureReservation:
-    """A future-dated ODCR as the broker requests one: targeted (the only matching EC2 allows
-    for them), incremental delivery, no end date, tagged on create, with a ClientToken."""
-
-    instance_type: str
-    availability_zone: str
-    platform: str
-    tenancy: str
-    count: int
-    start: datetime
-    commitment_seconds: int
-    client_token: str
-    tags: Mapping[str, str]
-
-    def parameters(self) -> dict[str, Any]:
-        return {
-            "ClientToken": self.client_token,
-            "InstanceType": self.instance_type,
-            "InstancePlatform": self.platform,
-            "AvailabilityZone": self.availability_zone,
-            "Tenancy": self.tenancy,
-            "InstanceCount": self.count,
-            "InstanceMatchCriteria": MATCH_CRITERIA,
-            "EndDateType": "unlimited",
-            "StartDate": self.start,
-            "CommitmentDuration": self.commitment_seconds,
-            "DeliveryPreference": DELIVERY_PREFERENCE,
-            "TagSpecifications": [
-                {
-                    "ResourceType": RESOURCE_TYPE,
-                    "Tags": [{"Key": k, "Value": v} for k, v in self.tags.items()],
-                }
-            ],
-        }
 
 
 class ReservationsMixin(Ec2Base):

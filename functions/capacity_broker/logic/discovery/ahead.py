@@ -22,7 +22,8 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from ...adapters.aws import AwsError
-from ...adapters.ec2 import FutureReservation, Reservation
+from ...adapters.ec2 import Reservation
+from ...adapters.ec2.ahead import FutureReservation
 from ...domain import ahead as rules
 from ...domain import discovery as discovery_rules
 from ...domain.errors import ErrorClass

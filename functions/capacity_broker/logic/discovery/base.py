@@ -12,7 +12,7 @@ from ...models.capacity import (
     CapacityRequest,
     CapacityRow,
 )
-from ...models.common import ItemError
+from ...models.item_error import ItemError
 from ..capacity import CapacityLister, Ec2Factory, Listing, Progress, check_types, fan_out, to_row
 
 DEFAULT_PRODUCT = "Linux/UNIX"

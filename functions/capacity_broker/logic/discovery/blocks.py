@@ -14,8 +14,8 @@ from ...domain import discovery as rules
 from ...domain.errors import ErrorClass
 from ...domain.tags import TAG_CLUSTER_ID, TAG_NAME, TAG_PREFIX
 from ...models.capacity import CapacityRow
-from ...models.common import ItemError
 from ...models.discovery import BlockOffering, PurchaseAnswer
+from ...models.item_error import ItemError
 from .. import InvalidInput
 from ..capacity import Listing, Progress, fan_out, to_row
 from .base import DiscoveryBase

@@ -35,8 +35,8 @@ from ...domain import discovery as rules
 from ...domain.clock import utc
 from ...domain.errors import ErrorClass
 from ...models.capacity import CapacityRequest, CapacityRow
-from ...models.common import ItemError
 from ...models.discovery import BlockOffering, ExtensionOffer, PlanAnswer, Split, SplitPiece
+from ...models.item_error import ItemError
 from .. import InvalidInput
 from ..capacity import Progress, fan_out, status_of
 from .blocks import BlockOfferings, offering_of

@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 from ...adapters.aws import AwsError
 from ...adapters.ec2 import Ec2
-from ...adapters.ec2.launches import FleetError, FleetResult, Launches, LaunchSpec, TemplateVersion
+from ...adapters.ec2.fleets import FleetError, FleetResult, LaunchSpec
+from ...adapters.ec2.launches import Launches, TemplateVersion
 from ...adapters.ssm import ImageParameters
 from ...domain.errors import is_retryable, launch_asks_again
 from ...domain.failures import BrokerFailure

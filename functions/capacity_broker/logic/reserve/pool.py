@@ -21,7 +21,8 @@ from datetime import datetime, timedelta
 
 from ...adapters.aws import AwsError
 from ...adapters.ec2 import Ec2, Instance, Pricing, Reservation
-from ...adapters.ec2.launches import LaunchSpec, TemplateVersion
+from ...adapters.ec2.fleets import LaunchSpec
+from ...adapters.ec2.launches import TemplateVersion
 from ...domain.errors import is_retryable
 from ...domain.pool import (
     LADDER_DONE,
