@@ -249,6 +249,48 @@ def test_the_look_ups_answer_before_the_flags_as_when_read_one_after_the_other(
     assert holds() == []
 
 
+@pytest.mark.parametrize("flags", ["off", "unreadable"])
+def test_a_reserve_the_flags_stop_answers_once_its_template_check_is_done(
+    hpc: Any, container: Any, context: Any, monkeypatch: pytest.MonkeyPatch, flags: str
+) -> None:
+    """The job's template is checked beside the flow from its look-ups on; when the flags
+    stop the job (``skipped``, or their error), the answer still waits for that check:
+    nothing keeps running after it (Lambda freezes the container once it answers, and a call
+    under way would land in whatever invocation thaws it). The flags' read beside the
+    look-ups makes that answer come at once, while the check has only just started."""
+    if flags == "off":
+        set_flag("EnableCapacityReservation", "false")
+    else:
+        hpc.fail("GetParametersByPath", "AccessDeniedException", service="ssm", times=1000)
+    launch = container.root.reserve.launch
+    checking, release = threading.Event(), threading.Event()
+    order: list[str] = []
+    real_source = launch.source
+
+    def source(*args: Any, **kwargs: Any) -> Any:
+        checking.set()
+        assert release.wait(60)
+        order.append("template checked")
+        return real_source(*args, **kwargs)
+
+    monkeypatch.setattr(launch, "source", source)
+    answers: list[dict[str, Any]] = []
+
+    def ask() -> None:
+        answers.append(reserve(job(launch_template={"id": TEMPLATE}), context))
+        order.append("answered")
+
+    asking = threading.Thread(target=ask, daemon=True)
+    asking.start()
+    assert checking.wait(60)
+    asking.join(0.2)  # (a reserve that does not wait for the check has answered by now)
+    release.set()
+    asking.join(60)
+    assert order == ["template checked", "answered"]
+    assert answers[0]["status"] == ("skipped" if flags == "off" else "error"), answers
+    assert holds() == []
+
+
 def test_provision_launches_exactly_the_count_in_one_az_and_releases_the_hold(
     hpc: Any, context: Any
 ) -> None:

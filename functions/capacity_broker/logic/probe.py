@@ -124,9 +124,17 @@ class Placing:
                 return
             looking: Future[placement.Placement] = Future()
             self._looking = looking
-        threading.Thread(
-            target=self._look_up, args=(looking,), name="probe-placing", daemon=True
-        ).start()
+        try:
+            threading.Thread(
+                target=self._look_up, args=(looking,), name="probe-placing", daemon=True
+            ).start()
+        except BaseException:
+            # No thread (a process at its limit of threads): nothing would ever end the
+            # future, and the probe would wait for it until Lambda's timeout. The look-ups
+            # are made where they are used instead (``result``), as if never started.
+            with self._lock:
+                self._looking = None
+            raise
 
     def _look_up(self, looking: Future[placement.Placement]) -> None:
         looking.set_running_or_notify_cancel()

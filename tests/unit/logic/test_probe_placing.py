@@ -122,3 +122,33 @@ def test_after_a_drop_no_look_up_starts(resolving: Resolving) -> None:
     resolving.release.set()
     assert not resolving.started.wait(0.2)
     assert resolving.threads == []
+
+
+def test_look_ups_whose_thread_could_not_start_are_made_where_they_are_used(
+    resolving: Resolving, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread that cannot start (a process at its limit of threads) raises where the
+    look-ups were started (a grouped probe's preparation logs it) and leaves nothing to wait
+    for: the probe looks its places up when it uses them, and a drop returns at once, instead
+    of both waiting for a thread that never ran (until Lambda's timeout)."""
+
+    class Unstartable(threading.Thread):
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    looking = placing()
+    with monkeypatch.context() as patched:
+        patched.setattr(flow.threading, "Thread", Unstartable)
+        with pytest.raises(RuntimeError):
+            looking.start()
+    resolving.release.set()
+    answered: list[Any] = []
+    using = threading.Thread(target=lambda: answered.append(looking.result()), daemon=True)
+    using.start()
+    using.join(30)
+    assert answered == ["the places"]
+    assert resolving.threads == [using.name]
+    dropping = threading.Thread(target=looking.drop, daemon=True)
+    dropping.start()
+    dropping.join(30)
+    assert not dropping.is_alive()

@@ -173,24 +173,39 @@ class Reserver:
         # The job's template is checked while the flow goes on, and before anything is held:
         # a template that does not exist must not cost a hold.
         template = Background(self.launch.source, request, deadline)
-        if request.capacity_reservation_id:
-            return self._brought(request, place, template, answer, deadline)
-        if request.capacity == "reserved-first":
-            return self._laddered(
-                request, request_id, place, template, recall, answer, deadline, hard_deadline, stats
+        try:
+            if request.capacity_reservation_id:
+                return self._brought(request, place, template, answer, deadline)
+            if request.capacity == "reserved-first":
+                return self._laddered(
+                    request,
+                    request_id,
+                    place,
+                    template,
+                    recall,
+                    answer,
+                    deadline,
+                    hard_deadline,
+                    stats,
+                )
+            return self._raced(
+                request,
+                request_id,
+                place,
+                template,
+                recall,
+                answer,
+                deadline,
+                hard_deadline,
+                stats,
+                flags,
             )
-        return self._raced(
-            request,
-            request_id,
-            place,
-            template,
-            recall,
-            answer,
-            deadline,
-            hard_deadline,
-            stats,
-            flags,
-        )
+        finally:
+            # An answer that never took the check's result (``skipped``, the flags' error, a
+            # refused reservation) still waits for it: nothing keeps running after the answer
+            # (Lambda freezes the container, and a call under way would land in whatever
+            # invocation thaws it). Once taken, it is over: this returns at once.
+            template.wait()
 
     def _brought(
         self,
