@@ -16,7 +16,7 @@ $(OFFLINE): export AWS_DEFAULT_REGION ?= us-east-1
 CDK_ARGS ?=
 SYNTH_ARGS ?= -c clusterId=demo
 
-.PHONY: run test lint typecheck unit pytest bench synth deploy cfn-lint clean help iam-roles
+.PHONY: run test lint typecheck unit pytest bench synth deploy cfn-lint clean help iam-roles ec2-model
 
 help:
 	@echo "make run    - start the capacity emulator with the demo scenario and run the broker end to end"
@@ -24,6 +24,7 @@ help:
 	@echo "make bench  - benchmarks against the emulator; writes bench/results.json"
 	@echo "make synth  - synthesize the CDK app offline into cdk.out"
 	@echo "make iam-roles - rewrite emulator/iam/roles.json (the functions' roles) from infra/"
+	@echo "make ec2-model - rewrite the functions' trimmed EC2 API model from the installed botocore"
 	@echo 'make deploy CDK_ARGS="-c clusterId=<id> ..." - deploy one broker with your credentials'
 
 $(STAMP): pyproject.toml requirements-lock.txt
@@ -87,6 +88,12 @@ synth: $(STAMP) node_modules/.installed
 # (Every synth compiles the functions' bytecode: node_modules has the CPython 3.14, Pyodide.)
 iam-roles: $(STAMP) node_modules/.installed
 	$(BIN)/python -m infra.emulated_roles
+
+# EC2's API model as the functions' clients load it: botocore's own, trimmed to the operations
+# the broker calls (functions/capacity_broker/adapters/ec2/operations.py) by infra/ec2_model.py;
+# tests/infra/test_ec2_model.py fails when the file is stale (a new botocore pin, a new call).
+ec2-model: $(STAMP)
+	$(BIN)/python -m infra.ec2_model
 
 deploy: $(STAMP) node_modules/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk deploy $(CDK_ARGS)

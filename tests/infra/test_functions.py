@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Match
+from capacity_broker.adapters.aws import BOTOCORE_DATA
 from infra_helpers import CUSTOM_LAYER_ARN, FUNCTIONS, Synth
 
 from infra.functions import CODE_DIR
@@ -86,6 +87,18 @@ def test_code_asset_is_the_package_without_caches_or_tests(broker: Synth) -> Non
         or path.name.endswith(".egg-info")
     ]
     assert unwanted == []
+
+
+def test_code_asset_carries_the_trimmed_ec2_model(broker: Synth) -> None:
+    """The functions' clients read EC2's model from the package (``Clients``,
+    ``BOTOCORE_DATA``): without it they would parse botocore's whole model again."""
+    asset = code_asset(broker)
+    models = [p for p in BOTOCORE_DATA.rglob("*") if p.is_file()]
+    assert models
+    for model in models:
+        shipped = asset / model.relative_to(CODE_DIR)
+        assert shipped.is_file(), shipped
+        assert shipped.read_bytes() == model.read_bytes()
 
 
 # CPython 3.14's magic number (3627, Include/internal/pycore_magic_number.h) + b"\r\n", the

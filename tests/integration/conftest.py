@@ -100,7 +100,10 @@ class ParsedModels:
     own: that parse was a quarter of the fault matrix's time. Only the parsed files are shared
     (botocore treats them as read-only: every client of one session shares them already); each
     session keeps its own events, credentials and clients, so no test's hooks or state reach
-    another. Other tests keep cold loaders (the unit tests test what a cold session reads)."""
+    another. One loader per data path: the sessions ``Clients`` makes name the broker's
+    trimmed EC2 model as theirs (``adapters.aws.BOTOCORE_DATA``), the others load botocore's
+    whole models. Other tests keep cold loaders (the unit tests test what a cold session
+    reads)."""
 
     def __init__(self) -> None:
         from botocore.loaders import create_loader

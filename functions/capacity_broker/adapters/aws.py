@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import botocore.session
@@ -59,6 +61,13 @@ _CONFIGS = {"dynamodb": STATE_TABLE_CONFIG}
 # (the largest of these at most the time left, 1 s at least): a socket that hangs must not hold
 # an invocation past its deadline (Lambda ends it there without running ``finally``).
 SHORTER_READ_TIMEOUTS = (8.0, 4.0, 2.0, 1.0)
+# API models that the sessions ``Clients`` makes read before botocore's own: EC2's, trimmed to
+# the operations the broker calls (``adapters/ec2/operations.py``, written by
+# ``make ec2-model``). Parsing botocore's full EC2 model and building a client of its 830
+# operations was most of a cold container's first EC2 client (docs/performance.md, "A smaller
+# EC2 model"). Everything not here (other services, paginators, endpoint rules, partitions) is
+# found further down the search path, in botocore's own data.
+BOTOCORE_DATA = Path(__file__).resolve().parent / "botocore_data"
 
 
 class Clients:
@@ -69,10 +78,10 @@ class Clients:
     Every adapter of a root asks this object, so a root's calls all go through the session it
     was given.
 
-    Without a session, one is made on first use: its loader caches the parsed service models
-    (EC2's alone is megabytes of JSON), so a second client costs microseconds instead of a
-    fresh parse. Nothing here is process-wide: two roots with two sessions never share a
-    client.
+    Without a session, one is made on first use, whose EC2 model is trimmed to the broker's
+    operations (``BOTOCORE_DATA``); its loader caches the parsed service models, so a second
+    client costs microseconds instead of a fresh parse. Nothing here is process-wide: two
+    roots with two sessions never share a client.
     """
 
     def __init__(self, session: Any = None) -> None:
@@ -93,7 +102,15 @@ class Clients:
             # botocore's own session, not boto3's: boto3 adds nothing the broker's clients use,
             # and importing it loads s3transfer and multiprocessing (about 40 ms of a cold
             # container's CPU, docs/performance.md).
-            self._session = botocore.session.get_session()
+            session = botocore.session.get_session()
+            # Its EC2 clients know only the operations the broker calls (``BOTOCORE_DATA``).
+            # A caller's session is left as it is: its clients may be asked anything. Set as
+            # the session's data path (AWS_DATA_PATH's setting: a path it names still
+            # follows), which its loader, made on first use, searches before botocore's data.
+            given = session.get_config_variable("data_path")
+            paths = [str(BOTOCORE_DATA), *([given] if given else [])]
+            session.set_config_variable("data_path", os.pathsep.join(paths))
+            self._session = session
         return self._session
 
     def client(self, service: str, region: str, within: float | None = None) -> Any:
@@ -119,8 +136,8 @@ class Clients:
         """Make the clients of ``services`` in ``region`` now, before a SnapStart snapshot.
         Making a client calls nothing and opens no connection; it is most of what a restored
         environment's first invocation spent on the CPU after the models' parse (botocore
-        builds a class with a method per operation: EC2 has hundreds), and in a class of
-        desktops restored at once that CPU is what every arrival waits for.
+        builds a class with a method per operation), and in a class of desktops restored at
+        once that CPU is what every arrival waits for.
 
         A client keeps the credentials it is made with, and credentials must not be read
         before the snapshot: every environment restored from it would share them, and they
