@@ -448,3 +448,32 @@ def profile_template() -> Any:
         return role["Role"]["Arn"], made["LaunchTemplate"]["LaunchTemplateId"]
 
     return make
+
+
+Watched = tuple[Any, str]  # an object and the name of its method
+
+
+@pytest.fixture
+def side_by_side(monkeypatch: pytest.MonkeyPatch) -> Callable[[Watched, Watched], dict[str, bool]]:
+    """Whether two calls of a flow run beside each other, not one after the other: once called,
+    each waits to see the other called too (a flow that made them in a row would never see both
+    under way; the 60 s only guard a hang). Give it the two methods, run the flow, then read
+    what each saw: ``{"subnets saw read": True, "read saw subnets": True}``."""
+
+    def watch(first: Watched, second: Watched) -> dict[str, bool]:
+        seen: dict[str, bool] = {}
+        called = {first[1]: threading.Event(), second[1]: threading.Event()}
+        for (owner, name), (_, other) in ((first, second), (second, first)):
+            real = getattr(owner, name)
+
+            def waiting(
+                *args: Any, _real: Any = real, _name: str = name, _other: str = other, **kwargs: Any
+            ) -> Any:
+                called[_name].set()
+                seen[f"{_name} saw {_other}"] = called[_other].wait(60)
+                return _real(*args, **kwargs)
+
+            monkeypatch.setattr(owner, name, waiting)
+        return seen
+
+    return watch

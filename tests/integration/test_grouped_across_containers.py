@@ -417,9 +417,7 @@ def test_a_member_never_reads_the_capacity_memory(classroom: Any) -> None:
     assert sorted(reads) == [0, 0, 0, 0, 0, 1], reads  # the leader's read only
 
 
-def test_a_lone_probe_s_arrival_overlaps_its_flags_read(
-    classroom: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_lone_probe_s_arrival_overlaps_its_flags_read(classroom: Any, side_by_side: Any) -> None:
     """The arrival (a round trip to the table) is not a step before the flags' read but beside
     it: each waits to see the other under way (a probe that made them one after the other
     would never see both at once; the 60 s only guards a hang)."""
@@ -429,56 +427,23 @@ def test_a_lone_probe_s_arrival_overlaps_its_flags_read(
     assert grouping is not None
     table = grouping.meeting.store
     assert isinstance(table, TableStore)
-    arriving, reading = threading.Event(), threading.Event()
-    seen: dict[str, bool] = {}
-    real_arrive, real_read = table.join, root.flags.read
-
-    def arrive(*args: Any, **kwargs: Any) -> Any:
-        arriving.set()
-        seen["the flags were being read"] = reading.wait(60)
-        return real_arrive(*args, **kwargs)
-
-    def read(*args: Any, **kwargs: Any) -> Any:
-        reading.set()
-        seen["the arrival was under way"] = arriving.wait(60)
-        return real_read(*args, **kwargs)
-
-    monkeypatch.setattr(table, "join", arrive)
-    monkeypatch.setattr(root.flags, "read", read)
+    seen = side_by_side((table, "join"), (root.flags, "read"))
     room.probe(root, "alone")
-    assert seen == {"the flags were being read": True, "the arrival was under way": True}
+    assert seen == {"join saw read": True, "read saw join": True}
     answer = room.answers["alone"]
     assert answer["status"] == "available" and answer["subnet_id"] == SUBNETS[2]
     assert table.counts["calls"] == 3  # its join, its mark and its leaving
 
 
-def test_a_lone_probe_s_look_ups_overlap_its_flags_read(
-    classroom: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_lone_probe_s_look_ups_overlap_its_flags_read(classroom: Any, side_by_side: Any) -> None:
     """Once its arrival says it is not a group's member, a probe looks its places up beside
     its flags' read, not after it: each waits to see the other under way (the 60 s only guard
     a hang)."""
     room = classroom([0, 0, 1000])
     root = room.container()
-    ec2 = root.ec2(REGION)
-    looking, reading = threading.Event(), threading.Event()
-    seen: dict[str, bool] = {}
-    real_subnets, real_read = ec2.subnets, root.flags.read
-
-    def subnets(*args: Any, **kwargs: Any) -> Any:
-        looking.set()
-        seen["the flags were being read"] = reading.wait(60)
-        return real_subnets(*args, **kwargs)
-
-    def read(*args: Any, **kwargs: Any) -> Any:
-        reading.set()
-        seen["the look-ups were under way"] = looking.wait(60)
-        return real_read(*args, **kwargs)
-
-    monkeypatch.setattr(ec2, "subnets", subnets)
-    monkeypatch.setattr(root.flags, "read", read)
+    seen = side_by_side((root.ec2(REGION), "subnets"), (root.flags, "read"))
     room.probe(root, "alone")
-    assert seen == {"the flags were being read": True, "the look-ups were under way": True}
+    assert seen == {"subnets saw read": True, "read saw subnets": True}
     answer = room.answers["alone"]
     assert answer["status"] == "available" and answer["subnet_id"] == SUBNETS[2]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
@@ -208,7 +207,12 @@ def test_a_skipped_probe_drops_what_its_look_ups_found(broker: Any, context: Any
 
 @pytest.mark.parametrize("grouping", ["true", "false"])
 def test_a_cold_probe_looks_its_places_up_beside_its_flags_read(
-    broker: Any, container: Any, context: Any, monkeypatch: pytest.MonkeyPatch, grouping: str
+    broker: Any,
+    container: Any,
+    context: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    side_by_side: Any,
+    grouping: str,
 ) -> None:
     """The look-ups are not a step after the flags' read but beside it: each waits to see the
     other under way (a probe that made them one after the other would never see both at
@@ -217,25 +221,9 @@ def test_a_cold_probe_looks_its_places_up_beside_its_flags_read(
     monkeypatch.setenv("BROKER_PROBE_GROUPING", grouping)
     broker.load_scenario(world([0, 0, 4]))
     root = container.root
-    ec2 = root.ec2("us-east-1")
-    looking, reading = threading.Event(), threading.Event()
-    seen: dict[str, bool] = {}
-    real_subnets, real_read = ec2.subnets, root.flags.read
-
-    def subnets(*args: Any, **kwargs: Any) -> Any:
-        looking.set()
-        seen["the flags were being read"] = reading.wait(60)
-        return real_subnets(*args, **kwargs)
-
-    def read(*args: Any, **kwargs: Any) -> Any:
-        reading.set()
-        seen["the look-ups were under way"] = looking.wait(60)
-        return real_read(*args, **kwargs)
-
-    monkeypatch.setattr(ec2, "subnets", subnets)
-    monkeypatch.setattr(root.flags, "read", read)
+    seen = side_by_side((root.ec2("us-east-1"), "subnets"), (root.flags, "read"))
     answer = probe(context)
-    assert seen == {"the flags were being read": True, "the look-ups were under way": True}
+    assert seen == {"subnets saw read": True, "read saw subnets": True}
     assert answer["status"] == "available" and answer["subnet_id"] == SUBNETS[2]
 
 

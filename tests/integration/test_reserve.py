@@ -193,31 +193,15 @@ def test_flag_off_skips_with_placement_unchanged(hpc: Any, context: Any) -> None
 
 
 def test_a_cold_reserve_reads_its_flags_beside_its_look_ups(
-    hpc: Any, container: Any, context: Any, monkeypatch: pytest.MonkeyPatch
+    hpc: Any, container: Any, context: Any, side_by_side: Any
 ) -> None:
     """The flags' read is not a step after the look-ups but beside them: each waits to see
     the other under way (a reserve that made them one after the other would never see both
     at once; the 60 s only guard a hang)."""
     root = container.root
-    ec2 = root.ec2("us-east-1")
-    looking, reading = threading.Event(), threading.Event()
-    seen: dict[str, bool] = {}
-    real_subnets, real_read = ec2.subnets, root.flags.read
-
-    def subnets(*args: Any, **kwargs: Any) -> Any:
-        looking.set()
-        seen["the flags were being read"] = reading.wait(60)
-        return real_subnets(*args, **kwargs)
-
-    def read(*args: Any, **kwargs: Any) -> Any:
-        reading.set()
-        seen["the look-ups were under way"] = looking.wait(60)
-        return real_read(*args, **kwargs)
-
-    monkeypatch.setattr(ec2, "subnets", subnets)
-    monkeypatch.setattr(root.flags, "read", read)
+    seen = side_by_side((root.ec2("us-east-1"), "subnets"), (root.flags, "read"))
     answer = reserve(job(request_id="job-beside"), context)
-    assert seen == {"the flags were being read": True, "the look-ups were under way": True}
+    assert seen == {"subnets saw read": True, "read saw subnets": True}
     assert answer["status"] == "reserved", answer
     assert answer["subnet_ids"] == [SUBNETS[2]]
 
