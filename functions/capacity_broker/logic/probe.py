@@ -42,6 +42,7 @@ from ..models import Attempt, ProbeRequest, ProbeResponse
 from ..models.probe import ProbeGroup
 from . import InvalidInput, placement
 from .attempts import Attempts, Place, Ran, Spending
+from .background import Background
 from .failures import failed, step
 from .grouping import Coalescer, Grouped, Seat, Target
 from .memory import CapacityMemory, Recall
@@ -114,34 +115,17 @@ class Placing:
         self.request = request
         self.deadline = deadline
         self._lock = threading.Lock()
-        self._looking: Future[placement.Placement] | None = None
+        self._looking: Background[placement.Placement] | None = None
         self._dropped = False
 
     def start(self) -> None:
-        """Start the look-ups on their thread (once; never after ``drop``)."""
+        """Start the look-ups on their thread (once; never after ``drop``). A thread that
+        cannot start raises, and leaves the look-ups to be made where they are used
+        (``result``), as if never started: the probe does not wait for a thread that never
+        ran."""
         with self._lock:
-            if self._looking is not None or self._dropped:
-                return
-            looking: Future[placement.Placement] = Future()
-            self._looking = looking
-        try:
-            threading.Thread(
-                target=self._look_up, args=(looking,), name="probe-placing", daemon=True
-            ).start()
-        except BaseException:
-            # No thread (a process at its limit of threads): nothing would ever end the
-            # future, and the probe would wait for it until Lambda's timeout. The look-ups
-            # are made where they are used instead (``result``), as if never started.
-            with self._lock:
-                self._looking = None
-            raise
-
-    def _look_up(self, looking: Future[placement.Placement]) -> None:
-        looking.set_running_or_notify_cancel()
-        try:
-            looking.set_result(self._resolve())
-        except BaseException as error:  # noqa: BLE001 - raised again where it is used
-            looking.set_exception(error)
+            if self._looking is None and not self._dropped:
+                self._looking = Background(self._resolve, name="probe-placing")
 
     def _resolve(self) -> placement.Placement:
         return placement.resolve(self.ec2, self.request, self.request.subnet_ids, self.deadline)
@@ -162,7 +146,7 @@ class Placing:
             self._dropped = True
             looking = self._looking
         if looking is not None:
-            looking.exception()  # waits; whatever it says is not the probe's answer
+            looking.wait()  # whatever it says is not the probe's answer
 
 
 @dataclass(frozen=True)

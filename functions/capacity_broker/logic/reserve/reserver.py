@@ -6,11 +6,9 @@ collaborators that do each part and only orders them; what stops the flow is a
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Generic, TypeVar, cast
 
 from ...adapters.ec2 import Ec2, Pricing
 from ...adapters.ec2.launches import Launches
@@ -25,6 +23,7 @@ from ...domain.templates import Version
 from ...domain.tokens import CHANGED_REQUEST, CHANGED_REQUEST_CODE
 from ...models import Attempt, ReserveRequest, ReserveResponse
 from .. import InvalidInput, placement
+from ..background import Background
 from ..failures import step
 from ..memory import CapacityMemory, Recall
 from ..pool import ReservedPool
@@ -172,7 +171,7 @@ class Reserver:
             raise
         # The job's template is checked while the flow goes on, and before anything is held:
         # a template that does not exist must not cost a hold.
-        template = Background(self.launch.source, request, deadline)
+        template = Background(self.launch.source, request, deadline, name="reserve-template")
         try:
             if request.capacity_reservation_id:
                 return self._brought(request, place, template, answer, deadline)
@@ -613,33 +612,3 @@ def _checked(template: Background[Version | None]) -> Version | None:
     another cluster's)."""
     with step(TEMPLATE_UNREADABLE):
         return template.result()
-
-
-T = TypeVar("T")
-
-
-class Background(Generic[T]):
-    """One look-up running beside the flow; ``result()`` waits for it (and re-raises),
-    ``wait()`` only waits (a flow that will not use it)."""
-
-    def __init__(self, fn: Callable[..., T], *args: object, name: str = "reserve-template") -> None:
-        self._value: T | None = None
-        self._error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                self._value = fn(*args)
-            except BaseException as error:  # noqa: BLE001 - handed to the waiting flow
-                self._error = error
-
-        self._thread = threading.Thread(target=run, name=name, daemon=True)
-        self._thread.start()
-
-    def result(self) -> T:
-        self.wait()
-        if self._error is not None:
-            raise self._error
-        return cast(T, self._value)
-
-    def wait(self) -> None:
-        self._thread.join()
